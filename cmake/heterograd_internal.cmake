@@ -1,0 +1,84 @@
+# Helpers for heterograd's own tests, benchmarks and examples (not installed).
+include_guard(GLOBAL)
+
+string(TOUPPER "${HG_DEVICE_SYSTEM}" HG_DEVICE_SYSTEM)
+if(NOT HG_DEVICE_SYSTEM MATCHES "^(CPP|OMP)$")
+  message(FATAL_ERROR "HG_DEVICE_SYSTEM='${HG_DEVICE_SYSTEM}': must be CPP or OMP (CUDA targets "
+                      "are added next to the CPU ones by HG_ENABLE_CUDA)")
+endif()
+if(HG_DEVICE_SYSTEM STREQUAL "OMP" AND NOT TARGET heterograd::openmp)
+  message(FATAL_ERROR "HG_DEVICE_SYSTEM=OMP needs OpenMP, which was not found; install a "
+                      "compiler with OpenMP or use the cpu-cpp preset")
+endif()
+
+add_custom_target(hg-cuda-all)
+
+# Links the library and the build's backends into an internal target. CPU targets use the
+# HG_DEVICE_SYSTEM backend; with CUDA, the target is compiled by nvcc for the cuda backend
+# (the omp backend stays available beside it).
+function(hg_internal_target tgt)
+  cmake_parse_arguments(I "CUDA" "" "" ${ARGN})
+  target_link_libraries(${tgt} PRIVATE heterograd::heterograd)
+  if(HG_DEVICE_SYSTEM STREQUAL "OMP")
+    target_link_libraries(${tgt} PRIVATE heterograd::openmp)
+  endif()
+  if(TARGET heterograd::mpi)
+    target_link_libraries(${tgt} PRIVATE heterograd::mpi)
+  endif()
+  if(I_CUDA)
+    target_link_libraries(${tgt} PRIVATE heterograd::cuda)
+    set(system CUDA)
+    set_target_properties(${tgt} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+    # CMake 3.25 does not know nvcc 13's dialect flags and would compile as C++17.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+    endif()
+  else()
+    set(system ${HG_DEVICE_SYSTEM})
+  endif()
+  target_compile_definitions(${tgt} PRIVATE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_${system}
+                                            THRUST_HOST_SYSTEM=THRUST_HOST_SYSTEM_CPP)
+  target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra>)
+endfunction()
+
+# Makes CUDA copies of C++ sources: a .cu wrapper per file that includes the original, so the
+# same test source is compiled once per backend.
+function(hg_cuda_wrappers out_var)
+  set(wrappers)
+  foreach(src IN LISTS ARGN)
+    get_filename_component(abs "${src}" ABSOLUTE)
+    get_filename_component(stem "${src}" NAME_WE)
+    set(w "${CMAKE_CURRENT_BINARY_DIR}/cuda_wrappers/${stem}.cu")
+    file(CONFIGURE OUTPUT "${w}" CONTENT "#include \"${abs}\"\n")
+    list(APPEND wrappers "${w}")
+  endforeach()
+  set(${out_var} ${wrappers} PARENT_SCOPE)
+endfunction()
+
+# hg_add_test(<name> SOURCES ... [LABELS ...] [TIMEOUT s] [LIBS ...] [CUDA])
+# One Boost.Test executable; with CUDA and HG_ENABLE_CUDA, also <name>_cuda compiled by nvcc
+# from the same sources and labelled 'cuda'.
+function(hg_add_test name)
+  cmake_parse_arguments(T "CUDA" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  hg_internal_target(${name})
+  target_link_libraries(${name} PRIVATE hg_test_main ${T_LIBS})
+  add_test(NAME ${name} COMMAND ${name} --log_level=message --report_level=short)
+  set_tests_properties(${name} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+  if(T_CUDA AND HG_ENABLE_CUDA)
+    hg_cuda_wrappers(cu ${T_SOURCES})
+    add_executable(${name}_cuda ${cu})
+    hg_internal_target(${name}_cuda CUDA)
+    target_link_libraries(${name}_cuda PRIVATE hg_test_main ${T_LIBS})
+    target_include_directories(${name}_cuda PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+    add_test(NAME ${name}_cuda COMMAND ${name}_cuda --log_level=message --report_level=short)
+    set_tests_properties(${name}_cuda PROPERTIES LABELS "cuda" TIMEOUT ${T_TIMEOUT})
+    add_dependencies(hg-cuda-all ${name}_cuda)
+  endif()
+endfunction()

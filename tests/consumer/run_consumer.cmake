@@ -1,0 +1,20 @@
+# Installs heterograd from BUILD_DIR into a fresh prefix, then configures, builds and runs a
+# downstream project that uses find_package(heterograd CONFIG REQUIRED COMPONENTS ...).
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    list(JOIN ARGN " " cmd)
+    message(FATAL_ERROR "consumer test: '${cmd}' failed with ${rc}")
+  endif()
+endfunction()
+run("${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+if(NOT EXISTS "${prefix}/include/heterograd/heterograd.hpp")
+  message(FATAL_ERROR "consumer test: headers were not installed into ${prefix}")
+endif()
+string(REPLACE "," ";" comps "${COMPONENTS}")
+run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
+    -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix} "-DHG_COMPONENTS=${comps}")
+run("${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
+run("${WORK_DIR}/build/consumer")
