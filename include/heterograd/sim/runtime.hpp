@@ -1,0 +1,358 @@
+#pragma once
+// Drivers over the engine: where algorithm policies plug in.
+//
+// 1. sim::run(engine, handler, options): the generic event loop. The handler reacts to
+//    delivered events (on_job_finished, on_timer), may evaluate the model at virtual-time
+//    intervals (evaluate) and may stop the run (done). Everything else (which job to start,
+//    when to cancel, wait, release) is the handler's business, through the engine's API.
+//
+// 2. sim::async_runtime: a parameter server with n asynchronous workers, for the
+//    asynchronous policies (vanilla / delay-adaptive ASGD, Ringmaster, Rennala, Rescaled ASGD,
+//    IA2SGD, Ringleader, SSP / DSSP, ...). The policy is a plain object with no threads and
+//    no I/O:
+//        std::uint64_t version() const;                          // server model version k
+//        template <class Ctl>
+//        void on_arrival(Ctl& ctl, const arrival& a, Result& r); // r computed at a.version
+//        template <class Ctl> void on_start(Ctl& ctl);           // optional
+//    and it answers through the control handle `ctl` (members only, so a policy never needs
+//    to name a simulator type): ctl.applied / buffered / discarded (worker, staleness) report
+//    the outcome; ctl.restart(w), ctl.hold(w), ctl.release(w), ctl.interrupt(w) steer
+//    workers; ctl.now(), ctl.workers(), ctl.version_of(w) observe. A worker left idle after
+//    on_arrival restarts at the current version (the ASGD default); a held worker stays
+//    blocked until some later on_arrival releases it, and then starts at that very instant.
+//    The real computation runs when a job starts: the runtime calls
+//        compute(worker, version, job_index, Result& out)
+//    on the parameters as they are then, and hands `out` to the policy at the job's virtual
+//    finish time. An interrupted job's result is never handed over.
+//
+// 3. sim::round_runtime: synchronous rounds for BSP / local-SGD style policies:
+//        template <class Ctl>
+//        void on_round(Ctl& ctl, std::uint64_t round, std::vector<Result>& contributions);
+//        std::size_t batch(worker_id) const;                     // optional, per-worker b_i
+//        double communication_time(std::uint64_t round) const;  // optional
+//    Every worker computes round r's job at version r; workers that finish early wait at the
+//    barrier; the round ends at the slowest finish plus the communication time, then
+//    on_round is called and round r+1 starts.
+//
+// The threads and MPI runtimes of later issues offer the same control members, so a policy
+// written once runs under all three.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heterograd/core/error.hpp"
+#include "heterograd/sim/engine.hpp"
+#include "heterograd/sim/recorder.hpp"
+#include "heterograd/sim/worker_time.hpp"
+
+namespace heterograd::sim {
+
+struct run_options {
+  /// Stop when the next event lies beyond this virtual time (the clock then reads horizon).
+  double horizon = never;
+  /// Stop after this many delivered events.
+  std::uint64_t max_events = std::numeric_limits<std::uint64_t>::max();
+  /// Evaluate at start, start + interval, ... (0 = never). An evaluation at time T sees every
+  /// event with time <= T and none after.
+  double eval_interval = 0.0;
+
+  void validate() const {
+    require(!std::isnan(horizon) && horizon >= 0, "run_options.horizon", horizon,
+            "must be >= 0 (a negative time)");
+    require(std::isfinite(eval_interval) && eval_interval >= 0, "run_options.eval_interval",
+            eval_interval, "must be finite and >= 0 (a negative time)");
+  }
+};
+
+struct run_summary {
+  std::uint64_t events = 0;
+  std::uint64_t evaluations = 0;
+  double end_time = 0;
+  bool stopped = false;  ///< the handler's done() ended the run
+};
+
+/// Drives `eng` with `h` until the horizon, max_events, done(), or no event is left.
+template <class Handler>
+run_summary run(engine& eng, Handler& h, const run_options& opt = {}) {
+  opt.validate();
+  run_summary s;
+  const double t0 = eng.now();
+  const double dt = opt.eval_interval;
+  double next_eval = dt > 0 ? t0 : never;
+  std::uint64_t j = 0;
+  event ev;
+  for (;;) {
+    const double t = eng.next_time();
+    const bool more = t != never && t <= opt.horizon;
+    // Evaluations due strictly before the next event (or, with no event left before the
+    // horizon, up to the horizon when it is finite).
+    while (dt > 0 && next_eval <= opt.horizon && next_eval < t &&
+           (more || opt.horizon != never)) {
+      eng.advance_to(next_eval);
+      if constexpr (requires { h.evaluate(eng, next_eval); }) h.evaluate(eng, next_eval);
+      ++s.evaluations;
+      ++j;
+      next_eval = t0 + static_cast<double>(j) * dt;
+    }
+    if (!more || s.events >= opt.max_events) break;
+    eng.next(ev, opt.horizon);
+    ++s.events;
+    if (ev.kind == event_kind::job_finished) {
+      if constexpr (requires { h.on_job_finished(eng, ev); }) h.on_job_finished(eng, ev);
+    } else {
+      if constexpr (requires { h.on_timer(eng, ev); }) h.on_timer(eng, ev);
+    }
+    if constexpr (requires { { h.done(eng) } -> std::convertible_to<bool>; }) {
+      if (h.done(eng)) {
+        s.stopped = true;
+        break;
+      }
+    }
+  }
+  if (!s.stopped && s.events < opt.max_events && opt.horizon != never) eng.next(ev, opt.horizon);
+  s.end_time = eng.now();
+  return s;
+}
+
+/// A finished job as an asynchronous policy sees it.
+struct arrival {
+  worker_id worker = 0;
+  std::uint64_t version = 0;    ///< model version the result was computed at
+  std::uint64_t job_index = 0;  ///< the worker's k-th job
+  double start = 0;             ///< virtual time the computation started
+  double time = 0;              ///< virtual time it arrives
+};
+
+/// An evaluation callback that records nothing.
+struct no_evaluation {};
+
+namespace detail {
+template <class Eval>
+void evaluate_into(recorder& rec, Eval& eval, double t) {
+  if constexpr (!std::is_same_v<std::remove_cvref_t<Eval>, no_evaluation>) {
+    rec.record_evaluation(t, eval(t));
+  }
+}
+}  // namespace detail
+
+/// A parameter server and n asynchronous workers (see the header comment for the policy
+/// contract). `Result` is what one job produces (a gradient buffer, a model delta), kept per
+/// worker: memory is O(workers) results, allocated once.
+template <class Result, worker_time_model Model>
+class async_runtime {
+ public:
+  async_runtime(std::size_t workers, Model model, std::size_t batch = 1)
+      : engine_(workers), model_(std::move(model)), recorder_(workers), results_(workers),
+        batch_(workers, batch) {
+    require(batch > 0, "batch", batch, "must be > 0");
+  }
+
+  sim::engine& engine() { return engine_; }
+  const sim::engine& engine() const { return engine_; }
+  sim::recorder& recorder() { return recorder_; }
+  const sim::recorder& recorder() const { return recorder_; }
+  const Model& model() const { return model_; }
+  /// Batch size worker w's next jobs are timed with.
+  void set_batch(worker_id w, std::size_t b) {
+    require(w < batch_.size(), "worker", w, "must be < the number of workers");
+    require(b > 0, "batch", b, "must be > 0");
+    batch_[w] = b;
+  }
+
+  /// The control handle a policy receives.
+  template <class Policy, class Compute>
+  class control {
+   public:
+    control(async_runtime& rt, Policy& p, Compute& c) : rt_(rt), policy_(p), compute_(c) {}
+    double now() const { return rt_.engine_.now(); }
+    std::size_t workers() const { return rt_.engine_.workers(); }
+    bool busy(worker_id w) const { return rt_.engine_.state(w) == worker_state::busy; }
+    bool waiting(worker_id w) const { return rt_.engine_.state(w) == worker_state::waiting; }
+    /// Version the busy worker w is computing at.
+    std::uint64_t version_of(worker_id w) const { return rt_.engine_.current_job(w).tag; }
+
+    /// Starts idle worker w on the current model version; the computation happens now.
+    void restart(worker_id w) {
+      const std::uint64_t v = policy_.version();
+      const auto& e = rt_.engine_;
+      compute_(w, v, e.next_job_index(w), rt_.results_[w]);
+      rt_.engine_.start(w, rt_.model_, v, rt_.batch_[w]);
+    }
+    /// Blocks idle worker w (SSP / DSSP) until release(w).
+    void hold(worker_id w) { rt_.engine_.wait(w); }
+    /// Unblocks waiting worker w now and restarts it at this instant.
+    void release(worker_id w) {
+      rt_.engine_.release(w);
+      restart(w);
+    }
+    /// Calculation stops: w's job is dropped (never delivered), recorded as interrupted with
+    /// its current staleness, and w restarts now at the current version.
+    void interrupt(worker_id w) {
+      const job j = rt_.engine_.cancel(w);
+      rt_.recorder_.record_update(w, policy_.version() - j.tag, update_outcome::interrupted);
+      restart(w);
+    }
+    void applied(worker_id w, std::uint64_t staleness) {
+      rt_.recorder_.record_update(w, staleness, update_outcome::applied);
+    }
+    void buffered(worker_id w, std::uint64_t staleness) {
+      rt_.recorder_.record_update(w, staleness, update_outcome::buffered);
+    }
+    void discarded(worker_id w, std::uint64_t staleness) {
+      rt_.recorder_.record_update(w, staleness, update_outcome::discarded);
+    }
+    void set_batch(worker_id w, std::size_t b) { rt_.set_batch(w, b); }
+
+   private:
+    async_runtime& rt_;
+    Policy& policy_;
+    Compute& compute_;
+  };
+
+  /// Runs `policy` with `compute(worker, version, job_index, Result&)` and an optional
+  /// `evaluate(double t) -> std::vector<double>` recorded at options.eval_interval.
+  template <class Policy, class Compute, class Evaluate = no_evaluation>
+  run_summary run(Policy& policy, Compute&& compute, const run_options& opt = {},
+                  Evaluate&& evaluate = {}) {
+    using ctl_t = control<Policy, std::remove_reference_t<Compute>>;
+    ctl_t ctl(*this, policy, compute);
+    if (!started_) {
+      started_ = true;
+      if constexpr (requires { policy.on_start(ctl); }) {
+        policy.on_start(ctl);
+      } else {
+        for (std::size_t w = 0; w < engine_.workers(); ++w) ctl.restart(static_cast<worker_id>(w));
+      }
+    }
+    struct handler {
+      async_runtime& rt;
+      Policy& policy;
+      ctl_t& ctl;
+      Evaluate& eval;
+      void on_job_finished(sim::engine&, const event& ev) {
+        const arrival a{ev.worker, ev.job.tag, ev.job.index, ev.job.start, ev.time};
+        policy.on_arrival(ctl, a, rt.results_[ev.worker]);
+        if (rt.engine_.state(ev.worker) == worker_state::idle) ctl.restart(ev.worker);
+      }
+      void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
+    } h{*this, policy, ctl, evaluate};
+    const run_summary s = sim::run(engine_, h, opt);
+    recorder_.capture(engine_);
+    return s;
+  }
+
+ private:
+  sim::engine engine_;
+  Model model_;
+  sim::recorder recorder_;
+  std::vector<Result> results_;
+  std::vector<std::size_t> batch_;
+  bool started_ = false;
+};
+
+/// Synchronous rounds over n workers (see the header comment for the policy contract).
+template <class Result, worker_time_model Model>
+class round_runtime {
+ public:
+  /// `communication_time` virtual seconds are added to every round (e.g. a network model's
+  /// ring_allreduce(n, bytes).seconds) unless the policy provides communication_time(round).
+  round_runtime(std::size_t workers, Model model, std::size_t batch = 1,
+                double communication_time = 0.0)
+      : engine_(workers), model_(std::move(model)), recorder_(workers), results_(workers),
+        batch_(batch), comm_(communication_time) {
+    require(batch > 0, "batch", batch, "must be > 0");
+    require(std::isfinite(comm_) && comm_ >= 0, "communication_time", comm_,
+            "must be finite and >= 0 (a negative time)");
+  }
+
+  sim::engine& engine() { return engine_; }
+  const sim::engine& engine() const { return engine_; }
+  sim::recorder& recorder() { return recorder_; }
+  const sim::recorder& recorder() const { return recorder_; }
+  std::uint64_t round() const { return round_; }
+
+  class control {
+   public:
+    explicit control(round_runtime& rt) : rt_(rt) {}
+    double now() const { return rt_.engine_.now(); }
+    std::size_t workers() const { return rt_.engine_.workers(); }
+    std::uint64_t round() const { return rt_.round_; }
+    void applied(worker_id w, std::uint64_t staleness) {
+      rt_.recorder_.record_update(w, staleness, update_outcome::applied);
+    }
+    void buffered(worker_id w, std::uint64_t staleness) {
+      rt_.recorder_.record_update(w, staleness, update_outcome::buffered);
+    }
+    void discarded(worker_id w, std::uint64_t staleness) {
+      rt_.recorder_.record_update(w, staleness, update_outcome::discarded);
+    }
+
+   private:
+    round_runtime& rt_;
+  };
+
+  /// Runs rounds of `compute(worker, round, job_index, Result&)`; `policy.on_round` is called
+  /// at each round's end with every worker's contribution.
+  template <class Policy, class Compute, class Evaluate = no_evaluation>
+  run_summary run(Policy& policy, Compute&& compute, const run_options& opt = {},
+                  Evaluate&& evaluate = {}) {
+    control ctl(*this);
+    auto start_round = [&] {
+      finished_ = 0;
+      for (std::size_t i = 0; i < engine_.workers(); ++i) {
+        const auto w = static_cast<worker_id>(i);
+        std::size_t b = batch_;
+        if constexpr (requires { policy.batch(w); }) b = policy.batch(w);
+        compute(w, round_, engine_.next_job_index(w), results_[w]);
+        engine_.start(w, model_, round_, b);
+      }
+    };
+    if (!started_) {
+      started_ = true;
+      start_round();
+    }
+    struct handler {
+      round_runtime& rt;
+      Policy& policy;
+      control& ctl;
+      Evaluate& eval;
+      decltype(start_round)& next_round;
+      void on_job_finished(sim::engine& e, const event& ev) {
+        e.wait(ev.worker);  // at the barrier until the round ends
+        if (++rt.finished_ < e.workers()) return;
+        double c = rt.comm_;
+        if constexpr (requires { policy.communication_time(rt.round_); })
+          c = policy.communication_time(rt.round_);
+        e.schedule_after(c, rt.round_);
+      }
+      void on_timer(sim::engine& e, const event&) {
+        for (std::size_t i = 0; i < e.workers(); ++i) e.release(static_cast<worker_id>(i));
+        policy.on_round(ctl, rt.round_, rt.results_);
+        ++rt.round_;
+        next_round();
+      }
+      void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
+    } h{*this, policy, ctl, evaluate, start_round};
+    const run_summary s = sim::run(engine_, h, opt);
+    recorder_.capture(engine_);
+    return s;
+  }
+
+ private:
+  sim::engine engine_;
+  Model model_;
+  sim::recorder recorder_;
+  std::vector<Result> results_;
+  std::size_t batch_;
+  double comm_;
+  std::uint64_t round_ = 0;
+  std::size_t finished_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace heterograd::sim
