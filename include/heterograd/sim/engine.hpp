@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
+#include <concepts>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -174,6 +175,9 @@ class engine {
   /// batch), k = this worker's job index. Determinism: the duration depends only on the
   /// model's seed and (w, k, now, batch).
   template <class Model>
+    requires requires(const Model& m, worker_id v, std::uint64_t k, double t, std::size_t b) {
+      { m.duration(v, k, t, b) } -> std::convertible_to<double>;
+    }
   const job& start(worker_id w, const Model& model, std::uint64_t tag, std::size_t batch = 1) {
     const auto& r = workers_[check(w, "worker")];
     return start(w, model.duration(w, r.started, now_, batch), tag);

@@ -178,10 +178,16 @@ class async_runtime {
 
     /// Starts idle worker w on the current model version; the computation happens now.
     void restart(worker_id w) {
+      auto& e = rt_.engine_;
+      require(e.state(w) == worker_state::idle, "worker", w, "must be idle to restart");
       const std::uint64_t v = policy_.version();
-      const auto& e = rt_.engine_;
-      compute_(w, v, e.next_job_index(w), rt_.results_[w]);
-      rt_.engine_.start(w, rt_.model_, v, rt_.batch_[w]);
+      const std::uint64_t k = e.next_job_index(w);
+      // The duration is drawn and checked before the computation overwrites w's result, so a
+      // bad model value leaves everything as it was.
+      const double d = rt_.model_.duration(w, k, e.now(), rt_.batch_[w]);
+      require(!std::isnan(d) && d >= 0.0, "duration", d, "must be >= 0 (from the worker-time model)");
+      compute_(w, v, k, rt_.results_[w]);
+      e.start(w, d, v);
     }
     /// Blocks idle worker w (SSP / DSSP) until release(w).
     void hold(worker_id w) { rt_.engine_.wait(w); }
@@ -308,8 +314,12 @@ class round_runtime {
         const auto w = static_cast<worker_id>(i);
         std::size_t b = batch_;
         if constexpr (requires { policy.batch(w); }) b = policy.batch(w);
-        compute(w, round_, engine_.next_job_index(w), results_[w]);
-        engine_.start(w, model_, round_, b);
+        const std::uint64_t k = engine_.next_job_index(w);
+        const double d = model_.duration(w, k, engine_.now(), b);
+        require(!std::isnan(d) && d >= 0.0, "duration", d,
+                "must be >= 0 (from the worker-time model)");
+        compute(w, round_, k, results_[w]);
+        engine_.start(w, d, round_);
       }
     };
     if (!started_) {
