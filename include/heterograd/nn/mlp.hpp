@@ -169,24 +169,38 @@ class mlp {
   /// non-empty it receives each sample's loss (biased local SGD's score table).
   T loss_and_gradient(span<const T> params, const batch<T>& b, span<T> grads,
                       span<T> per_sample_loss = {}) {
+    check_batch(b);
+    return loss_and_gradient_from(params, 0, b.x.data(), b.y, grads, per_sample_loss);
+  }
+
+  /// The loss of layers [first, num_layers) applied to `x` (labels.size() rows of width
+  /// sizes[first]) and its gradient: writes the parameter gradients of those layers into
+  /// grads[offset(first), end) and, when `dinput` is non-null, d(loss)/d(x) into it. With
+  /// first == 0 this is exactly loss_and_gradient (decoupled modules rely on that identity).
+  T loss_and_gradient_from(span<const T> params, std::size_t first, const T* x,
+                           span<const std::int32_t> labels, span<T> grads,
+                           span<T> per_sample_loss = {}, T* dinput = nullptr) {
     require_same_size("mlp.grads", grads.size(), "num_params", num_params());
-    const std::size_t rows = check_batch(b);
+    const std::size_t rows = labels.size();
+    require_positive("mlp.batch.size", rows);
     require(per_sample_loss.empty() || per_sample_loss.size() == rows,
             "mlp.per_sample_loss.size", per_sample_loss.size(), "must be 0 or the batch size");
-    const auto logits = forward(params, b.x.data(), rows, 0, num_layers());
+    const auto logits = forward(params, x, rows, first, num_layers());
     const std::size_t K = classes();
     dlogits_.resize(rows * K);
     T total = 0;
     const T scale = T(1) / static_cast<T>(rows);
     const T eps = static_cast<T>(opt_.label_smoothing);
     for (std::size_t r = 0; r < rows; ++r) {
+      require(labels[r] >= 0 && static_cast<std::size_t>(labels[r]) < K, "mlp.batch.y", labels[r],
+              "must be in [0, classes)");
       std::size_t am = 0;
-      const T l = softmax_cross_entropy_row(logits.data() + r * K, K, b.y[r], eps, scale,
+      const T l = softmax_cross_entropy_row(logits.data() + r * K, K, labels[r], eps, scale,
                                             dlogits_.data() + r * K, am);
       if (!per_sample_loss.empty()) per_sample_loss[r] = l;
       total += l;
     }
-    backward(params, dlogits_.data(), 0, num_layers(), grads);
+    backward(params, dlogits_.data(), first, num_layers(), grads, dinput);
     return total / static_cast<T>(rows);
   }
 
