@@ -22,10 +22,11 @@ const hd::train_test& fmnist() {
   return tt;
 }
 
-// Trains with `cfg` for `epochs` and returns the test accuracy of the whole network.
-double train(const dc::local_learning_config& cfg, std::size_t epochs, std::uint64_t seed) {
+// Trains with `cfg` for `epochs` and returns the whole network's test loss and accuracy.
+nn::eval_result train(const dc::local_learning_config& cfg, std::size_t epochs, std::uint64_t seed) {
   const auto& d = fmnist();
-  const nn::mlp<float> net({784, 256, 128, 64, 10});
+  // Narrow layers make greedy local learning lose information, so K = 4 has a real gap.
+  const nn::mlp<float> net({784, 64, 32, 16, 10});
   std::vector<float> p(net.num_params());
   net.init(p, seed);
   dc::local_learning<hg_test::sgd_stepper> ll(net, p, cfg, [](std::size_t) {
@@ -41,22 +42,37 @@ double train(const dc::local_learning_config& cfg, std::size_t epochs, std::uint
       hd::gather(d.train, idx, x, y);
       ll.step(nn::batch<float>{x, y}, t, e);
     }
-  const auto r = nn::evaluate_dataset(ll.network(), ll.params(), d.test);
-  return r.accuracy();
+  return nn::evaluate_dataset(ll.network(), ll.params(), d.test);
 }
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(local_learning_stays_near_end_to_end_and_pgl_narrows_the_gap) {
   const std::size_t epochs = 2;
-  const std::uint64_t seed = 26;
-  const double e2e = train({.modules = 1}, epochs, seed);
-  const double k2 = train({.modules = 2}, epochs, seed);
-  const double k4 = train({.modules = 4}, epochs, seed);
-  const double k4_pgl = train({.modules = 4, .pgl = {.period = 4}}, epochs, seed);
-  std::printf("fashion-mnist test accuracy after %zu epochs: end-to-end %.4f, K=2 %.4f, K=4 %.4f, "
-              "K=4 + PGL(P=4) %.4f\n", epochs, e2e, k2, k4, k4_pgl);
-  BOOST_TEST(e2e > 0.84);
-  BOOST_TEST(k2 > e2e - 0.02);
-  BOOST_TEST(k4 > e2e - 0.04);
-  BOOST_TEST(e2e - k4_pgl < e2e - k4);
+  // Means over two seeds: one run's accuracy moves by about half a point.
+  struct mean {
+    double acc = 0, loss = 0;
+  };
+  auto run = [&](const dc::local_learning_config& cfg) {
+    mean m;
+    for (std::uint64_t seed : {1, 2}) {
+      const auto r = train(cfg, epochs, seed);
+      m.acc += r.accuracy() / 2;
+      m.loss += r.loss() / 2;
+    }
+    return m;
+  };
+  const mean e2e = run({.modules = 1});
+  const mean k2 = run({.modules = 2});
+  const mean k4 = run({.modules = 4});
+  const mean k4_pgl = run({.modules = 4, .pgl = {.period = 2}});
+  std::printf("fashion-mnist, 784-64-32-16-10 MLP, %zu epochs (mean of 2 seeds): test accuracy / loss"
+              "\n  end-to-end %.4f / %.4f\n  K=2 %.4f / %.4f\n  K=4 %.4f / %.4f\n"
+              "  K=4 + PGL (global step every 2) %.4f / %.4f\n",
+              epochs, e2e.acc, e2e.loss, k2.acc, k2.loss, k4.acc, k4.loss, k4_pgl.acc, k4_pgl.loss);
+  BOOST_TEST(e2e.acc > 0.83);
+  BOOST_TEST(e2e.acc - k2.acc < 0.02);
+  BOOST_TEST(e2e.acc - k4.acc < 0.04);
+  BOOST_TEST(k4.loss > e2e.loss);  // the gap PGL is meant to close exists
+  BOOST_TEST(k4_pgl.loss - e2e.loss < k4.loss - e2e.loss);
+  BOOST_TEST(e2e.acc - k4_pgl.acc < e2e.acc - k4.acc);
 }
