@@ -4,6 +4,7 @@
 #   heterograd::mpi     MPI (the mpi transport)                 HG_HAS_MPI
 #   heterograd::cuda    CUDA runtime and cuBLAS                 HG_HAS_CUDA
 #   heterograd::nccl    NCCL (the nccl transport)               HG_HAS_NCCL
+#   heterograd::blas    CBLAS for the models' GEMM              HG_HAS_BLAS
 include_guard(GLOBAL)
 
 if(NOT TARGET heterograd::openmp)
@@ -49,5 +50,22 @@ if(NOT TARGET heterograd::nccl AND TARGET heterograd::cuda)
     target_include_directories(heterograd::nccl INTERFACE "${HG_NCCL_INCLUDE_DIR}")
     target_link_libraries(heterograd::nccl INTERFACE heterograd::cuda "${HG_NCCL_LIBRARY}")
     target_compile_definitions(heterograd::nccl INTERFACE HG_HAS_NCCL=1)
+  endif()
+endif()
+
+# heterograd::blas  CBLAS (OpenBLAS preferred) for the reference models' GEMM   HG_HAS_BLAS
+if(NOT TARGET heterograd::blas)
+  set(BLA_VENDOR OpenBLAS)
+  find_package(BLAS QUIET)
+  if(NOT BLAS_FOUND)
+    unset(BLA_VENDOR)
+    find_package(BLAS QUIET)
+  endif()
+  find_path(HG_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu)
+  if(BLAS_FOUND AND HG_CBLAS_INCLUDE_DIR)
+    add_library(heterograd::blas INTERFACE IMPORTED GLOBAL)
+    target_include_directories(heterograd::blas INTERFACE "${HG_CBLAS_INCLUDE_DIR}")
+    target_link_libraries(heterograd::blas INTERFACE heterograd::heterograd BLAS::BLAS)
+    target_compile_definitions(heterograd::blas INTERFACE HG_HAS_BLAS=1)
   endif()
 endif()

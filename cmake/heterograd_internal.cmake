@@ -25,6 +25,9 @@ function(hg_internal_target tgt)
   if(TARGET heterograd::mpi)
     target_link_libraries(${tgt} PRIVATE heterograd::mpi)
   endif()
+  if(TARGET heterograd::blas)
+    target_link_libraries(${tgt} PRIVATE heterograd::blas)
+  endif()
   if(I_CUDA)
     target_link_libraries(${tgt} PRIVATE heterograd::cuda)
     set(system CUDA)
@@ -38,7 +41,9 @@ function(hg_internal_target tgt)
   endif()
   target_compile_definitions(${tgt} PRIVATE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_${system}
                                             THRUST_HOST_SYSTEM=THRUST_HOST_SYSTEM_CPP)
-  target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra>)
+  # Designated initializers of option structs leave fields at their defaults on purpose.
+  target_compile_options(${tgt} PRIVATE
+    $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra -Wno-missing-field-initializers>)
 endfunction()
 
 # Makes CUDA copies of C++ sources: a .cu wrapper per file that includes the original, so the

@@ -3,4 +3,7 @@
 // are included by their users under nvcc.
 #include "heterograd/version.hpp"
 #include "heterograd/core.hpp"
+#include "heterograd/data.hpp"
+#include "heterograd/nn.hpp"
 #include "heterograd/sim.hpp"
+#include "heterograd/algorithms/decoupled.hpp"

@@ -1,0 +1,5 @@
+#pragma once
+// Decoupled locally-supervised modules, PGL, module pipelines.
+#include "heterograd/algorithms/decoupled/concepts.hpp"
+#include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/algorithms/decoupled/pipeline.hpp"

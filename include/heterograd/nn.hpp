@@ -1,0 +1,7 @@
+#pragma once
+// The nn layer: reference models on flat parameters (softmax regression, MLP), the loss, GEMM.
+#include "heterograd/nn/concepts.hpp"
+#include "heterograd/nn/evaluate.hpp"
+#include "heterograd/nn/gemm.hpp"
+#include "heterograd/nn/loss.hpp"
+#include "heterograd/nn/mlp.hpp"
