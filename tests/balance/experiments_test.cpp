@@ -145,6 +145,23 @@ BOOST_AUTO_TEST_CASE(controller_reaches_the_balanced_batches_and_the_paper_speed
   BOOST_TEST(p.batch_size(3) == 128u - 3 * 16u);
 }
 
+BOOST_AUTO_TEST_CASE(the_paper_codes_per_worker_dead_band_stalls_short_of_balance_at_hl4) {
+  // Why the default dead-band is cluster-wide (docs/balance.md): with the per-worker test the
+  // 8-core worker's remaining error (23 vs 21.3) stays inside the band for good.
+  const std::vector<double> cores{9, 8, 6, 25};
+  bal::omnilearn_bsp p(4, 128, {.scope = bal::deadband_scope::per_worker});
+  double t = 0;
+  for (int e = 0; e < 6; ++e) {
+    t = epoch(p, cores, 1.0);
+    p.rebalance();
+  }
+  t = epoch(p, cores, 1.0);
+  const double ratio = bsp_time(std::vector<double>(4, 32.0), cores, 1.0) / t;
+  BOOST_TEST(ratio > 1.5);
+  BOOST_TEST(ratio < 1.9);  // vs 2.0 at the balanced allocation
+  BOOST_TEST_MESSAGE("E4 HL4 with the per-worker dead-band: BSP time ratio " << ratio);
+}
+
 BOOST_AUTO_TEST_CASE(controller_reaches_the_clamped_balance_for_other_clusters) {
   const hg::counter_rng rng(hg_test::seed(), 41);
   std::uint64_t k = 0;
