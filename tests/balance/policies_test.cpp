@@ -236,8 +236,8 @@ BOOST_AUTO_TEST_CASE(asp_controller_equalises_iteration_times_without_a_global_b
     BOOST_TEST(p.weight(i) == 1.0);
     BOOST_TEST(p.learning_rate_scale(i) == p.assignment(i) / 32.0);
   }
-  // The 4-core worker's candidate (≈ 17.8 · 4/… ) sits inside the clamps; a very slow one is
-  // clamped without touching the others (no redistribution in ASP).
+  // A very slow worker is clamped at b_min without touching the others' batches (no
+  // redistribution in ASP: there is no global batch to keep).
   bal::omnilearn_asp q(b0);
   run_epoch(q, {1, 10, 10, 10, 10});
   BOOST_TEST(q.rebalance());
