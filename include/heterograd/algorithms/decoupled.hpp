@@ -4,5 +4,6 @@
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
+#include "heterograd/algorithms/decoupled/placement.hpp"
 #include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/algorithms/decoupled/shared_memory.hpp"
