@@ -3,3 +3,5 @@
 // are included by their users under nvcc.
 #include "heterograd/version.hpp"
 #include "heterograd/core.hpp"
+#include "heterograd/kernels.hpp"
+#include "heterograd/optim.hpp"
