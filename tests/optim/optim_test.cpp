@@ -296,3 +296,39 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(outer_optimizers_step_on_the_pseudo_gradient, B, h
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(optim_average)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(average_states_averages_every_slot_at_every_depth, B,
+                              hg_test::backends) {
+  using state_t = o::state<double, typename B::space>;
+  const auto opt = o::apply_if_finite(o::every_k(o::adam{}, 2));
+  std::vector<state_t> states;
+  for (int k = 0; k < 3; ++k) {
+    auto x = ot::to_backend<B>(ot::random_vector(30, 40 + k));
+    auto st = opt.init(B::policy(), ot::span_of<B>(x));
+    for (int t = 0; t < 2; ++t) {
+      auto g = ot::to_backend<B>(ot::random_vector(30, 50 + 2 * k + t));
+      opt.update(B::policy(), ot::cspan_of<B>(g), st, ot::span_of<B>(x));
+    }
+    states.push_back(st);
+  }
+  const std::vector<double> w = {0.5, 0.25, 0.25};
+  const auto avg =
+      o::average_states(B::policy(), std::span<const state_t>(states), std::span<const double>(w));
+  const auto mh = state_t::host_copy(avg.children[0].children[0].slots[0]);  // adam's m
+  for (std::size_t i = 0; i < 30; ++i) {
+    double ref = 0;
+    for (int k = 0; k < 3; ++k)
+      ref += w[k] * state_t::host_copy(states[k].children[0].children[0].slots[0])[i];
+    BOOST_TEST(std::abs(mh[i] - ref) <= 1e-15);
+  }
+  BOOST_TEST(avg.children[0].children[0].count == 1);
+  // A state of another structure is refused.
+  typename B::template vector<double> y(30);
+  states.push_back(o::adam{}.init(B::policy(), ot::span_of<B>(y)));
+  BOOST_CHECK_THROW(o::average_states(B::policy(), std::span<const state_t>(states)),
+                    std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
