@@ -5,7 +5,8 @@
 //   update   the in-place update a += s*b (12 B/element), the ceiling of in-place optimizer
 //            steps (bench/memory_bench.cpp explains why);
 //   copy     STREAM-like copy b = a (8 B/element), in BM_references;
-//   loop     a hand-written `#pragma omp parallel for` loop over the same arithmetic.
+//   loop     a hand-written `#pragma omp parallel for simd` loop over the same arithmetic
+//            (the 1-thread run is the reference of the cpp backend).
 // Counters <variant>_GBps use each variant's best call (best-of-N is the figure that repeats
 // on a loaded machine); <variant>_mean_GBps the mean. The benchmark's own time is the
 // kernel's. bench/targets/kernels.py turns these into the target ratios.
@@ -165,7 +166,7 @@ variant sgd_loop() {
             const float* __restrict g = data().g();
             const auto a = sgd_args(c.next());
             const float lr = static_cast<float>(a.lr), wd = static_cast<float>(a.weight_decay);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
             for (std::size_t i = 0; i < kN; ++i) p[i] -= lr * (g[i] + wd * p[i]);
           }};
 }
@@ -201,7 +202,7 @@ variant momentum_loop() {
             const float lr = static_cast<float>(a.lr), mu = static_cast<float>(a.momentum),
                         d1 = static_cast<float>(1.0 - a.dampening),
                         wd = static_cast<float>(a.weight_decay);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
             for (std::size_t i = 0; i < kN; ++i) {
               const float d = g[i] + wd * p[i];
               const float vi = mu * v[i] + d1 * d;
@@ -251,7 +252,7 @@ variant adam_loop() {
             const float step = static_cast<float>(a.lr / (1 - std::pow(a.beta1, t)));
             const float isc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(a.beta2, t)));
             const float eps = static_cast<float>(a.eps);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
             for (std::size_t i = 0; i < kN; ++i) {
               const float gi = g[i];
               const float mi = b1 * m[i] + (1 - b1) * gi;
@@ -338,7 +339,7 @@ void BM_weighted_sum8(benchmark::State& state) {
                  for (std::size_t k = 0; k < kInputs; ++k) x[k] = data().in(k);
                  float* __restrict out = data().out();
                  const float wk = 1.0f / kInputs;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
                  for (std::size_t i = 0; i < kN; ++i) {
                    float s = 0;
                    for (std::size_t k = 0; k < kInputs; ++k) s += wk * x[k][i];

@@ -35,6 +35,12 @@ def targets(bench, peers):
         r, k, l = ratio(bench, f"BM_{name}_cpp/1", "kernel", "loop")
         rows.append(Target(f"kernels: {name} cpp backend / 1-thread loop", r, 0.95,
                            note=f"{k:.1f} vs {l:.1f} GB/s"))
+    # Reported: the same Adam body through thrust::for_each_n on Thrust's omp backend (the
+    # kernels' own omp path is a direct `omp parallel for simd` loop; docs/optimizers.md).
+    for threads in (1, 2):
+        r, k, l = ratio(bench, f"BM_adam/{threads}", "thrust_for_each", "loop")
+        rows.append(Target(f"kernels: Adam via thrust::for_each_n / OpenMP loop ({threads} "
+                           "threads, report)", r, 0.0, note=f"{k:.1f} vs {l:.1f} GB/s"))
     r, k, s = ratio(bench, "BM_multi_tensor_adam/2", "kernel", "single")
     rows.append(Target("kernels: multi-tensor Adam (200 tensors) / one buffer (2 threads)", r,
                        0.85, note=f"{k:.1f} vs {s:.1f} GB/s"))
