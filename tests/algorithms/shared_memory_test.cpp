@@ -10,6 +10,7 @@
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
 #include "heterograd/nn/evaluate.hpp"
+#include "heterograd/optim/optimizers.hpp"
 #include "hg_test.hpp"
 
 namespace nn = heterograd::nn;
@@ -44,16 +45,15 @@ dc::batch_source source(std::size_t rows, std::uint64_t seed) {
 double sequential_sgd(const nn::mlp<float>& net, std::uint64_t init_seed, std::size_t batches,
                       float lr, float momentum) {
   nn::mlp<float> m = net;
-  std::vector<float> p(net.num_params()), g(net.num_params()), u(net.num_params(), 0.0f);
+  std::vector<float> p(net.num_params()), g(net.num_params());
   net.init(p, init_seed);
   const auto src = source(32, 99);
+  dc::optim_stepper<heterograd::optim::momentum> opt(
+      heterograd::optim::momentum({.lr = lr, .momentum = momentum}));
   for (std::size_t k = 0; k < batches; ++k) {
     const auto b = src(0, k);
     m.loss_and_gradient(p, nn::batch<float>{b.x, b.y}, g);
-    for (std::size_t j = 0; j < p.size(); ++j) {
-      u[j] = momentum * u[j] + g[j];
-      p[j] -= lr * u[j];
-    }
+    opt.step(p, g);
   }
   return nn::evaluate_dataset(m, p, data().test).accuracy();
 }
