@@ -279,6 +279,30 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(mismatched_sizes_throw_before_anything_is_written,
   BOOST_TEST(hg_test::to_host(p) == before);
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_element_is_written_whatever_the_alignment, B,
+                              hg_test::backends) {
+  // The CPU paths peel elements up to a 64-byte boundary and split the rest among threads in
+  // whole 64-byte blocks: start the buffers at every offset of a 64-byte line.
+  for (std::size_t off = 0; off < 17; ++off) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{33},
+                          std::size_t{1000}, std::size_t{8193}}) {
+      auto hw = kt::random_vector<float>(n + off, 120), hv = kt::random_vector<float>(n + off, 121);
+      auto w = kt::to_backend<B>(hw);
+      auto v = kt::to_backend<B>(hv);
+      typename B::template vector<float> out(n + off, hg_test::poison<float>());
+      const auto so = kt::span_of<B>(out).subspan(off, n);
+      hk::linear_prediction(B::policy(), so, kt::cspan_of<B>(w).subspan(off, n),
+                            kt::cspan_of<B>(v).subspan(off, n), 2.0, 0.5);
+      const auto h = hg_test::to_host(out);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        bad += !(h[off + i] == hw[off + i] - 1.0f * hv[off + i]);
+      for (std::size_t i = 0; i < off; ++i) bad += !std::isnan(h[i]);  // untouched
+      BOOST_TEST(bad == 0u, "offset " << off << ", n " << n);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(kernels_blend)

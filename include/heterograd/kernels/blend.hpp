@@ -80,7 +80,7 @@ void weighted_group(const Policy& policy, T* out, std::size_t n, const T* const*
     b.x[k] = xs[k];
     b.w[k] = ws[k];
   }
-  launch(policy, n, b);
+  launch(policy, n, b, out);
 }
 
 template <class Policy, class T, bool Acc>
@@ -107,14 +107,14 @@ void axpby(const Policy& policy, std::type_identity_t<T> a,
            span<T, Space> y) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   require_same_size("axpby.x", x.size(), "axpby.y", y.size());
-  detail::launch(policy, y.size(), detail::axpby_body<T>{x.data(), y.data(), a, b});
+  detail::launch(policy, y.size(), detail::axpby_body<T>{x.data(), y.data(), a, b}, y.data());
 }
 
 /// x <- a x.
 template <class Policy, class T, class Space>
 void scale(const Policy& policy, std::type_identity_t<T> a, span<T, Space> x) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  detail::launch(policy, x.size(), detail::scale_body<T>{x.data(), a});
+  detail::launch(policy, x.size(), detail::scale_body<T>{x.data(), a}, x.data());
 }
 
 /// out <- sum_k weights[k] inputs[k], summed in list order (model averaging with weights).
@@ -158,7 +158,7 @@ void running_mean_update(const Policy& policy, span<T, Space> mean,
                     mean.size());
   detail::launch(policy, mean.size(),
                  detail::running_mean_body<T>{mean.data(), fresh.data(), old.data(),
-                                              static_cast<T>(1.0 / static_cast<double>(n))});
+                                              static_cast<T>(1.0 / static_cast<double>(n))}, mean.data());
 }
 
 /// out <- w - s lr v: weight prediction (SpecTrain, Chen et al. 2018: W_hat = W - s eta v).
@@ -171,7 +171,7 @@ void linear_prediction(const Policy& policy, span<T, Space> out,
   require_same_size("linear_prediction.v", v.size(), "linear_prediction.out", out.size());
   detail::launch(policy, out.size(),
                  detail::prediction_body<T>{out.data(), w.data(), v.data(),
-                                            static_cast<T>(s * lr)});
+                                            static_cast<T>(s * lr)}, out.data());
 }
 
 }  // namespace heterograd::kernels

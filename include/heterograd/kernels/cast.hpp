@@ -117,7 +117,7 @@ void cast(const Policy& policy, span<From, Space> in, span<To, Space> out) {
                     (detail::is_half_v<F> && std::is_same_v<To, float>),
                 "cast converts between float and bf16/fp16");
   require_same_size("cast.out", out.size(), "cast.in", in.size());
-  detail::launch(policy, in.size(), detail::cast_body<F, To>{in.data(), out.data()});
+  detail::launch(policy, in.size(), detail::cast_body<F, To>{in.data(), out.data()}, out.data());
 }
 
 }  // namespace heterograd::kernels

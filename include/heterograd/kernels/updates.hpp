@@ -227,7 +227,7 @@ void sgd(const Policy& policy, span<T, Space> params, std::type_identity_t<span<
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
   detail::launch(policy, params.size(),
                  detail::sgd_body<T>{params.data(), grads.data(), static_cast<T>(a.lr),
-                                     static_cast<T>(a.weight_decay)});
+                                     static_cast<T>(a.weight_decay)}, params.data());
 }
 
 /// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
@@ -242,11 +242,11 @@ void momentum(const Policy& policy, span<T, Space> params, std::type_identity_t<
   if (a.nesterov) {
     detail::launch(policy, params.size(),
                    detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(),
-                                                  lr, mu, d1, wd});
+                                                  lr, mu, d1, wd}, params.data());
   } else {
     detail::launch(policy, params.size(),
                    detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(),
-                                                   lr, mu, d1, wd});
+                                                   lr, mu, d1, wd}, params.data());
   }
 }
 
@@ -261,7 +261,7 @@ void adam(const Policy& policy, span<T, Space> params, std::type_identity_t<span
   require(a.step >= 1, "adam.step", a.step, "must be >= 1");
   detail::launch(policy, params.size(),
                  detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
-                                      detail::make_adam_coeffs<T>(a)});
+                                      detail::make_adam_coeffs<T>(a)}, params.data());
 }
 
 /// Adagrad. 5*sizeof(T) bytes per element.
@@ -276,7 +276,7 @@ void adagrad(const Policy& policy, span<T, Space> params, std::type_identity_t<s
   detail::launch(policy, params.size(),
                  detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(),
                                          static_cast<T>(clr), static_cast<T>(a.eps),
-                                         static_cast<T>(a.weight_decay)});
+                                         static_cast<T>(a.weight_decay)}, params.data());
 }
 
 /// LAMB over a packed buffer of tensors of sizes `tensor_sizes` (empty: one tensor), each
