@@ -15,14 +15,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
-#include <limits>
-#include <string>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -62,12 +62,24 @@ struct buffers {
       for (std::size_t i = 0; i < kN; ++i) p[i] = v;
     }
   }
-  float* p() { return b[0].get(); }
-  float* g() { return b[1].get(); }
-  float* m() { return b[2].get(); }
-  float* v() { return b[3].get(); }
-  float* in(std::size_t k) { return b[4 + k].get(); }
-  float* out() { return b[4 + kInputs].get(); }
+  float* p() {
+    return b[0].get();
+  }
+  float* g() {
+    return b[1].get();
+  }
+  float* m() {
+    return b[2].get();
+  }
+  float* v() {
+    return b[3].get();
+  }
+  float* in(std::size_t k) {
+    return b[4 + k].get();
+  }
+  float* out() {
+    return b[4 + kInputs].get();
+  }
 };
 
 buffers& data() {
@@ -75,8 +87,12 @@ buffers& data() {
   return d;
 }
 
-hg::span<float> sp(float* p, std::size_t n = kN) { return {p, n}; }
-hg::span<const float> csp(const float* p, std::size_t n = kN) { return {p, n}; }
+hg::span<float> sp(float* p, std::size_t n = kN) {
+  return {p, n};
+}
+hg::span<const float> csp(const float* p, std::size_t n = kN) {
+  return {p, n};
+}
 
 void set_threads(benchmark::State& state) {
   data();  // allocate and first-touch outside the timed calls
@@ -93,8 +109,9 @@ void finish(benchmark::State& state, std::size_t bytes_per_element) {
 }
 
 // Alternating signs keep values bounded over many iterations.
-hk::sgd_args sgd_args(int it) { return {it % 2 ? 1e-3 : -1e-3, 0.0}; }
-
+hk::sgd_args sgd_args(int it) {
+  return {it % 2 ? 1e-3 : -1e-3, 0.0};
+}
 
 struct variant {
   std::string name;
@@ -120,8 +137,7 @@ void measure(benchmark::State& state, const std::vector<variant>& vs) {
       const auto a = std::chrono::steady_clock::now();
       vs[k].run();
       benchmark::ClobberMemory();
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
       best[k] = std::min(best[k], s);
       total[k] += s;
       last[k] = s;
@@ -208,13 +224,14 @@ void BM_sgd_cpp(benchmark::State& state) {
 
 // ---- momentum: 20 B/element -------------------------------------------------------------
 
-hk::momentum_args mom_args(int it) { return {it % 2 ? 1e-3 : -1e-3, 0.5, 0.0, 0.0, false}; }
+hk::momentum_args mom_args(int it) {
+  return {it % 2 ? 1e-3 : -1e-3, 0.5, 0.0, 0.0, false};
+}
 
 template <class Policy>
 variant momentum_kernel(const Policy& pol) {
   return {"kernel", 20, [pol, c = counter{}]() mutable {
-            hk::momentum(pol, sp(data().p()), csp(data().g()), sp(data().m()),
-                         mom_args(c.next()));
+            hk::momentum(pol, sp(data().p()), csp(data().g()), sp(data().m()), mom_args(c.next()));
           }};
 }
 
@@ -292,18 +309,19 @@ variant adam_loop() {
 // The same Adam body through thrust::for_each_n on Thrust's own omp backend (for reference:
 // the kernels' omp path is a direct `omp parallel for simd` loop, see detail/launch.hpp).
 variant adam_thrust_for_each() {
-  return {"thrust_for_each", 28, [c = counter{}]() mutable {
-            hk::detail::launch_thrust(
-                thrust::omp::par, kN,
-                hk::detail::adam_body<float>{
-                    data().p(), data().g(), data().m(), data().v(),
-                    hk::detail::make_adam_coeffs<float>(adam_args(c.next()))});
-          }};
+  return {
+      "thrust_for_each", 28, [c = counter{}]() mutable {
+        hk::detail::launch_thrust(
+            thrust::omp::par, kN,
+            hk::detail::adam_body<float>{data().p(), data().g(), data().m(), data().v(),
+                                         hk::detail::make_adam_coeffs<float>(adam_args(c.next()))});
+      }};
 }
 
 void BM_adam(benchmark::State& state) {
   set_threads(state);
-  measure(state, {adam_kernel(thrust::omp::par), adam_loop(), adam_thrust_for_each(), update_ref()});
+  measure(state,
+          {adam_kernel(thrust::omp::par), adam_loop(), adam_thrust_for_each(), update_ref()});
 }
 
 void BM_adam_cpp(benchmark::State& state) {
@@ -378,9 +396,8 @@ void BM_weighted_sum8(benchmark::State& state) {
 
 void BM_l2_norm(benchmark::State& state) {
   set_threads(state);
-  variant kernel{"kernel", 4, [] {
-                   benchmark::DoNotOptimize(hk::l2_norm(thrust::omp::par, csp(data().g())));
-                 }};
+  variant kernel{"kernel", 4,
+                 [] { benchmark::DoNotOptimize(hk::l2_norm(thrust::omp::par, csp(data().g()))); }};
   // OpenMP's reduction clause: not deterministic across thread counts; for comparison only.
   variant loop{"loop", 4, [] {
                  const float* __restrict g = data().g();

@@ -50,16 +50,16 @@ static hk::adam_args adam_args(double lr, double b1, double b2, double eps, doub
   return a;
 }
 
-void hg_capi_adam(float* p, const float* g, float* m, float* v, std::size_t n, double lr,
-                  double b1, double b2, double eps, double wd, std::int64_t step) {
+void hg_capi_adam(float* p, const float* g, float* m, float* v, std::size_t n, double lr, double b1,
+                  double b2, double eps, double wd, std::int64_t step) {
   hk::adam(thrust::omp::par, hg::span<float>(p, n), hg::span<const float>(g, n),
            hg::span<float>(m, n), hg::span<float>(v, n), adam_args(lr, b1, b2, eps, wd, step));
 }
 
 // Tensors k = 0..count-1: p[k], g[k], m[k], v[k] of n[k] elements.
-void hg_capi_multi_adam(float* const* p, const float* const* g, float* const* m,
-                        float* const* v, const std::size_t* n, std::size_t count, double lr,
-                        double b1, double b2, double eps, double wd, std::int64_t step) {
+void hg_capi_multi_adam(float* const* p, const float* const* g, float* const* m, float* const* v,
+                        const std::size_t* n, std::size_t count, double lr, double b1, double b2,
+                        double eps, double wd, std::int64_t step) {
   std::vector<hk::adam_tensor<float>> list;
   list.reserve(count);
   for (std::size_t k = 0; k < count; ++k)

@@ -80,12 +80,10 @@ void launch(const Policy& policy, std::size_t n, const Body& body, const A* alig
     (void)policy;
     const Body b = body;
     const std::size_t peel = peel_count(align_to, n);
-    const std::size_t unit = align_to != nullptr && vector_bytes % sizeof(A) == 0
-                                 ? vector_bytes / sizeof(A)
-                                 : 16;
+    const std::size_t unit =
+        align_to != nullptr && vector_bytes % sizeof(A) == 0 ? vector_bytes / sizeof(A) : 16;
     const std::size_t blocks = (n - peel) / unit;
-    HG_PRAGMA_PARALLEL
-    {
+    HG_PRAGMA_PARALLEL {
 #if defined(_OPENMP)
       const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
       const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
