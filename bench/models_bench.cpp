@@ -50,8 +50,9 @@ void run(benchmark::State& state, std::vector<std::size_t> sizes) {
     adam.update(hg::exec::default_policy(), hg::span<const float>(g), st, hg::span<float>(p));
   }
   const double steps_per_epoch = static_cast<double>(train().size() / batch);
+  // time per step x steps per epoch = elapsed / (iterations / steps per epoch)
   state.counters["epoch_seconds"] = benchmark::Counter(
-      steps_per_epoch * static_cast<double>(state.iterations()),
+      static_cast<double>(state.iterations()) / steps_per_epoch,
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["threads"] = threads;
   state.counters["params"] = static_cast<double>(net.num_params());

@@ -10,6 +10,7 @@
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
 #include "heterograd/nn/evaluate.hpp"
+#include "heterograd/nn/gemm.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "hg_test.hpp"
 
@@ -21,6 +22,7 @@ namespace {
 struct fixture_data {
   hd::dataset train, test;
   fixture_data() {
+    nn::set_blas_threads(1);  // several trainer threads share 2 cores
     auto tt = hd::load_fashion_mnist();
     train = tt.train.head(12000);
     test = tt.test.head(2000);
