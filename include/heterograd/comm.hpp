@@ -5,6 +5,8 @@
 #include "heterograd/comm/concepts.hpp"
 #include "heterograd/comm/executor.hpp"
 #include "heterograd/comm/inproc.hpp"
+#include "heterograd/comm/inproc_partial.hpp"
+#include "heterograd/comm/partial.hpp"
 #include "heterograd/comm/reduce.hpp"
 #include "heterograd/comm/request.hpp"
 #include "heterograd/comm/schedule.hpp"

@@ -216,6 +216,7 @@ struct alignas(64) rank_local {
   std::deque<std::shared_ptr<coll_state>> fifo;
   int sched_tag = 0;
   std::uint64_t splits = 0;
+  std::uint64_t shared = 0;
 };
 
 struct split_entry {
@@ -254,6 +255,10 @@ struct group_state {
   std::vector<rank_local> locals;
   std::mutex split_m;
   std::map<std::pair<std::uint64_t, int>, split_entry> splits;
+  // Objects shared by all ranks of the group (e.g. a partial collective's state), created by
+  // the first rank that asks for the k-th one.
+  std::mutex shared_m;
+  std::map<std::uint64_t, std::pair<std::shared_ptr<void>, int>> shared;
 };
 
 inline bool all_at_least(const group_state& g, std::atomic<std::uint64_t> counters::*field,
@@ -957,6 +962,26 @@ class communicator {
       c.rank_ = st->split_rank;
     }
     return c;
+  }
+
+  /// Internal: the world's clock, notifier and abort flag (for objects built on the group).
+  const std::shared_ptr<detail::world_state>& detail_world() const { return g_->world; }
+
+  /// Internal: the k-th shared object of this rank's calls: the first rank to ask creates it
+  /// with make(); every rank of the group gets the same object.
+  template <class Make>
+  std::shared_ptr<void> detail_shared(Make&& make) const {
+    check_valid();
+    const std::uint64_t id = g_->locals[static_cast<std::size_t>(rank_)].shared++;
+    std::lock_guard<std::mutex> l(g_->shared_m);
+    auto& e = g_->shared[id];
+    if (!e.first) {
+      e.first = make();
+      e.second = g_->size;
+    }
+    std::shared_ptr<void> obj = e.first;
+    if (--e.second == 0) g_->shared.erase(id);
+    return obj;
   }
 
   /// The same group on a separate message space: the schedules' traffic never meets user
