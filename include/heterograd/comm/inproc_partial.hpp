@@ -39,7 +39,8 @@ struct partial_shared {
         pending(static_cast<std::size_t>(n_), std::vector<T>(count_)),
         pending_origin(static_cast<std::size_t>(n_), -1),
         results(static_cast<std::size_t>(o.staleness_bound), std::vector<T>(count_)),
-        reports(static_cast<std::size_t>(o.staleness_bound)) {
+        reports(static_cast<std::size_t>(o.staleness_bound)),
+        delivered(static_cast<std::size_t>(n_)) {
     for (int i = 0; i < n; ++i) consumed[static_cast<std::size_t>(i)].store(-1);
   }
 
@@ -57,6 +58,7 @@ struct partial_shared {
   std::vector<std::int64_t> pending_origin;  // round of the oldest pending part, or -1
   std::vector<std::vector<T>> results;      // result of round t in slot t % B
   std::vector<round_report> reports;
+  std::vector<round_report> delivered;  // the report of the round a fresh rank just got
   seconds first_arrival{0};
   std::int64_t flush_round = -1;  // a round every rank must join fresh (flush)
   std::atomic<std::int64_t> fired{0};
@@ -113,6 +115,7 @@ struct partial_shared {
       const auto ju = static_cast<std::size_t>(j);
       if (!arrived[ju]) continue;
       std::memcpy(arrived_buf[ju], res.data(), count * sizeof(T));
+      delivered[ju] = rep;
       arrived_round[ju] = -1;
       arrived_buf[ju] = nullptr;
       consumed[ju].store(t, std::memory_order_release);
@@ -288,7 +291,7 @@ class partial_allreduce {
     bool collect() {
       auto& s = *o_->s;
       if (s.consumed_of(o_->c.rank()) < round_) return false;
-      o_->report = s.reports[static_cast<std::size_t>(round_ % s.opt.staleness_bound)];
+      o_->report = s.delivered[static_cast<std::size_t>(o_->c.rank())];
       return true;
     }
     void withdraw() {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -167,6 +168,10 @@ constexpr std::string_view algorithm_name(algorithm a) {
   }
   return "unknown";
 }
+
+inline std::ostream& operator<<(std::ostream& os, reduce_op op) { return os << reduce_op_name(op); }
+inline std::ostream& operator<<(std::ostream& os, dtype d) { return os << dtype_name(d); }
+inline std::ostream& operator<<(std::ostream& os, algorithm a) { return os << algorithm_name(a); }
 
 /// Options of allreduce. `weight` makes the call weighted: sum gives sum_i w_i x_i and avg
 /// gives sum_i w_i x_i / sum_i w_i (every rank must pass a weight, or none).
