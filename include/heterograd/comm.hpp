@@ -13,4 +13,5 @@
 #include "heterograd/comm/types.hpp"
 #if defined(HG_HAS_MPI)
 #include "heterograd/comm/mpi.hpp"
+#include "heterograd/comm/mpi_partial.hpp"
 #endif

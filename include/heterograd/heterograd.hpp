@@ -3,3 +3,4 @@
 // are included by their users under nvcc.
 #include "heterograd/version.hpp"
 #include "heterograd/core.hpp"
+#include "heterograd/comm.hpp"
