@@ -187,7 +187,7 @@ BOOST_AUTO_TEST_CASE(floating_point_results_of_every_algorithm_match_the_ring_wi
   }
 }
 
-BOOST_AUTO_TEST_CASE(automatic_choice_goes_tree_then_halving_doubling_then_ring_as_buffers_grow) {
+BOOST_AUTO_TEST_CASE(automatic_choice_goes_tree_then_halving_doubling_then_ring_as_buffers_grow_and_exchanges_on_two_ranks) {
   const hc::algorithm_thresholds t{};
   BOOST_TEST(hc::choose_schedule_algorithm(8, t.tree_max_bytes) == hc::algorithm::tree);
   BOOST_TEST(hc::choose_schedule_algorithm(8, t.tree_max_bytes + 1) ==
@@ -195,6 +195,7 @@ BOOST_AUTO_TEST_CASE(automatic_choice_goes_tree_then_halving_doubling_then_ring_
   BOOST_TEST(hc::choose_schedule_algorithm(8, t.rhd_max_bytes + 1) == hc::algorithm::ring);
   BOOST_TEST(hc::choose_schedule_algorithm(2, t.rhd_max_bytes + 1) ==
              hc::algorithm::recursive_halving_doubling);
+  BOOST_TEST(hc::choose_schedule_algorithm(2, 8) == hc::algorithm::recursive_halving_doubling);
   BOOST_TEST(hc::default_torus_x(12) == 4);
   BOOST_TEST(hc::default_torus_x(16) == 4);
   BOOST_TEST(hc::default_torus_x(7) == 7);

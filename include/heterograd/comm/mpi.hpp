@@ -207,8 +207,9 @@ class op_state final : public request_state {
  public:
   using stage_fn = std::function<void(op_state&)>;
 
-  op_state(std::shared_ptr<comm_state> c, std::string what, bool collective)
-      : c_(std::move(c)), what_(std::move(what)), collective_(collective) {}
+  /// `what` names the operation (a literal); `count` and `peer` complete error messages.
+  op_state(std::shared_ptr<comm_state> c, const char* what, std::size_t count, int peer, bool collective)
+      : c_(std::move(c)), what_(what), count_(count), peer_(peer), collective_(collective) {}
   ~op_state() override {
     for (auto& r : reqs_) {
       if (r == MPI_REQUEST_NULL) continue;
@@ -241,7 +242,11 @@ class op_state final : public request_state {
   }
 
  protected:
-  std::string describe() const override { return what_ + " on rank " + std::to_string(c_->rank); }
+  std::string describe() const override {
+    std::string d = std::string(what_) + " of " + std::to_string(count_) + " elements";
+    if (peer_ >= 0) d += " with rank " + std::to_string(peer_);
+    return d + " on rank " + std::to_string(c_->rank);
+  }
 
   bool progress() override {
     if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
@@ -251,8 +256,8 @@ class op_state final : public request_state {
         int flag = 0;
         const int rc = MPI_Test(&reqs_[i], &flag, &stats_[i]);
         if (rc != MPI_SUCCESS) {
-          if (collective_) c_->fail(what_ + " failed");
-          check(rc == MPI_ERR_IN_STATUS ? stats_[i].MPI_ERROR : rc, what_.c_str());
+          if (collective_) c_->fail(describe() + " failed");
+          check(rc == MPI_ERR_IN_STATUS ? stats_[i].MPI_ERROR : rc, what_);
         }
         if (!flag) return false;
       }
@@ -298,7 +303,9 @@ class op_state final : public request_state {
 
  private:
   std::shared_ptr<comm_state> c_;
-  std::string what_;
+  const char* what_;
+  std::size_t count_;
+  int peer_;
   bool collective_;
   std::size_t next_stage_ = 0;
   long idles_ = 0;
@@ -398,9 +405,7 @@ class communicator {
     check_valid();
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
     const algorithm a = choose(o.algo, data.size() * sizeof(T));
-    auto st = make_state("allreduce of " + std::to_string(data.size()) + " " +
-                             std::string(dtype_name(dtype_of_v<T>)),
-                         true, o.timeout);
+    auto st = make_state("allreduce", data.size(), -1, true, o.timeout);
     add_shape_check(*st, 1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2 + (o.weight ? 1 : 0));
     if (a != algorithm::native) {
       // A schedule over the internal communicator's point-to-point messages.
@@ -461,7 +466,7 @@ class communicator {
     require_same_size("reduce_scatter.in", in.size(), "size() * out.size()",
                       out.size() * static_cast<std::size_t>(size()));
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("reduce_scatter of " + std::to_string(in.size()), true, o.timeout);
+    auto st = make_state("reduce_scatter", in.size(), -1, true, o.timeout);
     add_shape_check(*st, 2, in.size(), dtype_of_v<T>, static_cast<int>(o.op));
     auto c = s_;
     st->stages_.push_back([c, in, out, o](detail::op_state& s) {
@@ -486,7 +491,7 @@ class communicator {
     require_same_size("allgather.out", out.size(), "size() * in.size()",
                       in.size() * static_cast<std::size_t>(size()));
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("allgather of " + std::to_string(in.size()), true, o.timeout);
+    auto st = make_state("allgather", in.size(), -1, true, o.timeout);
     add_shape_check(*st, 3, in.size(), dtype_of_v<T>, 0);
     auto c = s_;
     st->stages_.push_back([c, in, out](detail::op_state& s) {
@@ -505,7 +510,7 @@ class communicator {
     check_valid();
     require_in_range_co("broadcast.root", root, 0, size());
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("broadcast of " + std::to_string(data.size()), true, o.timeout);
+    auto st = make_state("broadcast", data.size(), root, true, o.timeout);
     add_shape_check(*st, 4, data.size(), dtype_of_v<T>, root);
     auto c = s_;
     st->stages_.push_back([c, data, root](detail::op_state& s) {
@@ -527,7 +532,7 @@ class communicator {
       require_same_size("gather.out", out.size(), "size() * in.size()",
                         in.size() * static_cast<std::size_t>(size()));
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("gather of " + std::to_string(in.size()), true, o.timeout);
+    auto st = make_state("gather", in.size(), root, true, o.timeout);
     add_shape_check(*st, 5, in.size(), dtype_of_v<T>, root);
     auto c = s_;
     st->stages_.push_back([c, in, out, root](detail::op_state& s) {
@@ -544,7 +549,7 @@ class communicator {
     comm::detail::validate_timeout("barrier_options.timeout", o.timeout);
     check_valid();
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("barrier", true, o.timeout);
+    auto st = make_state("barrier", 0, -1, true, o.timeout);
     auto c = s_;
     st->stages_.push_back([c](detail::op_state& s) {
       s.reqs_.push_back(MPI_REQUEST_NULL);
@@ -562,9 +567,7 @@ class communicator {
     require_in_range_co("send.dest", dest, 0, size());
     require(tag >= 0 && tag <= 32767, "send.tag", tag, "must be in [0, 32767]");
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("send of " + std::to_string(data.size() * sizeof(T)) + " bytes to rank " +
-                             std::to_string(dest),
-                         false, o.timeout);
+    auto st = make_state("send", data.size(), dest, false, o.timeout);
     st->reqs_.push_back(MPI_REQUEST_NULL);
     st->stats_.resize(1);
     detail::check(MPI_Isend(data.data(), static_cast<int>(data.size()), detail::datatype<T>(), dest,
@@ -582,8 +585,7 @@ class communicator {
     require(tag == any_tag || (tag >= 0 && tag <= 32767), "recv.tag", tag,
             "must be in [0, 32767] or any_tag");
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    auto st = make_state("receive of " + std::to_string(data.size() * sizeof(T)) + " bytes", false,
-                         o.timeout);
+    auto st = make_state("receive", data.size(), source, false, o.timeout);
     st->is_recv_ = true;
     st->reqs_.push_back(MPI_REQUEST_NULL);
     st->stats_.resize(1);
@@ -631,8 +633,9 @@ class communicator {
     comm::detail::scaled_copy(data.data(), data.data(), w, data.size());
   }
 
-  std::shared_ptr<detail::op_state> make_state(std::string what, bool collective, seconds timeout) const {
-    auto st = std::make_shared<detail::op_state>(s_, std::move(what), collective);
+  std::shared_ptr<detail::op_state> make_state(const char* what, std::size_t count, int peer,
+                                               bool collective, seconds timeout) const {
+    auto st = std::make_shared<detail::op_state>(s_, what, count, peer, collective);
     st->set_deadline(comm::detail::time_source{}, timeout, s_->policy);
     return st;
   }

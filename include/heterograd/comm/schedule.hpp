@@ -316,8 +316,10 @@ struct algorithm_thresholds {
 /// The schedule-based algorithm for `bytes` on `size` ranks.
 inline algorithm choose_schedule_algorithm(int size, std::size_t bytes,
                                            const algorithm_thresholds& t = {}) {
+  // Two ranks: one exchange (recursive doubling) beats a reduce to one rank and back.
+  if (size <= 2) return algorithm::recursive_halving_doubling;
   if (bytes <= t.tree_max_bytes) return algorithm::tree;
-  if (size <= 2 || bytes <= t.rhd_max_bytes) return algorithm::recursive_halving_doubling;
+  if (bytes <= t.rhd_max_bytes) return algorithm::recursive_halving_doubling;
   return algorithm::ring;
 }
 
