@@ -143,6 +143,7 @@ struct comm_state {
   std::map<int, std::tuple<std::size_t, int, int, int>> shapes;  // last shape per collective
   int sched_tag = 0;
   std::vector<MPI_Request> orphans;  // requests of collectives abandoned after a timeout
+  std::vector<std::byte> scratch;     // receive buffer of the recursive-doubling fast path
   bool owns = true;                  // frees comm and coll when destroyed
   // Abort notices from peers: one any-source receive on coll, tag abort_tag.
   static constexpr int abort_tag = 32767;
@@ -281,14 +282,11 @@ class op_state final : public request_state {
   void idle(real_clock::time_point until) override {
     // MPI progresses only inside MPI calls: keep polling, politely when cores are shared.
     ++idles_;
-    if (c_->polite || idles_ > 2000) {
-      if (idles_ < 64 || !c_->polite) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_until(std::min(until, real_clock::now() + std::chrono::microseconds(20)));
-      }
+    if (idles_ < 20000) {
+      std::this_thread::yield();
     } else {
-      for (int i = 0; i < 16; ++i) comm::detail::cpu_relax();
+      // Long waits (a straggler): poll every 20 us instead of burning a core.
+      std::this_thread::sleep_until(std::min(until, real_clock::now() + std::chrono::microseconds(20)));
     }
   }
 
@@ -312,13 +310,86 @@ class op_state final : public request_state {
   unsigned polls_ = 0;
 };
 
+/// Small allreduce on a power-of-two group by recursive doubling: log2 n steps, each an
+/// exchange of the whole buffer with rank ^ d and a combine (reads 2S, writes S). Both
+/// partners combine the same two operands (commutative operators), so every rank ends with
+/// the same bits. Scratch lives in the communicator's state: no allocation per call.
+template <class T>
+class doubling_state final : public request_state {
+ public:
+  doubling_state(std::shared_ptr<comm_state> inner, span<T> data, reduce_op op, int tag)
+      : c_(std::move(inner)), data_(data), op_(op), tag_(tag) {}
+
+  void cancel() override {
+    for (auto& r : reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+  }
+
+ protected:
+  std::string describe() const override {
+    return "allreduce (recursive doubling) of " + std::to_string(data_.size()) + " elements on rank " +
+           std::to_string(c_->rank);
+  }
+  bool progress() override {
+    while (d_ < c_->size) {
+      if (!posted_) {
+        const int partner = c_->rank ^ d_;
+        auto& scratch = c_->scratch;
+        if (scratch.size() < data_.size_bytes()) scratch.resize(data_.size_bytes());
+        const int n = static_cast<int>(data_.size());
+        check(MPI_Irecv(scratch.data(), n, datatype<T>(), partner, tag_, c_->comm, &reqs_[0]), "MPI_Irecv");
+        check(MPI_Isend(data_.data(), n, datatype<T>(), partner, tag_, c_->comm, &reqs_[1]), "MPI_Isend");
+        posted_ = true;
+      }
+      int flag = 0;
+      check(MPI_Testall(2, reqs_, &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (!flag) {
+        if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
+        return false;
+      }
+      comm::detail::combine(op_, data_.data(), reinterpret_cast<const T*>(c_->scratch.data()), data_.size());
+      posted_ = false;
+      d_ *= 2;
+    }
+    if (op_ == reduce_op::avg) comm::detail::divide(data_.data(), c_->size, data_.size());
+    return true;
+  }
+  void idle(real_clock::time_point until) override {
+    (void)until;
+    std::this_thread::yield();
+  }
+  void on_timeout(const std::string& what) override {
+    c_->fail(what);
+    fail(std::make_exception_ptr(timeout_error(what)));
+  }
+
+ private:
+  std::shared_ptr<comm_state> c_;
+  span<T> data_;
+  reduce_op op_;
+  int tag_;
+  int d_ = 1;
+  bool posted_ = false;
+  unsigned polls_ = 0;
+  MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
 }  // namespace detail
 
 /// Size thresholds of the mpi transport's automatic allreduce.
 struct mpi_allreduce_tuning {
   /// Up to this many bytes per rank: MPI_Iallreduce; above: heterograd's schedules over
-  /// point-to-point messages (libnbc's non-blocking allreduce is up to 2x slower there).
+  /// point-to-point messages (OpenMPI's non-blocking allreduce, libnbc, is 2-5x slower than
+  /// its blocking one here). 0: never MPI_Iallreduce unless asked (algorithm::native).
   std::size_t native_max_bytes = 0;
+  /// Up to this many bytes per rank on a power-of-two group: recursive doubling over
+  /// MPI_Isend/MPI_Irecv with no allocation per call.
+  std::size_t doubling_max_bytes = 64 * 1024;
+  /// Pipelining segment of the schedules over MPI (large messages go single-copy).
+  std::size_t segment_bytes = 1 << 20;
 };
 
 /// A rank's handle on an MPI communicator. Cheap to copy; copies share the duplicates.
@@ -346,7 +417,9 @@ class communicator {
       MPI_Comm_free(&local);
     }
     s->polite = detail::oversubscribed(local_size);
-    s->policy = s->polite ? comm::detail::wait_policy{8, 2} : comm::detail::wait_policy{4096, 0};
+    // MPI progresses only inside MPI calls, so waits keep polling; past a short spin they
+    // yield between polls (a loaded or oversubscribed node then still runs the peer).
+    s->policy = s->polite ? comm::detail::wait_policy{8, 2} : comm::detail::wait_policy{256, 0};
     detail::check(MPI_Irecv(s->abort_msg, sizeof(s->abort_msg) - 1, MPI_CHAR, MPI_ANY_SOURCE,
                             detail::comm_state::abort_tag, s->coll, &s->abort_req),
                   "MPI_Irecv");
@@ -405,6 +478,16 @@ class communicator {
     check_valid();
     if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
     const algorithm a = choose(o.algo, data.size() * sizeof(T));
+    const int n = size();
+    if (o.algo == algorithm::automatic && !o.weight && n > 1 && (n & (n - 1)) == 0 &&
+        data.size() * sizeof(T) <= tuning.doubling_max_bytes && !shape_changes(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2)) {
+      auto st = std::make_shared<detail::doubling_state<T>>(
+          std::shared_ptr<detail::comm_state>(s_, s_->inner.get()), data, o.op, s_->sched_tag);
+      s_->sched_tag = (s_->sched_tag + 2) % 30000;
+      st->set_deadline(comm::detail::time_source{}, o.timeout, s_->policy);
+      st->test();
+      return request(std::move(st));
+    }
     auto st = make_state("allreduce", data.size(), -1, true, o.timeout);
     add_shape_check(*st, 1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2 + (o.weight ? 1 : 0));
     if (a != algorithm::native) {
@@ -413,7 +496,7 @@ class communicator {
       so.op = o.op;
       so.weight = o.weight;
       so.timeout = o.timeout;
-      if (o.segment_bytes) so.segment_bytes = o.segment_bytes;
+      so.segment_bytes = o.segment_bytes ? o.segment_bytes : tuning.segment_bytes;
       so.tag = s_->sched_tag;
       s_->sched_tag = (s_->sched_tag + 2) % 30000;
       schedule sch = make_allreduce_schedule(a, rank(), size(), data.size(), sizeof(T), o.group_size);
@@ -638,6 +721,17 @@ class communicator {
     auto st = std::make_shared<detail::op_state>(s_, what, count, peer, collective);
     st->set_deadline(comm::detail::time_source{}, timeout, s_->policy);
     return st;
+  }
+
+  /// Whether this call needs the cross-rank shape check (a new shape, or a debug build).
+  bool shape_changes(int kind, std::size_t count, dtype dt, int extra) const {
+#if defined(NDEBUG)
+    auto it = s_->shapes.find(kind);
+    return it == s_->shapes.end() || it->second != std::make_tuple(count, static_cast<int>(dt), extra, 0);
+#else
+    (void)kind, (void)count, (void)dt, (void)extra;
+    return true;
+#endif
   }
 
   /// Compares (kind, count, dtype, extra) across ranks when this rank sees a new shape (every
