@@ -7,7 +7,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "mpi_support.hpp"
+#include "hg_mpi.hpp"
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;

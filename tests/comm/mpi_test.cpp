@@ -12,7 +12,7 @@
 
 #include "comm_test_support.hpp"
 #include "heterograd/comm/mpi_partial.hpp"
-#include "mpi_support.hpp"
+#include "hg_mpi.hpp"
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;

@@ -1,5 +1,5 @@
 #pragma once
-// MPI test support: MPI_Init_thread(MPI_THREAD_MULTIPLE) once per process (Boost.Test global
+// MPI test support for every layer: MPI_Init_thread(MPI_THREAD_MULTIPLE) once per process (Boost.Test global
 // fixture), and a communicator over MPI_COMM_WORLD.
 
 #include <mpi.h>
