@@ -91,7 +91,7 @@ endfunction()
 # hg_add_mpi_test(<name> SOURCES ... NP <n>... [TIMEOUT s] [LIBS ...])
 # One Boost.Test executable run under mpirun for each process count in NP, as tests
 # <name>_np<n> labelled 'mpi'. Sources include "hg_mpi.hpp" and declare
-# BOOST_TEST_GLOBAL_FIXTURE(mpi_test::mpi_session). Nothing is added without MPI.
+# `using mpi_test::mpi_session; BOOST_TEST_GLOBAL_FIXTURE(mpi_session);`. Nothing is added without MPI.
 function(hg_add_mpi_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;NP;LIBS" ${ARGN})
   if(NOT TARGET heterograd::mpi OR NOT MPIEXEC_EXECUTABLE)
