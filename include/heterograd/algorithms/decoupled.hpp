@@ -7,3 +7,4 @@
 #include "heterograd/algorithms/decoupled/placement.hpp"
 #include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/algorithms/decoupled/shared_memory.hpp"
+#include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
