@@ -7,3 +7,4 @@
 #include "heterograd/nn.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
+#include "heterograd/algorithms/async.hpp"
