@@ -12,7 +12,9 @@
 // Malenia SGD (Tyurin, Pozzi, Ilin, Richtarik 2024): rounds at a fixed point x. Workers
 //   compute at x; arrivals computed at x enter a running mean per worker (count b_i); older
 //   ones are discarded. When every b_i >= 1 and the harmonic mean
-//   B = ((1/n) sum 1/b_i)^{-1} >= S:  x <- x - gamma (1/n) sum_i mean_i ; the table empties.
+//   B = ((1/n) sum 1/b_i)^{-1} >= S:  x <- x - gamma (1/n) sum_i mean_i ; the table empties
+//   and every computation still running at the old x is stopped and restarted at the new one
+//   (stop_stale; the authors' simulator resets all workers each round).
 //
 // Ringleader ASGD: IA^2SGD's table with Malenia's rounds and Ringmaster's delay control.
 //   Tables CURRENT and NEXT hold running means (counts b_i). A round:
@@ -154,6 +156,7 @@ ia2sgd(std::size_t, model_server<T, O>) -> ia2sgd<T, O>;
 
 struct malenia_config {
   double threshold = 1.0;  ///< S: step once the harmonic mean of the counts reaches S (~sigma^2/eps)
+  bool stop_stale = true;  ///< stop computations at the old x at each step
 
   void validate() const {
     require(std::isfinite(threshold) && threshold > 0, "malenia_config.threshold", threshold,
@@ -189,6 +192,7 @@ class malenia_sgd : public detail::policy_base<T, Optimizer> {
     this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->workers_));
     table_.clear();
     ctl.applied(a.worker, 0);
+    if (config_.stop_stale) detail::stop_all_busy(ctl, this->workers_);
   }
 
   friend bool operator==(const malenia_sgd& a, const malenia_sgd& b) {

@@ -5,7 +5,10 @@
 // asynchronous mini-batch. The server collects B gradients that were all computed at the
 // current x (a gradient from an older version is discarded), then
 //     x <- x - gamma * (1/B) sum_{j<B} g_j ,  k <- k + 1.
-// Workers restart at the current x after every arrival. Authors' tuned MLP run: B = 6.
+// Workers restart at the current x after every arrival. At an update every computation
+// still running at the old x is stopped and restarted at the new one (stop_stale, what the
+// authors' simulator does by resetting all workers each step); without it those workers
+// finish, are discarded, and only then restart. Authors' tuned MLP run: B = 6.
 //
 // Naive Optimal ASGD (Alg. 3): vanilla ASGD run on the m* fastest workers only, where
 //     m* = argmin_m  (m + sigma^2/eps) / sum_{i<=m} 1/tau_(i)
@@ -30,6 +33,7 @@ namespace heterograd::algorithms::async {
 
 struct rennala_config {
   std::size_t batch = 6;  ///< B: fresh gradients per update (authors' tuned value)
+  bool stop_stale = true;  ///< stop computations at the old x at each update
 
   void validate() const { require(batch >= 1, "rennala_config.batch", batch, "must be >= 1"); }
 };
@@ -64,6 +68,7 @@ class rennala_sgd : public detail::policy_base<T, Optimizer> {
     detail::ops::zero(s);
     count_ = 0;
     ctl.applied(a.worker, 0);
+    if (config_.stop_stale) detail::stop_all_busy(ctl, this->workers_);
   }
 
   friend bool operator==(const rennala_sgd& a, const rennala_sgd& b) {

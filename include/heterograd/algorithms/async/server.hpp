@@ -160,6 +160,16 @@ span<const T> gradient_view(const G& g) {
   return span<const T>(std::data(g), std::size(g));
 }
 
+/// Stops every busy worker (each restarts at the current model): the end of a round of
+/// Rennala / Malenia, whose running computations are at a point no longer used.
+template <class Ctl>
+void stop_all_busy(Ctl& ctl, std::size_t workers) {
+  for (std::size_t w = 0; w < workers; ++w) {
+    const auto id = static_cast<worker_id>(w);
+    if (ctl.busy(id)) ctl.interrupt(id);
+  }
+}
+
 /// What every policy shares: n workers, the model server, and the arrival checks.
 template <class T, class Optimizer>
 class policy_base {
