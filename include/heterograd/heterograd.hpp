@@ -5,6 +5,7 @@
 #include "heterograd/core.hpp"
 #include "heterograd/data.hpp"
 #include "heterograd/nn.hpp"
+#include "heterograd/balance.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
 #include "heterograd/algorithms/async.hpp"
