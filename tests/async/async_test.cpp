@@ -17,10 +17,7 @@
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/synthetic.hpp"
 
-#if __has_include("heterograd/balance/dssp.hpp")
 #include "heterograd/balance/dssp.hpp"
-#define HG_ASYNC_TEST_HAS_DSSP 1
-#endif
 
 using namespace async_test;
 namespace data = heterograd::data;
@@ -246,16 +243,15 @@ BOOST_AUTO_TEST_CASE(ssp_never_lets_a_worker_start_more_than_s_iterations_ahead)
   }
 }
 
-#if defined(HG_ASYNC_TEST_HAS_DSSP)
 BOOST_AUTO_TEST_CASE(dssp_never_lets_a_worker_start_more_than_s_l_plus_r_max_ahead) {
   const std::uint64_t seed = hg_test::seed();
   const noisy_mixture prob(4, 4, 0.2, seed);
   namespace balance = heterograd::balance;
   for (const std::size_t range : {0u, 4u, 12u}) {
     const balance::dssp_config cfg{.lower = 3, .range = range};
-    async::dssp_server<balance::dssp_controller> p(
-        prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.01)),
-        balance::dssp_controller(prob.n, cfg));
+    async::dssp_server p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
+                                                             async::plain_sgd(0.01)),
+                         cfg);
     // E8 of papers.md: speeds (1, 1, 1, 3), with noise so the controller has work to do.
     const auto model = sim::plus(sim::fixed_times({1, 1, 1, 3}), sim::half_normal_noise(seed, 0.2));
     sim::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(prob.n, model);
@@ -275,7 +271,6 @@ BOOST_AUTO_TEST_CASE(dssp_never_lets_a_worker_start_more_than_s_l_plus_r_max_ahe
     BOOST_TEST(recorded_outcomes(rt.recorder()) == finished_jobs(rt.recorder()));
   }
 }
-#endif
 
 BOOST_AUTO_TEST_CASE(every_arrival_is_recorded_with_its_delay) {
   const std::uint64_t seed = hg_test::seed();
@@ -302,6 +297,7 @@ BOOST_AUTO_TEST_CASE(every_arrival_is_recorded_with_its_delay) {
   { async::malenia_sgd p(prob.n, srv(0.1), {.threshold = 2}); check(p, "malenia"); }
   { async::ringleader_asgd p(prob.n, srv(0.01)); check(p, "ringleader"); }
   { async::ssp_server p(prob.n, srv(0.01)); check(p, "ssp"); }
+  { async::dssp_server p(prob.n, srv(0.01)); check(p, "dssp"); }
   { async::dc_asgd p(prob.n, srv(0.01)); check(p, "dc-asgd"); }
   { async::dc_asgd p(prob.n, srv(0.01), {.adaptive = true}); check(p, "dc-asgd-a"); }
   { async::fedbuff p(prob.n, srv(0.01), {.buffer = 5}); check(p, "fedbuff"); }
@@ -425,7 +421,7 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
     BOOST_TEST((p == before), name);
     BOOST_TEST(c.outcomes() == outcomes, name);
     // And it still works afterwards.
-    p.on_arrival(c, arrival(1, p.version(), 0.0, 1.0), good);
+    p.on_arrival(c, arrival(1, p.version(), 0.0, 10.0), good);
     BOOST_TEST(c.outcomes() == outcomes + 1, name);
   };
   exercise(async::asgd(3, srv()), "asgd");
@@ -438,6 +434,7 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
   exercise(async::malenia_sgd(3, srv(), {.threshold = 3}), "malenia");
   exercise(async::ringleader_asgd(3, srv()), "ringleader");
   exercise(async::ssp_server(3, srv()), "ssp");
+  exercise(async::dssp_server(3, srv()), "dssp");
   exercise(async::dc_asgd(3, srv()), "dc-asgd");
   exercise(async::fedbuff(3, srv(), {.buffer = 4}), "fedbuff");
   exercise(async::naive_optimal_asgd(3, srv(), {.tau = {1, 2, 3}, .active = 3}), "naive optimal");
@@ -448,6 +445,16 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
     ctl c;
     const auto before = p;
     BOOST_CHECK_THROW(p.on_arrival(c, arrival(0, 0, 5.0, 4.0), good), std::invalid_argument);
+    BOOST_TEST((p == before));
+  }
+  // DSSP: a push time before the worker's previous push is no push time (the controller
+  // checks it before anything is applied).
+  {
+    async::dssp_server p(3, srv());
+    ctl c;
+    p.on_arrival(c, arrival(0, 0, 0.0, 5.0), good);
+    const auto before = p;
+    BOOST_CHECK_THROW(p.on_arrival(c, arrival(0, 1, 0.0, 4.0), good), std::invalid_argument);
     BOOST_TEST((p == before));
   }
   // Configurations.

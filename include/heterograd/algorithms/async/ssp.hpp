@@ -14,13 +14,14 @@
 //            push land closest to the slowest worker's (so it waits least). No worker ever
 //            proceeds more than s_L + r_max ahead of the slowest (tested).
 // The DSSP controller is the balance layer's (heterograd/balance/dssp.hpp,
-// balance::dssp_controller): dssp_server takes it as a template parameter with that API
+// balance::dssp_controller, written once there); dssp_server obeys its decisions. Any type
+// with that API can stand in (template parameter Controller):
 //     on_push(worker, time) -> decision{action (proceed | wait), granted};
-//     can_proceed(worker); gap(worker); staleness_bound();
-// and obeys its decisions. Defaults of the re-implementation the paper's numbers come from:
+//     can_proceed(worker); gap(worker); workers(); Defaults of the re-implementation the paper's numbers come from:
 // s_L = 3, r_max = 12.
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/balance/dssp.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -91,11 +93,19 @@ ssp_server(std::size_t, model_server<T, O>, ssp_config) -> ssp_server<T, O>;
 
 /// DSSP: SSP with s = s_L whose fastest worker may run up to r_max further ahead when the
 /// synchronisation controller (balance::dssp_controller) grants it.
-template <class Controller, class T = double, class Optimizer = default_optimizer>
+template <class T = double, class Optimizer = default_optimizer,
+          class Controller = balance::dssp_controller>
 class dssp_server : public detail::policy_base<T, Optimizer> {
   using base = detail::policy_base<T, Optimizer>;
 
  public:
+  /// DSSP with range [s_L, s_L + r_max] = [config.lower, config.lower + config.range]
+  /// (defaults s_L = 3, r_max = 12).
+  dssp_server(std::size_t workers, model_server<T, Optimizer> server,
+              balance::dssp_config config = {})
+    requires std::same_as<Controller, balance::dssp_controller>
+      : dssp_server(workers, std::move(server), balance::dssp_controller(workers, config)) {}
+
   dssp_server(std::size_t workers, model_server<T, Optimizer> server, Controller controller)
       : base(workers, std::move(server)), controller_(std::move(controller)) {
     require_same_size("controller.workers", controller_.workers(), "workers", workers);
@@ -135,5 +145,12 @@ class dssp_server : public detail::policy_base<T, Optimizer> {
   Controller controller_;
   std::uint64_t max_gap_ = 0;
 };
+template <class T, class O>
+dssp_server(std::size_t, model_server<T, O>) -> dssp_server<T, O>;
+template <class T, class O>
+dssp_server(std::size_t, model_server<T, O>, balance::dssp_config) -> dssp_server<T, O>;
+template <class T, class O, class C>
+  requires(!std::same_as<C, balance::dssp_config>)
+dssp_server(std::size_t, model_server<T, O>, C) -> dssp_server<T, O, C>;
 
 }  // namespace heterograd::algorithms::async
