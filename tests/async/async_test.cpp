@@ -16,6 +16,7 @@
 #include "support.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/synthetic.hpp"
+#include "heterograd/optim/optimizers.hpp"
 
 #include "heterograd/balance/dssp.hpp"
 
@@ -139,6 +140,30 @@ BOOST_AUTO_TEST_CASE(rescaled_asgd_ia2sgd_malenia_and_ringleader_converge_to_the
       BOOST_TEST(std::fabs(p.params()[0] - target) < 1e-3);
       (void)x;
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(servers_apply_their_updates_through_any_optim_optimizer) {
+  namespace optim = heterograd::optim;
+  const auto& e = e1_cases[0];
+  {
+    // Heavy-ball momentum is a linear filter with gain 1 / (1 - mu) at rest: vanilla ASGD's
+    // fixed point is unchanged (frequency-weighted), reached with the momentum optimizer.
+    async::asgd p(4, async::model_server<double, optim::momentum>(
+                         {0.0}, optim::momentum({.lr = 5e-4, .momentum = 0.9})));
+    const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window, [](sim::worker_id) { return 1.0; });
+    BOOST_TEST_MESSAGE("vanilla ASGD + momentum: x = " << x);
+    BOOST_TEST(std::fabs(x - frequency_weighted(e.c, e.tau)) < 1e-3);
+    BOOST_TEST(p.server().optimizer_state().count == static_cast<std::int64_t>(p.version()));
+    BOOST_TEST(p.server().optimizer_state().kind == "momentum");
+  }
+  {
+    // Ringleader's table mean vanishes at the true optimum, whatever the optimizer: Adam.
+    async::ringleader_asgd p(4, async::model_server<double, optim::adam>({0.0}, optim::adam({.lr = 1e-3})));
+    e1_fixed_point(p, e.c, e.tau, 20000, e.window, [](sim::worker_id) { return 1.0; });
+    BOOST_TEST_MESSAGE("Ringleader + Adam: x = " << p.params()[0]);
+    BOOST_TEST(std::fabs(p.params()[0] - mean(e.c)) < 1e-2);
+    BOOST_TEST(p.server().optimizer_state().count == static_cast<std::int64_t>(p.version()));
   }
 }
 

@@ -6,14 +6,16 @@
 // The update step lives in ONE place, model_server::apply: every policy, whatever its rule
 // (delay-adaptive step, gradient table mean, buffered average), ends in
 //     params <- optimizer.update(weight * direction),   k <- k + 1.
-// The optimizer has the shape of heterograd/optim's concept (issue 3): a copyable value with
-// `init(policy, params) -> state` and `update(policy, grads, state, params)`, its state a
-// plain value. For plain SGD the weight is exactly a per-update step-size multiplier
-// (gamma_k = gamma * weight); for adaptive optimizers it weights the gradient they see.
+// The optimizer is any heterograd/optim optimizer (or anything with its concept's shape): a
+// copyable value with `init(policy, params) -> state` and `update(policy, grads, state,
+// params)`, its state a plain value (optim::state: copyable, comparable, serialisable). For
+// plain SGD the weight is exactly a per-update step-size multiplier (gamma_k = gamma *
+// weight); for adaptive optimizers it weights the gradient they see. The default is
+// optim::sgd; plain_sgd(lr) builds it.
 //
-// INTERIM: optim/ has not landed on main yet. Until it does, `default_optimizer` is the
-// stand-in detail::interim_sgd (same concept shape); when optim lands, `default_optimizer`
-// becomes optim::sgd and plain_sgd() returns optim::sgd({.lr = lr}) -- the only edit needed.
+// The server's parameters live on the host; updates run with the build's host execution
+// policy (OpenMP when compiled with it): element-wise, so bitwise the same for any number
+// of threads.
 
 #include <algorithm>
 #include <cmath>
@@ -33,6 +35,7 @@
 #include "heterograd/algorithms/async/detail/ops.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/optim/optimizers.hpp"
 
 namespace heterograd::algorithms::async {
 
@@ -57,42 +60,11 @@ template <class O, class T>
 using optimizer_state_t =
     decltype(std::declval<const O&>().init(thrust::cpp::par, std::declval<span<T>>()));
 
-namespace detail {
-
-/// INTERIM stand-in for optim::sgd (issue 3, branch `kernels`): p <- p - lr g, with the
-/// optim concept's init/update shape so the server is written against that concept now.
-/// Delete when optim lands (see the header comment).
-struct interim_sgd {
-  double lr = 0.01;
-
-  struct state_type {
-    std::int64_t count = 0;  ///< steps applied
-    friend bool operator==(const state_type&, const state_type&) = default;
-  };
-
-  static constexpr std::string_view name() { return "sgd"; }
-  template <class Policy, class P>
-  state_type init(const Policy&, P&&) const {
-    return {};
-  }
-  template <class Policy, class T>
-  void update(const Policy&, span<const T> g, state_type& st, span<T> p) const {
-    require_same_size("sgd.grads", g.size(), "sgd.params", p.size());
-    ops::axpy(static_cast<T>(-lr), g, p);
-    ++st.count;
-  }
-};
-
-}  // namespace detail
-
 /// The server-side optimizer used when none is given.
-using default_optimizer = detail::interim_sgd;
+using default_optimizer = optim::sgd;
 
 /// Plain SGD with learning rate `lr` (the step size gamma of the papers).
-inline default_optimizer plain_sgd(double lr) {
-  require(std::isfinite(lr) && lr >= 0, "sgd.lr", lr, "must be finite and >= 0");
-  return default_optimizer{lr};
-}
+inline optim::sgd plain_sgd(double lr) { return optim::sgd(optim::sgd_params{.lr = lr}); }
 
 /// Parameters, version and server-side optimizer of an asynchronous server.
 template <class T = double, class Optimizer = default_optimizer>
@@ -105,7 +77,7 @@ class model_server {
 
   model_server(std::vector<T> initial_params, Optimizer opt = {})
       : params_(std::move(initial_params)), scratch_(params_.size()), opt_(std::move(opt)),
-        state_(opt_.init(thrust::cpp::par, span<T>(params_))) {
+        state_(opt_.init(detail::ops::host_policy(), span<T>(params_))) {
     require(!params_.empty(), "params.size", params_.size(), "must be > 0");
   }
 
@@ -124,12 +96,13 @@ class model_server {
     require_same_size("direction", direction.size(), "params", params_.size());
     require(std::isfinite(weight), "weight", weight, "must be finite");
     span<T> p(params_.data(), params_.size());
+    const auto& policy = detail::ops::host_policy();
     if (weight == 1.0) {
-      opt_.update(thrust::cpp::par, direction, state_, p);
+      opt_.update(policy, direction, state_, p);
     } else {
       span<T> s(scratch_.data(), scratch_.size());
       detail::ops::scale_into(static_cast<T>(weight), direction, s);
-      opt_.update(thrust::cpp::par, span<const T>(s), state_, p);
+      opt_.update(policy, span<const T>(s), state_, p);
     }
     ++version_;
   }

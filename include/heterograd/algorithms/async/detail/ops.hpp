@@ -1,39 +1,51 @@
 #pragma once
-// The few vector loops the asynchronous servers run on the host, in one place.
-//
-// INTERIM: kernels/blend.hpp (issue 3, branch `kernels`) provides these as fused Thrust
-// kernels (axpby, scale, running_mean_update, weighted_sum). Until it lands on main the
-// servers call the host loops below; the names and argument order follow the kernels so
-// that switching is an edit of this file only.
+// The vector operations of the asynchronous servers, in one place: the element-wise blends
+// come from heterograd/kernels (fused Thrust kernels, run with the build's host policy); the
+// two table updates that also maintain the table's sum are fused here, because composing
+// them from the public kernels would take three passes instead of one.
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
+#include <span>
+
+#include <thrust/system/cpp/execution_policy.h>
+#if defined(_OPENMP)
+#include <thrust/system/omp/execution_policy.h>
+#endif
 
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/blend.hpp"
 
 namespace heterograd::algorithms::async::detail::ops {
 
-/// y <- y + a x.  3 sizeof(T) per element (read x, y; write y).
+/// The servers' buffers live on the host: OpenMP when the build has it, else sequential.
+inline const auto& host_policy() {
+#if defined(_OPENMP)
+  return thrust::omp::par;
+#else
+  return thrust::cpp::par;
+#endif
+}
+
+/// y <- y + a x.  3 sizeof(T) per element (kernels::axpby with b = 1: a x + 1 y is y + a x).
 template <class T>
 void axpy(T a, span<const T> x, span<T> y) {
-  for (std::size_t j = 0; j < y.size(); ++j) y[j] += a * x[j];
+  kernels::axpby(host_policy(), a, x, T(1), y);
 }
 
-/// out <- a x.  2 sizeof(T) per element.
+/// out <- a x.  2 sizeof(T) per element (kernels::weighted_sum of one input).
 template <class T>
 void scale_into(T a, span<const T> x, span<T> out) {
-  for (std::size_t j = 0; j < out.size(); ++j) out[j] = a * x[j];
-}
-
-/// out <- x.  2 sizeof(T) per element.
-template <class T>
-void copy(span<const T> x, span<T> out) {
-  for (std::size_t j = 0; j < out.size(); ++j) out[j] = x[j];
+  const std::array<span<const T>, 1> in{x};
+  const std::array<T, 1> w{a};
+  kernels::weighted_sum(host_policy(), out, in, std::span<const T>(w));
 }
 
 /// x <- 0.  1 sizeof(T) per element.
 template <class T>
 void zero(span<T> x) {
-  for (std::size_t j = 0; j < x.size(); ++j) x[j] = T(0);
+  std::fill(x.begin(), x.end(), T(0));
 }
 
 /// Replaces one entry of a table whose sum is kept: sum <- sum + fresh - entry;
@@ -41,9 +53,16 @@ void zero(span<T> x) {
 /// 5 sizeof(T) per element (read fresh, entry, sum; write entry, sum).
 template <class T>
 void replace_entry(span<const T> fresh, span<T> entry, span<T> sum) {
-  for (std::size_t j = 0; j < sum.size(); ++j) {
-    sum[j] += fresh[j] - entry[j];
-    entry[j] = fresh[j];
+  const std::size_t n = sum.size();
+  T* s = sum.data();
+  T* e = entry.data();
+  const T* f = fresh.data();
+#if defined(_OPENMP)
+#pragma omp parallel for simd schedule(static) if (n >= (std::size_t{1} << 16))
+#endif
+  for (std::size_t j = 0; j < n; ++j) {
+    s[j] += f[j] - e[j];
+    e[j] = f[j];
   }
 }
 
@@ -53,18 +72,18 @@ void replace_entry(span<const T> fresh, span<T> entry, span<T> sum) {
 template <class T>
 void running_mean_add(span<const T> fresh, span<T> mean, span<T> sum, std::size_t count) {
   const T inv = T(1) / static_cast<T>(count);
-  for (std::size_t j = 0; j < mean.size(); ++j) {
-    const T d = (fresh[j] - mean[j]) * inv;
-    mean[j] += d;
-    sum[j] += d;
+  const std::size_t n = mean.size();
+  T* m = mean.data();
+  T* s = sum.data();
+  const T* f = fresh.data();
+#if defined(_OPENMP)
+#pragma omp parallel for simd schedule(static) if (n >= (std::size_t{1} << 16))
+#endif
+  for (std::size_t j = 0; j < n; ++j) {
+    const T d = (f[j] - m[j]) * inv;
+    m[j] += d;
+    s[j] += d;
   }
-}
-
-/// Running mean without a sum: mean <- mean + (fresh - mean) / count. 3 sizeof(T) per element.
-template <class T>
-void running_mean_add(span<const T> fresh, span<T> mean, std::size_t count) {
-  const T inv = T(1) / static_cast<T>(count);
-  for (std::size_t j = 0; j < mean.size(); ++j) mean[j] += (fresh[j] - mean[j]) * inv;
 }
 
 }  // namespace heterograd::algorithms::async::detail::ops
