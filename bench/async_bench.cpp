@@ -1,0 +1,99 @@
+// Server updates per second of the asynchronous servers (issue 6) on a 1M-parameter float
+// model, and the bytes each update moves.
+//
+//   BM_server_apply          the bare update step (model_server::apply -> optim::sgd's fused
+//                            kernel): 12 B/parameter (read p, g; write p). The reference.
+//   BM_sim_asgd              vanilla ASGD driven by the simulator (sim::async_runtime, 16
+//                            workers with tau_i = 1 + sqrt(i)): the runtime's own cost on top
+//                            of the update is one event (heap pop + push) per update.
+//   BM_sim_ringleader        Ringleader ASGD: every arrival folds the gradient into a
+//                            table's running mean and its sum (20 B/parameter); every step
+//                            scales the sum by 1/n (8 B) before the SGD kernel (12 B).
+// Gradients are produced once per worker and reused (the computation is not what is
+// measured). Items = applied updates; bytes = the update's memory traffic.
+//
+// The threads and MPI runtimes' figures (updates/s over the inproc transport, MPI push/pull
+// round trip) wait for the transport layer (issue 4) to land on main.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "heterograd/algorithms/async.hpp"
+#include "heterograd/sim/runtime.hpp"
+#include "heterograd/sim/worker_time.hpp"
+
+namespace async = heterograd::algorithms::async;
+namespace sim = heterograd::sim;
+
+namespace {
+
+constexpr std::size_t kParams = std::size_t{1} << 20;
+constexpr std::size_t kWorkers = 16;
+constexpr std::int64_t kUpdatesPerIteration = 64;
+
+async::model_server<float> server() {
+  return async::model_server<float>(std::vector<float>(kParams, 0.5f), async::plain_sgd(1e-6));
+}
+
+void BM_server_apply(benchmark::State& state) {
+  auto s = server();
+  const std::vector<float> g(kParams, 1.0f);
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i)
+      s.apply(heterograd::span<const float>(g));
+    benchmark::DoNotOptimize(s.params().data());
+  }
+  const auto updates = state.iterations() * kUpdatesPerIteration;
+  state.SetItemsProcessed(updates);
+  state.SetBytesProcessed(updates * static_cast<std::int64_t>(12 * kParams));
+  state.counters["bytes_per_update"] = 12.0 * kParams;
+}
+
+// Bytes per parameter: `per_arrival` for every gradient handed to the policy, `per_update`
+// for every step.
+template <class Policy>
+void drive_sim(benchmark::State& state, Policy& p, double per_arrival, double per_update) {
+  sim::async_runtime<std::vector<float>, sim::fixed_times> rt(kWorkers,
+                                                              sim::sqrt_times(kWorkers, 1));
+  // Each worker's gradient is written once; later jobs reuse it.
+  auto compute = [](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<float>& g) {
+    if (g.size() != kParams) g.assign(kParams, 1e-3f * static_cast<float>(w + 1));
+  };
+  sim::run_options warm;
+  warm.max_events = 4 * kWorkers;  // past the first wave (and Ringleader's first gather)
+  rt.run(p, compute, warm);
+  const std::uint64_t v0 = p.version();
+  sim::run_options opt;
+  opt.max_events = kUpdatesPerIteration;  // arrivals
+  for (auto _ : state) {
+    rt.run(p, compute, opt);
+    benchmark::DoNotOptimize(p.params().data());
+  }
+  const auto updates = static_cast<double>(p.version() - v0);
+  const auto arrivals = static_cast<double>(state.iterations() * kUpdatesPerIteration);
+  const double bytes = (per_arrival * arrivals + per_update * updates) * kParams;
+  state.SetItemsProcessed(static_cast<std::int64_t>(updates));
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["bytes_per_update"] = bytes / updates;
+  state.counters["arrivals_per_update"] = arrivals / updates;
+}
+
+void BM_sim_asgd(benchmark::State& state) {
+  async::asgd p(kWorkers, server());
+  drive_sim(state, p, 0.0, 12.0);
+}
+
+void BM_sim_ringleader(benchmark::State& state) {
+  async::ringleader_asgd p(kWorkers, server());
+  drive_sim(state, p, 20.0, 20.0);
+}
+
+}  // namespace
+
+BENCHMARK(BM_server_apply)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_sim_asgd)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_sim_ringleader)->UseRealTime()->MinTime(0.5);
+
+BENCHMARK_MAIN();
