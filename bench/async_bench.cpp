@@ -2,10 +2,11 @@
 // model, and the bytes each update moves.
 //
 //   BM_server_apply          the bare update step (model_server::apply -> optim::sgd's fused
-//                            kernel): 12 B/parameter (read p, g; write p). The reference.
+//                            kernel) cycling over 16 gradients: 12 B/parameter (read p, g;
+//                            write p). The reference.
 //   BM_sim_asgd              vanilla ASGD driven by the simulator (sim::async_runtime, 16
-//                            workers with tau_i = 1 + sqrt(i)): the runtime's own cost on top
-//                            of the update is one event (heap pop + push) per update.
+//                            equally fast workers): the runtime's own cost on top of the
+//                            update is one event (heap pop + push) per update.
 //   BM_sim_ringleader        Ringleader ASGD: every arrival folds the gradient into a
 //                            table's running mean and its sum (20 B/parameter); every step
 //                            scales the sum by 1/n (8 B) before the SGD kernel (12 B).
@@ -37,12 +38,16 @@ async::model_server<float> server() {
   return async::model_server<float>(std::vector<float>(kParams, 0.5f), async::plain_sgd(1e-6));
 }
 
+// One gradient per worker, as the runtimes keep them (16 x 4 MiB: they stream from memory,
+// as in the runtimes, rather than staying in cache).
 void BM_server_apply(benchmark::State& state) {
   auto s = server();
-  const std::vector<float> g(kParams, 1.0f);
+  std::vector<std::vector<float>> g;
+  for (std::size_t w = 0; w < kWorkers; ++w) g.emplace_back(kParams, 1e-3f * static_cast<float>(w + 1));
+  std::size_t next = 0;
   for (auto _ : state) {
-    for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i)
-      s.apply(heterograd::span<const float>(g));
+    for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i, next = (next + 1) % kWorkers)
+      s.apply(heterograd::span<const float>(g[next]));
     benchmark::DoNotOptimize(s.params().data());
   }
   const auto updates = state.iterations() * kUpdatesPerIteration;
@@ -55,8 +60,10 @@ void BM_server_apply(benchmark::State& state) {
 // for every step.
 template <class Policy>
 void drive_sim(benchmark::State& state, Policy& p, double per_arrival, double per_update) {
-  sim::async_runtime<std::vector<float>, sim::fixed_times> rt(kWorkers,
-                                                              sim::sqrt_times(kWorkers, 1));
+  // Equal speeds: arrivals cycle over the workers' gradients in the same order as
+  // BM_server_apply, so the two touch memory alike and the difference is the runtime's.
+  sim::async_runtime<std::vector<float>, sim::fixed_times> rt(
+      kWorkers, sim::fixed_times(std::vector<double>(kWorkers, 1.0)));
   // Each worker's gradient is written once; later jobs reuse it.
   auto compute = [](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<float>& g) {
     if (g.size() != kParams) g.assign(kParams, 1e-3f * static_cast<float>(w + 1));
