@@ -10,3 +10,6 @@
 #include "heterograd/algorithms/async/ringmaster.hpp"
 #include "heterograd/algorithms/async/server.hpp"
 #include "heterograd/algorithms/async/ssp.hpp"
+// Threads / MPI runtimes and the worker-side helper, over heterograd/comm.
+#include "heterograd/algorithms/async/remote.hpp"
+#include "heterograd/algorithms/async/threads.hpp"
