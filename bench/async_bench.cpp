@@ -13,8 +13,15 @@
 // Gradients are produced once per worker and reused (the computation is not what is
 // measured). Items = applied updates; bytes = the update's memory traffic.
 //
-// The threads and MPI runtimes' figures (updates/s over the inproc transport, MPI push/pull
-// round trip) wait for the transport layer (issue 4) to land on main.
+//   BM_threads_asgd          vanilla ASGD under the threads runtime: the server thread and 4
+//                            worker threads over the inproc transport, real-time order. Per
+//                            update the gradient crosses once (rendezvous copy, 8 B/param),
+//                            the model is copied into the worker's outbox (8 B) and from
+//                            there to the worker (8 B), plus the SGD step (12 B): 36 B.
+//                            Each iteration is one run of 256 updates (thread start-up and
+//                            shutdown included).
+// The MPI runtime's push/pull round trip is measured under mpirun by
+// bench/compare/async_peers.sh (bench/compare/async_mpi_roundtrip.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -24,6 +31,10 @@
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/sim/runtime.hpp"
 #include "heterograd/sim/worker_time.hpp"
+#if __has_include("heterograd/comm/inproc.hpp")
+#include "heterograd/algorithms/async/threads.hpp"
+#define HG_ASYNC_BENCH_THREADS 1
+#endif
 
 namespace async = heterograd::algorithms::async;
 namespace sim = heterograd::sim;
@@ -97,8 +108,32 @@ void BM_sim_ringleader(benchmark::State& state) {
   drive_sim(state, p, 20.0, 20.0);
 }
 
+#if defined(HG_ASYNC_BENCH_THREADS)
+void BM_threads_asgd(benchmark::State& state) {
+  constexpr std::size_t workers = 4;
+  constexpr std::uint64_t updates = 256;
+  async::asgd p(workers, server());
+  auto compute = [](async::worker_id w, std::uint64_t, std::uint64_t,
+                    heterograd::span<const float>, std::vector<float>& g) {
+    if (g.size() != kParams) g.assign(kParams, 1e-3f * static_cast<float>(w + 1));
+  };
+  std::uint64_t done = 0;
+  for (auto _ : state) {
+    const std::uint64_t v0 = p.version();
+    async::run_threads<float>(p, compute, {.max_updates = v0 + updates});
+    done += p.version() - v0;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(done));
+  state.SetBytesProcessed(static_cast<std::int64_t>(done * 36 * kParams));
+  state.counters["bytes_per_update"] = 36.0 * kParams;
+}
+#endif
+
 }  // namespace
 
+#if defined(HG_ASYNC_BENCH_THREADS)
+BENCHMARK(BM_threads_asgd)->UseRealTime()->MinTime(0.5);
+#endif
 BENCHMARK(BM_server_apply)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_sim_asgd)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_sim_ringleader)->UseRealTime()->MinTime(0.5);

@@ -149,7 +149,7 @@ class remote_server {
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
       : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base),
         n_(static_cast<std::size_t>(t.size() - 1)), state_(n_, state::idle), next_job_(n_, 0),
-        job_(n_, 0), version_(n_, 0), start_(n_, 0.0), payload_(p.dim()) {
+        job_(n_, 0), version_(n_, 0), start_(n_, 0.0), payload_(p.dim()), outbox_(n_) {
     require(t.size() >= 2, "transport.size", t.size(), "must be >= 2 (a server and a worker)");
     require(t.rank() == o.server_rank, "transport.rank", t.rank(), "must be the server rank");
     require_same_size("transport.size - 1", n_, "policy.workers", p.workers());
@@ -242,18 +242,23 @@ class remote_server {
 
   int rank_of(worker_id w) const { return worker_rank(static_cast<int>(w), o_.server_rank); }
 
+  // The model goes out through a per-worker outbox (n x d memory), so the server does not
+  // wait for the worker to take it: the previous send to w is complete by the time w can be
+  // sent to again (w received it before it pushed), so the wait below returns at once.
   void send_job(worker_id w, std::uint64_t kind) {
-    const std::array<std::uint64_t, 4> h{kind, version_[w], job_[w], bits_of(start_[w])};
+    auto& box = outbox_[w];
+    box.header.wait(o_.timeout);
+    box.payload.wait(o_.timeout);
+    box.h = {kind, version_[w], job_[w], bits_of(start_[w])};
     const int r = rank_of(w);
-    comm::send_options so{.timeout = o_.timeout};
-    auto hr = t_.send(span<const std::uint64_t>(h.data(), h.size()), r, tags_.job_header, so);
+    const comm::send_options so{.timeout = o_.timeout};
+    box.header = t_.send(span<const std::uint64_t>(box.h.data(), box.h.size()), r, tags_.job_header, so);
     if (kind == 1) {
-      // Blocking until the copy is made (inproc copies small messages at post; MPI may
-      // rendezvous): the parameters may change right after.
-      auto pr = t_.send(policy_.params(), r, tags_.job_payload, so);
-      pr.wait();
+      const auto x = policy_.params();
+      box.params.assign(x.begin(), x.end());  // 8 B/param
+      box.payload = t_.send(span<const T>(box.params.data(), box.params.size()), r,
+                            tags_.job_payload, so);
     }
-    hr.wait();
   }
 
   // Receives one result header from `source` (any_source allowed) and its payload; returns
@@ -326,6 +331,10 @@ class remote_server {
       if (h[0] == 2) ++byes;
       else ++s.dropped;
     }
+    for (auto& box : outbox_) {
+      box.header.wait(o_.timeout);
+      box.payload.wait(o_.timeout);
+    }
   }
 
   Policy& policy_;
@@ -338,6 +347,14 @@ class remote_server {
   std::vector<std::uint64_t> next_job_, job_, version_;
   std::vector<double> start_;
   std::vector<T> payload_;
+  using request_t = decltype(std::declval<const Transport&>().send(
+      std::declval<span<const T>>(), 0, 0, comm::send_options{}));
+  struct outbox {
+    std::array<std::uint64_t, 4> h{};
+    std::vector<T> params;
+    request_t header{}, payload{};
+  };
+  std::vector<outbox> outbox_;
   std::priority_queue<pending, std::vector<pending>, std::greater<pending>> queue_;
   std::uint64_t seq_ = 0;
   double now_ = 0;
