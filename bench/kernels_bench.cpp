@@ -7,22 +7,22 @@
 //   copy     STREAM-like copy b = a (8 B/element), in BM_references;
 //   loop     a hand-written `#pragma omp parallel for simd` loop over the same arithmetic
 //            (the 1-thread run is the reference of the cpp backend).
-// Counters <variant>_GBps use each variant's best call (best-of-N is the figure that repeats
-// on a loaded machine); <variant>_mean_GBps the mean. The benchmark's own time is the
-// kernel's. bench/targets/kernels.py turns these into the target ratios.
+// See measure() for the counters; the benchmark's own time is the kernel's.
+// bench/targets/kernels.py turns them into the target ratios.
 //
 // Bytes per element (float): sgd 12, momentum 20, adam 28, weighted sum of 8 buffers 36,
 // l2 norm 4, multi-tensor adam 28.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
-#include <limits>
-#include <string>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -42,10 +42,18 @@ namespace {
 constexpr std::size_t kN = std::size_t{16} << 20;
 constexpr std::size_t kInputs = 8;
 
+// 64-byte aligned, as PyTorch's CPU allocator gives: misaligned buffers cost every
+// hand-written loop (not the kernels, which peel to alignment) a third of its bandwidth with
+// 64-byte vectors (see detail/launch.hpp).
+struct free_deleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
 struct buffers {
-  std::vector<std::unique_ptr<float[]>> b;
+  std::vector<std::unique_ptr<float[], free_deleter>> b;
   buffers() {
-    for (std::size_t k = 0; k < 4 + kInputs + 1; ++k) b.emplace_back(new float[kN]);
+    for (std::size_t k = 0; k < 4 + kInputs + 1; ++k)
+      b.emplace_back(static_cast<float*>(std::aligned_alloc(64, kN * sizeof(float))));
     // First touch in parallel with a static schedule, as the kernels will run.
     for (std::size_t k = 0; k < b.size(); ++k) {
       float* p = b[k].get();
@@ -54,12 +62,24 @@ struct buffers {
       for (std::size_t i = 0; i < kN; ++i) p[i] = v;
     }
   }
-  float* p() { return b[0].get(); }
-  float* g() { return b[1].get(); }
-  float* m() { return b[2].get(); }
-  float* v() { return b[3].get(); }
-  float* in(std::size_t k) { return b[4 + k].get(); }
-  float* out() { return b[4 + kInputs].get(); }
+  float* p() {
+    return b[0].get();
+  }
+  float* g() {
+    return b[1].get();
+  }
+  float* m() {
+    return b[2].get();
+  }
+  float* v() {
+    return b[3].get();
+  }
+  float* in(std::size_t k) {
+    return b[4 + k].get();
+  }
+  float* out() {
+    return b[4 + kInputs].get();
+  }
 };
 
 buffers& data() {
@@ -67,8 +87,12 @@ buffers& data() {
   return d;
 }
 
-hg::span<float> sp(float* p, std::size_t n = kN) { return {p, n}; }
-hg::span<const float> csp(const float* p, std::size_t n = kN) { return {p, n}; }
+hg::span<float> sp(float* p, std::size_t n = kN) {
+  return {p, n};
+}
+hg::span<const float> csp(const float* p, std::size_t n = kN) {
+  return {p, n};
+}
 
 void set_threads(benchmark::State& state) {
   data();  // allocate and first-touch outside the timed calls
@@ -85,8 +109,9 @@ void finish(benchmark::State& state, std::size_t bytes_per_element) {
 }
 
 // Alternating signs keep values bounded over many iterations.
-hk::sgd_args sgd_args(int it) { return {it % 2 ? 1e-3 : -1e-3, 0.0}; }
-
+hk::sgd_args sgd_args(int it) {
+  return {it % 2 ? 1e-3 : -1e-3, 0.0};
+}
 
 struct variant {
   std::string name;
@@ -94,30 +119,46 @@ struct variant {
   std::function<void()> run;
 };
 
-// Runs the variants one after another in every iteration, timing each call.
+// Runs every variant once per iteration, timing each call; the order rotates from one
+// iteration to the next so that no variant always follows the same one (caches, clocks).
+// Counters: <v>_GBps from each variant's best call, <v>_mean_GBps from the mean, and
+// kernel_over_<v> = the median over iterations of the bandwidth ratio of the first variant
+// (the kernel) to variant v, both timed in the same iteration: the figure the targets use,
+// robust to the load changing during the run.
 void measure(benchmark::State& state, const std::vector<variant>& vs) {
-  std::vector<double> best(vs.size(), std::numeric_limits<double>::infinity()),
-      total(vs.size(), 0.0);
+  const std::size_t nv = vs.size();
+  std::vector<double> best(nv, std::numeric_limits<double>::infinity()), total(nv, 0.0),
+      last(nv, 0.0);
+  std::vector<std::vector<double>> ratios(nv);
+  std::size_t rot = 0;
   for (auto _ : state) {
-    double first = 0;
-    for (std::size_t k = 0; k < vs.size(); ++k) {
+    for (std::size_t j = 0; j < nv; ++j) {
+      const std::size_t k = (j + rot) % nv;
       const auto a = std::chrono::steady_clock::now();
       vs[k].run();
       benchmark::ClobberMemory();
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
       best[k] = std::min(best[k], s);
       total[k] += s;
-      if (k == 0) first = s;
+      last[k] = s;
     }
-    state.SetIterationTime(first);
+    ++rot;
+    for (std::size_t k = 1; k < nv; ++k)
+      ratios[k].push_back((static_cast<double>(vs[0].bytes_per_element) / last[0]) /
+                          (static_cast<double>(vs[k].bytes_per_element) / last[k]));
+    state.SetIterationTime(last[0]);
   }
   const double iters = static_cast<double>(state.iterations());
-  for (std::size_t k = 0; k < vs.size(); ++k) {
+  for (std::size_t k = 0; k < nv; ++k) {
     const double bytes = static_cast<double>(kN * vs[k].bytes_per_element);
     state.counters[vs[k].name + "_GBps"] = bytes / best[k] / 1e9;
     state.counters[vs[k].name + "_mean_GBps"] = bytes * iters / total[k] / 1e9;
     state.counters[vs[k].name + "_best_ms"] = best[k] * 1e3;
+    if (k > 0 && !ratios[k].empty()) {
+      auto& r = ratios[k];
+      std::nth_element(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(r.size() / 2), r.end());
+      state.counters["kernel_over_" + vs[k].name] = r[r.size() / 2];
+    }
   }
   finish(state, vs[0].bytes_per_element);
 }
@@ -183,13 +224,14 @@ void BM_sgd_cpp(benchmark::State& state) {
 
 // ---- momentum: 20 B/element -------------------------------------------------------------
 
-hk::momentum_args mom_args(int it) { return {it % 2 ? 1e-3 : -1e-3, 0.5, 0.0, 0.0, false}; }
+hk::momentum_args mom_args(int it) {
+  return {it % 2 ? 1e-3 : -1e-3, 0.5, 0.0, 0.0, false};
+}
 
 template <class Policy>
 variant momentum_kernel(const Policy& pol) {
   return {"kernel", 20, [pol, c = counter{}]() mutable {
-            hk::momentum(pol, sp(data().p()), csp(data().g()), sp(data().m()),
-                         mom_args(c.next()));
+            hk::momentum(pol, sp(data().p()), csp(data().g()), sp(data().m()), mom_args(c.next()));
           }};
 }
 
@@ -267,18 +309,19 @@ variant adam_loop() {
 // The same Adam body through thrust::for_each_n on Thrust's own omp backend (for reference:
 // the kernels' omp path is a direct `omp parallel for simd` loop, see detail/launch.hpp).
 variant adam_thrust_for_each() {
-  return {"thrust_for_each", 28, [c = counter{}]() mutable {
-            hk::detail::launch_thrust(
-                thrust::omp::par, kN,
-                hk::detail::adam_body<float>{
-                    data().p(), data().g(), data().m(), data().v(),
-                    hk::detail::make_adam_coeffs<float>(adam_args(c.next()))});
-          }};
+  return {
+      "thrust_for_each", 28, [c = counter{}]() mutable {
+        hk::detail::launch_thrust(
+            thrust::omp::par, kN,
+            hk::detail::adam_body<float>{data().p(), data().g(), data().m(), data().v(),
+                                         hk::detail::make_adam_coeffs<float>(adam_args(c.next()))});
+      }};
 }
 
 void BM_adam(benchmark::State& state) {
   set_threads(state);
-  measure(state, {adam_kernel(thrust::omp::par), adam_loop(), adam_thrust_for_each(), update_ref()});
+  measure(state,
+          {adam_kernel(thrust::omp::par), adam_loop(), adam_thrust_for_each(), update_ref()});
 }
 
 void BM_adam_cpp(benchmark::State& state) {
@@ -353,9 +396,8 @@ void BM_weighted_sum8(benchmark::State& state) {
 
 void BM_l2_norm(benchmark::State& state) {
   set_threads(state);
-  variant kernel{"kernel", 4, [] {
-                   benchmark::DoNotOptimize(hk::l2_norm(thrust::omp::par, csp(data().g())));
-                 }};
+  variant kernel{"kernel", 4,
+                 [] { benchmark::DoNotOptimize(hk::l2_norm(thrust::omp::par, csp(data().g()))); }};
   // OpenMP's reduction clause: not deterministic across thread counts; for comparison only.
   variant loop{"loop", 4, [] {
                  const float* __restrict g = data().g();

@@ -53,12 +53,12 @@ struct variant {
 
 void measure(benchmark::State& state, std::size_t bytes, std::function<void()> kernel) {
   data();
-  const std::vector<variant> vs = {
-      {"kernel", bytes, std::move(kernel)},
-      {"copy", 8, [] {
-         thrust::copy(thrust::cuda::par, data().b[1].begin(), data().b[1].end(),
-                      data().b[4 + kInputs].begin());
-       }}};
+  const std::vector<variant> vs = {{"kernel", bytes, std::move(kernel)},
+                                   {"copy", 8, [] {
+                                      thrust::copy(thrust::cuda::par, data().b[1].begin(),
+                                                   data().b[1].end(),
+                                                   data().b[4 + kInputs].begin());
+                                    }}};
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
@@ -160,7 +160,10 @@ void BM_device_l2_norm(benchmark::State& state) {
 BENCHMARK(BM_device_sgd)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_momentum)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_adam)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
-BENCHMARK(BM_device_multi_tensor_adam)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK(BM_device_multi_tensor_adam)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
 BENCHMARK(BM_device_weighted_sum8)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_l2_norm)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 

@@ -87,3 +87,31 @@ function(hg_add_test name)
     add_dependencies(hg-cuda-all ${name}_cuda)
   endif()
 endfunction()
+
+# hg_add_mpi_test(<name> SOURCES ... NP <n>... [TIMEOUT s] [LIBS ...])
+# One Boost.Test executable run under mpirun for each process count in NP, as tests
+# <name>_np<n> labelled 'mpi'. Sources include "hg_mpi.hpp" and declare
+# `using mpi_test::mpi_session; BOOST_TEST_GLOBAL_FIXTURE(mpi_session);`. Nothing is added without MPI.
+function(hg_add_mpi_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;NP;LIBS" ${ARGN})
+  if(NOT TARGET heterograd::mpi OR NOT MPIEXEC_EXECUTABLE)
+    return()
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  hg_internal_target(${name})
+  target_link_libraries(${name} PRIVATE hg_test_main ${T_LIBS})
+  # OpenMPI refuses root unless told (CI runs as root); --oversubscribe lets more ranks than
+  # cores share the machine.
+  set(env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  foreach(np IN LISTS T_NP)
+    add_test(NAME ${name}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS}
+                     --log_level=message --report_level=short)
+    set_tests_properties(${name}_np${np} PROPERTIES LABELS "mpi" TIMEOUT ${T_TIMEOUT}
+                         ENVIRONMENT "${env}")
+  endforeach()
+endfunction()

@@ -5,6 +5,7 @@
 #include "heterograd/core.hpp"
 #include "heterograd/kernels.hpp"
 #include "heterograd/optim.hpp"
+#include "heterograd/comm.hpp"
 #include "heterograd/data.hpp"
 #include "heterograd/nn.hpp"
 #include "heterograd/balance.hpp"

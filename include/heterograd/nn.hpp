@@ -5,3 +5,4 @@
 #include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/loss.hpp"
 #include "heterograd/nn/mlp.hpp"
+// CUDA only: heterograd/nn/gemm_cublas.cuh (GEMM on device memory through cuBLAS).

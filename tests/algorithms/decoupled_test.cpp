@@ -232,3 +232,76 @@ BOOST_AUTO_TEST_CASE(spectrain_prediction_is_closer_to_the_backward_weights_than
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "heterograd/algorithms/decoupled/placement.hpp"
+
+BOOST_AUTO_TEST_SUITE(placement)
+
+BOOST_AUTO_TEST_CASE(modules_are_placed_so_the_slowest_stage_is_as_fast_as_possible) {
+  // Layer costs 4, 1, 1, 2 on workers of speeds 2 and 1.1. Splits after layer 1, 2, 3 give
+  // slowest stages max(2, 3.64), max(2.5, 2.73) and max(3, 1.82): the second is optimal.
+  const auto b = dc::plan_modules({4, 1, 1, 2}, {2, 1.1});
+  BOOST_TEST(b == (dc::module_bounds{0, 2, 4}));
+  // Measured times of a real network give a valid plan that local learning accepts.
+  const nn::mlp<float> net({32, 64, 16, 16, 4});
+  std::vector<float> p(net.num_params());
+  net.init(p, 1);
+  const auto m = synthetic_batches{32, 4, 16, 3}(0);
+  const auto t = dc::measure_layer_times(net, p, nn::batch<float>{m.x, m.y});
+  BOOST_TEST(t.size() == 4u);
+  for (double v : t) BOOST_TEST(v > 0.0);
+  const auto plan = dc::plan_modules(t, {1.0, 3.0});
+  dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.bounds = plan},
+                                              [](std::size_t) { return hg_test::sgd_stepper{}; });
+  BOOST_TEST(ll.modules() == 2u);
+  BOOST_CHECK_THROW(dc::plan_modules({1, 1}, {1, 1, 1}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+#include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
+#include "heterograd/comm/inproc.hpp"
+
+BOOST_AUTO_TEST_SUITE(transport_pipeline)
+
+BOOST_AUTO_TEST_CASE(pipeline_over_four_inproc_ranks_equals_the_sequential_loop_bitwise) {
+  const nn::mlp<float> net({20, 16, 16, 12, 5});
+  std::vector<float> p0(net.num_params());
+  net.init(p0, hg_test::seed() + 2);
+  const dc::local_learning_config cfg{.modules = 4, .head_hidden = {6}, .seed = 9};
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  const synthetic_batches src{20, 5, 16, hg_test::seed()};
+  const std::size_t T = 30;
+  dc::local_learning<hg_test::sgd_stepper> seq(net, p0, cfg, make);
+  for (std::size_t t = 0; t < T; ++t) {
+    const auto m = src(t);
+    seq.step(nn::batch<float>{m.x, m.y}, t);
+  }
+  std::vector<float> gathered;
+  std::vector<std::vector<float>> heads(3);
+  heterograd::comm::inproc::spawn(4, [&](const heterograd::comm::inproc::communicator& c) {
+    dc::local_learning<hg_test::sgd_stepper> ll(net, p0, cfg, make);
+    dc::run_pipeline_over(c, ll, src, T, {.queue_capacity = 2});
+    dc::gather_modules(c, ll);
+    if (c.rank() == 0) {
+      gathered = ll.params();
+      for (std::size_t k = 0; k < 3; ++k) heads[k] = ll.head_params(k);
+    }
+  });
+  BOOST_TEST(bitwise_equal(gathered, seq.params()));
+  for (std::size_t k = 0; k < 3; ++k) BOOST_TEST(bitwise_equal(heads[k], seq.head_params(k)));
+}
+
+BOOST_AUTO_TEST_CASE(pipeline_over_a_transport_of_the_wrong_size_is_rejected) {
+  const nn::mlp<float> net({6, 5, 3});
+  std::vector<float> p(net.num_params());
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  BOOST_CHECK_THROW(
+      heterograd::comm::inproc::spawn(3, [&](const heterograd::comm::inproc::communicator& c) {
+        dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.modules = 2}, make);
+        dc::run_pipeline_over(c, ll, synthetic_batches{6, 3, 2, 1}, 2);
+      }),
+      std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include <boost/test/unit_test.hpp>
 #include <thrust/copy.h>
+#include <boost/test/unit_test.hpp>
 
 #include "heterograd/core/span.hpp"
 #include "hg_test.hpp"
@@ -67,10 +67,9 @@ void check_close(const std::vector<T>& got, const std::vector<double>& ref, doub
       if (bad++ == 0) first = i;
     }
   }
-  BOOST_TEST(bad == 0u, what << ": " << bad << " of " << got.size()
-                             << " elements off; first at " << first << ": got "
-                             << (bad ? static_cast<double>(got[first]) : 0.0) << " want "
-                             << (bad ? ref[first] : 0.0));
+  BOOST_TEST(bad == 0u, what << ": " << bad << " of " << got.size() << " elements off; first at "
+                             << first << ": got " << (bad ? static_cast<double>(got[first]) : 0.0)
+                             << " want " << (bad ? ref[first] : 0.0));
 }
 
 template <class T>

@@ -28,7 +28,9 @@ namespace hk = heterograd::kernels;
 
 namespace {
 
-std::uint64_t bits_of(double x) { return std::bit_cast<std::uint64_t>(x); }
+std::uint64_t bits_of(double x) {
+  return std::bit_cast<std::uint64_t>(x);
+}
 
 template <class B, class T>
 void check_reductions() {
@@ -100,10 +102,9 @@ BOOST_AUTO_TEST_CASE(omp_reductions_are_bitwise_equal_with_1_and_2_threads) {
     std::array<std::array<std::uint64_t, 4>, 2> r{};
     for (int t = 1; t <= 2; ++t) {
       omp_set_num_threads(t);
-      r[t - 1] = {bits_of(hk::dot(thrust::omp::par, x, y)),
-                  bits_of(hk::l2_norm(thrust::omp::par, x)),
-                  bits_of(hk::max_abs(thrust::omp::par, x)),
-                  bits_of(hk::sum_squares(thrust::omp::par, y))};
+      r[t - 1] = {
+          bits_of(hk::dot(thrust::omp::par, x, y)), bits_of(hk::l2_norm(thrust::omp::par, x)),
+          bits_of(hk::max_abs(thrust::omp::par, x)), bits_of(hk::sum_squares(thrust::omp::par, y))};
     }
     omp_set_num_threads(saved);
     BOOST_TEST(r[0] == r[1]);
@@ -146,8 +147,9 @@ double fp16_value(std::uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
   const double s = (h & 0x8000) ? -1.0 : 1.0;
   if (e == 0) return s * std::ldexp(m, -24);
-  if (e == 31) return m ? std::numeric_limits<double>::quiet_NaN()
-                        : s * std::numeric_limits<double>::infinity();
+  if (e == 31)
+    return m ? std::numeric_limits<double>::quiet_NaN()
+             : s * std::numeric_limits<double>::infinity();
   return s * std::ldexp(1024 + m, e - 25);
 }
 
@@ -161,7 +163,10 @@ std::uint16_t fp16_reference(float f) {
   std::uint16_t lo = 0, hi = 0x7bff;
   while (hi - lo > 1) {
     const std::uint16_t mid = static_cast<std::uint16_t>((lo + hi) / 2);
-    if (fp16_value(mid) <= mag) lo = mid; else hi = mid;
+    if (fp16_value(mid) <= mag)
+      lo = mid;
+    else
+      hi = mid;
   }
   const double dl = mag - fp16_value(lo), dh = fp16_value(hi) - mag;
   std::uint16_t r = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);
@@ -177,12 +182,12 @@ std::uint16_t bf16_reference(float f) {
   // The next pattern up; past the largest finite value it stands for 2^128 (IEEE rounding
   // with an unbounded exponent decides overflow).
   const std::uint32_t nb = static_cast<std::uint32_t>(lo + 1) << 16;
-  const double b = ((nb & 0x7f800000u) == 0x7f800000u)
-                       ? std::copysign(std::ldexp(1.0, 128), f)
-                       : double(std::bit_cast<float>(nb));
+  const double b = ((nb & 0x7f800000u) == 0x7f800000u) ? std::copysign(std::ldexp(1.0, 128), f)
+                                                       : double(std::bit_cast<float>(nb));
   const double da = std::abs(double(f) - a), db = std::abs(b - f);
-  return da < db ? lo : db < da ? static_cast<std::uint16_t>(lo + 1)
-                               : ((lo & 1) ? static_cast<std::uint16_t>(lo + 1) : lo);
+  return da < db   ? lo
+         : db < da ? static_cast<std::uint16_t>(lo + 1)
+                   : ((lo & 1) ? static_cast<std::uint16_t>(lo + 1) : lo);
 }
 
 BOOST_AUTO_TEST_CASE(every_fp16_and_bf16_pattern_survives_a_round_trip_through_float) {
@@ -207,12 +212,14 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(casts_round_to_nearest_even, B, hg_test::backends)
   std::vector<float> hf;
   for (int i = 0; i < 20000; ++i) {
     float f = std::bit_cast<float>(static_cast<std::uint32_t>(gen()));
-    if (i % 2) f = std::ldexp(std::uniform_real_distribution<float>(-2, 2)(gen), int(gen() % 40) - 30);
+    if (i % 2)
+      f = std::ldexp(std::uniform_real_distribution<float>(-2, 2)(gen), int(gen() % 40) - 30);
     hf.push_back(f);
   }
   for (std::uint32_t h : {0x0001u, 0x03ffu, 0x0400u, 0x3c00u, 0x7bfeu}) {  // fp16 halfway points
     const double mid = (fp16_value(static_cast<std::uint16_t>(h)) +
-                        fp16_value(static_cast<std::uint16_t>(h + 1))) / 2;
+                        fp16_value(static_cast<std::uint16_t>(h + 1))) /
+                       2;
     hf.push_back(static_cast<float>(mid));
     hf.push_back(-static_cast<float>(mid));
   }

@@ -208,10 +208,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_adam_equals_one_call_per_tensor_bitwi
   a.decoupled_weight_decay = true;
   std::vector<hk::adam_tensor<T, typename B::space>> list;
   for (std::size_t k = 0; k < sz.size(); ++k)
-    list.push_back({kt::span_of<B>(p[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(m[k]),
-                    kt::span_of<B>(v[k])});
-  hk::multi_tensor_adam(B::policy(),
-                        std::span<const hk::adam_tensor<T, typename B::space>>(list), a);
+    list.push_back(
+        {kt::span_of<B>(p[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(m[k]), kt::span_of<B>(v[k])});
+  hk::multi_tensor_adam(B::policy(), std::span<const hk::adam_tensor<T, typename B::space>>(list),
+                        a);
   for (std::size_t k = 0; k < sz.size(); ++k) {
     hk::adam(B::policy(), kt::span_of<B>(p2[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(m2[k]),
              kt::span_of<B>(v2[k]), a);
@@ -223,9 +223,10 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_adam_equals_one_call_per_tensor_bitwi
   auto before = hg_test::to_host(p[0]);
   auto bad = list;
   bad.back().m = bad.back().m.first(1);
-  BOOST_CHECK_THROW(hk::multi_tensor_adam(
-                        B::policy(), std::span<const hk::adam_tensor<T, typename B::space>>(bad), a),
-                    std::invalid_argument);
+  BOOST_CHECK_THROW(
+      hk::multi_tensor_adam(B::policy(),
+                            std::span<const hk::adam_tensor<T, typename B::space>>(bad), a),
+      std::invalid_argument);
   BOOST_TEST(hg_test::to_host(p[0]) == before);
 }
 
@@ -248,13 +249,13 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_sgd_and_momentum_equal_one_call_per_t
       list.push_back({kt::span_of<B>(p[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(v[k])});
       slist.push_back({kt::span_of<B>(p3[k]), kt::cspan_of<B>(g[k])});
     }
-    hk::multi_tensor_momentum(
-        B::policy(), std::span<const hk::momentum_tensor<T, typename B::space>>(list), a);
+    hk::multi_tensor_momentum(B::policy(),
+                              std::span<const hk::momentum_tensor<T, typename B::space>>(list), a);
     hk::multi_tensor_sgd(B::policy(), std::span<const hk::sgd_tensor<T, typename B::space>>(slist),
                          hk::sgd_args{0.1, 0.001});
     for (std::size_t k = 0; k < sz.size(); ++k) {
-      hk::momentum(B::policy(), kt::span_of<B>(p2[k]), kt::cspan_of<B>(g[k]),
-                   kt::span_of<B>(v2[k]), a);
+      hk::momentum(B::policy(), kt::span_of<B>(p2[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(v2[k]),
+                   a);
       BOOST_TEST(hg_test::to_host(p[k]) == hg_test::to_host(p2[k]));
       BOOST_TEST(hg_test::to_host(v[k]) == hg_test::to_host(v2[k]));
       auto p4 = kt::to_backend<B>(kt::random_vector<T>(sz[k], 500 + k));
@@ -273,10 +274,33 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(mismatched_sizes_throw_before_anything_is_written,
   const auto before = hg_test::to_host(p);
   BOOST_CHECK_THROW(hk::sgd(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), {}),
                     std::invalid_argument);
-  BOOST_CHECK_THROW(hk::adam(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g),
-                             kt::span_of<B>(m), kt::span_of<B>(v), {}),
+  BOOST_CHECK_THROW(hk::adam(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(m),
+                             kt::span_of<B>(v), {}),
                     std::invalid_argument);
   BOOST_TEST(hg_test::to_host(p) == before);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_element_is_written_whatever_the_alignment, B,
+                              hg_test::backends) {
+  // The CPU paths peel elements up to a 64-byte boundary and split the rest among threads in
+  // whole 64-byte blocks: start the buffers at every offset of a 64-byte line.
+  for (std::size_t off = 0; off < 17; ++off) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{33},
+                          std::size_t{1000}, std::size_t{8193}}) {
+      auto hw = kt::random_vector<float>(n + off, 120), hv = kt::random_vector<float>(n + off, 121);
+      auto w = kt::to_backend<B>(hw);
+      auto v = kt::to_backend<B>(hv);
+      typename B::template vector<float> out(n + off, hg_test::poison<float>());
+      const auto so = kt::span_of<B>(out).subspan(off, n);
+      hk::linear_prediction(B::policy(), so, kt::cspan_of<B>(w).subspan(off, n),
+                            kt::cspan_of<B>(v).subspan(off, n), 2.0, 0.5);
+      const auto h = hg_test::to_host(out);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) bad += !(h[off + i] == hw[off + i] - 1.0f * hv[off + i]);
+      for (std::size_t i = 0; i < off; ++i) bad += !std::isnan(h[i]);  // untouched
+      BOOST_TEST(bad == 0u, "offset " << off << ", n " << n);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -64,7 +64,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_input_throws_before_anything_is_written, B, hg
   const auto st0 = st;
   // Sizes of params and grads differ.
   auto short_g = ot::to_backend<B>(ot::random_vector(9, 3));
-  auto m = message_of([&] { opt.update(B::policy(), ot::cspan_of<B>(short_g), st, ot::span_of<B>(x)); });
+  auto m =
+      message_of([&] { opt.update(B::policy(), ot::cspan_of<B>(short_g), st, ot::span_of<B>(x)); });
   BOOST_TEST(contains(m, "adam.grads"), m);
   // Sizes of params and state differ.
   auto long_x = ot::to_backend<B>(ot::random_vector(11, 4));

@@ -49,7 +49,8 @@ inline std::vector<double> random_vector(std::size_t n, std::uint64_t stream, do
 /// f(x) = 1/2 sum a_i (x_i - c_i)^2 with curvatures a_i in [0.5, 2].
 struct quadratic {
   std::vector<double> a, c;
-  explicit quadratic(std::size_t n) : a(random_vector(n, 1000, 0.5, 2.0)), c(random_vector(n, 1001)) {}
+  explicit quadratic(std::size_t n)
+      : a(random_vector(n, 1000, 0.5, 2.0)), c(random_vector(n, 1001)) {}
   double value(const std::vector<double>& x) const {
     double f = 0;
     for (std::size_t i = 0; i < x.size(); ++i) f += 0.5 * a[i] * (x[i] - c[i]) * (x[i] - c[i]);

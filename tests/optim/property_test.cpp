@@ -37,7 +37,9 @@ auto all_named() {
 
 constexpr std::size_t kN = 200;
 
-std::vector<double> grad_at(int t) { return ot::random_vector(kN, 5000 + static_cast<std::uint64_t>(t)); }
+std::vector<double> grad_at(int t) {
+  return ot::random_vector(kN, 5000 + static_cast<std::uint64_t>(t));
+}
 
 template <class B, class O>
 void run_steps(const O& opt, typename B::template vector<double>& x, auto& st, int from, int to) {
@@ -63,8 +65,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(every_named_optimizer_converges_on_a_quadratic, B,
       o::sgd({.lr = 0.5}), o::momentum({.lr = 0.1, .momentum = 0.9}),
       o::nesterov({.lr = 0.1, .momentum = 0.9}), o::adam({.lr = o::cosine_decay(0.05, 3000)}),
       o::adamw({.lr = o::cosine_decay(0.05, 3000), .weight_decay = 0.0}),
-      o::lamb({.lr = o::cosine_decay(0.02, 3000), .weight_decay = 0.0}),
-      o::adagrad({.lr = 0.5}));
+      o::lamb({.lr = o::cosine_decay(0.02, 3000), .weight_decay = 0.0}), o::adagrad({.lr = 0.5}));
   ot::for_each_in(opts, [&](const auto& opt) {
     const auto x = ot::minimise<B>(opt, q, 3000);
     const double f = q.value(x);
@@ -72,15 +73,13 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(every_named_optimizer_converges_on_a_quadratic, B,
   });
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(every_named_optimizer_converges_on_rosenbrock, B,
-                              hg_test::backends) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_named_optimizer_converges_on_rosenbrock, B, hg_test::backends) {
   const ot::rosenbrock r;
   const auto opts = std::make_tuple(
       o::sgd({.lr = 1.5e-3}), o::momentum({.lr = 2e-4, .momentum = 0.9}),
       o::nesterov({.lr = 2e-4, .momentum = 0.9}), o::adam({.lr = o::cosine_decay(0.02, 20000)}),
       o::adamw({.lr = o::cosine_decay(0.02, 20000), .weight_decay = 0.0}),
-      o::lamb({.lr = o::cosine_decay(0.01, 20000), .weight_decay = 0.0}),
-      o::adagrad({.lr = 0.2}));
+      o::lamb({.lr = o::cosine_decay(0.01, 20000), .weight_decay = 0.0}), o::adagrad({.lr = 0.2}));
   ot::for_each_in(opts, [&](const auto& opt) {
     const auto x = ot::minimise<B>(opt, r, 20000);
     const double dist = std::hypot(x[0] - 1, x[1] - 1);
@@ -88,8 +87,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(every_named_optimizer_converges_on_rosenbrock, B,
   });
 }
 
-BOOST_AUTO_TEST_CASE_TEMPLATE(state_survives_a_serialise_round_trip_bitwise, B,
-                              hg_test::backends) {
+BOOST_AUTO_TEST_CASE_TEMPLATE(state_survives_a_serialise_round_trip_bitwise, B, hg_test::backends) {
   ot::for_each_in(all_named(), [&](const auto& opt) {
     auto x = ot::to_backend<B>(ot::random_vector(kN, 1));
     auto st = opt.init(B::policy(), ot::span_of<B>(x));
@@ -149,8 +147,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(apply_if_finite_leaves_everything_untouched_on_a_n
     auto x = ot::to_backend<B>(ot::random_vector(kN, 4));
     auto st = safe.init(B::policy(), ot::span_of<B>(x));
     run_steps<B>(safe, x, st, 0, 3);
-    for (double bad : {std::numeric_limits<double>::quiet_NaN(),
-                       std::numeric_limits<double>::infinity()}) {
+    for (double bad :
+         {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
       const auto before_x = hg_test::to_host(x);
       const auto before = st;
       auto hg = grad_at(3);

@@ -3,3 +3,8 @@
 #include "heterograd/algorithms/decoupled/concepts.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
+#include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
+#include "heterograd/algorithms/decoupled/placement.hpp"
+#include "heterograd/algorithms/decoupled/schedule.hpp"
+#include "heterograd/algorithms/decoupled/shared_memory.hpp"
+#include "heterograd/algorithms/decoupled/transport_pipeline.hpp"

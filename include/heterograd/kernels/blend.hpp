@@ -73,28 +73,35 @@ struct prediction_body {
 };
 
 template <class Policy, class T, int K, bool Acc>
-void weighted_group(const Policy& policy, T* out, std::size_t n, const T* const* xs,
-                    const T* ws) {
+void weighted_group(const Policy& policy, T* out, std::size_t n, const T* const* xs, const T* ws) {
   weighted_sum_body<T, K, Acc> b{out, {}, {}};
   for (int k = 0; k < K; ++k) {
     b.x[k] = xs[k];
     b.w[k] = ws[k];
   }
-  launch(policy, n, b);
+  launch(policy, n, b, out);
 }
 
 template <class Policy, class T, bool Acc>
-void weighted_dispatch(const Policy& policy, T* out, std::size_t n, const T* const* xs,
-                       const T* ws, std::size_t k) {
+void weighted_dispatch(const Policy& policy, T* out, std::size_t n, const T* const* xs, const T* ws,
+                       std::size_t k) {
   switch (k) {
-    case 1: return weighted_group<Policy, T, 1, Acc>(policy, out, n, xs, ws);
-    case 2: return weighted_group<Policy, T, 2, Acc>(policy, out, n, xs, ws);
-    case 3: return weighted_group<Policy, T, 3, Acc>(policy, out, n, xs, ws);
-    case 4: return weighted_group<Policy, T, 4, Acc>(policy, out, n, xs, ws);
-    case 5: return weighted_group<Policy, T, 5, Acc>(policy, out, n, xs, ws);
-    case 6: return weighted_group<Policy, T, 6, Acc>(policy, out, n, xs, ws);
-    case 7: return weighted_group<Policy, T, 7, Acc>(policy, out, n, xs, ws);
-    default: return weighted_group<Policy, T, 8, Acc>(policy, out, n, xs, ws);
+    case 1:
+      return weighted_group<Policy, T, 1, Acc>(policy, out, n, xs, ws);
+    case 2:
+      return weighted_group<Policy, T, 2, Acc>(policy, out, n, xs, ws);
+    case 3:
+      return weighted_group<Policy, T, 3, Acc>(policy, out, n, xs, ws);
+    case 4:
+      return weighted_group<Policy, T, 4, Acc>(policy, out, n, xs, ws);
+    case 5:
+      return weighted_group<Policy, T, 5, Acc>(policy, out, n, xs, ws);
+    case 6:
+      return weighted_group<Policy, T, 6, Acc>(policy, out, n, xs, ws);
+    case 7:
+      return weighted_group<Policy, T, 7, Acc>(policy, out, n, xs, ws);
+    default:
+      return weighted_group<Policy, T, 8, Acc>(policy, out, n, xs, ws);
   }
 }
 
@@ -107,14 +114,14 @@ void axpby(const Policy& policy, std::type_identity_t<T> a,
            span<T, Space> y) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   require_same_size("axpby.x", x.size(), "axpby.y", y.size());
-  detail::launch(policy, y.size(), detail::axpby_body<T>{x.data(), y.data(), a, b});
+  detail::launch(policy, y.size(), detail::axpby_body<T>{x.data(), y.data(), a, b}, y.data());
 }
 
 /// x <- a x.
 template <class Policy, class T, class Space>
 void scale(const Policy& policy, std::type_identity_t<T> a, span<T, Space> x) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  detail::launch(policy, x.size(), detail::scale_body<T>{x.data(), a});
+  detail::launch(policy, x.size(), detail::scale_body<T>{x.data(), a}, x.data());
 }
 
 /// out <- sum_k weights[k] inputs[k], summed in list order (model averaging with weights).
@@ -154,11 +161,11 @@ void running_mean_update(const Policy& policy, span<T, Space> mean,
   require(n >= 1, "running_mean_update.n", n, "must be >= 1");
   require_same_size("running_mean_update.fresh", fresh.size(), "running_mean_update.mean",
                     mean.size());
-  require_same_size("running_mean_update.old", old.size(), "running_mean_update.mean",
-                    mean.size());
+  require_same_size("running_mean_update.old", old.size(), "running_mean_update.mean", mean.size());
   detail::launch(policy, mean.size(),
                  detail::running_mean_body<T>{mean.data(), fresh.data(), old.data(),
-                                              static_cast<T>(1.0 / static_cast<double>(n))});
+                                              static_cast<T>(1.0 / static_cast<double>(n))},
+                 mean.data());
 }
 
 /// out <- w - s lr v: weight prediction (SpecTrain, Chen et al. 2018: W_hat = W - s eta v).
@@ -170,8 +177,8 @@ void linear_prediction(const Policy& policy, span<T, Space> out,
   require_same_size("linear_prediction.w", w.size(), "linear_prediction.out", out.size());
   require_same_size("linear_prediction.v", v.size(), "linear_prediction.out", out.size());
   detail::launch(policy, out.size(),
-                 detail::prediction_body<T>{out.data(), w.data(), v.data(),
-                                            static_cast<T>(s * lr)});
+                 detail::prediction_body<T>{out.data(), w.data(), v.data(), static_cast<T>(s * lr)},
+                 out.data());
 }
 
 }  // namespace heterograd::kernels

@@ -58,9 +58,9 @@ HG_HOST_DEVICE constexpr fp16 to_fp16(float f) {
   if (x >= 0x477ff000u) return fp16{static_cast<std::uint16_t>(sign | 0x7c00u)};
   if (x < 0x38800000u) {  // below 2^-14: fp16 subnormal (units of 2^-24) or zero
     if (x <= 0x33000000u) return fp16{static_cast<std::uint16_t>(sign)};  // <= 2^-25: ties to 0
-    const std::uint32_t e = x >> 23;                     // 102..112
-    const std::uint32_t m = (x & 0x7fffffu) | 0x800000u;  // 24-bit significand
-    const std::uint32_t shift = 126u - e;                 // value = m >> shift units
+    const std::uint32_t e = x >> 23;                                      // 102..112
+    const std::uint32_t m = (x & 0x7fffffu) | 0x800000u;                  // 24-bit significand
+    const std::uint32_t shift = 126u - e;  // value = m >> shift units
     std::uint32_t r = m >> shift;
     const std::uint32_t rem = m & ((1u << shift) - 1u);
     const std::uint32_t half = 1u << (shift - 1u);
@@ -90,9 +90,12 @@ namespace detail {
 
 template <class From, class To>
 HG_HOST_DEVICE constexpr To convert_value(From v) {
-  if constexpr (std::is_same_v<To, bf16>) return to_bf16(static_cast<float>(v));
-  else if constexpr (std::is_same_v<To, fp16>) return to_fp16(static_cast<float>(v));
-  else return static_cast<To>(to_float(v));
+  if constexpr (std::is_same_v<To, bf16>)
+    return to_bf16(static_cast<float>(v));
+  else if constexpr (std::is_same_v<To, fp16>)
+    return to_fp16(static_cast<float>(v));
+  else
+    return static_cast<To>(to_float(v));
 }
 
 template <class From, class To>
@@ -117,7 +120,7 @@ void cast(const Policy& policy, span<From, Space> in, span<To, Space> out) {
                     (detail::is_half_v<F> && std::is_same_v<To, float>),
                 "cast converts between float and bf16/fp16");
   require_same_size("cast.out", out.size(), "cast.in", in.size());
-  detail::launch(policy, in.size(), detail::cast_body<F, To>{in.data(), out.data()});
+  detail::launch(policy, in.size(), detail::cast_body<F, To>{in.data(), out.data()}, out.data());
 }
 
 }  // namespace heterograd::kernels

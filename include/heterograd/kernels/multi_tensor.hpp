@@ -65,11 +65,11 @@ void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>
   tasks.reserve(list.size());
   for (std::size_t k = 0; k < list.size(); ++k) {
     const auto& t = list[k];
-    require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(),
-                      "params", t.params.size());
-    tasks.push_back({{t.params.data(), t.grads.data(), static_cast<T>(a.lr),
-                      static_cast<T>(a.weight_decay)},
-                     t.params.size()});
+    require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(), "params",
+                      t.params.size());
+    tasks.push_back(
+        {{t.params.data(), t.grads.data(), static_cast<T>(a.lr), static_cast<T>(a.weight_decay)},
+         t.params.size()});
   }
   detail::launch_multi(policy, std::span<const tensor_task<detail::sgd_body<T>>>(tasks));
 }
@@ -85,8 +85,8 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
     tasks.reserve(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
       const auto& t = list[k];
-      require_same_size(detail::tensor_name("multi_tensor_momentum", "grads", k),
-                        t.grads.size(), "params", t.params.size());
+      require_same_size(detail::tensor_name("multi_tensor_momentum", "grads", k), t.grads.size(),
+                        "params", t.params.size());
       require_same_size(detail::tensor_name("multi_tensor_momentum", "velocity", k),
                         t.velocity.size(), "params", t.params.size());
       tasks.push_back({{t.params.data(), t.grads.data(), t.velocity.data(), static_cast<T>(a.lr),
@@ -96,8 +96,10 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
     }
     detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
   };
-  if (a.nesterov) run(std::true_type{});
-  else run(std::false_type{});
+  if (a.nesterov)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 /// Adam / AdamW over a list of tensors (bias correction computed once for the whole list).

@@ -54,8 +54,8 @@ template <class T>
 struct chunk_select_body {
   const T* s;
   std::size_t n, chunk, k;
-  std::size_t* cand;   // chunks * k
-  std::size_t* count;  // chunks
+  std::size_t* cand;                                               // chunks * k
+  std::size_t* count;                                              // chunks
   HG_HOST_DEVICE bool worse(std::size_t a, std::size_t b) const {  // a ranks after b
     return ranks_before(s[b], b, s[a], a);
   }
@@ -101,8 +101,7 @@ struct chunk_select_body {
 template <class Policy, class T, class Space>
 void check_select(const Policy&, span<const T, Space> scores, span<std::size_t, Space> out) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  require(out.size() <= scores.size(), "top_k.k", out.size(),
-          "must be <= the number of scores");
+  require(out.size() <= scores.size(), "top_k.k", out.size(), "must be <= the number of scores");
 }
 
 }  // namespace detail
@@ -133,9 +132,9 @@ void partial_top_k(const Policy& policy, span<T, Space> scores_in, span<std::siz
   const std::size_t chunks = (n + chunk - 1) / chunk;
   detail::scratch<std::size_t, Policy> cand(policy, chunks * k);
   detail::scratch<std::size_t, Policy> count(policy, chunks);
-  detail::launch_plain(policy, chunks,
-                       detail::chunk_select_body<V>{scores.data(), n, chunk, k, cand.data(),
-                                                    count.data()});
+  detail::launch_plain(
+      policy, chunks,
+      detail::chunk_select_body<V>{scores.data(), n, chunk, k, cand.data(), count.data()});
   // Gather the candidates on the host and order them (n k / chunk of them: small).
   std::vector<std::size_t> all(chunks * k), counts(chunks);
   detail::copy_to_host(policy, cand.data(), chunks * k, all.data());
@@ -151,8 +150,7 @@ void partial_top_k(const Policy& policy, span<T, Space> scores_in, span<std::siz
     detail::scratch<std::size_t, Policy> dpool(policy, pool.size());
     detail::scratch<V, Policy> dscore(policy, pool.size());
     detail::copy_from_host(policy, pool.data(), pool.size(), dpool.data());
-    thrust::gather(policy, dpool.data(), dpool.data() + pool.size(), scores.data(),
-                   dscore.data());
+    thrust::gather(policy, dpool.data(), dpool.data() + pool.size(), scores.data(), dscore.data());
     detail::copy_to_host(policy, dscore.data(), pool.size(), pool_scores.data());
   } else {
     for (std::size_t j = 0; j < pool.size(); ++j) pool_scores[j] = scores.data()[pool[j]];
@@ -161,8 +159,7 @@ void partial_top_k(const Policy& policy, span<T, Space> scores_in, span<std::siz
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                     [&](std::size_t a, std::size_t b) {
-                      return detail::ranks_before(pool_scores[a], pool[a], pool_scores[b],
-                                                  pool[b]);
+                      return detail::ranks_before(pool_scores[a], pool[a], pool_scores[b], pool[b]);
                     });
   std::vector<std::size_t> best(k);
   for (std::size_t j = 0; j < k; ++j) best[j] = pool[order[j]];

@@ -119,9 +119,13 @@ adam_coeffs<T> make_adam_coeffs(const adam_args& a) {
   const double t = static_cast<double>(a.step);
   const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
   const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
-  return {static_cast<T>(a.beta1), static_cast<T>(1.0 - a.beta1), static_cast<T>(a.beta2),
-          static_cast<T>(1.0 - a.beta2), static_cast<T>(a.lr / c1),
-          static_cast<T>(1.0 / std::sqrt(c2)), static_cast<T>(a.eps),
+  return {static_cast<T>(a.beta1),
+          static_cast<T>(1.0 - a.beta1),
+          static_cast<T>(a.beta2),
+          static_cast<T>(1.0 - a.beta2),
+          static_cast<T>(a.lr / c1),
+          static_cast<T>(1.0 / std::sqrt(c2)),
+          static_cast<T>(a.eps),
           static_cast<T>(a.decoupled_weight_decay ? 0.0 : a.weight_decay),
           static_cast<T>(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0)};
 }
@@ -221,19 +225,21 @@ constexpr void check_policy_space() {
 
 /// SGD with weight decay. 3*sizeof(T) bytes per element.
 template <class Policy, class T, class Space>
-void sgd(const Policy& policy, span<T, Space> params, std::type_identity_t<span<const T, Space>> grads,
-         const sgd_args& a) {
+void sgd(const Policy& policy, span<T, Space> params,
+         std::type_identity_t<span<const T, Space>> grads, const sgd_args& a) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
   detail::launch(policy, params.size(),
                  detail::sgd_body<T>{params.data(), grads.data(), static_cast<T>(a.lr),
-                                     static_cast<T>(a.weight_decay)});
+                                     static_cast<T>(a.weight_decay)},
+                 params.data());
 }
 
 /// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
 template <class Policy, class T, class Space>
-void momentum(const Policy& policy, span<T, Space> params, std::type_identity_t<span<const T, Space>> grads,
-              span<T, Space> velocity, const momentum_args& a) {
+void momentum(const Policy& policy, span<T, Space> params,
+              std::type_identity_t<span<const T, Space>> grads, span<T, Space> velocity,
+              const momentum_args& a) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("momentum.grads", grads.size(), "momentum.params", params.size());
   require_same_size("momentum.velocity", velocity.size(), "momentum.params", params.size());
@@ -241,19 +247,22 @@ void momentum(const Policy& policy, span<T, Space> params, std::type_identity_t<
           d1 = static_cast<T>(1.0 - a.dampening), wd = static_cast<T>(a.weight_decay);
   if (a.nesterov) {
     detail::launch(policy, params.size(),
-                   detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(),
-                                                  lr, mu, d1, wd});
+                   detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
+                                                  mu, d1, wd},
+                   params.data());
   } else {
     detail::launch(policy, params.size(),
-                   detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(),
-                                                   lr, mu, d1, wd});
+                   detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(), lr,
+                                                   mu, d1, wd},
+                   params.data());
   }
 }
 
 /// Adam / AdamW, bias correction computed once per call. 7*sizeof(T) bytes per element.
 template <class Policy, class T, class Space>
-void adam(const Policy& policy, span<T, Space> params, std::type_identity_t<span<const T, Space>> grads,
-          span<T, Space> m, span<T, Space> v, const adam_args& a) {
+void adam(const Policy& policy, span<T, Space> params,
+          std::type_identity_t<span<const T, Space>> grads, span<T, Space> m, span<T, Space> v,
+          const adam_args& a) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("adam.grads", grads.size(), "adam.params", params.size());
   require_same_size("adam.m", m.size(), "adam.params", params.size());
@@ -261,22 +270,25 @@ void adam(const Policy& policy, span<T, Space> params, std::type_identity_t<span
   require(a.step >= 1, "adam.step", a.step, "must be >= 1");
   detail::launch(policy, params.size(),
                  detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
-                                      detail::make_adam_coeffs<T>(a)});
+                                      detail::make_adam_coeffs<T>(a)},
+                 params.data());
 }
 
 /// Adagrad. 5*sizeof(T) bytes per element.
 template <class Policy, class T, class Space>
-void adagrad(const Policy& policy, span<T, Space> params, std::type_identity_t<span<const T, Space>> grads,
-             span<T, Space> sum_sq, const adagrad_args& a) {
+void adagrad(const Policy& policy, span<T, Space> params,
+             std::type_identity_t<span<const T, Space>> grads, span<T, Space> sum_sq,
+             const adagrad_args& a) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("adagrad.grads", grads.size(), "adagrad.params", params.size());
   require_same_size("adagrad.sum_sq", sum_sq.size(), "adagrad.params", params.size());
   require(a.step >= 1, "adagrad.step", a.step, "must be >= 1");
   const double clr = a.lr / (1.0 + static_cast<double>(a.step - 1) * a.lr_decay);
-  detail::launch(policy, params.size(),
-                 detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(),
-                                         static_cast<T>(clr), static_cast<T>(a.eps),
-                                         static_cast<T>(a.weight_decay)});
+  detail::launch(
+      policy, params.size(),
+      detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(), static_cast<T>(clr),
+                              static_cast<T>(a.eps), static_cast<T>(a.weight_decay)},
+      params.data());
 }
 
 /// LAMB over a packed buffer of tensors of sizes `tensor_sizes` (empty: one tensor), each
@@ -284,9 +296,10 @@ void adagrad(const Policy& policy, span<T, Space> params, std::type_identity_t<s
 /// first): 10*sizeof(T) bytes per element in all. Norms use the deterministic reduction.
 /// Returns nothing; the trust ratios are written to `ratios_out` when it is not empty.
 template <class Policy, class T, class Space>
-void lamb(const Policy& policy, span<T, Space> params, std::type_identity_t<span<const T, Space>> grads,
-          span<T, Space> m, span<T, Space> v, std::span<const std::size_t> tensor_sizes,
-          const lamb_args& a, std::span<double> ratios_out = {}) {
+void lamb(const Policy& policy, span<T, Space> params,
+          std::type_identity_t<span<const T, Space>> grads, span<T, Space> m, span<T, Space> v,
+          std::span<const std::size_t> tensor_sizes, const lamb_args& a,
+          std::span<double> ratios_out = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("lamb.grads", grads.size(), "lamb.params", params.size());
   require_same_size("lamb.m", m.size(), "lamb.params", params.size());
@@ -302,10 +315,10 @@ void lamb(const Policy& policy, span<T, Space> params, std::type_identity_t<span
   const double t = static_cast<double>(a.step);
   const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
   const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
-  const detail::lamb_coeffs<T> c{static_cast<T>(a.beta1), static_cast<T>(1.0 - a.beta1),
-                                 static_cast<T>(a.beta2), static_cast<T>(1.0 - a.beta2),
-                                 static_cast<T>(1.0 / c1),  static_cast<T>(1.0 / c2),
-                                 static_cast<T>(a.eps),     static_cast<T>(a.weight_decay)};
+  const detail::lamb_coeffs<T> c{static_cast<T>(a.beta1),  static_cast<T>(1.0 - a.beta1),
+                                 static_cast<T>(a.beta2),  static_cast<T>(1.0 - a.beta2),
+                                 static_cast<T>(1.0 / c1), static_cast<T>(1.0 / c2),
+                                 static_cast<T>(a.eps),    static_cast<T>(a.weight_decay)};
   std::vector<detail::tensor_task<detail::lamb_apply_body<T>>> tasks;
   tasks.reserve(sizes.size());
   std::size_t off = 0;

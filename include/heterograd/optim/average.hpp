@@ -27,20 +27,19 @@ void require_same_shape(const state<T, S>& a, const state<T, S>& b, const std::s
   for (std::size_t i = 0; i < a.slots.size(); ++i)
     require_same_size(where + ".slots[" + std::to_string(i) + "] (size)", b.slots[i].size(),
                       "the first state's slot", a.slots[i].size());
-  require(a.children.size() == b.children.size(), where + ".children (count)",
-          b.children.size(), "must equal the first state's child count");
+  require(a.children.size() == b.children.size(), where + ".children (count)", b.children.size(),
+          "must equal the first state's child count");
   for (std::size_t i = 0; i < a.children.size(); ++i)
     require_same_shape(a.children[i], b.children[i],
                        where + ".children[" + std::to_string(i) + "]");
 }
 
 template <class Policy, class T, class S>
-void average_into(const Policy& policy, state<T, S>& out,
-                  std::span<const state<T, S>* const> in, std::span<const T> w) {
+void average_into(const Policy& policy, state<T, S>& out, std::span<const state<T, S>* const> in,
+                  std::span<const T> w) {
   for (std::size_t i = 0; i < out.slots.size(); ++i) {
     std::vector<span<const T, S>> xs;
-    for (const auto* s : in)
-      xs.push_back(slot_span<T, S>(const_cast<buffer<T, S>&>(s->slots[i])));
+    for (const auto* s : in) xs.push_back(slot_span<T, S>(const_cast<buffer<T, S>&>(s->slots[i])));
     kernels::weighted_sum(policy, slot_span<T, S>(out.slots[i]), xs, w);
   }
   for (std::size_t c = 0; c < out.children.size(); ++c) {
@@ -68,8 +67,7 @@ state<T, S> average_states(const Policy& policy, std::span<const state<T, S>> st
                                "average_states.states[" + std::to_string(k) + "]");
   std::vector<T> w(states.size());
   for (std::size_t k = 0; k < w.size(); ++k)
-    w[k] = static_cast<T>(weights.empty() ? 1.0 / static_cast<double>(states.size())
-                                          : weights[k]);
+    w[k] = static_cast<T>(weights.empty() ? 1.0 / static_cast<double>(states.size()) : weights[k]);
   state<T, S> out = states[0];
   std::vector<const state<T, S>*> ptrs;
   for (const auto& s : states) ptrs.push_back(&s);

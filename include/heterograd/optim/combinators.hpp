@@ -30,8 +30,8 @@ void check_children(const state<T, S>& st, std::string_view where, std::string_v
                     std::size_t children) {
   require(st.kind == kind, join(where, "state.kind"), st.kind,
           "must be '" + std::string(kind) + "' (the state belongs to another optimizer)");
-  require(st.children.size() == children, join(where, "state.children (count)"),
-          st.children.size(), "must be " + std::to_string(children));
+  require(st.children.size() == children, join(where, "state.children (count)"), st.children.size(),
+          "must be " + std::to_string(children));
 }
 }  // namespace detail
 
@@ -46,8 +46,9 @@ class chain_t : public transformation_base<chain_t<Ts...>> {
   state<T, S> init_state(std::size_t n) const {
     state<T, S> st;
     st.kind = "chain";
-    std::apply([&](const auto&... t) { (st.children.push_back(t.template init_state<T, S>(n)), ...); },
-               ts_);
+    std::apply(
+        [&](const auto&... t) { (st.children.push_back(t.template init_state<T, S>(n)), ...); },
+        ts_);
     return st;
   }
   template <class T, class S>
@@ -219,8 +220,8 @@ class apply_if_finite : public transformation_base<apply_if_finite<Inner>> {
     ++st.counters[1];
     if (max_ > 0 && st.counters[1] > max_)
       throw std::runtime_error("heterograd: apply_if_finite: " + std::to_string(st.counters[1]) +
-                               " consecutive non-finite gradients (limit " +
-                               std::to_string(max_) + ")");
+                               " consecutive non-finite gradients (limit " + std::to_string(max_) +
+                               ")");
     return false;
   }
   Inner inner_;
@@ -310,8 +311,11 @@ class partitioned_t : public transformation_base<partitioned_t<Ms...>> {
  public:
   explicit partitioned_t(Ms... ms) : ms_(std::move(ms)...) {
     std::vector<segment> all;
-    std::apply([&](const auto&... m) { (all.insert(all.end(), m.segments().begin(), m.segments().end()), ...); },
-               ms_);
+    std::apply(
+        [&](const auto&... m) {
+          (all.insert(all.end(), m.segments().begin(), m.segments().end()), ...);
+        },
+        ms_);
     detail::sorted_disjoint(std::move(all), "partitioned");
   }
   static constexpr std::string_view name() { return "partitioned"; }
@@ -319,8 +323,9 @@ class partitioned_t : public transformation_base<partitioned_t<Ms...>> {
   state<T, S> init_state(std::size_t n) const {
     state<T, S> st;
     st.kind = "partitioned";
-    std::apply([&](const auto&... m) { (st.children.push_back(m.template init_state<T, S>(n)), ...); },
-               ms_);
+    std::apply(
+        [&](const auto&... m) { (st.children.push_back(m.template init_state<T, S>(n)), ...); },
+        ms_);
     return st;
   }
   template <class T, class S>

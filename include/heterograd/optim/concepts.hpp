@@ -17,9 +17,9 @@ namespace heterograd::optim {
 template <class O>
 concept optimizer = std::copy_constructible<O> &&
     requires(const O& o, state<float>& st, span<const float> g, span<float> p) {
-      { o.init(thrust::cpp::par, p) } -> std::same_as<state<float>>;
-      o.update(thrust::cpp::par, g, st, p);
-      { O::name() } -> std::convertible_to<std::string_view>;
-    };
+  { o.init(thrust::cpp::par, p) } -> std::same_as<state<float>>;
+  o.update(thrust::cpp::par, g, st, p);
+  { O::name() } -> std::convertible_to<std::string_view>;
+};
 
 }  // namespace heterograd::optim

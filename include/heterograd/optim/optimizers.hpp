@@ -286,9 +286,9 @@ class adagrad : public fused_base<adagrad> {
   }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
-    kernels::adagrad(policy, p, g, slot_span<T, S>(st.slots[0]),
-                     kernels::adagrad_args{p_.lr(st.count), p_.eps, p_.weight_decay, p_.lr_decay,
-                                           st.count + 1});
+    kernels::adagrad(
+        policy, p, g, slot_span<T, S>(st.slots[0]),
+        kernels::adagrad_args{p_.lr(st.count), p_.eps, p_.weight_decay, p_.lr_decay, st.count + 1});
     ++st.count;
   }
   auto as_chain() const {

@@ -81,8 +81,8 @@ inline outer_optimizer<optim::momentum> fedavgm(double lr = 1.0, double momentum
 /// FedAdam: server Adam without bias correction, adaptivity tau as eps (Reddi et al. 2021).
 inline outer_optimizer<optim::adam> fedadam(double lr = 1e-2, double beta1 = 0.9,
                                             double beta2 = 0.99, double tau = 1e-3) {
-  return outer_optimizer<optim::adam>(optim::adam(adam_params{
-      .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = tau, .bias_correction = false}));
+  return outer_optimizer<optim::adam>(optim::adam(
+      adam_params{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = tau, .bias_correction = false}));
 }
 
 /// Plain outer SGD (lr 1 is FedAvg: the anchor becomes the average).

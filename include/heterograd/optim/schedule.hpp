@@ -38,11 +38,11 @@ struct schedule {
     inverse_time
   };
   kind type = kind::constant;
-  double value = 0.0;          ///< the constant, peak or base value
-  double init = 0.0;           ///< linear_warmup: the value at step 0
-  double factor = 0.0;         ///< step_decay gamma, cosine alpha, inverse_time rate
-  std::int64_t warmup = 0;     ///< warm-up steps
-  std::int64_t period = 0;     ///< step_decay step size, cosine decay steps
+  double value = 0.0;       ///< the constant, peak or base value
+  double init = 0.0;        ///< linear_warmup: the value at step 0
+  double factor = 0.0;      ///< step_decay gamma, cosine alpha, inverse_time rate
+  std::int64_t warmup = 0;  ///< warm-up steps
+  std::int64_t period = 0;  ///< step_decay step size, cosine decay steps
 
   constexpr schedule() = default;
   /// A constant schedule (implicit so that a number can stand for a schedule).
@@ -52,10 +52,12 @@ struct schedule {
   double operator()(std::int64_t t) const {
     const double s = static_cast<double>(t < 0 ? 0 : t);
     switch (type) {
-      case kind::constant: return value;
+      case kind::constant:
+        return value;
       case kind::linear_warmup:
         return t < warmup ? init + (value - init) * s / static_cast<double>(warmup) : value;
-      case kind::step_decay: return value * std::pow(factor, std::floor(s / double(period)));
+      case kind::step_decay:
+        return value * std::pow(factor, std::floor(s / double(period)));
       case kind::cosine_decay: {
         if (t < warmup) return value * s / static_cast<double>(warmup);
         const double p = std::min(s - double(warmup), double(period)) / double(period);
@@ -64,7 +66,8 @@ struct schedule {
       case kind::inverse_sqrt:
         if (warmup == 0) return value / std::sqrt(s + 1.0);
         return t < warmup ? value * s / double(warmup) : value * std::sqrt(double(warmup) / s);
-      case kind::inverse_time: return value / (1.0 + factor * s);
+      case kind::inverse_time:
+        return value / (1.0 + factor * s);
     }
     return value;
   }
@@ -74,7 +77,8 @@ struct schedule {
     const std::string f(field);
     require(std::isfinite(value) && value >= 0.0, f, value, "must be finite and >= 0");
     switch (type) {
-      case kind::constant: break;
+      case kind::constant:
+        break;
       case kind::linear_warmup:
         require(std::isfinite(init) && init >= 0.0, f + ".init", init, "must be finite and >= 0");
         require(warmup >= 1, f + ".warmup", warmup, "must be >= 1");
@@ -88,7 +92,9 @@ struct schedule {
         require(factor >= 0.0 && factor <= 1.0, f + ".alpha", factor, "must be in [0, 1]");
         require(warmup >= 0, f + ".warmup", warmup, "must be >= 0");
         break;
-      case kind::inverse_sqrt: require(warmup >= 0, f + ".warmup", warmup, "must be >= 0"); break;
+      case kind::inverse_sqrt:
+        require(warmup >= 0, f + ".warmup", warmup, "must be >= 0");
+        break;
       case kind::inverse_time:
         require(std::isfinite(factor) && factor >= 0.0, f + ".decay", factor,
                 "must be finite and >= 0");
@@ -97,7 +103,9 @@ struct schedule {
   }
 };
 
-constexpr schedule constant(double v) { return schedule(v); }
+constexpr schedule constant(double v) {
+  return schedule(v);
+}
 
 inline schedule linear_warmup(double peak, std::int64_t warmup_steps, double init = 0.0) {
   schedule s(peak);
@@ -154,8 +162,8 @@ class batch_size_schedule {
       : stages_(std::move(stages)) {
     require(!stages_.empty(), "batch_size_schedule.stages (count)", stages_.size(),
             "must not be empty");
-    require(stages_.front().first == 0, "batch_size_schedule.stages[0].step",
-            stages_.front().first, "must be 0");
+    require(stages_.front().first == 0, "batch_size_schedule.stages[0].step", stages_.front().first,
+            "must be 0");
     for (std::size_t i = 0; i < stages_.size(); ++i) {
       require(stages_[i].second >= 1, "batch_size_schedule.stages[i].size", stages_[i].second,
               "must be >= 1");

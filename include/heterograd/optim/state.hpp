@@ -93,7 +93,9 @@ struct state {
   }
 
   /// A zero-filled slot of n elements.
-  static buffer<T, Space> zeros(std::size_t n) { return buffer<T, Space>(n, T(0)); }
+  static buffer<T, Space> zeros(std::size_t n) {
+    return buffer<T, Space>(n, T(0));
+  }
 };
 
 /// A mutable span over a slot.

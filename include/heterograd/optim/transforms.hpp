@@ -110,8 +110,7 @@ class scale_by_learning_rate : public transformation_base<scale_by_learning_rate
     detail::check_plain_state(st, n, where, name(), 0);
   }
   template <class Policy, class T, class S>
-  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
-                      span<const T, S>) const {
+  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     const double lr = lr_(st.count) / (1.0 + decay_ * static_cast<double>(st.count));
     kernels::detail::launch(policy, u.size(), detail::scale_body<T>{u.data(), static_cast<T>(-lr)});
     ++st.count;
@@ -138,8 +137,7 @@ class scale : public transformation_base<scale> {
     detail::check_plain_state(st, n, where, name(), 0);
   }
   template <class Policy, class T, class S>
-  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
-                      span<const T, S>) const {
+  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     kernels::detail::launch(policy, u.size(),
                             detail::scale_body<T>{u.data(), static_cast<T>(factor_)});
     ++st.count;
@@ -168,8 +166,8 @@ class add_decayed_weights : public transformation_base<add_decayed_weights> {
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
                       span<const T, S> p) const {
     if (wd_ != 0.0)
-      kernels::detail::launch(policy, u.size(), detail::add_scaled_body<T>{u.data(), p.data(),
-                                                                          static_cast<T>(wd_)});
+      kernels::detail::launch(policy, u.size(),
+                              detail::add_scaled_body<T>{u.data(), p.data(), static_cast<T>(wd_)});
     ++st.count;
   }
 
@@ -196,8 +194,7 @@ class trace : public transformation_base<trace> {
     detail::check_plain_state(st, n, where, name(), 1);
   }
   template <class Policy, class T, class S>
-  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
-                      span<const T, S>) const {
+  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     T* v = slot_span<T, S>(st.slots[0]).data();
     const T mu = static_cast<T>(mu_), d1 = static_cast<T>(1.0 - damp_);
     if (nesterov_)
@@ -232,8 +229,7 @@ class scale_by_adam : public transformation_base<scale_by_adam> {
     detail::check_plain_state(st, n, where, name(), 2);
   }
   template <class Policy, class T, class S>
-  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
-                      span<const T, S>) const {
+  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     const double t = static_cast<double>(st.count + 1);
     const double c1 = bc_ ? 1.0 - std::pow(b1_, t) : 1.0, c2 = bc_ ? 1.0 - std::pow(b2_, t) : 1.0;
     kernels::detail::launch(
@@ -271,12 +267,11 @@ class scale_by_rss : public transformation_base<scale_by_rss> {
     detail::check_plain_state(st, n, where, name(), 1);
   }
   template <class Policy, class T, class S>
-  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
-                      span<const T, S>) const {
-    kernels::detail::launch(policy, u.size(),
-                            detail::scale_by_rss_body<T>{u.data(),
-                                                         slot_span<T, S>(st.slots[0]).data(),
-                                                         static_cast<T>(eps_)});
+  void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
+    kernels::detail::launch(
+        policy, u.size(),
+        detail::scale_by_rss_body<T>{u.data(), slot_span<T, S>(st.slots[0]).data(),
+                                     static_cast<T>(eps_)});
     ++st.count;
   }
 

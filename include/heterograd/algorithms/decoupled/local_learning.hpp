@@ -122,6 +122,13 @@ class local_learning {
   const module_bounds& bounds() const { return cfg_.bounds; }
   const std::vector<float>& params() const { return params_; }
   const std::vector<float>& head_params(std::size_t k) const { return head_params_.at(k); }
+  /// Module k's slice of the network parameters (what only module k's owner updates).
+  span<float> module_params(std::size_t k) {
+    require(k < modules(), "local_learning.module", k, "must be < number of modules");
+    return slice(params_, k);
+  }
+  /// Module k's auxiliary head parameters (k < modules() - 1).
+  span<float> head_params_mut(std::size_t k) { return span<float>(head_params_.at(k)); }
   nn::mlp<float>& network() { return net_; }
 
   /// Module k's local step on `rows` inputs `x` (width sizes[bounds[k]]) with labels `y`.

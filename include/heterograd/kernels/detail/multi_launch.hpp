@@ -39,7 +39,10 @@ struct multi_body {
     std::size_t lo = 0, hi = count;  // find the last k with offsets[k] <= i
     while (hi - lo > 1) {
       const std::size_t mid = (lo + hi) / 2;
-      if (offsets[mid] <= i) lo = mid; else hi = mid;
+      if (offsets[mid] <= i)
+        lo = mid;
+      else
+        hi = mid;
     }
     tasks[lo].body(i - offsets[lo]);
   }
@@ -65,8 +68,7 @@ void launch_multi(const Policy& policy, std::span<const tensor_task<Body>> tasks
     (void)policy;
     const tensor_task<Body>* list = tasks.data();
     const std::size_t count = tasks.size();
-    HG_PRAGMA_PARALLEL
-    {
+    HG_PRAGMA_PARALLEL {
 #if defined(_OPENMP)
       const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
       const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());

@@ -6,10 +6,10 @@
 
 #include <cstddef>
 
-#include <cub/device/device_reduce.cuh>
 #include <cuda_runtime.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/cuda/detail/util.h>
+#include <cub/device/device_reduce.cuh>
 
 #include "heterograd/kernels/detail/scratch.hpp"
 

@@ -25,7 +25,9 @@ namespace heterograd::kernels::detail {
 inline constexpr std::size_t reduce_chunk = 8192;
 inline constexpr std::size_t reduce_lanes = 8;
 
-inline std::size_t chunk_count(std::size_t n) { return (n + reduce_chunk - 1) / reduce_chunk; }
+inline std::size_t chunk_count(std::size_t n) {
+  return (n + reduce_chunk - 1) / reduce_chunk;
+}
 
 // A reduction R provides: `using acc_type`, `acc_type identity() const`,
 // `acc_type map(std::size_t i) const` (may also write element i: LAMB's first pass does),

@@ -39,8 +39,9 @@ class scratch {
   std::size_t size() const { return n_; }
 
  private:
-  using pointer = decltype(thrust::get_temporary_buffer<T>(std::declval<const Policy&>(),
-                                                           std::ptrdiff_t{}).first);
+  using pointer =
+      decltype(thrust::get_temporary_buffer<T>(std::declval<const Policy&>(), std::ptrdiff_t{})
+                   .first);
   Policy policy_;
   std::size_t n_;
   pointer ptr_{};

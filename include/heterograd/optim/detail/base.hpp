@@ -36,8 +36,10 @@ struct is_hg_span<span<T, S>> : std::true_type {};
 /// A span over x: x itself if it is a span, else make_span(x) (vectors, thrust vectors).
 template <class X>
 auto as_span(X&& x) {
-  if constexpr (is_hg_span<std::remove_cvref_t<X>>::value) return std::remove_cvref_t<X>(x);
-  else return make_span(x);
+  if constexpr (is_hg_span<std::remove_cvref_t<X>>::value)
+    return std::remove_cvref_t<X>(x);
+  else
+    return make_span(x);
 }
 
 template <class T>
@@ -120,9 +122,9 @@ class transformation_base {
     using T = std::remove_const_t<typename decltype(p)::element_type>;
     using S = typename decltype(p)::memory_space;
     if constexpr (!exec::accessible_v<Policy, S>) {
-      throw std::invalid_argument(invalid_argument_message(
-          detail::join(self().name(), "params (memory space)"), S::name,
-          "must be accessible from the execution policy"));
+      throw std::invalid_argument(
+          invalid_argument_message(detail::join(self().name(), "params (memory space)"), S::name,
+                                   "must be accessible from the execution policy"));
       return state<T, S>{};
     } else {
       return self().template init_state<T, S>(p.size());
@@ -170,8 +172,7 @@ class transformation_base {
 
   // Default unfused update: u = grads; transform; params += u.
   template <class Policy, class T, class S>
-  void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st,
-                  span<T, S> p) const {
+  void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::detail::scratch<T, Policy> u(policy, g.size());
     kernels::detail::launch(policy, g.size(), detail::copy_body<T>{g.data(), u.data()});
     self().transform_impl(policy, span<T, S>(u.data(), g.size()), st,
