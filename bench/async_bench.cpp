@@ -31,10 +31,7 @@
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/sim/runtime.hpp"
 #include "heterograd/sim/worker_time.hpp"
-#if __has_include("heterograd/comm/inproc.hpp")
 #include "heterograd/algorithms/async/threads.hpp"
-#define HG_ASYNC_BENCH_THREADS 1
-#endif
 
 namespace async = heterograd::algorithms::async;
 namespace sim = heterograd::sim;
@@ -108,7 +105,6 @@ void BM_sim_ringleader(benchmark::State& state) {
   drive_sim(state, p, 20.0, 20.0);
 }
 
-#if defined(HG_ASYNC_BENCH_THREADS)
 void BM_threads_asgd(benchmark::State& state) {
   constexpr std::size_t workers = 4;
   constexpr std::uint64_t updates = 256;
@@ -127,13 +123,10 @@ void BM_threads_asgd(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(done * 36 * kParams));
   state.counters["bytes_per_update"] = 36.0 * kParams;
 }
-#endif
 
 }  // namespace
 
-#if defined(HG_ASYNC_BENCH_THREADS)
 BENCHMARK(BM_threads_asgd)->UseRealTime()->MinTime(0.5);
-#endif
 BENCHMARK(BM_server_apply)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_sim_asgd)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_sim_ringleader)->UseRealTime()->MinTime(0.5);

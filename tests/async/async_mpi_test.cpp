@@ -1,17 +1,15 @@
 // The MPI runtime (mpirun -np 3: rank 0 serves, ranks 1-2 compute) against the threads
 // runtime on a small logistic-regression problem: bitwise the same parameters in
 // virtual-time order, the same loss in real time (Ringleader, whose fixed point does not depend on the order).
-#include <mpi.h>
-
-#include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include <boost/test/unit_test.hpp>
+
+#include "hg_mpi.hpp"
 #include "heterograd/algorithms/async.hpp"
-#include "heterograd/comm/mpi.hpp"
 #include "heterograd/data/synthetic.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -21,21 +19,6 @@ namespace data = heterograd::data;
 namespace sim = heterograd::sim;
 
 namespace {
-
-struct mpi_session {
-  mpi_session() {
-    int provided = 0;
-    MPI_Init_thread(&boost::unit_test::framework::master_test_suite().argc,
-                    &boost::unit_test::framework::master_test_suite().argv, MPI_THREAD_MULTIPLE,
-                    &provided);
-  }
-  ~mpi_session() { MPI_Finalize(); }
-};
-
-hg::comm::mpi::communicator& world() {
-  static hg::comm::mpi::communicator c(MPI_COMM_WORLD);
-  return c;
-}
 
 // Worker w owns rows w, w + n, w + 2n, ... of the problem and returns their full gradient.
 struct sharded_logistic {
@@ -71,12 +54,13 @@ async::ringleader_asgd<double> make_table_policy(std::size_t n) {
 
 }  // namespace
 
+using mpi_test::mpi_session;
 BOOST_TEST_GLOBAL_FIXTURE(mpi_session);
 
 BOOST_AUTO_TEST_SUITE(async_mpi)
 
 BOOST_AUTO_TEST_CASE(mpi_runtime_matches_the_threads_runtime_on_logistic_regression) {
-  auto& c = world();
+  auto& c = mpi_test::world();
   BOOST_TEST_REQUIRE(c.size() >= 2);
   const std::size_t n = static_cast<std::size_t>(c.size() - 1);
   const sharded_logistic problem(n);

@@ -1,10 +1,6 @@
 // The threads runtime and the worker-side helper over the inproc transport: the same policy
 // objects as the simulator, bitwise the same parameters in virtual-time order, delay bounds
 // and bookkeeping in real time, and a hand-written worker loop with pull / push.
-#include <boost/test/unit_test.hpp>
-
-#if __has_include("heterograd/comm/inproc.hpp")
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -12,6 +8,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <vector>
+
+#include <boost/test/unit_test.hpp>
 
 #include "hg_test.hpp"
 #include "support.hpp"
@@ -180,10 +178,3 @@ BOOST_AUTO_TEST_CASE(remote_runtimes_reject_bad_configurations_and_gradients) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
-
-#else
-BOOST_AUTO_TEST_CASE(threads_runtime_waits_for_the_transport_layer) {
-  BOOST_TEST_MESSAGE("heterograd/comm is not available: the threads runtime is not built");
-  BOOST_TEST(true);
-}
-#endif

@@ -33,9 +33,6 @@
 // Nothing waits forever: every receive has options.timeout (a held worker waits at most that
 // long for its next job); a timeout or a transport failure is rethrown.
 
-// TRANSITIONAL: the transport layer (issue 4) is not on main yet; until it is, this header
-// compiles to nothing. Remove the guard once heterograd/comm has landed.
-#if __has_include("heterograd/comm/inproc.hpp")
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -491,5 +488,3 @@ remote_summary run_remote(Policy& policy, const Transport& transport, Compute&& 
 }
 
 }  // namespace heterograd::algorithms::async
-
-#endif  // __has_include("heterograd/comm/inproc.hpp")

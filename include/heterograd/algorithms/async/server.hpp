@@ -75,7 +75,7 @@ class model_server {
   using optimizer_type = Optimizer;
   using state_type = optimizer_state_t<Optimizer, T>;
 
-  model_server(std::vector<T> initial_params, Optimizer opt = {})
+  model_server(std::vector<T> initial_params, Optimizer opt = Optimizer())
       : params_(std::move(initial_params)), scratch_(params_.size()), opt_(std::move(opt)),
         state_(opt_.init(detail::ops::host_policy(), span<T>(params_))) {
     require(!params_.empty(), "params.size", params_.size(), "must be > 0");

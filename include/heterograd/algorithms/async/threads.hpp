@@ -12,9 +12,6 @@
 // order, so a deterministic policy gives bitwise the parameters sim::async_runtime gives
 // (see remote.hpp).
 
-// TRANSITIONAL: the transport layer (issue 4) is not on main yet; until it is, this header
-// compiles to nothing. Remove the guard once heterograd/comm has landed.
-#if __has_include("heterograd/comm/inproc.hpp")
 #include <cstddef>
 #include <utility>
 
@@ -41,5 +38,3 @@ remote_summary run_threads(Policy& policy, Compute&& compute, const remote_optio
 }
 
 }  // namespace heterograd::algorithms::async
-
-#endif  // __has_include("heterograd/comm/inproc.hpp")
