@@ -15,6 +15,8 @@ if [ "$(id -u)" -eq 0 ]; then
   flags="$flags --allow-run-as-root"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+# One OpenMP thread per rank: two ranks already fill the two cores.
+export OMP_NUM_THREADS=1
 if command -v mpirun >/dev/null 2>&1 && [ -x "$exe" ]; then
   # shellcheck disable=SC2086
   mpirun -np 2 $flags "$exe" >>"$lines"
