@@ -45,20 +45,18 @@ using worker_id = std::uint32_t;
 /// "Never" for thresholds: a Ringmaster threshold R = infinite_delay accepts every delay.
 inline constexpr std::uint64_t infinite_delay = ~std::uint64_t{0};
 
-/// An optimizer the server can apply its updates through (optim/'s concept, for element T).
-template <class O, class T>
-concept server_optimizer =
-    std::copy_constructible<O> &&
-    requires(const O& o, span<T> p, span<const T> g) {
-      { o.init(thrust::cpp::par, p) };
-      requires requires(decltype(o.init(thrust::cpp::par, p)) st) {
-        o.update(thrust::cpp::par, g, st, p);
-      };
-    };
-
 template <class O, class T>
 using optimizer_state_t =
     decltype(std::declval<const O&>().init(thrust::cpp::par, std::declval<span<T>>()));
+
+/// An optimizer the server can apply its updates through (optim/'s concept, for element T):
+/// init(policy, params) gives its state, update(policy, grads, state, params) steps.
+template <class O, class T>
+concept server_optimizer =
+    std::copy_constructible<O> &&
+    requires(const O& o, span<T> p, span<const T> g, optimizer_state_t<O, T>& st) {
+      o.update(thrust::cpp::par, g, st, p);
+    };
 
 /// The server-side optimizer used when none is given.
 using default_optimizer = optim::sgd;
@@ -77,7 +75,7 @@ class model_server {
 
   model_server(std::vector<T> initial_params, Optimizer opt = Optimizer())
       : params_(std::move(initial_params)), scratch_(params_.size()), opt_(std::move(opt)),
-        state_(opt_.init(detail::ops::host_policy(), span<T>(params_))) {
+        state_(opt_.init(thrust::cpp::par, span<T>(params_))) {
     require(!params_.empty(), "params.size", params_.size(), "must be > 0");
   }
 
@@ -96,14 +94,15 @@ class model_server {
     require_same_size("direction", direction.size(), "params", params_.size());
     require(std::isfinite(weight), "weight", weight, "must be finite");
     span<T> p(params_.data(), params_.size());
-    const auto& policy = detail::ops::host_policy();
-    if (weight == 1.0) {
-      opt_.update(policy, direction, state_, p);
-    } else {
-      span<T> s(scratch_.data(), scratch_.size());
-      detail::ops::scale_into(static_cast<T>(weight), direction, s);
-      opt_.update(policy, span<const T>(s), state_, p);
-    }
+    detail::ops::with_host_policy(p.size(), [&](const auto& policy) {
+      if (weight == 1.0) {
+        opt_.update(policy, direction, state_, p);
+      } else {
+        span<T> s(scratch_.data(), scratch_.size());
+        detail::ops::scale_into(static_cast<T>(weight), direction, s);
+        opt_.update(policy, span<const T>(s), state_, p);
+      }
+    });
     ++version_;
   }
 

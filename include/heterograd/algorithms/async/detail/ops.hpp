@@ -19,19 +19,27 @@
 
 namespace heterograd::algorithms::async::detail::ops {
 
-/// The servers' buffers live on the host: OpenMP when the build has it, else sequential.
-inline const auto& host_policy() {
+/// Below this many elements an update runs on one thread: a parallel region costs more than
+/// it saves (and far more on a loaded machine), and scalar / small models are the common case
+/// of the simulator's experiments.
+inline constexpr std::size_t parallel_threshold = std::size_t{1} << 15;
+
+/// Calls f with the host execution policy for a buffer of n elements: OpenMP when the build
+/// has it and n is large, else sequential. Every operation here is element-wise, so both
+/// give bitwise the same result.
+template <class F>
+decltype(auto) with_host_policy(std::size_t n, F&& f) {
 #if defined(_OPENMP)
-  return thrust::omp::par;
-#else
-  return thrust::cpp::par;
+  if (n >= parallel_threshold) return f(thrust::omp::par);
 #endif
+  (void)n;
+  return f(thrust::cpp::par);
 }
 
 /// y <- y + a x.  3 sizeof(T) per element (kernels::axpby with b = 1: a x + 1 y is y + a x).
 template <class T>
 void axpy(T a, span<const T> x, span<T> y) {
-  kernels::axpby(host_policy(), a, x, T(1), y);
+  with_host_policy(y.size(), [&](const auto& p) { kernels::axpby(p, a, x, T(1), y); });
 }
 
 /// out <- a x.  2 sizeof(T) per element (kernels::weighted_sum of one input).
@@ -39,7 +47,8 @@ template <class T>
 void scale_into(T a, span<const T> x, span<T> out) {
   const std::array<span<const T>, 1> in{x};
   const std::array<T, 1> w{a};
-  kernels::weighted_sum(host_policy(), out, in, std::span<const T>(w));
+  with_host_policy(out.size(),
+                   [&](const auto& p) { kernels::weighted_sum(p, out, in, std::span<const T>(w)); });
 }
 
 /// x <- 0.  1 sizeof(T) per element.
@@ -58,7 +67,7 @@ void replace_entry(span<const T> fresh, span<T> entry, span<T> sum) {
   T* e = entry.data();
   const T* f = fresh.data();
 #if defined(_OPENMP)
-#pragma omp parallel for simd schedule(static) if (n >= (std::size_t{1} << 16))
+#pragma omp parallel for simd schedule(static) if (n >= parallel_threshold)
 #endif
   for (std::size_t j = 0; j < n; ++j) {
     s[j] += f[j] - e[j];
@@ -77,7 +86,7 @@ void running_mean_add(span<const T> fresh, span<T> mean, span<T> sum, std::size_
   T* s = sum.data();
   const T* f = fresh.data();
 #if defined(_OPENMP)
-#pragma omp parallel for simd schedule(static) if (n >= (std::size_t{1} << 16))
+#pragma omp parallel for simd schedule(static) if (n >= parallel_threshold)
 #endif
   for (std::size_t j = 0; j < n; ++j) {
     const T d = (f[j] - m[j]) * inv;
