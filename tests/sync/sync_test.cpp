@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_SUITE(bsp)
 
 BOOST_AUTO_TEST_CASE(sample_weighted_bsp_gives_the_global_batch_gradient_for_unequal_batches) {
   const std::uint64_t seed = hg_test::seed();
-  const class_data d(64, seed);
+  const class_data d(128, seed);
   auto model = hg::nn::softmax_regression<float>(d.dim, d.classes);
   const auto x0 = init_params(model, seed);
   // (8, 24) from the issue, then random splits of a random global batch over 2..5 workers.
