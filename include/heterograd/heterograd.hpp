@@ -5,5 +5,6 @@
 #include "heterograd/core.hpp"
 #include "heterograd/data.hpp"
 #include "heterograd/nn.hpp"
+#include "heterograd/balance.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
