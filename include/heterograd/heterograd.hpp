@@ -8,3 +8,4 @@
 #include "heterograd/balance.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
+#include "heterograd/algorithms/sync.hpp"

@@ -12,6 +12,7 @@
 #include "hg_test.hpp"
 #include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
+#include "heterograd/balance/omnilearn.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/synthetic.hpp"
 #include "heterograd/nn/mlp.hpp"
@@ -168,6 +169,33 @@ BOOST_AUTO_TEST_CASE(bsp_rounds_end_at_the_slowest_worker_plus_the_sync_time) {
   hs::run_rounds(rt, p, 2, opts());
   BOOST_TEST(p.rounds() == 6u);
   BOOST_TEST(rt.engine().now() == 6 * 5.5);
+}
+
+BOOST_AUTO_TEST_CASE(omnilearn_batch_sizes_keep_the_global_batch_gradient) {
+  // HL4 cores (9, 8, 6, 25): t_i = b_i / cores_i. One controller epoch moves the batches to
+  // ~B cores_i / sum(cores) (clamped to [16, 96]); BSP takes them and its weights b_i / B
+  // still give the gradient of the B-sample global batch.
+  const std::vector<double> cores{9, 8, 6, 25};
+  hg::balance::omnilearn_bsp ctl(4, 128);
+  for (std::size_t w = 0; w < 4; ++w)
+    ctl.observe(w, {.samples = 32, .iterations = 1, .compute_time = hg::seconds{32.0 / cores[w]}});
+  BOOST_TEST(ctl.rebalance());
+  const class_data d(160, 21);
+  auto model = hg::nn::softmax_regression<float>(d.dim, d.classes);
+  const auto x0 = init_params(model, 21);
+  std::vector<std::size_t> off(4, 0);
+  for (std::size_t w = 1; w < 4; ++w) off[w] = off[w - 1] + ctl.assignment(w - 1);
+  std::vector<hg::nn::mlp<float>> ms(4, model);
+  auto o = [&](std::size_t w, std::uint64_t, std::size_t bw, hg::span<const float> p,
+               hg::span<float> g) { return ms[w].loss_and_gradient(p, d.rows(off[w], bw), g); };
+  hs::bsp<float, test_sgd, decltype(o)> p(4, x0, test_sgd{}, o, {32, 32, 32, 32});
+  p.set_batches_from(ctl);
+  for (std::size_t w = 0; w < 4; ++w) BOOST_TEST(p.weights()[w] == ctl.weight(w));
+  p.step();
+  std::vector<float> ref(model.num_params());
+  model.loss_and_gradient(x0, d.rows(0, 128), ref);
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    BOOST_TEST(std::fabs(p.aggregated_gradient()[i] - ref[i]) <= 1e-6f);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -29,6 +29,7 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/balance/concepts.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 
@@ -107,6 +108,15 @@ class bsp {
   span<const T> aggregated_gradient() const { return span<const T>(agg_); }
   std::vector<double> weights() const { return step_weights(cfg_.weighting, c_.batches()); }
   void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
+  /// Takes every worker's batch size from a load-balancing policy (balance::balance_policy,
+  /// e.g. balance::omnilearn_bsp after rebalance()); the aggregation weights become b_i / B,
+  /// which is the policy's weight(w) for OmniLearn.
+  template <balance::balance_policy Policy>
+  void set_batches_from(const Policy& p) {
+    std::vector<std::size_t> b(c_.workers());
+    for (std::size_t w = 0; w < b.size(); ++w) b[w] = p.assignment(w);
+    c_.set_batches(std::move(b));
+  }
   const std::vector<std::size_t>& batches() const { return c_.batches(); }
   std::uint64_t rounds() const { return rounds_; }
   double last_loss() const { return last_loss_; }
