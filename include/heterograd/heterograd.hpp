@@ -3,6 +3,9 @@
 // are included by their users under nvcc.
 #include "heterograd/version.hpp"
 #include "heterograd/core.hpp"
+#include "heterograd/kernels.hpp"
+#include "heterograd/optim.hpp"
+#include "heterograd/comm.hpp"
 #include "heterograd/data.hpp"
 #include "heterograd/nn.hpp"
 #include "heterograd/balance.hpp"

@@ -1,25 +1,24 @@
 #pragma once
-// Shared by the decoupled tests: an optimizer stepper and Fashion-MNIST batches.
+// Shared by the decoupled tests: heavy-ball SGD from optim/ as a module stepper.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/data/dataset.hpp"
 #include "heterograd/data/sampler.hpp"
 #include "heterograd/nn/mlp.hpp"
+#include "heterograd/optim/optimizers.hpp"
 
 namespace hg_test {
 
-/// Heavy-ball SGD as a stateful stepper (the module_optimizer concept).
+/// optim::momentum (heavy ball, PyTorch's form) as a module stepper, configured by fields.
 struct sgd_stepper {
   float lr = 0.05f, momentum = 0.9f;
-  std::vector<float> v;
+  std::optional<heterograd::algorithms::decoupled::optim_stepper<heterograd::optim::momentum>> impl;
   void step(heterograd::span<float> p, heterograd::span<const float> g) {
-    if (v.empty()) v.assign(p.size(), 0.0f);
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      v[i] = momentum * v[i] + g[i];
-      p[i] -= lr * v[i];
-    }
+    if (!impl) impl.emplace(heterograd::optim::momentum({.lr = lr, .momentum = momentum}));
+    impl->step(p, g);
   }
 };
 

@@ -232,3 +232,29 @@ BOOST_AUTO_TEST_CASE(spectrain_prediction_is_closer_to_the_backward_weights_than
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "heterograd/algorithms/decoupled/placement.hpp"
+
+BOOST_AUTO_TEST_SUITE(placement)
+
+BOOST_AUTO_TEST_CASE(modules_are_placed_so_the_slowest_stage_is_as_fast_as_possible) {
+  // Layer costs 4, 1, 1, 2 on workers of speeds 2 and 1.1. Splits after layer 1, 2, 3 give
+  // slowest stages max(2, 3.64), max(2.5, 2.73) and max(3, 1.82): the second is optimal.
+  const auto b = dc::plan_modules({4, 1, 1, 2}, {2, 1.1});
+  BOOST_TEST(b == (dc::module_bounds{0, 2, 4}));
+  // Measured times of a real network give a valid plan that local learning accepts.
+  const nn::mlp<float> net({32, 64, 16, 16, 4});
+  std::vector<float> p(net.num_params());
+  net.init(p, 1);
+  const auto m = synthetic_batches{32, 4, 16, 3}(0);
+  const auto t = dc::measure_layer_times(net, p, nn::batch<float>{m.x, m.y});
+  BOOST_TEST(t.size() == 4u);
+  for (double v : t) BOOST_TEST(v > 0.0);
+  const auto plan = dc::plan_modules(t, {1.0, 3.0});
+  dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.bounds = plan},
+                                              [](std::size_t) { return hg_test::sgd_stepper{}; });
+  BOOST_TEST(ll.modules() == 2u);
+  BOOST_CHECK_THROW(dc::plan_modules({1, 1}, {1, 1, 1}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -3,3 +3,7 @@
 #include "heterograd/algorithms/decoupled/concepts.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
+#include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
+#include "heterograd/algorithms/decoupled/placement.hpp"
+#include "heterograd/algorithms/decoupled/schedule.hpp"
+#include "heterograd/algorithms/decoupled/shared_memory.hpp"

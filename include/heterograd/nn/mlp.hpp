@@ -119,10 +119,13 @@ class mlp {
     }
     input_ = x;
     rows_ = rows;
+    fwd_first_ = first;
+    fwd_last_ = last;
     return span<const T>(acts_[last].data(), rows * sizes_[last]);
   }
 
-  /// Backward through [first, last) after forward over the same range: `dout` is d(loss)/d
+  /// Backward through [first, last) after a forward over a range containing it (backward may
+  /// walk a forward's layers one sub-range at a time, top first): `dout` is d(loss)/d
   /// (output of layer last-1, after its ReLU if any). Accumulates nothing: writes the range's
   /// gradients into grads[offset(first), offset(last)). When `dinput` is non-null it receives
   /// d(loss)/d(input of layer first) (rows x sizes[first]).
@@ -130,6 +133,8 @@ class mlp {
                 span<T> grads, T* dinput = nullptr) {
     check_range(params, first, last);
     require_same_size("mlp.backward.grads", grads.size(), "num_params", num_params());
+    require(first >= fwd_first_ && last <= fwd_last_, "mlp.backward.first", first,
+            "the range must lie inside the last forward's layer range");
     const std::size_t rows = rows_;
     std::vector<T> cur(dout, dout + rows * sizes_[last]);
     for (std::size_t l = last; l-- > first;) {
@@ -140,7 +145,7 @@ class mlp {
         for (std::size_t k = 0; k < rows * nout; ++k)
           if (!(out[k] > T(0))) cur[k] = T(0);
       }
-      const T* in = l == first ? input_ : acts_[l].data();
+      const T* in = l == fwd_first_ ? input_ : acts_[l].data();
       T* dW = grads.data() + offsets_[l];
       T* db = dW + nout * nin;
       // dW = cur^T (nout x rows) * in (rows x nin)
@@ -245,6 +250,7 @@ class mlp {
   std::vector<T> dlogits_;
   const T* input_ = nullptr;
   std::size_t rows_ = 0;
+  std::size_t fwd_first_ = 0, fwd_last_ = 0;
 };
 
 /// Softmax regression: an MLP without hidden layers.

@@ -1,0 +1,189 @@
+// The comm suite: inproc allreduce (sum of floats, 1K..16M, 2 and 4 ranks) and its
+// alternatives, the partial (solo) allreduce with a delayed rank, and the in-place update
+// bandwidth that the memory bound of the owner-computes reduction is taken against.
+//
+// Method (the same in the MPI peers, bench/compare/comm_mpi_harness.hpp): before every call
+// each rank rewrites its whole buffer, as a backward pass would (back-to-back calls on a
+// cache-resident buffer flatter small sizes); rank 0 times the call itself (manual time).
+// Counters: algbw = bytes / time, busbw = 2(n-1)/n * bytes / time (NCCL's convention).
+//
+// Variants: 0 native (inproc's choice per size: staged copy for small buffers, single-pass
+// owner-computes for large), 1 reduce_scatter + allgather through the transport, 2 ring
+// schedule over inproc messages, 3 recursive halving/doubling schedule.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/comm/inproc_partial.hpp"
+
+namespace {
+
+namespace hg = heterograd;
+namespace hc = heterograd::comm;
+namespace hi = heterograd::comm::inproc;
+
+using clk = std::chrono::steady_clock;
+
+void rewrite(std::vector<float>& b, int rank, long it) {
+  const float v = static_cast<float>((it + rank) & 7);
+  std::fill(b.begin(), b.end(), v);  // m*4 bytes written
+}
+
+void call(int variant, const hi::communicator& c, std::vector<float>& buf, std::vector<float>& tmp) {
+  hg::span<float> s(buf);
+  switch (variant) {
+    case 0: c.allreduce(s).wait(); break;
+    case 1:
+      c.reduce_scatter(hg::span<const float>(buf), hg::span<float>(tmp)).wait();
+      c.allgather(hg::span<const float>(tmp), s).wait();
+      break;
+    default: {
+      hc::allreduce_options o;
+      o.algo = variant == 2 ? hc::algorithm::ring : hc::algorithm::recursive_halving_doubling;
+      c.allreduce(s, o).wait();
+    }
+  }
+}
+
+void set_counters(benchmark::State& state, int n, std::size_t m, double seconds, long iters) {
+  const double bytes = static_cast<double>(m) * sizeof(float);
+  const double t = seconds / static_cast<double>(std::max(1L, iters));
+  state.counters["ranks"] = n;
+  state.counters["floats"] = static_cast<double>(m);
+  state.counters["algbw_GBps"] = bytes / t / 1e9;
+  state.counters["busbw_GBps"] = 2.0 * (n - 1) / n * bytes / t / 1e9;
+}
+
+void BM_inproc_allreduce(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const auto m = static_cast<std::size_t>(state.range(1));
+  const int variant = static_cast<int>(state.range(2));
+  hi::world w(n);
+  std::vector<std::thread> helpers;
+  for (int r = 1; r < n; ++r) {
+    helpers.emplace_back([&, r] {
+      auto c = w.rank(r);
+      std::vector<float> buf(m), tmp(m / static_cast<std::size_t>(n));
+      for (long it = 0;; ++it) {
+        rewrite(buf, r, it);
+        call(variant, c, buf, tmp);
+        if (std::isnan(buf[0])) break;  // rank 0's last call carries a NaN: stop
+      }
+    });
+  }
+  auto c = w.rank(0);
+  std::vector<float> buf(m), tmp(m / static_cast<std::size_t>(n));
+  double total = 0;
+  long it = 0;
+  for (auto _ : state) {
+    rewrite(buf, 0, it++);
+    const auto t0 = clk::now();
+    call(variant, c, buf, tmp);
+    const double dt = std::chrono::duration<double>(clk::now() - t0).count();
+    state.SetIterationTime(dt);
+    total += dt;
+  }
+  rewrite(buf, 0, it);
+  buf[0] = std::numeric_limits<float>::quiet_NaN();
+  call(variant, c, buf, tmp);  // the helpers' last call
+  for (auto& h : helpers) h.join();
+  set_counters(state, n, m, total, it);
+  state.SetBytesProcessed(static_cast<std::int64_t>(it) * static_cast<std::int64_t>(m * sizeof(float)));
+}
+
+/// Solo partial allreduce with rank n-1 arriving 10 ms late every round: rank 0's latency.
+void BM_inproc_partial_solo_delayed(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const auto m = static_cast<std::size_t>(state.range(1));
+  hi::world w(n);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> helpers;
+  auto body = [&](int r, benchmark::State* st) {
+    auto c = w.rank(r);
+    hi::partial_allreduce<float> pa(c, m, hc::partial_policy::solo());
+    std::vector<float> buf(m);
+    double total = 0;
+    long it = 0;
+    for (;;) {
+      if (st) {
+        if (!st->KeepRunning()) {
+          stop = true;
+        }
+      }
+      c.barrier().wait();  // untimed: every round starts together
+      if (stop.load()) break;
+      rewrite(buf, r, it++);
+      if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const auto t0 = clk::now();
+      pa.allreduce(hg::span<float>(buf)).wait();
+      const double dt = std::chrono::duration<double>(clk::now() - t0).count();
+      if (st) {
+        st->SetIterationTime(dt);
+        total += dt;
+      }
+    }
+    // A last round that everyone joins leaves no one waiting.
+    pa.flush(hg::span<float>(buf)).wait();
+    if (st) set_counters(*st, n, m, total, it);
+  };
+  for (int r = 1; r < n; ++r) helpers.emplace_back(body, r, nullptr);
+  body(0, &state);
+  for (auto& h : helpers) h.join();
+}
+
+/// The in-place update a += s*b over 64M floats with 2 threads: 12 bytes per element, the
+/// ceiling of the owner-computes allreduce (2*N*S bytes at this rate).
+void BM_update_reference(benchmark::State& state) {
+  constexpr std::size_t k = std::size_t{64} << 20;
+  std::unique_ptr<float[]> a(new float[k]), b(new float[k]);
+#if defined(_OPENMP)
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+#endif
+  float* pa = a.get();
+  float* pb = b.get();
+#pragma omp parallel for schedule(static)
+  for (std::size_t i = 0; i < k; ++i) {
+    pa[i] = 1.0f;
+    pb[i] = 2.0f;
+  }
+  float s = 1e-3f;
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < k; ++i) pa[i] += s * pb[i];
+    s = -s;
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(k * 12));
+}
+
+void allreduce_args(benchmark::internal::Benchmark* b) {
+  for (int n : {2, 4})
+    for (long m : {1L << 10, 1L << 16, 1L << 20, 1L << 24})
+      for (int v : {0, 1, 2, 3}) b->Args({n, m, v});
+}
+
+}  // namespace
+
+BENCHMARK(BM_update_reference)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_inproc_allreduce)->Apply(allreduce_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_inproc_partial_solo_delayed)
+    ->Args({2, 1L << 16})
+    ->Args({4, 1L << 16})
+    ->Args({2, 1L << 20})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->Iterations(25);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,33 @@
+// heterograd's mpi transport: allreduce (sum) of floats, timed like the raw MPI peer.
+//   hg_mpi_allreduce [algorithm]   automatic (default), native, ring, recursive_halving_doubling, tree
+#include <mpi.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm_mpi_harness.hpp"
+#include "heterograd/comm/mpi.hpp"
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  namespace hc = heterograd::comm;
+  {
+    hc::mpi::communicator c(MPI_COMM_WORLD);
+    hc::allreduce_options o;
+    std::string name = "hg_mpi";
+    if (argc > 1) {
+      const std::string a = argv[1];
+      for (auto x : {hc::algorithm::automatic, hc::algorithm::native, hc::algorithm::ring,
+                     hc::algorithm::recursive_halving_doubling, hc::algorithm::tree})
+        if (a == hc::algorithm_name(x)) o.algo = x;
+      name += "_" + a;
+    }
+    comm_peers::run(name.c_str(), [&](std::vector<float>& b) {
+      c.allreduce(heterograd::span<float>(b), o).wait();
+    });
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Peer comparison of the kernels suite: PyTorch's CPU optimizers on the same sizes and threads,
+# timed side by side with heterograd's kernels in one process (through the benchmark-only C
+# interface build/cpu-omp/bench/libhg-kernels-capi.so, built by ./hg bench).
+#   bench/compare/kernels_peers.sh OUT.json [LIB.so]
+# PyTorch comes from Debian's python3-torch (./hg bench installs it), which lives in the
+# system Python's dist-packages, so run the system interpreter when there is one.
+set -eu
+out=${1:?usage: kernels_peers.sh OUT.json}
+here=$(cd "$(dirname "$0")" && pwd)
+lib=${2:-$here/../../build/cpu-omp/bench/libhg-kernels-capi.so}
+[ -f "$lib" ] || { echo "kernels_peers: $lib not built (cmake --build build/cpu-omp)" >&2; exit 1; }
+py=python3
+for c in /usr/bin/python3 python3; do
+  if "$c" -c 'import torch' >/dev/null 2>&1; then py=$c; break; fi
+done
+"$py" -c 'import torch' 2>/dev/null || {
+  echo "kernels_peers: PyTorch is not importable (install python3-torch: ./hg bench does)" >&2
+  exit 1
+}
+exec "$py" "$here/torch_optim.py" "$out" "$lib"

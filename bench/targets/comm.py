@@ -1,0 +1,64 @@
+"""Targets of the comm suite (issue 4), from one run of hg-bench-comm and its peers."""
+from report import Target
+
+SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24)
+
+
+def inproc(bench, n, m, variant=0):
+    return bench[f"BM_inproc_allreduce/{n}/{m}/{variant}/min_time:0.200/manual_time"]["real_time"] * 1e-6
+
+
+def peer(peers, name, n, m):
+    for r in peers.get("runs", []):
+        if r["name"] == name and r["ranks"] == n and r["floats"] == m:
+            return r["seconds"]
+    raise KeyError(f"{name} {n} ranks {m} floats")
+
+
+def targets(bench, peers):
+    out = []
+    us = lambda s: f"{s * 1e6:.2f} us"
+    # 2 ranks, 1K floats: under 0.5 us and >= 3x faster than raw MPI.
+    t1k = inproc(bench, 2, 1 << 10)
+    out.append(Target("comm: inproc 2 ranks 1K floats time", t1k * 1e6, 0.5, op="<=", unit=" us"))
+    out.append(Target("comm: raw MPI / inproc, 2 ranks, 1K floats", peer(peers, "raw_mpi", 2, 1 << 10) / t1k, 3.0,
+                      note=f"{us(peer(peers, 'raw_mpi', 2, 1 << 10))} vs {us(t1k)}"))
+    # 2 ranks, 16M floats: >= 5x faster than raw MPI, >= 80% of the memory bound.
+    t16 = inproc(bench, 2, 1 << 24)
+    out.append(Target("comm: raw MPI / inproc, 2 ranks, 16M floats", peer(peers, "raw_mpi", 2, 1 << 24) / t16, 5.0,
+                      note=f"{peer(peers, 'raw_mpi', 2, 1 << 24) * 1e3:.2f} ms vs {t16 * 1e3:.2f} ms"))
+    upd = bench["BM_update_reference/2/min_time:0.500/real_time"]["bytes_per_second"]
+    bound = 2 * 2 * (1 << 24) * 4 / upd  # 2*N*S bytes at the in-place update bandwidth
+    out.append(Target("comm: inproc 16M floats, fraction of memory bound", bound / t16, 0.8,
+                      note=f"bound {bound * 1e3:.2f} ms at {upd / 1e9:.1f} GB/s, measured {t16 * 1e3:.2f} ms"))
+    # Alternatives at 16M: owner-computes against reduce-scatter + allgather.
+    rsag = inproc(bench, 2, 1 << 24, 1)
+    out.append(Target("comm: reduce-scatter+allgather / owner-computes, 2 ranks 16M", rsag / t16, 1.0,
+                      note="kept: the faster one is the native path"))
+    # 4 ranks on 2 cores: >= 2x faster than raw MPI at every size.
+    for m in SIZES:
+        t = inproc(bench, 4, m)
+        r = peer(peers, "raw_mpi", 4, m)
+        out.append(Target(f"comm: raw MPI / inproc, 4 ranks, {m} floats", r / t, 2.0, note=f"{us(r)} vs {us(t)}"))
+    # heterograd's mpi transport within 10% of raw MPI_Allreduce.
+    for n in (2, 4):
+        for m in SIZES:
+            h, r = peer(peers, "hg_mpi", n, m), peer(peers, "raw_mpi", n, m)
+            out.append(Target(f"comm: hg mpi / raw MPI, {n} ranks, {m} floats", h / r, 1.10, op="<=",
+                              note=f"{us(h)} vs {us(r)}"))
+    # Solo partial allreduce, one rank 10 ms late: on-time latency < 1 ms + transfer time.
+    for n, m in ((2, 1 << 16), (4, 1 << 16), (2, 1 << 20)):
+        lat = bench[f"BM_inproc_partial_solo_delayed/{n}/{m}/iterations:25/manual_time"]["real_time"] * 1e-6
+        limit = 1e-3 + inproc(bench, n, m)
+        out.append(Target(f"comm: solo partial, 1 rank 10 ms late, {n} ranks {m} floats", lat * 1e3, limit * 1e3,
+                          op="<=", unit=" ms"))
+    # gloo: context only (printed as notes).
+    for n in (2, 4):
+        for m in SIZES:
+            try:
+                g = peer(peers, "gloo", n, m)
+                out.append(Target(f"comm: gloo / inproc (context), {n} ranks, {m} floats", g / inproc(bench, n, m),
+                                  0.0, note=f"gloo {us(g)}"))
+            except KeyError:
+                pass
+    return out

@@ -1,0 +1,830 @@
+#pragma once
+// mpi: the transport over an MPI library (OpenMPI here; any MPI-3 library). Needs <mpi.h> and
+// the mpi component (heterograd::mpi, HG_HAS_MPI).
+//
+// - A communicator handle is made from an existing MPI communicator. It duplicates it twice
+//   (user traffic, and internal traffic: schedules and shape checks), sets MPI_ERRORS_RETURN
+//   on the duplicates, and frees them when the last copy of the handle goes (unless MPI was
+//   finalized first). The user's communicator is never modified.
+// - Every operation is non-blocking (MPI_I*); waits poll MPI_Test against a deadline, so a
+//   peer that never arrives gives a timeout_error, never a hang. MPI error codes become
+//   comm_error exceptions (MPI_ERR_TRUNCATE: truncation_error) stored in the request.
+// - A collective cannot be cancelled in MPI: after one times out, the handle is marked failed
+//   and every later operation on it fails ("use after abort"). A receive that times out is
+//   cancelled and fails alone.
+// - Shapes: the first call of a new shape (count, element type, operator) of each collective,
+//   and every call in debug builds (NDEBUG unset), first compares the shape across ranks with a
+//   tiny allreduce on the internal communicator; a mismatch throws mismatch_error on every rank.
+//   If only some ranks see a new shape, the others' operation and these ranks' check wait on
+//   different communicators and both time out.
+// - allreduce picks per size between MPI_Iallreduce (native) and heterograd's schedules over
+//   MPI_Isend/MPI_Irecv (ring, recursive halving/doubling, tree, ...); see choose().
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heterograd/comm/concepts.hpp"
+#include "heterograd/comm/executor.hpp"
+#include "heterograd/comm/reduce.hpp"
+#include "heterograd/comm/request.hpp"
+#include "heterograd/comm/schedule.hpp"
+#include "heterograd/comm/types.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+
+namespace heterograd::comm::mpi {
+
+/// The thread support MPI granted (MPI_Query_thread).
+enum class thread_level { single, funneled, serialized, multiple };
+
+inline const char* thread_level_name(thread_level t) {
+  switch (t) {
+    case thread_level::single: return "MPI_THREAD_SINGLE";
+    case thread_level::funneled: return "MPI_THREAD_FUNNELED";
+    case thread_level::serialized: return "MPI_THREAD_SERIALIZED";
+    case thread_level::multiple: return "MPI_THREAD_MULTIPLE";
+  }
+  return "unknown";
+}
+
+inline std::ostream& operator<<(std::ostream& os, thread_level t) { return os << thread_level_name(t); }
+
+/// The thread level of this process's MPI (MPI must be initialised).
+inline thread_level query_thread_level() {
+  int p = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&p);
+  if (p == MPI_THREAD_MULTIPLE) return thread_level::multiple;
+  if (p == MPI_THREAD_SERIALIZED) return thread_level::serialized;
+  if (p == MPI_THREAD_FUNNELED) return thread_level::funneled;
+  return thread_level::single;
+}
+
+class communicator;
+
+namespace detail {
+
+using comm::detail::real_clock;
+using comm::detail::request_state;
+using comm::detail::time_source;
+using comm::detail::wait_policy;
+
+inline std::string error_string(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, buf, &len);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+/// Throws the comm_error of an MPI error code.
+inline void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  int cls = 0;
+  MPI_Error_class(code, &cls);
+  const std::string msg = std::string("heterograd: comm: ") + what + ": " + error_string(code);
+  if (cls == MPI_ERR_TRUNCATE) throw truncation_error(msg);
+  throw comm_error(msg);
+}
+
+template <class T>
+MPI_Datatype datatype() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<U, double>) return MPI_DOUBLE;
+  else if constexpr (std::is_signed_v<U> && sizeof(U) == 1) return MPI_INT8_T;
+  else if constexpr (std::is_unsigned_v<U> && sizeof(U) == 1) return MPI_UINT8_T;
+  else if constexpr (std::is_signed_v<U> && sizeof(U) == 4) return MPI_INT32_T;
+  else if constexpr (std::is_unsigned_v<U> && sizeof(U) == 4) return MPI_UINT32_T;
+  else if constexpr (std::is_signed_v<U> && sizeof(U) == 8) return MPI_INT64_T;
+  else return MPI_UINT64_T;
+}
+
+inline MPI_Op mpi_op(reduce_op op) {
+  switch (op) {
+    case reduce_op::min: return MPI_MIN;
+    case reduce_op::max: return MPI_MAX;
+    default: return MPI_SUM;
+  }
+}
+
+/// The ranks on this node outnumber its cores: poll politely (yield between polls).
+inline bool oversubscribed(int local_ranks) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(local_ranks) > hw;
+}
+
+/// Shared by all copies of a handle.
+struct comm_state {
+  MPI_Comm comm = MPI_COMM_NULL;  // user traffic
+  MPI_Comm coll = MPI_COMM_NULL;  // schedules and shape checks
+  int rank = 0, size = 1;
+  bool polite = false;
+  wait_policy policy{};
+  std::atomic<bool> failed{false};
+  std::mutex m;
+  std::string failure;
+  std::map<int, std::tuple<std::size_t, int, int, int>> shapes;  // last shape per collective
+  int sched_tag = 0;
+  std::vector<MPI_Request> orphans;  // requests of collectives abandoned after a timeout
+  std::vector<std::byte> scratch;     // receive buffer of the recursive-doubling fast path
+  bool owns = true;                  // frees comm and coll when destroyed
+  // Abort notices from peers: one any-source receive on coll, tag abort_tag.
+  static constexpr int abort_tag = 32767;
+  MPI_Request abort_req = MPI_REQUEST_NULL;
+  char abort_msg[256] = {};
+  comm_state* outer = nullptr;       // the internal state's owner: failures propagate there
+  std::shared_ptr<comm_state> inner;  // the state of the internal communicator
+
+  ~comm_state() {
+    if (!owns) return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    if (abort_req != MPI_REQUEST_NULL) {
+      MPI_Cancel(&abort_req);
+      MPI_Wait(&abort_req, MPI_STATUS_IGNORE);
+    }
+    if (!orphans.empty()) return;  // an abandoned collective still references them
+    if (coll != MPI_COMM_NULL) MPI_Comm_free(&coll);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+
+  void fail(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      if (!failed.load()) failure = why;
+      failed.store(true);
+    }
+    if (outer) outer->fail(why);
+  }
+  bool is_failed() { return failed.load() || (outer && outer->failed.load()) || poll_abort(); }
+
+  /// Checks for an abort notice from a peer (see communicator::abort).
+  bool poll_abort() {
+    comm_state* o = outer ? outer : this;
+    if (o->abort_req == MPI_REQUEST_NULL) return false;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Test(&o->abort_req, &flag, &st) != MPI_SUCCESS || !flag) return false;
+    o->abort_req = MPI_REQUEST_NULL;
+    int len = 0;
+    MPI_Get_count(&st, MPI_CHAR, &len);
+    std::lock_guard<std::mutex> l(o->m);
+    o->failure = "aborted by rank " + std::to_string(st.MPI_SOURCE) + ": " +
+                 std::string(o->abort_msg, static_cast<std::size_t>(std::max(0, len)));
+    o->abort_rank = st.MPI_SOURCE;
+    o->failed.store(true);
+    return true;
+  }
+  int abort_rank = -1;
+  aborted_error error() {
+    if (outer && outer->failed.load() && !failed.load()) return outer->error();
+    std::lock_guard<std::mutex> l(m);
+    if (abort_rank >= 0) return aborted_error(abort_rank, failure.substr(failure.find(": ") + 2));
+    return aborted_error(rank, "the communicator failed earlier: " + failure);
+  }
+};
+
+/// A posted MPI operation: one or more MPI requests, then an optional next stage (a shape
+/// check is followed by the operation itself) and a completion step (averaging).
+class op_state final : public request_state {
+ public:
+  using stage_fn = std::function<void(op_state&)>;
+
+  /// `what` names the operation (a literal); `count` and `peer` complete error messages.
+  op_state(std::shared_ptr<comm_state> c, const char* what, std::size_t count, int peer, bool collective)
+      : c_(std::move(c)), what_(what), count_(count), peer_(peer), collective_(collective) {}
+  ~op_state() override {
+    for (auto& r : reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      int fin = 0;
+      MPI_Finalized(&fin);
+      if (fin) break;
+      if (collective_) {
+        std::lock_guard<std::mutex> l(c_->m);
+        c_->orphans.push_back(r);
+      } else {
+        MPI_Request_free(&r);
+      }
+    }
+  }
+
+  std::vector<MPI_Request> reqs_;
+  std::vector<MPI_Status> stats_;
+  std::vector<stage_fn> stages_;  // run in order, each after the requests of the one before
+  std::function<void()> done_;
+  bool is_recv_ = false;
+
+  void cancel() override {
+    if (!is_recv_) return;
+    for (auto& r : reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Status st;
+      MPI_Wait(&r, &st);
+    }
+  }
+
+ protected:
+  std::string describe() const override {
+    std::string d = std::string(what_) + " of " + std::to_string(count_) + " elements";
+    if (peer_ >= 0) d += " with rank " + std::to_string(peer_);
+    return d + " on rank " + std::to_string(c_->rank);
+  }
+
+  bool progress() override {
+    if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
+    for (;;) {
+      for (std::size_t i = 0; i < reqs_.size(); ++i) {
+        if (reqs_[i] == MPI_REQUEST_NULL) continue;
+        int flag = 0;
+        const int rc = MPI_Test(&reqs_[i], &flag, &stats_[i]);
+        if (rc != MPI_SUCCESS) {
+          if (collective_) c_->fail(describe() + " failed");
+          check(rc == MPI_ERR_IN_STATUS ? stats_[i].MPI_ERROR : rc, what_);
+        }
+        if (!flag) return false;
+      }
+      if (next_stage_ < stages_.size()) {
+        reqs_.clear();
+        stats_.clear();
+        stages_[next_stage_++](*this);
+        stats_.resize(reqs_.size());
+        continue;
+      }
+      if (is_recv_ && !stats_.empty()) {
+        int bytes = 0;
+        MPI_Get_count(&stats_[0], MPI_BYTE, &bytes);
+        status_ = comm::status{stats_[0].MPI_SOURCE, stats_[0].MPI_TAG, static_cast<std::size_t>(bytes)};
+      }
+      if (done_) done_();
+      return true;
+    }
+  }
+
+  void idle(real_clock::time_point until) override {
+    // MPI progresses only inside MPI calls: keep polling, politely when cores are shared.
+    ++idles_;
+    if (idles_ < 20000) {
+      std::this_thread::yield();
+    } else {
+      // Long waits (a straggler): poll every 20 us instead of burning a core.
+      std::this_thread::sleep_until(std::min(until, real_clock::now() + std::chrono::microseconds(20)));
+    }
+  }
+
+  void on_timeout(const std::string& what) override {
+    if (is_recv_) {
+      cancel();
+    } else {
+      c_->fail(what);
+    }
+    fail(std::make_exception_ptr(timeout_error(what)));
+  }
+
+ private:
+  std::shared_ptr<comm_state> c_;
+  const char* what_;
+  std::size_t count_;
+  int peer_;
+  bool collective_;
+  std::size_t next_stage_ = 0;
+  long idles_ = 0;
+  unsigned polls_ = 0;
+};
+
+/// Small allreduce on a power-of-two group by recursive doubling: log2 n steps, each an
+/// exchange of the whole buffer with rank ^ d and a combine (reads 2S, writes S). Both
+/// partners combine the same two operands (commutative operators), so every rank ends with
+/// the same bits. Scratch lives in the communicator's state: no allocation per call.
+template <class T>
+class doubling_state final : public request_state {
+ public:
+  doubling_state(std::shared_ptr<comm_state> inner, span<T> data, reduce_op op, int tag)
+      : c_(std::move(inner)), data_(data), op_(op), tag_(tag) {}
+
+  void cancel() override {
+    for (auto& r : reqs_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+  }
+
+ protected:
+  std::string describe() const override {
+    return "allreduce (recursive doubling) of " + std::to_string(data_.size()) + " elements on rank " +
+           std::to_string(c_->rank);
+  }
+  bool progress() override {
+    while (d_ < c_->size) {
+      if (!posted_) {
+        const int partner = c_->rank ^ d_;
+        auto& scratch = c_->scratch;
+        if (scratch.size() < data_.size_bytes()) scratch.resize(data_.size_bytes());
+        const int n = static_cast<int>(data_.size());
+        check(MPI_Irecv(scratch.data(), n, datatype<T>(), partner, tag_, c_->comm, &reqs_[0]), "MPI_Irecv");
+        check(MPI_Isend(data_.data(), n, datatype<T>(), partner, tag_, c_->comm, &reqs_[1]), "MPI_Isend");
+        posted_ = true;
+      }
+      int flag = 0;
+      check(MPI_Testall(2, reqs_, &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (!flag) {
+        if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
+        return false;
+      }
+      comm::detail::combine(op_, data_.data(), reinterpret_cast<const T*>(c_->scratch.data()), data_.size());
+      posted_ = false;
+      d_ *= 2;
+    }
+    if (op_ == reduce_op::avg) comm::detail::divide(data_.data(), c_->size, data_.size());
+    return true;
+  }
+  void idle(real_clock::time_point until) override {
+    (void)until;
+    std::this_thread::yield();
+  }
+  void on_timeout(const std::string& what) override {
+    c_->fail(what);
+    fail(std::make_exception_ptr(timeout_error(what)));
+  }
+
+ private:
+  std::shared_ptr<comm_state> c_;
+  span<T> data_;
+  reduce_op op_;
+  int tag_;
+  int d_ = 1;
+  bool posted_ = false;
+  unsigned polls_ = 0;
+  MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+}  // namespace detail
+
+/// Size thresholds of the mpi transport's automatic allreduce.
+struct mpi_allreduce_tuning {
+  /// Up to this many bytes per rank: MPI_Iallreduce; above: heterograd's schedules over
+  /// point-to-point messages (OpenMPI's non-blocking allreduce, libnbc, is 2-5x slower than
+  /// its blocking one here). 0: never MPI_Iallreduce unless asked (algorithm::native).
+  std::size_t native_max_bytes = 0;
+  /// Up to this many bytes per rank on a power-of-two group: recursive doubling over
+  /// MPI_Isend/MPI_Irecv with no allocation per call.
+  std::size_t doubling_max_bytes = 64 * 1024;
+  /// Pipelining segment of the schedules over MPI (large messages go single-copy).
+  std::size_t segment_bytes = 1 << 20;
+};
+
+/// A rank's handle on an MPI communicator. Cheap to copy; copies share the duplicates.
+class communicator {
+ public:
+  communicator() = default;
+
+  /// Collective over `parent`: duplicates it (twice) for heterograd's use.
+  explicit communicator(MPI_Comm parent, const split_options& o = {}) {
+    (void)o;
+    int init = 0;
+    MPI_Initialized(&init);
+    require(init != 0, "mpi::communicator", "MPI not initialised", "call MPI_Init_thread first");
+    auto s = std::make_shared<detail::comm_state>();
+    detail::check(MPI_Comm_dup(parent, &s->comm), "MPI_Comm_dup");
+    detail::check(MPI_Comm_dup(parent, &s->coll), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(s->coll, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(s->comm, &s->rank);
+    MPI_Comm_size(s->comm, &s->size);
+    MPI_Comm local;
+    int local_size = 1;
+    if (MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+      MPI_Comm_size(local, &local_size);
+      MPI_Comm_free(&local);
+    }
+    s->polite = detail::oversubscribed(local_size);
+    // MPI progresses only inside MPI calls, so waits keep polling; past a short spin they
+    // yield between polls (a loaded or oversubscribed node then still runs the peer).
+    s->policy = s->polite ? comm::detail::wait_policy{8, 2} : comm::detail::wait_policy{256, 0};
+    detail::check(MPI_Irecv(s->abort_msg, sizeof(s->abort_msg) - 1, MPI_CHAR, MPI_ANY_SOURCE,
+                            detail::comm_state::abort_tag, s->coll, &s->abort_req),
+                  "MPI_Irecv");
+    s->inner = std::make_shared<detail::comm_state>();
+    s->inner->comm = s->coll;
+    s->inner->owns = false;
+    s->inner->outer = s.get();
+    s->inner->rank = s->rank;
+    s->inner->size = s->size;
+    s->inner->polite = s->polite;
+    s->inner->policy = s->policy;
+    s_ = std::move(s);
+  }
+
+  bool valid() const { return s_ != nullptr; }
+  int rank() const { return s_ ? s_->rank : 0; }
+  int size() const { return s_ ? s_->size : 0; }
+  /// The duplicate carrying this handle's user traffic.
+  MPI_Comm native() const { return s_ ? s_->comm : MPI_COMM_NULL; }
+  /// The thread level MPI granted this process.
+  thread_level threads() const { return query_thread_level(); }
+  /// True once an operation failed in a way that leaves the communicator unusable.
+  bool failed() const { return s_ && s_->is_failed(); }
+
+  /// Aborts the group without ending the job: tells every peer (their pending and later
+  /// operations fail with "aborted by rank r: why") and marks this handle failed.
+  void abort(std::string_view why) const {
+    check_valid();
+    std::string msg(why.substr(0, 200));
+    for (int j = 0; j < size(); ++j) {
+      if (j == rank()) continue;
+      MPI_Request q;
+      if (MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, j,
+                    detail::comm_state::abort_tag, s_->coll, &q) == MPI_SUCCESS)
+        MPI_Request_free(&q);  // small and eager: completes on its own
+    }
+    std::lock_guard<std::mutex> l(s_->m);
+    if (!s_->failed.load()) {
+      s_->failure = "aborted by rank " + std::to_string(rank()) + ": " + msg;
+      s_->abort_rank = rank();
+    }
+    s_->failed.store(true);
+  }
+  /// Ends every process of the job (MPI_Abort).
+  [[noreturn]] void abort_job(int code = 1) const {
+    MPI_Abort(s_ ? s_->comm : MPI_COMM_WORLD, code);
+    std::abort();
+  }
+  void abort_after_timeout(const std::string& why) const { s_->fail(why); }
+
+  template <element T>
+  request allreduce(span<T> data, const allreduce_options& o = {}) const {
+    comm::detail::validate(o);
+    require(!o.weight || std::is_floating_point_v<T>, "allreduce_options.weight",
+            o.weight.value_or(0.0), "weights need a floating-point element type");
+    check_valid();
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    const algorithm a = choose(o.algo, data.size() * sizeof(T));
+    const int n = size();
+    if (o.algo == algorithm::automatic && !o.weight && n > 1 && (n & (n - 1)) == 0 &&
+        data.size() * sizeof(T) <= tuning.doubling_max_bytes && !shape_changes(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2)) {
+      auto st = std::make_shared<detail::doubling_state<T>>(
+          std::shared_ptr<detail::comm_state>(s_, s_->inner.get()), data, o.op, s_->sched_tag);
+      s_->sched_tag = (s_->sched_tag + 2) % 30000;
+      st->set_deadline(comm::detail::time_source{}, o.timeout, s_->policy);
+      st->test();
+      return request(std::move(st));
+    }
+    auto st = make_state("allreduce", data.size(), -1, true, o.timeout);
+    add_shape_check(*st, 1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2 + (o.weight ? 1 : 0));
+    if (a != algorithm::native) {
+      // A schedule over the internal communicator's point-to-point messages.
+      schedule_options so;
+      so.op = o.op;
+      so.weight = o.weight;
+      so.timeout = o.timeout;
+      so.segment_bytes = o.segment_bytes ? o.segment_bytes : tuning.segment_bytes;
+      so.tag = s_->sched_tag;
+      s_->sched_tag = (s_->sched_tag + 2) % 30000;
+      schedule sch = make_allreduce_schedule(a, rank(), size(), data.size(), sizeof(T), o.group_size);
+      if (st->stages_.empty()) {
+        return comm::detail::post_schedule(internal(), data, std::move(sch), so, comm::detail::time_source{}, s_->policy);
+      }
+      // Shape check first, then the schedule (run to completion inside the request).
+      auto inner = std::make_shared<request>();
+      communicator in = internal();
+      auto policy = s_->policy;
+      st->stages_.push_back([inner, in, data, sch = std::move(sch), so, policy](detail::op_state&) mutable {
+        *inner = comm::detail::post_schedule(in, data, std::move(sch), so, comm::detail::time_source{}, policy);
+      });
+      return chain(std::move(st), inner);
+    }
+    const double w = o.weight.value_or(1.0);
+    auto wsum = std::make_shared<double>(w);
+    auto c = s_;
+    st->stages_.push_back([c, data, o, w, wsum](detail::op_state& s) {
+      if (o.weight) detail_scale(data, w);
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
+                                   detail::datatype<T>(), detail::mpi_op(o.op), c->comm, &s.reqs_.back()),
+                    "MPI_Iallreduce");
+      if (o.weight && o.op == reduce_op::avg) {
+        s.reqs_.push_back(MPI_REQUEST_NULL);
+        detail::check(MPI_Iallreduce(MPI_IN_PLACE, wsum.get(), 1, MPI_DOUBLE, MPI_SUM, c->comm,
+                                     &s.reqs_.back()),
+                      "MPI_Iallreduce");
+      }
+    });
+    if (o.op == reduce_op::avg) {
+      const int n = size();
+      const bool weighted = o.weight.has_value();
+      st->done_ = [data, wsum, n, weighted] {
+        const double d = comm::detail::average_divisor(weighted, *wsum, n);
+        if (weighted && !(d > 0.0))
+          throw comm_error("heterograd: comm: weighted average with a zero sum of weights");
+        comm::detail::divide(data.data(), d, data.size());
+      };
+    }
+    return start(std::move(st));
+  }
+
+  template <class U, element T>
+    requires std::same_as<std::remove_const_t<U>, T>
+  request reduce_scatter(span<U, host_space> in, span<T> out, const reduce_scatter_options& o = {}) const {
+    comm::detail::validate_timeout("reduce_scatter_options.timeout", o.timeout);
+    check_valid();
+    require_same_size("reduce_scatter.in", in.size(), "size() * out.size()",
+                      out.size() * static_cast<std::size_t>(size()));
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("reduce_scatter", in.size(), -1, true, o.timeout);
+    add_shape_check(*st, 2, in.size(), dtype_of_v<T>, static_cast<int>(o.op));
+    auto c = s_;
+    st->stages_.push_back([c, in, out, o](detail::op_state& s) {
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.size()),
+                                              detail::datatype<T>(), detail::mpi_op(o.op), c->comm,
+                                              &s.reqs_.back()),
+                    "MPI_Ireduce_scatter_block");
+    });
+    if (o.op == reduce_op::avg) {
+      const int n = size();
+      st->done_ = [out, n] { comm::detail::divide(out.data(), n, out.size()); };
+    }
+    return start(std::move(st));
+  }
+
+  template <class U, element T>
+    requires std::same_as<std::remove_const_t<U>, T>
+  request allgather(span<U, host_space> in, span<T> out, const allgather_options& o = {}) const {
+    comm::detail::validate_timeout("allgather_options.timeout", o.timeout);
+    check_valid();
+    require_same_size("allgather.out", out.size(), "size() * in.size()",
+                      in.size() * static_cast<std::size_t>(size()));
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("allgather", in.size(), -1, true, o.timeout);
+    add_shape_check(*st, 3, in.size(), dtype_of_v<T>, 0);
+    auto c = s_;
+    st->stages_.push_back([c, in, out](detail::op_state& s) {
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Iallgather(in.data(), static_cast<int>(in.size()), detail::datatype<T>(),
+                                   out.data(), static_cast<int>(in.size()), detail::datatype<T>(),
+                                   c->comm, &s.reqs_.back()),
+                    "MPI_Iallgather");
+    });
+    return start(std::move(st));
+  }
+
+  template <element T>
+  request broadcast(span<T> data, int root, const broadcast_options& o = {}) const {
+    comm::detail::validate_timeout("broadcast_options.timeout", o.timeout);
+    check_valid();
+    require_in_range_co("broadcast.root", root, 0, size());
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("broadcast", data.size(), root, true, o.timeout);
+    add_shape_check(*st, 4, data.size(), dtype_of_v<T>, root);
+    auto c = s_;
+    st->stages_.push_back([c, data, root](detail::op_state& s) {
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Ibcast(data.data(), static_cast<int>(data.size()), detail::datatype<T>(),
+                               root, c->comm, &s.reqs_.back()),
+                    "MPI_Ibcast");
+    });
+    return start(std::move(st));
+  }
+
+  template <class U, element T>
+    requires std::same_as<std::remove_const_t<U>, T>
+  request gather(span<U, host_space> in, span<T> out, int root, const gather_options& o = {}) const {
+    comm::detail::validate_timeout("gather_options.timeout", o.timeout);
+    check_valid();
+    require_in_range_co("gather.root", root, 0, size());
+    if (rank() == root)
+      require_same_size("gather.out", out.size(), "size() * in.size()",
+                        in.size() * static_cast<std::size_t>(size()));
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("gather", in.size(), root, true, o.timeout);
+    add_shape_check(*st, 5, in.size(), dtype_of_v<T>, root);
+    auto c = s_;
+    st->stages_.push_back([c, in, out, root](detail::op_state& s) {
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Igather(in.data(), static_cast<int>(in.size()), detail::datatype<T>(),
+                                out.data(), static_cast<int>(in.size()), detail::datatype<T>(),
+                                root, c->comm, &s.reqs_.back()),
+                    "MPI_Igather");
+    });
+    return start(std::move(st));
+  }
+
+  request barrier(const barrier_options& o = {}) const {
+    comm::detail::validate_timeout("barrier_options.timeout", o.timeout);
+    check_valid();
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("barrier", 0, -1, true, o.timeout);
+    auto c = s_;
+    st->stages_.push_back([c](detail::op_state& s) {
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Ibarrier(c->comm, &s.reqs_.back()), "MPI_Ibarrier");
+    });
+    return start(std::move(st));
+  }
+
+  template <class U>
+    requires element<std::remove_const_t<U>>
+  request send(span<U, host_space> data, int dest, int tag, const send_options& o = {}) const {
+    using T = std::remove_const_t<U>;
+    comm::detail::validate_timeout("send_options.timeout", o.timeout);
+    check_valid();
+    require_in_range_co("send.dest", dest, 0, size());
+    require(tag >= 0 && tag <= 32767, "send.tag", tag, "must be in [0, 32767]");
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("send", data.size(), dest, false, o.timeout);
+    st->reqs_.push_back(MPI_REQUEST_NULL);
+    st->stats_.resize(1);
+    detail::check(MPI_Isend(data.data(), static_cast<int>(data.size()), detail::datatype<T>(), dest,
+                            tag, s_->comm, &st->reqs_.back()),
+                  "MPI_Isend");
+    return request(std::move(st));
+  }
+
+  template <element T>
+  request recv(span<T> data, int source, int tag, const recv_options& o = {}) const {
+    comm::detail::validate_timeout("recv_options.timeout", o.timeout);
+    check_valid();
+    require(source == any_source || (source >= 0 && source < size()), "recv.source", source,
+            "must be a rank of the communicator or any_source");
+    require(tag == any_tag || (tag >= 0 && tag <= 32767), "recv.tag", tag,
+            "must be in [0, 32767] or any_tag");
+    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    auto st = make_state("receive", data.size(), source, false, o.timeout);
+    st->is_recv_ = true;
+    st->reqs_.push_back(MPI_REQUEST_NULL);
+    st->stats_.resize(1);
+    detail::check(MPI_Irecv(data.data(), static_cast<int>(data.size()), detail::datatype<T>(),
+                            source == any_source ? MPI_ANY_SOURCE : source,
+                            tag == any_tag ? MPI_ANY_TAG : tag, s_->comm, &st->reqs_.back()),
+                  "MPI_Irecv");
+    return request(std::move(st));
+  }
+
+  /// Collective: MPI_Comm_split (blocking). A negative color gives an invalid communicator.
+  communicator split(int color, int key, const split_options& o = {}) const {
+    check_valid();
+    if (s_->is_failed()) throw s_->error();
+    MPI_Comm sub = MPI_COMM_NULL;
+    detail::check(MPI_Comm_split(s_->comm, color < 0 ? MPI_UNDEFINED : color, key, &sub),
+                  "MPI_Comm_split");
+    if (sub == MPI_COMM_NULL) return {};
+    communicator c(sub, o);
+    MPI_Comm_free(&sub);
+    return c;
+  }
+
+  /// The same group on the internal communicator (schedules' point-to-point traffic).
+  communicator internal() const {
+    communicator c;
+    c.s_ = std::shared_ptr<detail::comm_state>(s_, s_->inner.get());  // keeps the owner alive
+    return c;
+  }
+
+  /// The allreduce algorithm used for `bytes` per rank.
+  algorithm choose(algorithm requested, std::size_t bytes) const {
+    if (requested != algorithm::automatic) return requested;
+    if (size() <= 1 || bytes <= tuning.native_max_bytes) return algorithm::native;
+    return choose_schedule_algorithm(size(), bytes);
+  }
+
+  mpi_allreduce_tuning tuning{};
+
+ private:
+  void check_valid() const { require(valid(), "communicator", "empty", "must be a valid communicator"); }
+
+  template <class T>
+  static void detail_scale(span<T> data, double w) {
+    comm::detail::scaled_copy(data.data(), data.data(), w, data.size());
+  }
+
+  std::shared_ptr<detail::op_state> make_state(const char* what, std::size_t count, int peer,
+                                               bool collective, seconds timeout) const {
+    auto st = std::make_shared<detail::op_state>(s_, what, count, peer, collective);
+    st->set_deadline(comm::detail::time_source{}, timeout, s_->policy);
+    return st;
+  }
+
+  /// Whether this call needs the cross-rank shape check (a new shape, or a debug build).
+  bool shape_changes(int kind, std::size_t count, dtype dt, int extra) const {
+#if defined(NDEBUG)
+    auto it = s_->shapes.find(kind);
+    return it == s_->shapes.end() || it->second != std::make_tuple(count, static_cast<int>(dt), extra, 0);
+#else
+    (void)kind, (void)count, (void)dt, (void)extra;
+    return true;
+#endif
+  }
+
+  /// Compares (kind, count, dtype, extra) across ranks when this rank sees a new shape (every
+  /// time in debug builds). Uses MPI_MAX over (x, -x) pairs: max(-x) = -min(x).
+  void add_shape_check(detail::op_state& st, int kind, std::size_t count, dtype dt, int extra) const {
+    auto shape = std::make_tuple(count, static_cast<int>(dt), extra, 0);
+    bool fresh = true;
+#if defined(NDEBUG)
+    auto it = s_->shapes.find(kind);
+    fresh = it == s_->shapes.end() || it->second != shape;
+#endif
+    if (!fresh) return;
+    s_->shapes[kind] = shape;
+    auto buf = std::make_shared<std::vector<std::int64_t>>(std::vector<std::int64_t>{
+        kind, -kind, static_cast<std::int64_t>(count), -static_cast<std::int64_t>(count),
+        static_cast<int>(dt), -static_cast<int>(dt), extra, -extra});
+    auto c = s_;
+    st.stages_.push_back([c, buf](detail::op_state& s) {
+      s.reqs_.push_back(MPI_REQUEST_NULL);
+      detail::check(MPI_Iallreduce(MPI_IN_PLACE, buf->data(), 8, MPI_INT64_T, MPI_MAX, c->coll,
+                                   &s.reqs_.back()),
+                    "MPI_Iallreduce (shape check)");
+    });
+    st.stages_.push_back([c, buf, kind](detail::op_state&) {
+      const auto& b = *buf;
+      for (int i = 0; i < 8; i += 2) {
+        if (b[static_cast<std::size_t>(i)] != -b[static_cast<std::size_t>(i + 1)]) {
+          // Forget the shape so that the next call checks again.
+          c->shapes.erase(kind);
+          static const char* field[] = {"collective", "element count", "element type", "operator or root"};
+          throw mismatch_error("heterograd: comm: mismatched collective on rank " +
+                               std::to_string(c->rank) + ": ranks passed different " + field[i / 2] +
+                               " (from " + std::to_string(-b[static_cast<std::size_t>(i + 1)]) +
+                               " to " + std::to_string(b[static_cast<std::size_t>(i)]) + ")");
+        }
+      }
+    });
+  }
+
+  request start(std::shared_ptr<detail::op_state> st) const {
+    st->test();  // posts the first MPI call now; an error is stored in the request
+    return request(std::move(st));
+  }
+
+  /// A request whose final stage is another request (a schedule after a shape check).
+  request chain(std::shared_ptr<detail::op_state> st, std::shared_ptr<request> inner) const {
+    struct chained final : comm::detail::request_state {
+      std::shared_ptr<detail::op_state> first;
+      std::shared_ptr<request> second;
+      bool first_done = false;
+      std::string describe() const override { return "allreduce"; }
+      bool progress() override {
+        if (!first_done) {
+          if (!first->test()) return false;
+          if (first->error()) std::rethrow_exception(first->error());
+          first_done = true;
+        }
+        if (!second->test()) return false;
+        if (second->error()) std::rethrow_exception(second->error());
+        return true;
+      }
+      void idle(comm::detail::real_clock::time_point until) override {
+        if (!first_done) return first->block(until);
+        if (auto* s = comm::detail::request_access::state(*second)) return s->block(until);
+      }
+    };
+    auto c = std::make_shared<chained>();
+    c->first = std::move(st);
+    c->second = std::move(inner);
+    c->set_deadline(comm::detail::time_source{}, seconds{c->first->deadline().count() -
+                                           comm::detail::time_source{}.now().count()},
+                    s_->policy);
+    return request(std::move(c));
+  }
+
+  std::shared_ptr<detail::comm_state> s_{};
+};
+
+static_assert(transport<communicator>);
+
+/// Runs fn(); if it throws, aborts the group first (peers' operations fail with "aborted by
+/// rank r" instead of waiting for this rank), then rethrows. The MPI counterpart of spawn.
+template <class Fn>
+void run_or_abort(const communicator& c, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    c.abort(e.what());
+    throw;
+  } catch (...) {
+    c.abort("unknown exception");
+    throw;
+  }
+}
+
+}  // namespace heterograd::comm::mpi

@@ -1,0 +1,267 @@
+#pragma once
+// A request is the future of one posted operation (Gloo / c10d's Work): test() advances it
+// without blocking, wait(timeout) drives it to completion or to its deadline, and an error
+// that happened in flight is stored and rethrown by wait(). Requests are cheap copyable
+// handles; copies share the operation.
+//
+// Waiting spins first, then yields, then blocks (each transport says how: a condition
+// variable for inproc, a backoff sleep between MPI_Test polls for mpi). Spinning alone
+// collapses when ranks outnumber cores: a spinning rank burns the time slice the rank it
+// waits for needs, so the spin budget is cut to almost nothing when oversubscribed.
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "heterograd/comm/types.hpp"
+#include "heterograd/core/clock.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace heterograd::comm {
+
+class request;
+
+namespace detail {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+using real_clock = std::chrono::steady_clock;
+
+/// The clock a group measures deadlines with: real time (steady_clock) or any injected
+/// clock (a manual_clock in tests). Type-erased because it is read only on slow paths.
+class time_source {
+ public:
+  time_source() = default;
+  template <class Clock>
+  explicit time_source(Clock c)
+      : now_([c]() { return seconds{c.now()}; }), real_(std::is_same_v<Clock, steady_clock>) {}
+  seconds now() const { return now_ ? now_() : seconds{real_clock::now().time_since_epoch()}; }
+  /// True when the clock follows real time, so a blocking wait can sleep until the deadline.
+  bool real() const { return real_; }
+
+ private:
+  std::function<seconds()> now_{};
+  bool real_ = true;
+};
+
+/// How long a waiter spins before it blocks. A poll with a pause costs ~40 ns, so the default
+/// spins ~3 us: enough for a peer that is running to arrive, short enough that a peer that
+/// was descheduled (ranks outnumber cores, or other processes load the machine) costs one
+/// blocking wake-up (~10 us) instead of a time slice of spinning (~100 us or more).
+struct wait_policy {
+  int spin_polls = 64;
+  int yield_polls = 4;
+  static wait_policy for_threads(unsigned threads_in_use) {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    if (threads_in_use > hw) return {8, 2};
+    return {};
+  }
+};
+
+/// The state of one operation. Transports derive from it; only this header's request class
+/// and the transports touch it.
+class request_state {
+ public:
+  request_state() = default;
+  request_state(const request_state&) = delete;
+  request_state& operator=(const request_state&) = delete;
+  virtual ~request_state() = default;
+
+  bool finished() const { return done_; }
+  const std::exception_ptr& error() const { return error_; }
+  const comm::status& status() const { return status_; }
+
+  /// Non-blocking progress; true once the operation finished (successfully or not).
+  bool test() {
+    if (done_) return true;
+    try {
+      if (progress()) return finish();
+    } catch (...) {
+      fail(std::current_exception());
+      return true;
+    }
+    if (clock_.now() >= deadline_) expire("its deadline passed");
+    return done_;
+  }
+
+  /// Blocks until `until` or until the operation may have progressed (for composite waits).
+  void block(real_clock::time_point until) { idle(until); }
+  /// Withdraws an unfinished operation if the transport can (a posted receive, an unmatched
+  /// send), so that no buffer stays registered after its request failed.
+  virtual void cancel() {}
+
+  /// Drives the operation until it finishes or `timeout` (or its own deadline) passes.
+  void wait(seconds timeout) {
+    if (done_) return;
+    const seconds start = clock_.now();
+    const bool by_wait = start + timeout < deadline_;
+    const seconds until = by_wait ? start + timeout : deadline_;
+    for (int i = 0; i < policy_.spin_polls; ++i) {
+      if (step()) return;
+      cpu_relax();
+    }
+    for (int i = 0; i < policy_.yield_polls; ++i) {
+      if (step()) return;
+      std::this_thread::yield();
+    }
+    while (!step()) {
+      const seconds now = clock_.now();
+      if (now >= until) {
+        expire(by_wait ? "wait(timeout) passed" : "its deadline passed");
+        return;
+      }
+      // Block until something may have changed; with a manual clock, in short real slices
+      // so that a test advancing the clock is seen promptly.
+      const auto slice = std::chrono::duration_cast<real_clock::duration>(
+          clock_.real() ? (until - now) : seconds{0.0005});
+      idle(real_clock::now() + slice);
+    }
+  }
+
+  void set_deadline(const time_source& clock, seconds timeout, wait_policy policy) {
+    clock_ = clock;
+    deadline_ = clock_.now() + timeout;
+    policy_ = policy;
+  }
+  seconds deadline() const { return deadline_; }
+
+ protected:
+  /// Advances the operation; returns true when it completed. May throw (stored as error).
+  virtual bool progress() = 0;
+  /// Blocks until `until` (real time) or until the operation may have progressed.
+  virtual void idle(real_clock::time_point until) {
+    std::this_thread::sleep_until(std::min(until, real_clock::now() + std::chrono::microseconds(50)));
+  }
+  /// Called once when the deadline passes first: the default fails with timeout_error.
+  /// Transports override it to withdraw the operation (p2p) or abort the group (collectives).
+  virtual void on_timeout(const std::string& what) { fail(std::make_exception_ptr(timeout_error(what))); }
+  /// What the operation is, for error messages ("allreduce of 1024 f32 on rank 2").
+  virtual std::string describe() const { return "operation"; }
+
+  bool finish() {
+    done_ = true;
+    return true;
+  }
+  void fail(std::exception_ptr e) {
+    if (!done_) {
+      error_ = std::move(e);
+      done_ = true;
+    }
+  }
+  comm::status status_{};
+
+ private:
+  bool step() {
+    if (done_) return true;
+    try {
+      if (progress()) return finish();
+    } catch (...) {
+      fail(std::current_exception());
+      return true;
+    }
+    return false;
+  }
+  void expire(const char* why) {
+    on_timeout("heterograd: comm: " + describe() + " timed out: " + why);
+    if (!done_) fail(std::make_exception_ptr(timeout_error("heterograd: comm: " + describe() + " timed out")));
+  }
+
+  bool done_ = false;
+  std::exception_ptr error_{};
+  time_source clock_{};
+  seconds deadline_{seconds::max()};
+  wait_policy policy_{};
+};
+
+/// An operation that is already over (completed at post, or failed before it was posted).
+class ready_state final : public request_state {
+ public:
+  ready_state() { finish(); }
+  explicit ready_state(std::exception_ptr e) { fail(std::move(e)); }
+  explicit ready_state(const comm::status& s) {
+    status_ = s;
+    finish();
+  }
+
+ protected:
+  bool progress() override { return true; }
+};
+
+/// Internal access to a request's state (composite operations block on their parts).
+struct request_access {
+  static request_state* state(const request& r);
+};
+
+}  // namespace detail
+
+/// Infinite wait for request::wait(): the operation's own deadline still applies.
+inline constexpr seconds no_wait_limit = seconds::max();
+
+/// The handle of a posted operation.
+class request {
+ public:
+  /// An empty request counts as completed.
+  request() = default;
+  explicit request(std::shared_ptr<detail::request_state> s) : s_(std::move(s)) {}
+
+  /// Advances the operation without blocking; true once it is over (wait() then returns or
+  /// rethrows immediately).
+  bool test() { return !s_ || s_->test(); }
+
+  /// Waits until the operation completes, at most `timeout` (and never past the deadline its
+  /// options set). A timeout fails the operation with timeout_error. Rethrows the stored error.
+  void wait(seconds timeout = no_wait_limit) {
+    if (!s_) return;
+    s_->wait(timeout);
+    if (s_->error()) std::rethrow_exception(s_->error());
+  }
+
+  /// The stored error of a finished operation (null if it succeeded or is still running).
+  std::exception_ptr error() const { return s_ ? s_->error() : nullptr; }
+  /// Source, tag and size of a completed receive.
+  comm::status status() const { return s_ ? s_->status() : comm::status{}; }
+
+  static request completed() { return request(std::make_shared<detail::ready_state>()); }
+  static request failed(std::exception_ptr e) {
+    return request(std::make_shared<detail::ready_state>(std::move(e)));
+  }
+
+ private:
+  friend struct detail::request_access;
+  std::shared_ptr<detail::request_state> s_{};
+};
+
+inline detail::request_state* detail::request_access::state(const request& r) {
+  return r.s_.get();
+}
+
+/// Waits for every request (each within `timeout`), then rethrows the first error met.
+template <class Range>
+void wait_all(Range& requests, seconds timeout = no_wait_limit) {
+  std::exception_ptr first{};
+  for (auto& r : requests) {
+    try {
+      r.wait(timeout);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace heterograd::comm

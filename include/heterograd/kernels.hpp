@@ -1,0 +1,10 @@
+#pragma once
+// The kernels layer: stateless fused kernels over flat buffers, each taking a Thrust
+// execution policy first (cpp, omp, cuda). Bytes per element are stated next to each kernel.
+#include "heterograd/kernels/blend.hpp"
+#include "heterograd/kernels/cast.hpp"
+#include "heterograd/kernels/clip.hpp"
+#include "heterograd/kernels/multi_tensor.hpp"
+#include "heterograd/kernels/reduce.hpp"
+#include "heterograd/kernels/select.hpp"
+#include "heterograd/kernels/updates.hpp"

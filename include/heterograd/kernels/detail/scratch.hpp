@@ -1,0 +1,86 @@
+#pragma once
+// Temporary storage in the policy's own system, taken from Thrust's temporary-buffer
+// mechanism, so a policy carrying a caching allocator (thrust::cuda::par(alloc)) serves it.
+// Only small arrays go here (reduction partials, selection candidates, multi-tensor
+// descriptors); kernels never allocate per element.
+
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include <thrust/memory.h>
+
+#include "heterograd/core/execution.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#include <thrust/system/cuda/detail/util.h>
+#endif
+
+namespace heterograd::kernels::detail {
+
+template <class T, class Policy>
+class scratch {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  scratch(const Policy& policy, std::size_t n) : policy_(policy), n_(n) {
+    if (n_ == 0) return;
+    auto r = thrust::get_temporary_buffer<T>(policy_, static_cast<std::ptrdiff_t>(n_));
+    ptr_ = r.first;
+    got_ = r.second;
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  ~scratch() {
+    if (got_ > 0) thrust::return_temporary_buffer(policy_, ptr_, got_);
+  }
+  T* data() const { return thrust::raw_pointer_cast(ptr_); }
+  std::size_t size() const { return n_; }
+
+ private:
+  using pointer =
+      decltype(thrust::get_temporary_buffer<T>(std::declval<const Policy&>(), std::ptrdiff_t{})
+                   .first);
+  Policy policy_;
+  std::size_t n_;
+  pointer ptr_{};
+  std::ptrdiff_t got_ = 0;
+};
+
+/// Copies n elements of the policy's memory to host memory.
+template <class Policy, class T>
+void copy_to_host(const Policy& policy, const T* src, std::size_t n, T* dst) {
+  if (n == 0) return;
+  if constexpr (exec::backend_of_v<Policy> == exec::backend::cuda) {
+#if defined(__CUDACC__)
+    auto& p = const_cast<Policy&>(policy);
+    cudaStream_t s = thrust::cuda_cub::stream(p);
+    cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+#endif
+  } else {
+    (void)policy;
+    std::memcpy(dst, src, n * sizeof(T));
+  }
+}
+
+/// Copies n elements of host memory into the policy's memory.
+template <class Policy, class T>
+void copy_from_host(const Policy& policy, const T* src, std::size_t n, T* dst) {
+  if (n == 0) return;
+  if constexpr (exec::backend_of_v<Policy> == exec::backend::cuda) {
+#if defined(__CUDACC__)
+    auto& p = const_cast<Policy&>(policy);
+    cudaStream_t s = thrust::cuda_cub::stream(p);
+    cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, s);
+    // The host source may die when we return: wait for the copy.
+    cudaStreamSynchronize(s);
+#endif
+  } else {
+    (void)policy;
+    std::memcpy(dst, src, n * sizeof(T));
+  }
+}
+
+}  // namespace heterograd::kernels::detail

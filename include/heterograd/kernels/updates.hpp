@@ -1,0 +1,342 @@
+#pragma once
+// Fused optimizer updates: each reads and writes every buffer once per step. Scalars that do
+// not depend on the element (bias corrections, decayed learning rates) are computed once per
+// call on the host, in double, and passed to the body in the element type.
+//
+// Bytes per element (float: sizeof(T) = 4) = read + written:
+//   sgd        p, g -> p                       3*sizeof(T)   (12 B)
+//   momentum   p, g, v -> p, v                 5*sizeof(T)   (20 B)
+//   adam(w)    p, g, m, v -> p, m, v           7*sizeof(T)   (28 B)
+//   adagrad    p, g, s -> p, s                 5*sizeof(T)   (20 B)
+//   lamb       pass 1 p, g, m, v -> m, v       6*sizeof(T)
+//              pass 2 p, m, v -> p             4*sizeof(T)   (40 B in all)
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "heterograd/core/config.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/execution.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/kernels/detail/launch.hpp"
+#include "heterograd/kernels/detail/multi_launch.hpp"
+#include "heterograd/kernels/detail/reduce_impl.hpp"
+
+namespace heterograd::kernels {
+
+/// p <- p - lr (g + weight_decay p).
+struct sgd_args {
+  double lr = 0.01;
+  double weight_decay = 0.0;
+};
+
+/// d = g + weight_decay p;  v <- momentum v + (1 - dampening) d;
+/// p <- p - lr (nesterov ? d + momentum v : v).   (Sutskever et al. 2013; PyTorch's form)
+struct momentum_args {
+  double lr = 0.01;
+  double momentum = 0.9;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+/// Adam (Kingma & Ba 2015, Alg. 1) and AdamW (Loshchilov & Hutter 2019, Alg. 2):
+///   g' = g + weight_decay p (Adam only);  m <- b1 m + (1-b1) g';  v <- b2 v + (1-b2) g'^2;
+///   p <- p (1 - lr weight_decay) (AdamW only) - lr/c1 * m / (sqrt(v)/sqrt(c2) + eps),
+/// with c1 = 1 - b1^step, c2 = 1 - b2^step (1 without bias correction, as in FedAdam).
+struct adam_args {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  ///< true: AdamW
+  bool bias_correction = true;
+  std::int64_t step = 1;  ///< 1-based index of this step (for the bias correction)
+};
+
+/// Adagrad (Duchi et al. 2011), PyTorch's form: clr = lr / (1 + (step-1) lr_decay);
+/// g' = g + weight_decay p;  s <- s + g'^2;  p <- p - clr g' / (sqrt(s) + eps).
+struct adagrad_args {
+  double lr = 0.01;
+  double eps = 1e-10;
+  double weight_decay = 0.0;
+  double lr_decay = 0.0;
+  std::int64_t step = 1;
+};
+
+/// LAMB (You et al. 2020, Alg. 2), per tensor l:
+///   m, v as Adam;  r = (m/c1) / (sqrt(v/c2) + eps) + weight_decay p;
+///   p <- p - lr * (||p_l|| / ||r_l||) r   (trust ratio 1 when either norm is 0).
+struct lamb_args {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0.01;
+  bool bias_correction = true;
+  std::int64_t step = 1;
+};
+
+namespace detail {
+
+template <class T>
+struct sgd_body {
+  T* p;
+  const T* g;
+  T lr, wd;
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    const T d = g[i] + wd * p[i];
+    p[i] -= lr * d;
+  }
+};
+
+template <class T, bool Nesterov>
+struct momentum_body {
+  T* p;
+  const T* g;
+  T* v;
+  T lr, mu, damp1, wd;
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    const T d = g[i] + wd * p[i];
+    const T vi = mu * v[i] + damp1 * d;
+    v[i] = vi;
+    p[i] -= lr * (Nesterov ? d + mu * vi : vi);
+  }
+};
+
+template <class T>
+struct adam_coeffs {
+  T b1, omb1, b2, omb2, step_size, inv_sqrt_c2, eps, l2, decay;
+};
+
+template <class T>
+adam_coeffs<T> make_adam_coeffs(const adam_args& a) {
+  const double t = static_cast<double>(a.step);
+  const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
+  const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
+  return {static_cast<T>(a.beta1),
+          static_cast<T>(1.0 - a.beta1),
+          static_cast<T>(a.beta2),
+          static_cast<T>(1.0 - a.beta2),
+          static_cast<T>(a.lr / c1),
+          static_cast<T>(1.0 / std::sqrt(c2)),
+          static_cast<T>(a.eps),
+          static_cast<T>(a.decoupled_weight_decay ? 0.0 : a.weight_decay),
+          static_cast<T>(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0)};
+}
+
+template <class T>
+struct adam_body {
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  adam_coeffs<T> c;
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    const T pi = p[i];
+    const T gi = g[i] + c.l2 * pi;
+    const T mi = c.b1 * m[i] + c.omb1 * gi;
+    const T vi = c.b2 * v[i] + c.omb2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi * c.decay - c.step_size * mi / (std::sqrt(vi) * c.inv_sqrt_c2 + c.eps);
+  }
+};
+
+template <class T>
+struct adagrad_body {
+  T* p;
+  const T* g;
+  T* s;
+  T lr, eps, wd;
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    const T gi = g[i] + wd * p[i];
+    const T si = s[i] + gi * gi;
+    s[i] = si;
+    p[i] -= lr * gi / (std::sqrt(si) + eps);
+  }
+};
+
+template <class T>
+struct lamb_coeffs {
+  T b1, omb1, b2, omb2, ic1, ic2, eps, wd;
+};
+
+template <class T>
+HG_HOST_DEVICE inline T lamb_direction(const lamb_coeffs<T>& c, T p, T m, T v) {
+  return (m * c.ic1) / (std::sqrt(v * c.ic2) + c.eps) + c.wd * p;
+}
+
+struct norm_pair {
+  double p2, r2;
+};
+
+// LAMB pass 1: moments in place, and the squared norms of p and of the direction r.
+template <class T>
+struct lamb_moments_r {
+  using acc_type = norm_pair;
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  lamb_coeffs<T> c;
+  HG_HOST_DEVICE norm_pair identity() const { return {0.0, 0.0}; }
+  HG_HOST_DEVICE norm_pair map(std::size_t i) const {
+    const T gi = g[i];
+    const T mi = c.b1 * m[i] + c.omb1 * gi;
+    const T vi = c.b2 * v[i] + c.omb2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    const double r = static_cast<double>(lamb_direction(c, p[i], mi, vi));
+    const double pd = static_cast<double>(p[i]);
+    return {pd * pd, r * r};
+  }
+  HG_HOST_DEVICE static norm_pair combine(norm_pair a, norm_pair b) {
+    return {a.p2 + b.p2, a.r2 + b.r2};
+  }
+};
+
+// LAMB pass 2: p <- p - (lr * trust ratio) r, r recomputed from the new moments.
+template <class T>
+struct lamb_apply_body {
+  T* p;
+  const T* m;
+  const T* v;
+  lamb_coeffs<T> c;
+  T scale;
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    const T pi = p[i];
+    p[i] = pi - scale * lamb_direction(c, pi, m[i], v[i]);
+  }
+};
+
+template <class Policy, class Space>
+constexpr void check_policy_space() {
+  static_assert(exec::accessible_v<Policy, Space>,
+                "the execution policy cannot access this span's memory space");
+}
+
+}  // namespace detail
+
+/// SGD with weight decay. 3*sizeof(T) bytes per element.
+template <class Policy, class T, class Space>
+void sgd(const Policy& policy, span<T, Space> params,
+         std::type_identity_t<span<const T, Space>> grads, const sgd_args& a) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
+  detail::launch(policy, params.size(),
+                 detail::sgd_body<T>{params.data(), grads.data(), static_cast<T>(a.lr),
+                                     static_cast<T>(a.weight_decay)},
+                 params.data());
+}
+
+/// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
+template <class Policy, class T, class Space>
+void momentum(const Policy& policy, span<T, Space> params,
+              std::type_identity_t<span<const T, Space>> grads, span<T, Space> velocity,
+              const momentum_args& a) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("momentum.grads", grads.size(), "momentum.params", params.size());
+  require_same_size("momentum.velocity", velocity.size(), "momentum.params", params.size());
+  const T lr = static_cast<T>(a.lr), mu = static_cast<T>(a.momentum),
+          d1 = static_cast<T>(1.0 - a.dampening), wd = static_cast<T>(a.weight_decay);
+  if (a.nesterov) {
+    detail::launch(policy, params.size(),
+                   detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
+                                                  mu, d1, wd},
+                   params.data());
+  } else {
+    detail::launch(policy, params.size(),
+                   detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(), lr,
+                                                   mu, d1, wd},
+                   params.data());
+  }
+}
+
+/// Adam / AdamW, bias correction computed once per call. 7*sizeof(T) bytes per element.
+template <class Policy, class T, class Space>
+void adam(const Policy& policy, span<T, Space> params,
+          std::type_identity_t<span<const T, Space>> grads, span<T, Space> m, span<T, Space> v,
+          const adam_args& a) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("adam.grads", grads.size(), "adam.params", params.size());
+  require_same_size("adam.m", m.size(), "adam.params", params.size());
+  require_same_size("adam.v", v.size(), "adam.params", params.size());
+  require(a.step >= 1, "adam.step", a.step, "must be >= 1");
+  detail::launch(policy, params.size(),
+                 detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
+                                      detail::make_adam_coeffs<T>(a)},
+                 params.data());
+}
+
+/// Adagrad. 5*sizeof(T) bytes per element.
+template <class Policy, class T, class Space>
+void adagrad(const Policy& policy, span<T, Space> params,
+             std::type_identity_t<span<const T, Space>> grads, span<T, Space> sum_sq,
+             const adagrad_args& a) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("adagrad.grads", grads.size(), "adagrad.params", params.size());
+  require_same_size("adagrad.sum_sq", sum_sq.size(), "adagrad.params", params.size());
+  require(a.step >= 1, "adagrad.step", a.step, "must be >= 1");
+  const double clr = a.lr / (1.0 + static_cast<double>(a.step - 1) * a.lr_decay);
+  detail::launch(
+      policy, params.size(),
+      detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(), static_cast<T>(clr),
+                              static_cast<T>(a.eps), static_cast<T>(a.weight_decay)},
+      params.data());
+}
+
+/// LAMB over a packed buffer of tensors of sizes `tensor_sizes` (empty: one tensor), each
+/// with its own trust ratio. Two passes (the ratio needs the norm of the whole direction
+/// first): 10*sizeof(T) bytes per element in all. Norms use the deterministic reduction.
+/// Returns nothing; the trust ratios are written to `ratios_out` when it is not empty.
+template <class Policy, class T, class Space>
+void lamb(const Policy& policy, span<T, Space> params,
+          std::type_identity_t<span<const T, Space>> grads, span<T, Space> m, span<T, Space> v,
+          std::span<const std::size_t> tensor_sizes, const lamb_args& a,
+          std::span<double> ratios_out = {}) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("lamb.grads", grads.size(), "lamb.params", params.size());
+  require_same_size("lamb.m", m.size(), "lamb.params", params.size());
+  require_same_size("lamb.v", v.size(), "lamb.params", params.size());
+  require(a.step >= 1, "lamb.step", a.step, "must be >= 1");
+  std::vector<std::size_t> sizes(tensor_sizes.begin(), tensor_sizes.end());
+  if (sizes.empty()) sizes.push_back(params.size());
+  std::size_t total = 0;
+  for (std::size_t s : sizes) total += s;
+  require_same_size("lamb.tensor_sizes (sum)", total, "lamb.params", params.size());
+  if (!ratios_out.empty())
+    require_same_size("lamb.ratios_out", ratios_out.size(), "lamb.tensor_sizes", sizes.size());
+  const double t = static_cast<double>(a.step);
+  const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
+  const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
+  const detail::lamb_coeffs<T> c{static_cast<T>(a.beta1),  static_cast<T>(1.0 - a.beta1),
+                                 static_cast<T>(a.beta2),  static_cast<T>(1.0 - a.beta2),
+                                 static_cast<T>(1.0 / c1), static_cast<T>(1.0 / c2),
+                                 static_cast<T>(a.eps),    static_cast<T>(a.weight_decay)};
+  std::vector<detail::tensor_task<detail::lamb_apply_body<T>>> tasks;
+  tasks.reserve(sizes.size());
+  std::size_t off = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::size_t n = sizes[k];
+    T* p = params.data() + off;
+    T* mk = m.data() + off;
+    T* vk = v.data() + off;
+    const auto norms = detail::reduce_fixed_tree(
+        policy, n, detail::lamb_moments_r<T>{p, grads.data() + off, mk, vk, c});
+    const double pn = std::sqrt(norms.p2), rn = std::sqrt(norms.r2);
+    const double ratio = (pn > 0.0 && rn > 0.0) ? pn / rn : 1.0;
+    if (!ratios_out.empty()) ratios_out[k] = ratio;
+    tasks.push_back({{p, mk, vk, c, static_cast<T>(a.lr * ratio)}, n});
+    off += n;
+  }
+  detail::launch_multi(policy, std::span<const detail::tensor_task<detail::lamb_apply_body<T>>>(
+                                   tasks.data(), tasks.size()));
+}
+
+}  // namespace heterograd::kernels

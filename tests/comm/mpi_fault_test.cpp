@@ -1,0 +1,97 @@
+// Faults on the mpi transport (mpirun -np 2..3, 30 s CTest timeout): each surfaces as an
+// exception on every rank, never as a hang.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "mpi_support.hpp"
+
+namespace hg = heterograd;
+namespace hc = heterograd::comm;
+namespace hm = heterograd::comm::mpi;
+
+using mpi_test::mpi_session;
+BOOST_TEST_GLOBAL_FIXTURE(mpi_session);
+
+BOOST_AUTO_TEST_SUITE(mpi_faults)
+
+BOOST_AUTO_TEST_CASE(mismatched_sizes_and_types_throw_on_every_rank_and_leave_the_communicator_usable) {
+  hm::communicator c(MPI_COMM_WORLD);
+  std::vector<float> f(c.rank() == 0 ? 10 : 12, 1.0f);
+  BOOST_CHECK_THROW(c.allreduce(hg::span<float>(f)).wait(), hc::mismatch_error);
+  std::vector<float> g(5, 1.0f);
+  std::vector<double> d(5, 1.0);
+  if (c.rank() == 0)
+    BOOST_CHECK_THROW(c.allreduce(hg::span<double>(d)).wait(), hc::mismatch_error);
+  else
+    BOOST_CHECK_THROW(c.allreduce(hg::span<float>(g)).wait(), hc::mismatch_error);
+  std::vector<int> ok{1};
+  c.allreduce(hg::span<int>(ok)).wait();
+  BOOST_TEST(ok[0] == c.size());
+}
+
+BOOST_AUTO_TEST_CASE(a_receive_into_a_too_small_buffer_throws_truncation_error) {
+  hm::communicator c(MPI_COMM_WORLD);
+  if (c.rank() == 0) {
+    std::vector<std::uint8_t> m(100, 1);
+    c.send(hg::span<const std::uint8_t>(m), 1, 2).wait();
+  } else if (c.rank() == 1) {
+    std::vector<std::uint8_t> m(10);
+    BOOST_CHECK_THROW(c.recv(hg::span<std::uint8_t>(m), 0, 2).wait(), hc::truncation_error);
+  }
+  c.barrier().wait();
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_throws_aborts_the_group_and_the_others_fail_naming_it) {
+  hm::communicator c(MPI_COMM_WORLD);
+  std::vector<float> v(1000, 1.0f);
+  if (c.rank() == 1) {
+    BOOST_CHECK_THROW(hm::run_or_abort(c, [] { throw std::runtime_error("rank 1 ran out of memory"); }),
+                      std::runtime_error);
+  } else {
+    hc::allreduce_options o;
+    o.timeout = hg::seconds{20};
+    try {
+      c.allreduce(hg::span<float>(v), o).wait();
+      BOOST_FAIL("allreduce completed without rank 1");
+    } catch (const hc::aborted_error& e) {
+      BOOST_TEST(e.rank() == 1);
+      BOOST_TEST(std::string(e.what()).find("rank 1 ran out of memory") != std::string::npos);
+    }
+  }
+  // Use after abort: everything fails at once.
+  BOOST_CHECK_THROW(c.barrier().wait(), hc::aborted_error);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives_gives_the_others_a_timeout_then_use_after_failure_throws) {
+  hm::communicator c(MPI_COMM_WORLD);
+  std::vector<int> v(10, 1);
+  hc::allreduce_options o;
+  o.algo = hc::algorithm::native;
+  // Same shape once, so the call below goes straight to MPI_Iallreduce (release builds check
+  // shapes only when they change).
+  c.allreduce(hg::span<int>(v), o).wait();
+#if defined(NDEBUG)
+  o.timeout = hg::seconds{0.5};
+  if (c.rank() != 1) {
+    BOOST_CHECK_THROW(c.allreduce(hg::span<int>(v), o).wait(), hc::timeout_error);
+    BOOST_CHECK_THROW(c.allreduce(hg::span<int>(v), o).wait(), hc::aborted_error);
+    BOOST_TEST(c.failed());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (c.rank() == 1) {
+    // The straggler finally arrives, so the collective the others abandoned completes and the
+    // job ends cleanly (the others progress it inside the barrier below).
+    MPI_Request q;
+    MPI_Iallreduce(MPI_IN_PLACE, v.data(), 10, MPI_INT32_T, MPI_SUM, c.native(), &q);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,273 @@
+// The mpi transport under mpirun -np 2..4: every collective against a reference, the
+// schedule algorithms over MPI point-to-point, any-source receives, split, and partial
+// collectives (same result everywhere, nothing lost, staleness within the bound).
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "comm_test_support.hpp"
+#include "heterograd/comm/mpi_partial.hpp"
+#include "mpi_support.hpp"
+
+namespace hg = heterograd;
+namespace hc = heterograd::comm;
+namespace hm = heterograd::comm::mpi;
+
+using mpi_test::mpi_session;
+BOOST_TEST_GLOBAL_FIXTURE(mpi_session);
+
+namespace {
+
+std::uint64_t shared_seed() {
+  // Rank 0's seed, so every rank draws the same inputs.
+  std::uint64_t s = hg_test::seed();
+  hm::communicator& c = mpi_test::world();
+  c.broadcast(hg::span<std::uint64_t>(&s, 1), 0).wait();
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(mpi_transport)
+
+BOOST_AUTO_TEST_CASE(the_handle_reports_rank_size_and_the_thread_level_mpi_granted) {
+  auto& c = mpi_test::world();
+  int r = 0, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  BOOST_TEST(c.rank() == r);
+  BOOST_TEST(c.size() == n);
+  BOOST_TEST(c.threads() == hm::query_thread_level());
+  BOOST_TEST(c.native() != MPI_COMM_WORLD);  // a duplicate, the user's communicator untouched
+}
+
+BOOST_AUTO_TEST_CASE(allreduce_by_every_algorithm_equals_the_integer_reference_bitwise) {
+  auto& c = mpi_test::world();
+  const auto seed = shared_seed();
+  const int n = c.size();
+  for (auto a : {hc::algorithm::automatic, hc::algorithm::native, hc::algorithm::ring,
+                 hc::algorithm::recursive_halving_doubling, hc::algorithm::tree,
+                 hc::algorithm::hierarchical, hc::algorithm::torus_2d}) {
+    for (std::size_t m : {std::size_t{1}, std::size_t{1000}, std::size_t{70001}}) {
+      for (auto op : {hc::reduce_op::sum, hc::reduce_op::min, hc::reduce_op::max, hc::reduce_op::avg}) {
+        std::vector<std::int64_t> expected(m);
+        for (int r = 0; r < n; ++r) {
+          const auto in = comm_test::integer_input<std::int64_t>(seed, r, m, 0, 1000);
+          for (std::size_t i = 0; i < m; ++i)
+            expected[i] = r == 0 ? in[i]
+                          : op == hc::reduce_op::min ? std::min(expected[i], in[i])
+                          : op == hc::reduce_op::max ? std::max(expected[i], in[i])
+                                                     : expected[i] + in[i];
+        }
+        if (op == hc::reduce_op::avg)
+          for (auto& e : expected) e /= n;
+        auto v = comm_test::integer_input<std::int64_t>(seed, c.rank(), m, 0, 1000);
+        hc::allreduce_options o;
+        o.op = op;
+        o.algo = a;
+        o.segment_bytes = 64 * 1024;
+        c.allreduce(hg::span<std::int64_t>(v), o).wait();
+        BOOST_TEST(v == expected, hc::algorithm_name(a) << " m=" << m << " " << hc::reduce_op_name(op));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(float_allreduce_matches_the_reference_within_reordering_tolerance_and_weights_average) {
+  auto& c = mpi_test::world();
+  const auto seed = shared_seed();
+  const int n = c.size();
+  const std::size_t m = 5000;
+  std::vector<double> ref(m, 0.0);
+  for (int r = 0; r < n; ++r) {
+    const auto in = comm_test::real_input<float>(seed, r, m);
+    for (std::size_t i = 0; i < m; ++i) ref[i] += in[i];
+  }
+  for (auto a : {hc::algorithm::native, hc::algorithm::ring, hc::algorithm::torus_2d}) {
+    auto v = comm_test::real_input<float>(seed, c.rank(), m);
+    hc::allreduce_options o;
+    o.algo = a;
+    c.allreduce(hg::span<float>(v), o).wait();
+    for (std::size_t i = 0; i < m; ++i) BOOST_TEST(std::abs(v[i] - ref[i]) <= 2.0 * n * n * 1.2e-7);
+  }
+  std::vector<double> w(10, static_cast<double>(c.rank() + 1));
+  hc::allreduce_options o;
+  o.op = hc::reduce_op::avg;
+  o.weight = static_cast<double>(c.rank() + 1);
+  c.allreduce(hg::span<double>(w), o).wait();
+  double num = 0, den = 0;
+  for (int r = 1; r <= n; ++r) {
+    num += r * r;
+    den += r;
+  }
+  for (double x : w) BOOST_TEST(x == num / den, boost::test_tools::tolerance(1e-14));
+}
+
+BOOST_AUTO_TEST_CASE(reduce_scatter_allgather_broadcast_gather_and_barrier) {
+  auto& c = mpi_test::world();
+  const int n = c.size(), r = c.rank();
+  const std::size_t b = 4;
+  std::vector<std::int32_t> in(b * static_cast<std::size_t>(n)), out(b, hg_test::poison<std::int32_t>());
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = r + static_cast<std::int32_t>(i);
+  c.reduce_scatter(hg::span<const std::int32_t>(in), hg::span<std::int32_t>(out)).wait();
+  for (std::size_t i = 0; i < b; ++i)
+    BOOST_TEST(out[i] == n * (n - 1) / 2 + n * static_cast<std::int32_t>(static_cast<std::size_t>(r) * b + i));
+  std::vector<float> mine(b, static_cast<float>(r)), all(b * static_cast<std::size_t>(n), hg_test::poison<float>());
+  c.allgather(hg::span<const float>(mine), hg::span<float>(all)).wait();
+  for (std::size_t i = 0; i < all.size(); ++i) BOOST_TEST(all[i] == static_cast<float>(i / b));
+  std::vector<double> v(3, r == n - 1 ? 2.5 : 0.0);
+  c.broadcast(hg::span<double>(v), n - 1).wait();
+  for (double x : v) BOOST_TEST(x == 2.5);
+  std::vector<std::int64_t> one{r * 10}, g(r == 0 ? static_cast<std::size_t>(n) : 0);
+  c.gather(hg::span<const std::int64_t>(one), hg::span<std::int64_t>(g), 0).wait();
+  if (r == 0)
+    for (int q = 0; q < n; ++q) BOOST_TEST(g[static_cast<std::size_t>(q)] == q * 10);
+  c.barrier().wait();
+}
+
+BOOST_AUTO_TEST_CASE(any_source_receive_serves_every_worker_and_reports_the_sender) {
+  auto& c = mpi_test::world();
+  const int n = c.size(), rounds = 10;
+  if (c.rank() == 0) {
+    std::vector<int> served(static_cast<std::size_t>(n), 0);
+    for (int k = 0; k < (n - 1) * rounds; ++k) {
+      std::vector<float> g(16, hg_test::poison<float>());
+      auto q = c.recv(hg::span<float>(g), hc::any_source, hc::any_tag);
+      q.wait();
+      const auto st = q.status();
+      BOOST_TEST(st.tag == 3);
+      BOOST_TEST(st.bytes == 16 * sizeof(float));
+      BOOST_TEST(g[0] == static_cast<float>(st.source));
+      ++served[static_cast<std::size_t>(st.source)];
+      std::vector<std::int64_t> ack{k};
+      c.send(hg::span<const std::int64_t>(ack), st.source, 4).wait();
+    }
+    for (int j = 1; j < n; ++j) BOOST_TEST(served[static_cast<std::size_t>(j)] == rounds);
+  } else {
+    for (int k = 0; k < rounds; ++k) {
+      std::vector<float> g(16, static_cast<float>(c.rank()));
+      std::vector<std::int64_t> ack{-1};
+      auto a = c.recv(hg::span<std::int64_t>(ack), 0, 4);
+      c.send(hg::span<const float>(g), 0, 3).wait();
+      a.wait();
+      BOOST_TEST(ack[0] >= k);
+    }
+  }
+  c.barrier().wait();
+}
+
+BOOST_AUTO_TEST_CASE(split_makes_subgroups_ordered_by_key) {
+  auto& c = mpi_test::world();
+  auto sub = c.split(c.rank() % 2, -c.rank());
+  std::vector<int> v{c.rank()};
+  sub.allreduce(hg::span<int>(v)).wait();
+  int expected = 0, count = 0;
+  for (int r = c.rank() % 2; r < c.size(); r += 2) {
+    expected += r;
+    ++count;
+  }
+  BOOST_TEST(v[0] == expected);
+  BOOST_TEST(sub.size() == count);
+  auto none = c.split(c.rank() == 0 ? 0 : -1, 0);
+  BOOST_TEST(none.valid() == (c.rank() == 0));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(mpi_partial_collectives)
+
+namespace {
+
+struct record {
+  std::vector<std::int64_t> results;
+  std::vector<hc::round_report> reports;
+  std::int64_t contributed = 0;
+};
+
+template <class Late>
+record run_rounds(hc::partial_policy policy, int rounds, int bound, Late late) {
+  auto& c = mpi_test::world();
+  hc::partial_options o;
+  o.staleness_bound = bound;
+  o.timeout = hg::seconds{20};
+  hm::partial_allreduce<std::int64_t> pa(c, 9, policy, o);
+  record rec;
+  std::vector<std::int64_t> v(9);
+  for (int t = 0; t <= rounds; ++t) {
+    const std::int64_t g = (c.rank() + 1) * 1000003LL + t * 7919LL;
+    std::fill(v.begin(), v.end(), g);
+    rec.contributed += g;
+    if (t < rounds && late(c.rank(), t)) {
+      // Late: arrive once this rank's progress thread took part in round t without us.
+      while (pa.fired_rounds() <= static_cast<std::uint64_t>(t)) std::this_thread::yield();
+    }
+    (t == rounds ? pa.flush(hg::span<std::int64_t>(v)) : pa.allreduce(hg::span<std::int64_t>(v))).wait();
+    rec.results.push_back(v[0]);
+    rec.reports.push_back(pa.last_report());
+  }
+  return rec;
+}
+
+void check_invariants(const record& rec, int bound) {
+  auto& c = mpi_test::world();
+  // Same result on every rank: compare with rank 0's through min/max allreduces.
+  std::vector<std::int64_t> lo = rec.results, hi = rec.results;
+  hc::allreduce_options mn, mx;
+  mn.op = hc::reduce_op::min;
+  mx.op = hc::reduce_op::max;
+  c.allreduce(hg::span<std::int64_t>(lo), mn).wait();
+  c.allreduce(hg::span<std::int64_t>(hi), mx).wait();
+  BOOST_TEST(lo == hi);
+  // Nothing lost.
+  std::int64_t total = rec.contributed;
+  c.allreduce(hg::span<std::int64_t>(&total, 1)).wait();
+  std::int64_t results = 0;
+  for (auto x : rec.results) results += x;
+  BOOST_TEST(results == total);
+  for (const auto& rep : rec.reports) BOOST_TEST(rep.max_staleness <= bound);
+  BOOST_TEST(rec.reports.back().fresh.size() == static_cast<std::size_t>(c.size()));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(solo_with_every_other_rank_late_folds_their_gradients_one_round_stale) {
+  auto& c = mpi_test::world();
+  const int rounds = 8, n = c.size();
+  auto rec = run_rounds(hc::partial_policy::solo(), rounds, 1, [](int r, int) { return r != 0; });
+  check_invariants(rec, 1);
+  for (int t = 1; t < rounds; ++t) {
+    const auto& rep = rec.reports[static_cast<std::size_t>(t)];
+    BOOST_TEST(rep.fresh == std::vector<int>{0});
+    BOOST_TEST(rep.stale.size() == static_cast<std::size_t>(n - 1));
+    BOOST_TEST(rep.max_staleness == 1);
+    std::int64_t expected = 1000003LL + t * 7919LL;
+    for (int j = 1; j < n; ++j) expected += (j + 1) * 1000003LL + (t - 1) * 7919LL;
+    BOOST_TEST(rec.results[static_cast<std::size_t>(t)] == expected);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(majority_and_quorum_keep_every_invariant_with_random_lateness) {
+  auto& c = mpi_test::world();
+  const auto seed = shared_seed();
+  const int n = c.size();
+  hg::counter_rng rng(seed, 5);
+  auto late = [&](int r, int t) {
+    return r != hc::detail::majority_initiator(seed, static_cast<std::uint64_t>(t), n) &&
+           rng.uniform(static_cast<std::uint64_t>(t * n + r)) < 0.4;
+  };
+  auto rec = run_rounds(hc::partial_policy::majority(seed), 12, 2, late);
+  check_invariants(rec, 2);
+  for (std::size_t t = 0; t + 1 < rec.reports.size(); ++t) {
+    const int init = hc::detail::majority_initiator(seed, t, n);
+    BOOST_TEST(std::count(rec.reports[t].fresh.begin(), rec.reports[t].fresh.end(), init) == 1);
+  }
+  auto rec2 = run_rounds(hc::partial_policy::quorum(1), 10, 3, [&](int r, int t) { return (r + t) % n != 0; });
+  check_invariants(rec2, 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
