@@ -16,7 +16,8 @@
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
-using sync_test::test_sgd;
+namespace ho = heterograd::optim;
+using sync_test::sgd;
 
 namespace {
 
@@ -47,9 +48,9 @@ BOOST_AUTO_TEST_CASE(selsync_at_threshold_0_3_is_mostly_local_after_warmup_and_m
   const std::size_t n = 4, steps = 600;
   const std::vector<std::size_t> b(n, 32);
   logistic_oracle o{&prob, seed};
-  hs::bsp<double, test_sgd, logistic_oracle> base(n, x0, test_sgd{0.1}, o, b,
+  hs::bsp<double, ho::sgd, logistic_oracle> base(n, x0, sgd(0.1), o, b,
                                                   {.mode = hs::aggregation::parameters, .sync_time = 4.0});
-  hs::selsync<double, test_sgd, logistic_oracle> sel(n, x0, test_sgd{0.1}, o, b,
+  hs::selsync<double, ho::sgd, logistic_oracle> sel(n, x0, sgd(0.1), o, b,
                                                      {.threshold = 0.3, .sync_time = 4.0});
   sim::round_runtime<hs::round_stats, sim::fixed_times> r1(n, sim::fixed_times({1, 1, 1, 1}));
   sim::round_runtime<hs::round_stats, sim::fixed_times> r2(n, sim::fixed_times({1, 1, 1, 1}));

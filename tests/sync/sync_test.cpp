@@ -22,9 +22,10 @@
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
+namespace ho = heterograd::optim;
 using sync_test::bitwise_equal;
-using sync_test::test_heavy_ball;
-using sync_test::test_sgd;
+using sync_test::heavy_ball;
+using sync_test::sgd;
 
 namespace {
 
@@ -119,7 +120,7 @@ BOOST_AUTO_TEST_CASE(sample_weighted_bsp_gives_the_global_batch_gradient_for_une
     };
     sim::round_runtime<hs::round_stats, sim::fixed_times> rt(
         b.size(), sim::fixed_times(std::vector<double>(b.size(), 1.0)));
-    hs::bsp<float, test_sgd, decltype(oracle)> p(b.size(), x0, test_sgd{0.1}, oracle, b);
+    hs::bsp<float, ho::sgd, decltype(oracle)> p(b.size(), x0, sgd(0.1), oracle, b);
     hs::run_rounds(rt, p, 1, opts());
     BOOST_TEST(p.rounds() == 1u);
     // The single-worker gradient of the B-sample batch, in double.
@@ -144,7 +145,7 @@ BOOST_AUTO_TEST_CASE(averaging_by_world_size_is_not_the_global_gradient_for_uneq
   auto model = hg::nn::softmax_regression<float>(d.dim, d.classes);
   const auto x0 = init_params(model, 5);
   block_oracle o{&d, &model, {0, 8}};
-  hs::bsp<float, test_sgd, block_oracle> p(2, x0, test_sgd{}, o, {8, 24},
+  hs::bsp<float, ho::sgd, block_oracle> p(2, x0, sgd(0.1), o, {8, 24},
                                              {.weighting = hs::averaging::uniform});
   p.step();
   std::vector<float> ref(model.num_params());
@@ -161,7 +162,7 @@ BOOST_AUTO_TEST_CASE(bsp_rounds_end_at_the_slowest_worker_plus_the_sync_time) {
   const auto x0 = init_params(model, 9);
   mlp_oracle o{&d, &model, 9};
   sim::round_runtime<hs::round_stats, sim::fixed_times> rt(3, sim::fixed_times({1.0, 2.0, 5.0}));
-  hs::bsp<float, test_sgd, mlp_oracle> p(3, x0, test_sgd{}, o, {4, 4, 4}, {.sync_time = 0.5});
+  hs::bsp<float, ho::sgd, mlp_oracle> p(3, x0, sgd(0.1), o, {4, 4, 4}, {.sync_time = 0.5});
   hs::run_rounds(rt, p, 4, opts());
   BOOST_TEST(rt.engine().now() == 4 * 5.5);
   BOOST_TEST(rt.recorder().count(sim::update_outcome::applied) == 12u);
@@ -188,7 +189,7 @@ BOOST_AUTO_TEST_CASE(omnilearn_batch_sizes_keep_the_global_batch_gradient) {
   std::vector<hg::nn::mlp<float>> ms(4, model);
   auto o = [&](std::size_t w, std::uint64_t, std::size_t bw, hg::span<const float> p,
                hg::span<float> g) { return ms[w].loss_and_gradient(p, d.rows(off[w], bw), g); };
-  hs::bsp<float, test_sgd, decltype(o)> p(4, x0, test_sgd{}, o, {32, 32, 32, 32});
+  hs::bsp<float, ho::sgd, decltype(o)> p(4, x0, sgd(0.1), o, {32, 32, 32, 32});
   p.set_batches_from(ctl);
   for (std::size_t w = 0; w < 4; ++w) BOOST_TEST(p.weights()[w] == ctl.weight(w));
   p.step();
@@ -216,11 +217,11 @@ BOOST_AUTO_TEST_CASE(local_sgd_with_period_1_equals_bsp_with_parameter_averaging
                     hg::span<float> g) { return mlp_oracle{&d, &m1[w], seed}(w, s, bw, p, g); };
       auto o2 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
                     hg::span<float> g) { return mlp_oracle{&d, &m2[w], seed}(w, s, bw, p, g); };
-      hs::bsp<float, test_heavy_ball, decltype(o1)> a(
-          3, x0, test_heavy_ball{}, o1, b,
+      hs::bsp<float, ho::momentum, decltype(o1)> a(
+          3, x0, heavy_ball(), o1, b,
           {.mode = hs::aggregation::parameters, .weighting = weighting, .states = states});
-      hs::local_sgd<float, test_heavy_ball, decltype(o2)> l(
-          3, x0, test_heavy_ball{}, o2, b,
+      hs::local_sgd<float, ho::momentum, decltype(o2)> l(
+          3, x0, heavy_ball(), o2, b,
           {.period = 1, .weighting = weighting, .states = states});
       sim::round_runtime<hs::round_stats, sim::fixed_times> r1(3, sim::fixed_times({1, 2, 3}));
       sim::round_runtime<hs::round_stats, sim::fixed_times> r2(3, sim::fixed_times({1, 2, 3}));
@@ -244,7 +245,7 @@ BOOST_AUTO_TEST_CASE(per_worker_local_steps_are_timed_and_counted_per_round) {
                hg::span<float> g) { return mlp_oracle{&d, &ms[w], 4}(w, s, bw, p, g); };
   // Biased local SGD's shape: a slow worker (H = 1, 8 s per step) and fast ones (H = 8, 1 s).
   const hs::local_sgd_config cfg{.local_steps = {1, 8, 8}, .sync_time = 0.25};
-  hs::local_sgd<float, test_sgd, decltype(o)> l(3, x0, test_sgd{}, o, {4, 4, 4}, cfg);
+  hs::local_sgd<float, ho::sgd, decltype(o)> l(3, x0, sgd(0.1), o, {4, 4, 4}, cfg);
   hs::steps_time<sim::fixed_times> timing(sim::fixed_times({8.0, 1.0, 1.0}), l.schedule());
   sim::round_runtime<hs::round_stats, decltype(timing)> rt(3, timing);
   hs::run_rounds(rt, l, 5, opts());
@@ -269,8 +270,8 @@ BOOST_AUTO_TEST_CASE(hierarchical_groups_average_every_h1_and_everyone_every_h2)
   std::vector<hg::nn::mlp<float>> ms(4, model);
   auto o = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
                hg::span<float> g) { return mlp_oracle{&d, &ms[w], 6}(w, s, bw, p, g); };
-  hs::local_sgd<float, test_sgd, decltype(o)> l(
-      4, x0, test_sgd{}, o, {4, 4, 4, 4},
+  hs::local_sgd<float, ho::sgd, decltype(o)> l(
+      4, x0, sgd(0.1), o, {4, 4, 4, 4},
       {.period = 2, .groups = {0, 0, 1, 1}, .global_period = 6});
   for (int r = 0; r < 3; ++r) {
     l.round();
@@ -288,7 +289,7 @@ BOOST_AUTO_TEST_CASE(device_sampling_trains_k_of_p_workers_and_gives_everyone_th
   std::vector<hg::nn::mlp<float>> ms(6, model);
   auto o = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
                hg::span<float> g) { return mlp_oracle{&d, &ms[w], 8}(w, s, bw, p, g); };
-  hs::local_sgd<float, test_sgd, decltype(o)> l(6, x0, test_sgd{}, o,
+  hs::local_sgd<float, ho::sgd, decltype(o)> l(6, x0, sgd(0.1), o,
                                                   std::vector<std::size_t>(6, 4),
                                                   {.period = 3, .sampled = 2, .seed = 77});
   std::vector<std::uint64_t> before(6, 0);
@@ -322,17 +323,17 @@ BOOST_AUTO_TEST_CASE(gossip_with_the_complete_matrix_is_the_uniform_average_and_
   };
   auto o1 = mk(m1), o2 = mk(m2), o3 = mk(m3);
   const std::vector<std::size_t> b(5, 4);
-  hs::local_sgd<float, test_sgd, decltype(o1)> g(
-      5, x0, test_sgd{}, o1, b, {.period = 3, .gossip = hs::mixing_matrix::complete(5)});
-  hs::local_sgd<float, test_sgd, decltype(o2)> u(5, x0, test_sgd{}, o2, b, {.period = 3});
+  hs::local_sgd<float, ho::sgd, decltype(o1)> g(
+      5, x0, sgd(0.1), o1, b, {.period = 3, .gossip = hs::mixing_matrix::complete(5)});
+  hs::local_sgd<float, ho::sgd, decltype(o2)> u(5, x0, sgd(0.1), o2, b, {.period = 3});
   for (int r = 0; r < 4; ++r) {
     g.round();
     u.round();
   }
   for (std::size_t w = 0; w < 5; ++w) BOOST_TEST(bitwise_equal(g.params(w), u.params(w)));
   // Ring gossip: replicas differ, but the mixing keeps their mean (W doubly stochastic).
-  hs::local_sgd<float, test_sgd, decltype(o3)> ring(
-      5, x0, test_sgd{}, o3, b, {.period = 3, .gossip = hs::mixing_matrix::ring(5)});
+  hs::local_sgd<float, ho::sgd, decltype(o3)> ring(
+      5, x0, sgd(0.1), o3, b, {.period = 3, .gossip = hs::mixing_matrix::ring(5)});
   ring.round();
   BOOST_TEST(!bitwise_equal(ring.params(0), ring.params(1)));
 }
@@ -347,10 +348,10 @@ BOOST_AUTO_TEST_CASE(fednova_equals_sample_weighted_averaging_with_equal_local_s
   auto o2 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
                 hg::span<float> g) { return mlp_oracle{&d, &m2[w], 12}(w, s, bw, p, g); };
   const std::vector<std::size_t> b{4, 8, 20};
-  hs::local_sgd<float, test_sgd, decltype(o1)> f(3, x0, test_sgd{}, o1, b,
+  hs::local_sgd<float, ho::sgd, decltype(o1)> f(3, x0, sgd(0.1), o1, b,
                                                    {.period = 4, .weighting = hs::averaging::fednova});
-  hs::local_sgd<float, test_sgd, decltype(o2)> s(
-      3, x0, test_sgd{}, o2, b, {.period = 4, .weighting = hs::averaging::sample_weighted});
+  hs::local_sgd<float, ho::sgd, decltype(o2)> s(
+      3, x0, sgd(0.1), o2, b, {.period = 4, .weighting = hs::averaging::sample_weighted});
   for (int r = 0; r < 5; ++r) {
     f.round();
     s.round();
@@ -382,7 +383,7 @@ BOOST_AUTO_TEST_CASE(optimizer_state_policies_average_reset_or_keep_momentum) {
     std::vector<hg::nn::mlp<float>> ms(3, model);
     auto o = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
                  hg::span<float> g) { return mlp_oracle{&d, &ms[w], 13}(w, s, bw, p, g); };
-    hs::local_sgd<float, test_heavy_ball, decltype(o)> l(3, x0, test_heavy_ball{}, o, {4, 4, 4},
+    hs::local_sgd<float, ho::momentum, decltype(o)> l(3, x0, heavy_ball(), o, {4, 4, 4},
                                                            {.period = 3, .states = policy});
     l.round();
     const auto& v0 = l.optimizer_state(0).slots[0];
@@ -416,8 +417,8 @@ BOOST_AUTO_TEST_CASE(pre_and_post_aggregation_transforms_average_in_the_common_p
   };
   const std::vector<float> x0{1.0f, 2.0f};
   scale_transform tr{{1.0f, 2.0f, 4.0f}};
-  hs::local_sgd<float, test_sgd, decltype(zero), hs::no_outer, scale_transform> l(
-      3, x0, test_sgd{}, zero, {1, 1, 1}, {.period = 1}, {}, tr);
+  hs::local_sgd<float, ho::sgd, decltype(zero), hs::no_outer, scale_transform> l(
+      3, x0, sgd(0.1), zero, {1, 1, 1}, {.period = 1}, {}, tr);
   l.round();
   // Every replica started at x0 (common values x0 / s_w); the common average is
   // x0 * mean(1/s) = x0 * (1 + 1/2 + 1/4) / 3, and worker w gets it times s_w.
@@ -457,8 +458,8 @@ BOOST_AUTO_TEST_CASE(selsync_with_threshold_0_equals_bsp_bitwise) {
                   hg::span<float> g) { return mlp_oracle{&d, &m1[w], seed}(w, s, bw, p, g); };
     auto o2 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
                   hg::span<float> g) { return mlp_oracle{&d, &m2[w], seed}(w, s, bw, p, g); };
-    hs::bsp<float, test_sgd, decltype(o1)> a(4, x0, test_sgd{0.2}, o1, b, {.mode = mode});
-    hs::selsync<float, test_sgd, decltype(o2)> s(4, x0, test_sgd{0.2}, o2, b,
+    hs::bsp<float, ho::sgd, decltype(o1)> a(4, x0, sgd(0.2), o1, b, {.mode = mode});
+    hs::selsync<float, ho::sgd, decltype(o2)> s(4, x0, sgd(0.2), o2, b,
                                                    {.threshold = 0.0, .mode = mode});
     sim::round_runtime<hs::round_stats, sim::fixed_times> r1(4, sim::fixed_times({1, 1, 2, 3}));
     sim::round_runtime<hs::round_stats, sim::fixed_times> r2(4, sim::fixed_times({1, 1, 2, 3}));
@@ -479,8 +480,8 @@ BOOST_AUTO_TEST_CASE(eager_sgd_keeps_replicas_identical_and_applies_every_comput
   for (auto mode : {hs::partial_mode::majority, hs::partial_mode::solo}) {
     for (double delay : {0.3, 1.0}) {
       const std::vector<float> x0(6, 0.5f);
-      hs::eager_sgd<float, test_sgd, integer_oracle> e(
-          n, x0, test_sgd{0.125}, integer_oracle{}, std::vector<std::size_t>(n, 1),
+      hs::eager_sgd<float, ho::sgd, integer_oracle> e(
+          n, x0, sgd(0.125), integer_oracle{}, std::vector<std::size_t>(n, 1),
           {.mode = mode, .seed = seed, .average = false, .rounds = 200});
       hs::subset_delay_time<sim::fixed_times> timing(sim::fixed_times(std::vector<double>(n, 1.0)),
                                                        n, 4, delay, seed + 1);
@@ -521,29 +522,29 @@ BOOST_AUTO_TEST_SUITE(bad_input)
 BOOST_AUTO_TEST_CASE(bad_configurations_throw_invalid_argument_before_any_state_changes) {
   const std::vector<float> x0(4, 0.0f);
   integer_oracle o;
-  using ls = hs::local_sgd<float, test_sgd, integer_oracle>;
-  BOOST_CHECK_THROW(ls(2, x0, test_sgd{}, o, {1, 1}, {.period = 0}), std::invalid_argument);
-  BOOST_CHECK_THROW(ls(2, x0, test_sgd{}, o, {1, 1}, {.local_steps = {4, 0}}),
+  using ls = hs::local_sgd<float, ho::sgd, integer_oracle>;
+  BOOST_CHECK_THROW(ls(2, x0, sgd(0.1), o, {1, 1}, {.period = 0}), std::invalid_argument);
+  BOOST_CHECK_THROW(ls(2, x0, sgd(0.1), o, {1, 1}, {.local_steps = {4, 0}}),
                     std::invalid_argument);
-  BOOST_CHECK_THROW(ls(2, x0, test_sgd{}, o, {1, 1}, {.period = 2, .groups = {0, 1}, .global_period = 3}),
+  BOOST_CHECK_THROW(ls(2, x0, sgd(0.1), o, {1, 1}, {.period = 2, .groups = {0, 1}, .global_period = 3}),
                     std::invalid_argument);
-  BOOST_CHECK_THROW(ls(2, x0, test_sgd{}, o, {1, 1}, {.sampled = 3}), std::invalid_argument);
+  BOOST_CHECK_THROW(ls(2, x0, sgd(0.1), o, {1, 1}, {.sampled = 3}), std::invalid_argument);
   BOOST_CHECK_THROW(hs::sample_weights({0, 0}), std::invalid_argument);
   BOOST_CHECK_THROW(hs::sample_weights({}), std::invalid_argument);
-  BOOST_CHECK_THROW((hs::bsp<float, test_sgd, integer_oracle>(2, x0, test_sgd{}, o, {0, 0})),
+  BOOST_CHECK_THROW((hs::bsp<float, ho::sgd, integer_oracle>(2, x0, sgd(0.1), o, {0, 0})),
                     std::invalid_argument);
   // Rows sum to 1 but columns do not: stochastic, not doubly stochastic.
   BOOST_CHECK_THROW(hs::mixing_matrix(2, {0.5, 0.5, 1.0, 0.0}), std::invalid_argument);
   BOOST_CHECK_THROW(hs::mixing_matrix(2, {1.5, -0.5, -0.5, 1.5}), std::invalid_argument);
   BOOST_CHECK_THROW(hs::mixing_matrix(2, {0.5, 0.5, 0.5}), std::invalid_argument);
-  BOOST_CHECK_THROW(ls(3, x0, test_sgd{}, o, {1, 1, 1}, {.gossip = hs::mixing_matrix::ring(2)}),
+  BOOST_CHECK_THROW(ls(3, x0, sgd(0.1), o, {1, 1, 1}, {.gossip = hs::mixing_matrix::ring(2)}),
                     std::invalid_argument);
   BOOST_CHECK_THROW(hs::selsync_trigger(0, 0.01, 0.3), std::invalid_argument);
   BOOST_CHECK_THROW(hs::selsync_trigger(25, 0.0, 0.3), std::invalid_argument);
   BOOST_CHECK_THROW(hs::selsync_trigger(25, 0.01, -1.0), std::invalid_argument);
   BOOST_CHECK_THROW(hs::fednova_weights({0.5, 0.5}, {1, 0}), std::invalid_argument);
   // A bad batch update leaves the batches as they were.
-  hs::bsp<float, test_sgd, integer_oracle> p(2, x0, test_sgd{}, o, {3, 5});
+  hs::bsp<float, ho::sgd, integer_oracle> p(2, x0, sgd(0.1), o, {3, 5});
   BOOST_CHECK_THROW(p.set_batches({0, 0}), std::invalid_argument);
   BOOST_TEST(p.batches() == (std::vector<std::size_t>{3, 5}));
 }

@@ -65,6 +65,7 @@ class bsp {
       : cfg_((cfg.validate(), cfg)),
         c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
         limit_(workers) {
+    decltype(c_)::require_state_policy(cfg_.states, "bsp.states");
     all_.resize(workers);
     for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }

@@ -17,10 +17,12 @@
 //
 // This file holds the policy for sim::async_runtime (a rank's arrival is a job's end; ranks
 // that wait for their round are held and released when it fires) and a worker-time model
-// that delays a random subset of ranks each step (E6 of papers.md).
-// WIRING(comm): the threads and MPI runtimes run the same loop over the transport's
-// partial_allreduce (heterograd/comm/partial.hpp); the firing rule and the initiator draw
-// must then come from comm::detail::should_fire / majority_initiator.
+// that delays a random subset of ranks each step (E6 of papers.md). The firing rule and the
+// majority initiator are the transport layer's (comm::detail::should_fire,
+// majority_initiator in heterograd/comm/partial.hpp), so the simulated rounds fire exactly
+// when comm's partial_allreduce would. On threads and MPI the per-worker helper
+// sync::eager_worker (workers.hpp) runs the same step over the transport's partial
+// allreduce (inproc::partial_allreduce, mpi::partial_allreduce).
 
 #include <algorithm>
 #include <cstddef>
@@ -30,6 +32,9 @@
 
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/comm/partial.hpp"
+#include "heterograd/comm/types.hpp"
+#include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
@@ -46,14 +51,22 @@ struct eager_config {
   std::uint64_t rounds = 0;     ///< rounds to run, the last one a flush (0: unbounded)
 
   void validate() const {
-    require(staleness_bound >= 1, "eager.staleness_bound", staleness_bound, "must be >= 1");
+    require(staleness_bound >= 1 && staleness_bound <= 1u << 30, "eager.staleness_bound",
+            staleness_bound, "must be in [1, 2^30]");
+  }
+  /// The transport's firing policy for these rounds.
+  comm::partial_policy partial_policy() const {
+    return mode == partial_mode::solo ? comm::partial_policy::solo()
+                                      : comm::partial_policy::majority(seed);
+  }
+  /// The transport's options for these rounds (avg: sum / n over all ranks).
+  comm::partial_options partial_options() const {
+    comm::partial_options o;
+    o.op = average ? comm::reduce_op::avg : comm::reduce_op::sum;
+    o.staleness_bound = static_cast<int>(staleness_bound);
+    return o;
   }
 };
-
-/// The initiator of `round` under majority: uniform over the n ranks, the same on every rank.
-inline std::size_t eager_initiator(std::uint64_t seed, std::uint64_t round, std::size_t n) {
-  return static_cast<std::size_t>(counter_rng(seed, 0x6d616a6f72ULL).below(round, n));
-}
 
 /// Worker-time model with injected imbalance: job k of every worker takes the base time, and
 /// `delayed` ranks drawn uniformly per k (the same draw for all workers) take `delay` more.
@@ -89,7 +102,7 @@ class eager_sgd {
  public:
   eager_sgd(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
             std::vector<std::size_t> batches, eager_config cfg = {})
-      : cfg_((cfg.validate(), cfg)),
+      : cfg_((cfg.validate(), cfg)), policy_(cfg_.partial_policy()),
         c_(workers, init, std::move(opt), std::move(grad), std::move(batches), identity_transform{}),
         round_of_(workers, 0), consumed_(workers, -1), arrived_(workers, 0),
         fresh_(workers, std::vector<T>(init.size())),
@@ -162,16 +175,18 @@ class eager_sgd {
       const auto B = static_cast<std::int64_t>(cfg_.staleness_bound);
       for (std::size_t j = 0; j < n; ++j)
         if (consumed_[j] < t - B) return;  // a result slot is still unread
-      std::size_t arrivals = 0;
-      for (auto a : arrived_) arrivals += a;
-      if (arrivals == 0) return;
-      const bool flush = cfg_.rounds != 0 && static_cast<std::uint64_t>(t) + 1 == cfg_.rounds;
-      bool fire = arrivals == n;
-      if (!fire && !flush) {
-        fire = cfg_.mode == partial_mode::solo ||
-               arrived_[eager_initiator(cfg_.seed, static_cast<std::uint64_t>(t), n)] != 0;
+      std::vector<bool> arrived(n, false);
+      int arrivals = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        arrived[j] = arrived_[j] != 0;
+        arrivals += arrived_[j] != 0 ? 1 : 0;
       }
-      if (!fire) return;
+      // The final round is a flush: it waits for every rank (comm's flush()).
+      const bool flush = cfg_.rounds != 0 && static_cast<std::uint64_t>(t) + 1 == cfg_.rounds;
+      if (flush && arrivals < static_cast<int>(n)) return;
+      if (!comm::detail::should_fire(policy_, static_cast<std::uint64_t>(t), static_cast<int>(n),
+                                     arrived, arrivals, seconds{0}, seconds{0}))
+        return;
       // Rank order, fresh before stale (the transport's order): the same bits everywhere.
       auto& res = results_[static_cast<std::size_t>(t) % cfg_.staleness_bound];
       std::fill(res.begin(), res.end(), T(0));
@@ -203,6 +218,7 @@ class eager_sgd {
   }
 
   eager_config cfg_;
+  comm::partial_policy policy_;
   detail::cluster<T, Optimizer, Grad> c_;
   std::vector<std::uint64_t> round_of_;
   std::vector<std::int64_t> consumed_;

@@ -196,6 +196,7 @@ class local_sgd {
         outer_(std::move(outer)), anchor_(init.begin(), init.end()),
         outer_state_(outer_.init(thrust::cpp::par, anchor_)), limit_(workers),
         round_steps_(workers, 0) {
+    decltype(c_)::require_state_policy(sched_.config().states, "local_sgd.states");
     if constexpr (!detail::is_no_outer_v<Outer>)
       require(!sched_.config().gossip, "local_sgd.gossip", "set",
               "cannot be combined with an outer optimizer (there is no global average)");

@@ -30,6 +30,7 @@
 #include "heterograd/algorithms/sync/weights.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/reduce.hpp"
 
 namespace heterograd::algorithms::sync {
 
@@ -111,16 +112,6 @@ class selsync_trigger {
   double last_ = 0;
 };
 
-namespace detail {
-/// ||x||_2 accumulated in double. Bytes per element: sizeof(T).
-/// WIRING(kernels): kernels/reduce.hpp's deterministic norm once the kernels layer lands.
-template <class T>
-double norm2(span<const T> x) {
-  double s = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return std::sqrt(s);
-}
-}  // namespace detail
 
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
 class selsync {
@@ -132,6 +123,7 @@ class selsync {
         limit_(workers),
         triggers_(workers, selsync_trigger(cfg_.window, cfg_.alpha, cfg_.threshold)),
         votes_(workers, 0), stats_(workers) {
+    decltype(c_)::require_state_policy(cfg_.states, "selsync.states");
     all_.resize(workers);
     for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }
@@ -181,7 +173,9 @@ class selsync {
   void work(std::size_t w) {
     stats_[w].steps = 1;
     stats_[w].loss = c_.compute_gradient(w);
-    votes_[w] = triggers_[w].observe(detail::norm2(c_.gradient(w)));
+    // ||g||_2 with the deterministic reduction (the same bits on every backend and thread
+    // count): sizeof(T) bytes per element.
+    votes_[w] = triggers_[w].observe(kernels::l2_norm(thrust::cpp::par, c_.gradient(w)));
   }
   void run_deferred() {
     for (std::size_t w = 0; w < c_.workers(); ++w)

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,34 +15,38 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/optim/average.hpp"
+#include "heterograd/optim/state.hpp"
 
 namespace heterograd::algorithms::sync::detail {
 
-/// Averages optimizer states member-wise (slots, then children recursively) into every
-/// target. `states[w]` points at worker w's state.
-template <class T, class State>
-void average_states(const std::vector<State*>& states, const std::vector<std::size_t>& members,
+/// Whether a state type can be averaged: optim's state (slots and children).
+template <class State>
+inline constexpr bool is_optim_state_v = false;
+template <class T, class S>
+inline constexpr bool is_optim_state_v<optim::state<T, S>> = true;
+
+/// dst's slots (at every depth) <- src's; dst keeps its own count and counters (a worker's
+/// step count is its own, whatever it averaged).
+template <class State>
+void assign_slots(State& dst, const State& src) {
+  for (std::size_t k = 0; k < dst.slots.size(); ++k) dst.slots[k] = src.slots[k];
+  for (std::size_t c = 0; c < dst.children.size(); ++c) assign_slots(dst.children[c], src.children[c]);
+}
+
+/// Every target's slots <- the weighted average (optim::average_states: kernels::weighted_sum
+/// in member order) of the members' slots.
+template <class State>
+void average_states(std::vector<State>& states, const std::vector<std::size_t>& members,
                     const std::vector<double>& weights, const std::vector<std::size_t>& targets) {
-  if constexpr (requires(State& s) {
-                  s.slots;
-                  s.children;
-                }) {
+  if constexpr (is_optim_state_v<State>) {
     if (members.empty()) return;
-    const State& first = *states[members[0]];
-    for (std::size_t k = 0; k < first.slots.size(); ++k) {
-      std::vector<T> avg(first.slots[k].size());
-      std::vector<span<const T>> xs;
-      for (auto m : members)
-        xs.emplace_back(states[m]->slots[k].data(), states[m]->slots[k].size());
-      weighted_sum(span<T>(avg), xs, weights);
-      for (auto t : targets)
-        copy(span<const T>(avg), span<T>(states[t]->slots[k].data(), avg.size()));
-    }
-    for (std::size_t c = 0; c < first.children.size(); ++c) {
-      std::vector<State*> kids(states.size(), nullptr);
-      for (std::size_t i = 0; i < states.size(); ++i) kids[i] = &states[i]->children[c];
-      average_states<T>(kids, members, weights, targets);
-    }
+    std::vector<State> sel;
+    sel.reserve(members.size());
+    for (auto m : members) sel.push_back(states[m]);
+    const State avg = optim::average_states(thrust::cpp::par, std::span<const State>(sel),
+                                            std::span<const double>(weights));
+    for (auto t : targets) assign_slots(states[t], avg);
   }
 }
 
@@ -94,6 +99,18 @@ class cluster {
   }
   const Optimizer& optimizer() const { return opt_; }
   const Transform& transform() const { return tr_; }
+  Grad& oracle() { return grad_; }
+
+  // Replica access for the threads and MPI runtimes: worker w's thread touches only these.
+  span<T> mutable_gradient(std::size_t w) { return span<T>(grads_.at(w)); }
+  state_type& mutable_state(std::size_t w) { return states_.at(w); }
+
+  /// Throws unless `p` can be applied to this optimizer's states (average needs optim's
+  /// state, whose slots can be averaged).
+  static void require_state_policy(state_policy p, const std::string& field) {
+    require(p != state_policy::average || is_optim_state_v<state_type>, field, "average",
+            "needs an optimizer whose state is an optim::state (slots to average)");
+  }
 
   /// Worker w's gradient at its own parameters into its gradient buffer; returns the loss.
   double compute_gradient(std::size_t w) {
@@ -159,12 +176,9 @@ class cluster {
                           const std::vector<std::size_t>& targets) {
     switch (p) {
       case state_policy::keep_local: break;
-      case state_policy::average: {
-        std::vector<state_type*> ptrs;
-        for (auto& s : states_) ptrs.push_back(&s);
-        average_states<T>(ptrs, members, weights, targets);
+      case state_policy::average:
+        average_states(states_, members, weights, targets);
         break;
-      }
       case state_policy::reset:
         for (auto t : targets) states_[t] = opt_.init(thrust::cpp::par, span<T>(params_[t]));
         break;
