@@ -24,42 +24,12 @@ namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
 namespace ho = heterograd::optim;
 using sync_test::bitwise_equal;
+using sync_test::class_data;
+using sync_test::mlp_oracle;
 using sync_test::heavy_ball;
 using sync_test::sgd;
 
 namespace {
-
-// A random classification set for softmax regression / a small MLP.
-struct class_data {
-  std::size_t dim = 10, classes = 4, n = 0;
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  class_data(std::size_t samples, std::uint64_t seed) : n(samples) {
-    const hg::counter_rng rng(seed, 7);
-    x.resize(n * dim);
-    y.resize(n);
-    for (std::size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(rng.normal(k));
-    for (std::size_t i = 0; i < n; ++i)
-      y[i] = static_cast<std::int32_t>(rng.substream(1).below(i, classes));
-  }
-  hg::nn::batch<float> rows(std::size_t first, std::size_t count) const {
-    return {hg::span<const float>(x.data() + first * dim, count * dim),
-            hg::span<const std::int32_t>(y.data() + first, count)};
-  }
-};
-
-// Worker w's batch at step s: b_w consecutive rows starting at a (w, s)-keyed offset.
-struct mlp_oracle {
-  const class_data* d;
-  hg::nn::mlp<float>* model;
-  std::uint64_t seed;
-  double operator()(std::size_t w, std::uint64_t s, std::size_t b, hg::span<const float> p,
-                    hg::span<float> g) const {
-    const std::size_t first =
-        hg::counter_rng(seed, 11 + w).below(s, d->n - b + 1);
-    return model->loss_and_gradient(p, d->rows(first, b), g);
-  }
-};
 
 // The first 32 rows split as consecutive blocks of the given sizes.
 struct block_oracle {

@@ -64,7 +64,7 @@ class bsp {
       std::vector<std::size_t> batches, bsp_config cfg = {}, Transform tr = {})
       : cfg_((cfg.validate(), cfg)),
         c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
-        limit_(workers) {
+        limit_(workers), last_(workers) {
     decltype(c_)::require_state_policy(cfg_.states, "bsp.states");
     all_.resize(workers);
     for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
@@ -83,9 +83,8 @@ class bsp {
     for (std::size_t w = 0; w < c_.workers(); ++w)
       if (limit_.take_deferred(w)) work(w, results[w]);
     synchronise();
-    last_loss_ = 0;
     for (std::size_t w = 0; w < c_.workers(); ++w) {
-      last_loss_ += results[w].loss / static_cast<double>(c_.workers());
+      last_[w] = results[w];
       ctl.applied(static_cast<std::uint32_t>(w), 0);
     }
     ++rounds_;
@@ -98,7 +97,24 @@ class bsp {
     std::vector<round_stats> r(c_.workers());
     for (std::size_t w = 0; w < c_.workers(); ++w) work(w, r[w]);
     synchronise();
+    last_ = r;
     ++rounds_;
+  }
+
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica through these.
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  /// Worker w's gradient at its replica (the oracle, with w's step counter); returns the loss.
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+  /// Worker w finished a round under another runtime; `count` (one worker per process)
+  /// advances rounds().
+  void note_round(std::size_t w, const round_stats& s, bool count) {
+    last_.at(w) = s;
+    if (count) ++rounds_;
   }
 
   // --- observers --------------------------------------------------------------------------------
@@ -120,7 +136,12 @@ class bsp {
   }
   const std::vector<std::size_t>& batches() const { return c_.batches(); }
   std::uint64_t rounds() const { return rounds_; }
-  double last_loss() const { return last_loss_; }
+  /// Mean loss of the workers' last round.
+  double last_loss() const {
+    double l = 0;
+    for (const auto& r : last_) l += r.loss / static_cast<double>(last_.size());
+    return l;
+  }
   const bsp_config& config() const { return cfg_; }
 
  private:
@@ -145,8 +166,8 @@ class bsp {
   detail::round_limit limit_;
   std::vector<std::size_t> all_;
   std::vector<T> agg_, model_;
+  std::vector<round_stats> last_;
   std::uint64_t rounds_ = 0;
-  double last_loss_ = 0;
 };
 
 }  // namespace heterograd::algorithms::sync

@@ -108,7 +108,8 @@ class eager_sgd {
         fresh_(workers, std::vector<T>(init.size())),
         pending_(workers, std::vector<T>(init.size(), T(0))), pending_origin_(workers, -1),
         results_(cfg_.staleness_bound, std::vector<T>(init.size())),
-        computed_sum_(init.size(), 0.0), applied_sum_(init.size(), 0.0) {}
+        computed_(workers, std::vector<double>(init.size(), 0.0)), applied_sum_(init.size(), 0.0),
+        late_(workers, 0) {}
 
   // --- sim::async_runtime policy ------------------------------------------------------------
   /// Rounds fired so far.
@@ -123,12 +124,12 @@ class eager_sgd {
   void on_arrival(Ctl& ctl, const Arrival& a, std::vector<T>& g) {
     const std::size_t w = a.worker;
     const auto t = static_cast<std::int64_t>(round_of_[w]);
-    for (std::size_t i = 0; i < g.size(); ++i) computed_sum_[i] += static_cast<double>(g[i]);
+    for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
     if (t < next_) {
       // Late: keep the gradient for the next round that fires; take round t's result now.
       for (std::size_t i = 0; i < g.size(); ++i) pending_[w][i] += g[i];
       if (pending_origin_[w] < 0) pending_origin_[w] = t;
-      ++late_;
+      ++late_[w];
       ctl.buffered(static_cast<std::uint32_t>(w), static_cast<std::uint64_t>(next_ - t));
       take_result(w, t);
       try_fire(ctl);
@@ -148,11 +149,50 @@ class eager_sgd {
   std::uint64_t rounds_applied(std::size_t w) const { return round_of_.at(w); }
   std::uint64_t rounds_fired() const { return static_cast<std::uint64_t>(next_); }
   /// Contributions that arrived after their round fired.
-  std::uint64_t late_contributions() const { return late_; }
-  /// Sum of every gradient computed and contributed, and sum of every round's result times n
-  /// (averaging) or times 1 (sum), in double.
-  const std::vector<double>& computed_sum() const { return computed_sum_; }
+  std::uint64_t late_contributions() const {
+    std::uint64_t l = 0;
+    for (auto v : late_) l += v;
+    return l;
+  }
+  /// Sum of every gradient computed and contributed (accumulated per worker in double, then
+  /// summed over workers in rank order), and sum of every round's result before the division
+  /// by n (sim; under threads / MPI: the result times n when averaging), in double.
+  std::vector<double> computed_sum() const {
+    std::vector<double> s(applied_sum_.size(), 0.0);
+    for (const auto& c : computed_)
+      for (std::size_t i = 0; i < s.size(); ++i) s[i] += c[i];
+    return s;
+  }
   const std::vector<double>& applied_sum() const { return applied_sum_; }
+
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica and counters through these.
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  /// Worker w's gradient at its replica into replica_gradient(w); returns the loss.
+  double compute_gradient(std::size_t w) {
+    const double loss = c_.compute_gradient(w);
+    const auto g = c_.gradient(w);
+    for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
+    return loss;
+  }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const eager_config& config() const { return cfg_; }
+  /// Worker w applied round `round`'s `result` under another runtime, fresh or late; `count`
+  /// (one worker per process) records the round's result and fresh count.
+  void note_round(std::size_t w, std::uint64_t round, span<const T> result, bool fresh,
+                  std::size_t fresh_count, bool count) {
+    round_of_.at(w) = round + 1;
+    consumed_.at(w) = static_cast<std::int64_t>(round);
+    if (!fresh) ++late_[w];
+    if (!count) return;
+    const double scale = cfg_.average ? static_cast<double>(c_.workers()) : 1.0;
+    for (std::size_t i = 0; i < result.size(); ++i)
+      applied_sum_[i] += static_cast<double>(result[i]) * scale;
+    fresh_counts_.push_back(fresh_count);
+    next_ = std::max<std::int64_t>(next_, static_cast<std::int64_t>(round) + 1);
+  }
   /// Fresh contributions per fired round.
   const std::vector<std::size_t>& fresh_counts() const { return fresh_counts_; }
 
@@ -226,10 +266,11 @@ class eager_sgd {
   std::vector<std::vector<T>> fresh_, pending_;
   std::vector<std::int64_t> pending_origin_;
   std::vector<std::vector<T>> results_;
-  std::vector<double> computed_sum_, applied_sum_;
+  std::vector<std::vector<double>> computed_;
+  std::vector<double> applied_sum_;
   std::vector<std::size_t> fresh_counts_;
   std::int64_t next_ = 0;
-  std::uint64_t late_ = 0;
+  std::vector<std::uint64_t> late_;
 };
 
 }  // namespace heterograd::algorithms::sync

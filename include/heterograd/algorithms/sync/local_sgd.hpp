@@ -195,7 +195,7 @@ class local_sgd {
         c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
         outer_(std::move(outer)), anchor_(init.begin(), init.end()),
         outer_state_(outer_.init(thrust::cpp::par, anchor_)), limit_(workers),
-        round_steps_(workers, 0) {
+        round_steps_(workers, 0), last_(workers) {
     decltype(c_)::require_state_policy(sched_.config().states, "local_sgd.states");
     if constexpr (!detail::is_no_outer_v<Outer>)
       require(!sched_.config().gossip, "local_sgd.gossip", "set",
@@ -235,9 +235,43 @@ class local_sgd {
   const local_sgd_schedule& schedule() const { return sched_; }
   std::uint64_t rounds() const { return rounds_; }
   std::uint64_t steps(std::size_t w) const { return c_.steps(w); }
-  double last_loss() const { return last_loss_; }
+  /// Mean loss of the last round over the workers that trained in it.
+  double last_loss() const {
+    double l = 0;
+    std::size_t active = 0;
+    for (const auto& r : last_)
+      if (r.steps) {
+        l += r.loss;
+        ++active;
+      }
+    return active ? l / static_cast<double>(active) : 0.0;
+  }
   const std::vector<std::size_t>& batches() const { return c_.batches(); }
   void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
+  const Outer& outer_optimizer() const { return outer_; }
+
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica through these; the shared
+  // anchor and outer state are written back by one worker (resume_shared).
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+  /// Worker w finished a round under another runtime; `count` (one worker per process)
+  /// advances rounds().
+  void note_round(std::size_t w, const round_stats& s, bool count) {
+    last_.at(w) = s;
+    if (count) ++rounds_;
+  }
+  /// The anchor and outer state after a run under another runtime (every worker holds the
+  /// same ones).
+  void set_shared(std::vector<T> anchor, outer_state os) {
+    require_same_size("local_sgd.anchor", anchor.size(), "params", anchor_.size());
+    anchor_ = std::move(anchor);
+    outer_state_ = std::move(os);
+  }
 
  private:
   void work(std::size_t w, std::uint64_t round, round_stats& out) {
@@ -335,14 +369,7 @@ class local_sgd {
         break;
       }
     }
-    last_loss_ = 0;
-    std::size_t active = 0;
-    for (const auto& r : results)
-      if (r.steps) {
-        last_loss_ += r.loss;
-        ++active;
-      }
-    if (active) last_loss_ /= static_cast<double>(active);
+    last_ = results;
     ++rounds_;
   }
 
@@ -354,8 +381,8 @@ class local_sgd {
   detail::round_limit limit_;
   std::vector<std::size_t> round_steps_;
   std::vector<T> model_;
+  std::vector<round_stats> last_;
   std::uint64_t rounds_ = 0;
-  double last_loss_ = 0;
 };
 
 }  // namespace heterograd::algorithms::sync

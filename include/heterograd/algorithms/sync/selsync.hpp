@@ -157,6 +157,25 @@ class selsync {
     finish();
   }
 
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica through these.
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  selsync_trigger& replica_trigger(std::size_t w) { return triggers_.at(w); }
+  /// Worker w finished a step under another runtime; `count` (one worker per process)
+  /// records the step's decision.
+  void note_step(std::size_t w, const round_stats& s, bool synchronised, bool count) {
+    stats_.at(w) = s;
+    if (!count) return;
+    decisions_.push_back(synchronised);
+    syncs_ += synchronised ? 1 : 0;
+  }
+
   // --- observers --------------------------------------------------------------------------------
   std::size_t workers() const { return c_.workers(); }
   span<const T> params(std::size_t w = 0) const { return c_.params(w); }
@@ -166,7 +185,12 @@ class selsync {
   const std::vector<bool>& decisions() const { return decisions_; }
   std::uint64_t sync_steps() const { return syncs_; }
   std::uint64_t local_steps() const { return decisions_.size() - syncs_; }
-  double last_loss() const { return last_loss_; }
+  /// Mean loss of the workers' last step.
+  double last_loss() const {
+    double l = 0;
+    for (const auto& s : stats_) l += s.loss / static_cast<double>(stats_.size());
+    return l;
+  }
   const selsync_config& config() const { return cfg_; }
 
  private:
@@ -205,8 +229,6 @@ class selsync {
     }
     decisions_.push_back(sync);
     syncs_ += sync ? 1 : 0;
-    last_loss_ = 0;
-    for (const auto& s : stats_) last_loss_ += s.loss / static_cast<double>(n);
   }
 
   selsync_config cfg_;
@@ -219,7 +241,6 @@ class selsync {
   std::vector<T> agg_, model_;
   std::vector<bool> decisions_;
   std::uint64_t syncs_ = 0;
-  double last_loss_ = 0;
 };
 
 }  // namespace heterograd::algorithms::sync

@@ -26,6 +26,14 @@ inline constexpr bool is_optim_state_v = false;
 template <class T, class S>
 inline constexpr bool is_optim_state_v<optim::state<T, S>> = true;
 
+/// Throws unless `p` can be applied to states of type State (average needs optim's state,
+/// whose slots can be averaged).
+template <class State>
+void require_state_policy(state_policy p, const std::string& field) {
+  require(p != state_policy::average || is_optim_state_v<State>, field, "average",
+          "needs an optimizer whose state is an optim::state (slots to average)");
+}
+
 /// dst's slots (at every depth) <- src's; dst keeps its own count and counters (a worker's
 /// step count is its own, whatever it averaged).
 template <class State>
@@ -105,11 +113,8 @@ class cluster {
   span<T> mutable_gradient(std::size_t w) { return span<T>(grads_.at(w)); }
   state_type& mutable_state(std::size_t w) { return states_.at(w); }
 
-  /// Throws unless `p` can be applied to this optimizer's states (average needs optim's
-  /// state, whose slots can be averaged).
   static void require_state_policy(state_policy p, const std::string& field) {
-    require(p != state_policy::average || is_optim_state_v<state_type>, field, "average",
-            "needs an optimizer whose state is an optim::state (slots to average)");
+    detail::require_state_policy<state_type>(p, field);
   }
 
   /// Worker w's gradient at its own parameters into its gradient buffer; returns the loss.
