@@ -16,6 +16,8 @@
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/synthetic.hpp"
 #include "heterograd/nn/mlp.hpp"
+#include "heterograd/optim/outer.hpp"
+#include "heterograd/optim/schedule.hpp"
 #include "heterograd/sim/runtime.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -366,6 +368,76 @@ BOOST_AUTO_TEST_CASE(optimizer_state_policies_average_reset_or_keep_momentum) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(diloco_with_outer_lr_1_and_no_momentum_equals_plain_local_sgd) {
+  // Nesterov with mu = 0 and lr 1 on the pseudo-gradient: anchor - (anchor - average), which is
+  // the average up to the rounding of the two subtractions (exact whenever the anchor and the
+  // average are within a factor 2 of each other, Sterbenz).
+  const std::uint64_t seed = hg_test::seed();
+  const class_data d(256, seed);
+  auto model = hg::nn::mlp<float>({d.dim, 16, d.classes});
+  const auto x0 = init_params(model, seed);
+  std::vector<hg::nn::mlp<float>> m1(3, model), m2(3, model);
+  auto o1 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
+                hg::span<float> g) { return mlp_oracle{&d, &m1[w], seed}(w, s, bw, p, g); };
+  auto o2 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
+                hg::span<float> g) { return mlp_oracle{&d, &m2[w], seed}(w, s, bw, p, g); };
+  const std::vector<std::size_t> b{8, 16, 24};
+  const hs::local_sgd_config cfg{.period = 4, .weighting = hs::averaging::sample_weighted};
+  hs::local_sgd<float, ho::momentum, decltype(o1)> plain(3, x0, heavy_ball(), o1, b, cfg);
+  const auto outer = ho::diloco_nesterov(1.0, 0.0);
+  hs::local_sgd<float, ho::momentum, decltype(o2), decltype(outer)> diloco(3, x0, heavy_ball(), o2,
+                                                                            b, cfg, outer);
+  double err = 0, scale = 0;
+  std::size_t exact = 0;
+  for (int r = 0; r < 10; ++r) {
+    plain.round();
+    diloco.round();
+  }
+  for (std::size_t w = 0; w < 3; ++w)
+    for (std::size_t i = 0; i < x0.size(); ++i) {
+      err = std::max(err, std::fabs(static_cast<double>(plain.params(w)[i]) - diloco.params(w)[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(plain.params(w)[i])));
+      exact += plain.params(w)[i] == diloco.params(w)[i];
+    }
+  BOOST_TEST_MESSAGE("DiLoCo(lr 1, mu 0) vs local SGD after 10 rounds: max |diff| " << err << " (max |x| "
+                     << scale << "), " << exact << " of " << 3 * x0.size() << " entries bitwise equal");
+  BOOST_TEST(err <= 1e-6 * std::max(1.0, scale));
+}
+
+BOOST_AUTO_TEST_CASE(outer_optimizers_step_the_anchor_on_the_averaged_pseudo_gradient) {
+  // One round with an outer optimizer equals plain local SGD's average handed by hand to the
+  // same optim outer optimizer: anchor <- step(x0, average), bitwise, for DiLoCo, FedAvgM, FedAdam.
+  const class_data d(128, 17);
+  auto model = hg::nn::softmax_regression<float>(d.dim, d.classes);
+  const auto x0 = init_params(model, 17);
+  const std::vector<std::size_t> b{4, 8, 12};
+  auto check = [&](auto outer, const char* name) {
+    std::vector<hg::nn::mlp<float>> m1(3, model), m2(3, model);
+    auto o1 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
+                  hg::span<float> g) { return mlp_oracle{&d, &m1[w], 17}(w, s, bw, p, g); };
+    auto o2 = [&](std::size_t w, std::uint64_t s, std::size_t bw, hg::span<const float> p,
+                  hg::span<float> g) { return mlp_oracle{&d, &m2[w], 17}(w, s, bw, p, g); };
+    hs::local_sgd<float, ho::sgd, decltype(o1)> plain(3, x0, sgd(0.1), o1, b, {.period = 3});
+    hs::local_sgd<float, ho::sgd, decltype(o2), decltype(outer)> with(3, x0, sgd(0.1), o2, b,
+                                                                       {.period = 3}, outer);
+    plain.round();
+    with.round();
+    std::vector<float> anchor = x0;
+    auto st = outer.init(thrust::cpp::par, anchor);
+    outer.step(thrust::cpp::par, plain.anchor(), st, anchor);  // plain's anchor is the average
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_TEST(bitwise_equal(hg::span<const float>(anchor), hg::span<const float>(with.anchor())));
+      BOOST_TEST((st == with.outer_optimizer_state()));
+      for (std::size_t w = 0; w < 3; ++w)
+        BOOST_TEST(bitwise_equal(with.params(w), hg::span<const float>(anchor)));
+      BOOST_TEST(!bitwise_equal(with.params(0), plain.params(0)));  // the outer step did move it
+    }
+  };
+  check(ho::diloco_nesterov(), "diloco_nesterov(0.7, 0.9)");
+  check(ho::fedavgm(0.5, 0.9), "fedavgm(0.5, 0.9)");
+  check(ho::fedadam(), "fedadam");
+}
+
 // #16: parameters trained at different "resolutions" are stored scaled by s_w; averaging must
 // happen on the common scale.
 struct scale_transform {
@@ -483,6 +555,105 @@ BOOST_AUTO_TEST_CASE(the_delay_model_delays_exactly_k_random_ranks_per_step) {
     for (std::uint32_t w = 0; w < 8; ++w) delayed += m.duration(w, k, 0, 1) == 1.5;
     BOOST_TEST(delayed == 4);
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(tools)
+
+BOOST_AUTO_TEST_CASE(lif_decay_transform_averages_decays_at_the_reference_resolution) {
+  // Three clients sample at dt = 1, 2, 0.5 ms and learn the same membrane time constant
+  // tau_m = 5 ms: beta_i = exp(-dt_i / tau_m). Averaged as they are, the betas mean nothing;
+  // mapped to dt_ref = 1 they are all exp(-1/5), their average is too, and every client gets
+  // its own exp(-dt_i / 5) back.
+  const std::vector<double> dt{1.0, 2.0, 0.5};
+  const double tau = 5.0;
+  hs::lif_decay_transform tr(dt, 1.0, {1});  // parameter 1 of each model is its decay
+  for (std::size_t w = 0; w < 3; ++w) {
+    std::vector<double> x{0.3, std::exp(-dt[w] / tau)};
+    tr.to_common(w, hg::span<double>(x));
+    BOOST_TEST(std::fabs(x[1] - std::exp(-1.0 / tau)) < 1e-15);
+    BOOST_TEST(x[0] == 0.3);  // other parameters are left alone
+    tr.from_common(w, hg::span<double>(x));
+    BOOST_TEST(std::fabs(x[1] - std::exp(-dt[w] / tau)) < 1e-15);
+  }
+  // Inside local SGD (a zero gradient: the round is pure averaging).
+  auto zero = [](std::size_t, std::uint64_t, std::size_t, hg::span<const double>, hg::span<double> g) {
+    std::fill(g.begin(), g.end(), 0.0);
+    return 0.0;
+  };
+  std::vector<double> x0{0.0, 0.5};
+  hs::local_sgd<double, ho::sgd, decltype(zero), hs::no_outer, hs::lif_decay_transform> l(
+      3, x0, sgd(0.1), zero, {1, 1, 1}, {.period = 1}, {}, tr);
+  l.round();
+  // Worker w held 0.5 (its beta); the common average is mean_w 0.5^(1/dt_w), handed back as
+  // that value to the power dt_w.
+  double common = 0;
+  for (double t : dt) common += std::pow(0.5, 1.0 / t) / 3.0;
+  for (std::size_t w = 0; w < 3; ++w)
+    BOOST_TEST(std::fabs(l.params(w)[1] - std::pow(common, dt[w])) < 1e-12);
+  BOOST_CHECK_THROW(hs::lif_decay_transform({1.0, 0.0}, 1.0, {0}), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::lif_decay_transform({1.0}, -1.0, {0}), std::invalid_argument);
+  std::vector<double> small{0.5};
+  BOOST_CHECK_THROW(tr.to_common(0, hg::span<double>(small)), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(global_batch_splits_are_exact_proportional_and_follow_a_batch_size_schedule) {
+  const hg::counter_rng rng(hg_test::seed(), 21);
+  for (std::uint64_t k = 0; k < 50; ++k) {
+    const std::size_t n = 1 + rng.below(3 * k, 8);
+    std::vector<double> th(n);
+    double total = 0;
+    for (std::size_t i = 0; i < n; ++i) total += th[i] = 0.1 + rng.uniform(3 * k + 1 + i * 7) * 10;
+    const std::size_t B = n + rng.below(3 * k + 2, 5000);
+    const auto b = hs::split_global_batch(B, th);
+    BOOST_TEST(std::accumulate(b.begin(), b.end(), std::size_t{0}) == B);
+    // Largest remainder: each share is within one sample of B t_i / sum t when every ideal
+    // share is >= 1 (else an empty share takes one from the largest: within two).
+    double smallest = 1e300;
+    for (std::size_t i = 0; i < n; ++i) smallest = std::min(smallest, static_cast<double>(B) * th[i] / total);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double ideal = static_cast<double>(B) * th[i] / total;
+      BOOST_TEST(std::fabs(static_cast<double>(b[i]) - ideal) < (smallest >= 1.0 ? 1.0 : 2.0));
+      BOOST_TEST(b[i] >= 1u);
+    }
+  }
+  // #2's growing global batch (34K -> 68K, scaled): the shares follow the schedule, and BSP's
+  // weights b_i / B follow the shares.
+  const ho::batch_size_schedule sched({{0, 340}, {100, 680}});
+  const std::vector<double> th{1.0, 2.0, 4.0, 1.0};
+  for (std::int64_t step : {0, 99, 100, 500}) {
+    const auto b = hs::scheduled_batches(sched, step, th);
+    BOOST_TEST(std::accumulate(b.begin(), b.end(), std::size_t{0}) == sched(step));
+    const auto w = hs::sample_weights(b);
+    for (std::size_t i = 0; i < b.size(); ++i)
+      BOOST_TEST(w[i] == static_cast<double>(b[i]) / static_cast<double>(sched(step)));
+  }
+  BOOST_TEST((hs::split_global_batch(8, {1.0, 3.0}) == std::vector<std::size_t>{2, 6}));
+  BOOST_TEST((hs::split_global_batch(3, {1.0, 100.0, 1.0}) == std::vector<std::size_t>{1, 1, 1}));
+  BOOST_CHECK_THROW(hs::split_global_batch(1, {1.0, 1.0}), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::split_global_batch(4, {1.0, 0.0}), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::split_global_batch(4, {}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(label_smoothing_hook_sets_the_models_smoothed_cross_entropy) {
+  // Szegedy et al.: q = (1 - eps) onehot + eps / K, so the loss is affine in eps:
+  // L(eps) = (1 - eps) L_onehot + eps L_uniform. Check L(0.2) = (L(0.1) + L(0.3)) / 2 and that
+  // eps changes the loss.
+  const class_data d(64, 23);
+  auto loss_at = [&](double eps) {
+    auto m = hg::nn::softmax_regression<float>(d.dim, d.classes,
+                                               hs::with_label_smoothing(hg::nn::mlp_options{}, eps));
+    std::vector<float> p(m.num_params()), g(p.size());
+    m.init(p, 23);
+    return m.loss_and_gradient(p, d.rows(0, 64), g);
+  };
+  const double l0 = loss_at(0.0), l1 = loss_at(0.1), l2 = loss_at(0.2), l3 = loss_at(0.3);
+  BOOST_TEST(std::fabs(l2 - (l1 + l3) / 2) < 1e-5);
+  BOOST_TEST(std::fabs(l1 - l0) > 1e-4);
+  BOOST_TEST(hs::with_label_smoothing({}, 0.1).label_smoothing == 0.1);
+  BOOST_CHECK_THROW(hs::with_label_smoothing({}, 1.0), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::with_label_smoothing({}, -0.1), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,7 +23,8 @@
 
 namespace heterograd::algorithms::sync {
 
-/// Shares of `global_batch` proportional to `throughput` (>= 1 each), summing exactly to it.
+/// Shares of `global_batch` proportional to `throughput`, summing exactly to it: largest
+/// remainder on B t_i / sum t (each within one sample of it), then >= 1 each.
 inline std::vector<std::size_t> split_global_batch(std::size_t global_batch,
                                                    const std::vector<double>& throughput) {
   require(!throughput.empty(), "throughput (count)", throughput.size(),
@@ -36,21 +37,30 @@ inline std::vector<std::size_t> split_global_batch(std::size_t global_batch,
             "throughput[" + std::to_string(i) + "]", throughput[i], "must be finite and > 0");
     total += throughput[i];
   }
-  // One sample each, then the rest by largest remainder.
-  const std::size_t rest = global_batch - throughput.size();
-  std::vector<std::size_t> b(throughput.size(), 1);
+  // Largest remainder on the ideal shares B t_i / sum t (exact sum), then every empty share
+  // takes one sample from the largest one (B >= n, so the largest has >= 2).
+  std::vector<std::size_t> b(throughput.size(), 0);
   std::vector<std::pair<double, std::size_t>> rem;
   std::size_t given = 0;
   for (std::size_t i = 0; i < throughput.size(); ++i) {
-    const double x = static_cast<double>(rest) * throughput[i] / total;
-    const auto f = static_cast<std::size_t>(std::floor(x));
-    b[i] += f;
+    const double x = static_cast<double>(global_batch) * throughput[i] / total;
+    const auto f = std::min(global_batch, static_cast<std::size_t>(std::floor(x)));
+    b[i] = f;
     given += f;
     rem.emplace_back(x - static_cast<double>(f), i);
   }
   std::stable_sort(rem.begin(), rem.end(),
                    [](const auto& a, const auto& c) { return a.first > c.first; });
-  for (std::size_t k = 0; given < rest; ++k, ++given) ++b[rem[k % rem.size()].second];
+  for (std::size_t k = 0; given < global_batch; ++k, ++given) ++b[rem[k % rem.size()].second];
+  while (given > global_batch) {  // rounding of x above: take back from the largest
+    --*std::max_element(b.begin(), b.end());
+    --given;
+  }
+  for (auto& v : b) {
+    if (v != 0) continue;
+    --*std::max_element(b.begin(), b.end());
+    v = 1;
+  }
   return b;
 }
 
