@@ -514,14 +514,11 @@ class eager_worker {
   /// waits for every rank and folds in everything pending), waits for the round's result
   /// (in `grads`: the same on every rank) and applies it.
   void step(span<T> params, span<T> grads) {
-    require(!finished(), "eager_worker.step (round)", round_,
-            "the configured rounds are over (eager.rounds)");
-    require_same_size("eager_worker.grads", grads.size(), "eager_worker.params", params.size());
-    const bool flush = cfg_.rounds != 0 && round_ + 1 == cfg_.rounds;
-    (flush ? p_.flush(grads) : p_.allreduce(grads)).wait();
-    opt_.update(exec_, span<const T>(grads), st_, params);
-    ++round_;
+    run(params, grads, cfg_.rounds != 0 && round_ + 1 == cfg_.rounds);
   }
+  /// A flush round (every rank, as the same round): ends an unbounded run (eager.rounds = 0)
+  /// with nothing left pending.
+  void final_step(span<T> params, span<T> grads) { run(params, grads, true); }
 
   bool finished() const { return cfg_.rounds != 0 && round_ >= cfg_.rounds; }
   std::uint64_t round() const { return round_; }
@@ -532,6 +529,15 @@ class eager_worker {
   const eager_config& config() const { return cfg_; }
 
  private:
+  void run(span<T> params, span<T> grads, bool flush) {
+    require(!finished(), "eager_worker.step (round)", round_,
+            "the configured rounds are over (eager.rounds)");
+    require_same_size("eager_worker.grads", grads.size(), "eager_worker.params", params.size());
+    (flush ? p_.flush(grads) : p_.allreduce(grads)).wait();
+    opt_.update(exec_, span<const T>(grads), st_, params);
+    ++round_;
+  }
+
   Partial p_;
   Optimizer opt_;
   eager_config cfg_;
