@@ -55,8 +55,8 @@ struct problem {
   hg::nn::mlp<float> model;
   std::vector<float> x0;
   std::vector<hg::nn::mlp<float>> m_sim, m_thr;
-  explicit problem(std::uint64_t s)
-      : seed(s), d(256, s), model(hg::nn::mlp<float>({10, 12, 4})), x0(model.num_params()),
+  explicit problem(std::uint64_t s, std::size_t hidden = 12)
+      : seed(s), d(256, s), model(hg::nn::mlp<float>({10, hidden, 4})), x0(model.num_params()),
         m_sim(n, model), m_thr(n, model) {
     hg::nn::set_blas_threads(1);  // the same GEMM path on the main and the worker threads
     model.init(x0, s);
@@ -170,6 +170,28 @@ BOOST_AUTO_TEST_CASE(outer_optimizers_and_transforms_give_bitwise_identical_para
   for (int r = 0; r < 6; ++r) a.round();
   hs::run_threads(b, 6);
   expect_identical(a, b, "scale transform");
+}
+
+BOOST_AUTO_TEST_CASE(large_models_take_the_owner_computes_allreduce_and_stay_bitwise_identical) {
+  // 7684 floats (30 KiB) per buffer: above inproc's 16 KiB staging limit, so the weighted
+  // allreduce runs the owner-computes path (each rank reduces its chunk of all buffers).
+  problem pr(hg_test::seed(), 512);
+  BOOST_TEST(pr.x0.size() * sizeof(float) > 16u * 1024u);
+  using bsp_policy = hs::bsp<float, ho::momentum, oracle>;
+  const hs::bsp_config bc{.mode = hs::aggregation::parameters, .states = hs::state_policy::average};
+  bsp_policy a(n, pr.x0, heavy_ball(), pr.sim_oracle(), batches, bc);
+  bsp_policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, bc);
+  auto rt = equal_speeds();
+  hs::run_rounds(rt, a, 6, sim::run_options{});
+  hs::run_threads(b, 6);
+  expect_identical(a, b, "bsp, owner-computes");
+  using local_policy = hs::local_sgd<float, ho::momentum, oracle>;
+  const hs::local_sgd_config lc{.local_steps = {1, 3, 2, 3}, .weighting = hs::averaging::fednova};
+  local_policy c(n, pr.x0, heavy_ball(), pr.sim_oracle(), batches, lc);
+  local_policy d(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, lc);
+  for (int r = 0; r < 4; ++r) c.round();
+  hs::run_threads(d, 4);
+  expect_identical(c, d, "local SGD (FedNova), owner-computes");
 }
 
 BOOST_AUTO_TEST_CASE(selsync_gives_bitwise_identical_parameters_and_decisions_under_sim_and_threads) {
