@@ -12,3 +12,4 @@
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
 #include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/sync.hpp"
