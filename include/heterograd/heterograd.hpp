@@ -11,3 +11,4 @@
 #include "heterograd/balance.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
+#include "heterograd/sparse.hpp"
