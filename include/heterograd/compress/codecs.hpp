@@ -6,7 +6,8 @@
 //                           (fp16 normal range; 2^-25 absolute below it), 2^-8 |x| (bf16).
 //                           2 bytes an element (PyTorch's fp16/bf16_compress_hook).
 //   top_k_codec             keeps the k = ceil(ratio n) largest |x_i| (ties: lower index);
-//                           ||x - d||^2 <= (1 - k/n) ||x||^2. 8 bytes per kept element.
+//                           ||x - d||^2 <= (1 - k/n) ||x||^2. 8 bytes per kept element. O(n)
+//                           selection (nth_element) under a total order: deterministic.
 //   random_k_codec          keeps k indices drawn from (seed, round), the same on every rank,
 //                           so the k values allreduce in compressed form (Stich, Cordonnier,
 //                           Jaggi, "Sparsified SGD with memory", NeurIPS 2018). Unscaled:
@@ -128,13 +129,18 @@ struct top_k_codec {
     const std::size_t n = x.size(), kk = k(n);
     detail::check_message(msg.size(), message_words(n), "top_k_codec.encode.msg");
     require(n <= 0xffffffffu, "top_k_codec.n", n, "must fit 32-bit indices");
-    std::vector<float> mag(n);
-    for (std::size_t i = 0; i < n; ++i) mag[i] = std::fabs(x[i]);
-    std::vector<std::size_t> idx(kk);
-    kernels::partial_top_k(thrust::cpp::par, span<const float>(mag), span<std::size_t>(idx));
+    // The k best by (|x| descending, index ascending; NaN last): a total order, so the set is
+    // unique and selection (O(n) nth_element) gives the same one on every run.
+    std::vector<std::uint32_t> idx(n);
+    for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
+    const auto better = [&](std::uint32_t a, std::uint32_t b) {
+      return kernels::detail::ranks_before(std::fabs(x[a]), a, std::fabs(x[b]), b);
+    };
+    if (kk < n) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(kk), idx.end(), better);
+    idx.resize(kk);
     std::sort(idx.begin(), idx.end());
     for (std::size_t j = 0; j < kk; ++j) {
-      msg[j] = static_cast<std::uint32_t>(idx[j]);
+      msg[j] = idx[j];
       msg[kk + j] = std::bit_cast<std::uint32_t>(x[idx[j]]);
     }
   }
