@@ -102,7 +102,7 @@ class composite {
       s->rails.push_back(*outer);
       groups = static_cast<std::uint64_t>(outer->size());
     }
-    s->inner.broadcast(span<std::uint64_t>(&groups, 1), 0, broadcast_options{o.timeout}).wait();
+    inner_broadcast_host(*s, span<std::uint64_t>(&groups, 1));
     std::vector<std::uint64_t> sizes(groups);
     if (leader) {
       const std::uint64_t mine = static_cast<std::uint64_t>(s->inner.size());
@@ -113,9 +113,9 @@ class composite {
       for (int k = 1; k < o.rails; ++k)
         s->rails.push_back(outer->split(0, outer->rank(), split_options{o.timeout}));
     }
-    s->inner.broadcast(span<std::uint64_t>(sizes), 0, broadcast_options{o.timeout}).wait();
+    inner_broadcast_host(*s, span<std::uint64_t>(sizes));
     std::uint64_t group = leader ? static_cast<std::uint64_t>(outer->rank()) : 0;
-    s->inner.broadcast(span<std::uint64_t>(&group, 1), 0, broadcast_options{o.timeout}).wait();
+    inner_broadcast_host(*s, span<std::uint64_t>(&group, 1));
     s->group = static_cast<int>(group);
     s->group_sizes.assign(sizes.begin(), sizes.end());
     s->first.assign(sizes.size() + 1, 0);
@@ -138,15 +138,20 @@ class composite {
   template <class T, class Space>
   request allreduce(span<T, Space> data, const allreduce_options& o = {}) const {
     detail::validate(o);
+    require(std::is_same_v<Space, host_space> || !o.weight, "composite.allreduce.weight", o.weight.value_or(0.0),
+            "weights are supported on host buffers only");
     return run([&] {
       const bool avg = o.op == reduce_op::avg;
       const reduce_op op = avg ? reduce_op::sum : o.op;
       double weight_sum = static_cast<double>(size());
       if (o.weight) {
-        // The divisor of a weighted average: the weights summed over every rank.
-        double w = *o.weight;
-        allreduce(span<double>(&w, 1), allreduce_options{.op = reduce_op::sum, .timeout = o.timeout}).wait();
-        weight_sum = w;
+        // The divisor of a weighted average: the weights summed over every rank (host
+        // transports; device groups pass no weight).
+        if constexpr (std::is_same_v<Space, host_space>) {
+          double w = *o.weight;
+          allreduce(span<double>(&w, 1), allreduce_options{.op = reduce_op::sum, .timeout = o.timeout}).wait();
+          weight_sum = w;
+        }
       }
       allreduce_options in{.op = op, .weight = o.weight, .timeout = o.timeout};
       s_->inner.allreduce(data, in).wait();
@@ -236,6 +241,16 @@ class composite {
     std::vector<int> group_sizes;
     std::vector<int> first;
   };
+
+  // The layout travels inside a group over the inner transport: directly when it takes host
+  // buffers, else through the stager (a device bounce buffer for NCCL).
+  static void inner_broadcast_host(shared& s, span<std::uint64_t> v) {
+    const broadcast_options bo{s.o.timeout};
+    if constexpr (requires(const Inner& i) { i.broadcast(v, 0, bo); })
+      s.inner.broadcast(v, 0, bo).wait();
+    else
+      s.stager.broadcast_host(s.inner, v, 0, bo);
+  }
 
   int group_of(int global) const {
     const auto it = std::upper_bound(s_->first.begin(), s_->first.end(), global);

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include "heterograd/comm/types.hpp"
 #include "heterograd/core/span.hpp"
 
 namespace heterograd::comm {
@@ -43,6 +44,23 @@ struct cuda_stager {
   void from_host(const T* host, span<T, host_space> to) const {
     std::memcpy(to.data(), host, to.size_bytes());
     *staged += to.size_bytes();
+  }
+
+  /// Broadcasts a small host buffer over a device-only transport (NCCL) through a device
+  /// bounce buffer.
+  template <class Transport, class T>
+  void broadcast_host(const Transport& t, span<T, host_space> v, int root, const broadcast_options& o) const {
+    T* d = nullptr;
+    check(cudaMalloc(&d, v.size_bytes()));
+    try {
+      check(cudaMemcpy(d, v.data(), v.size_bytes(), cudaMemcpyHostToDevice));
+      t.broadcast(span<T, device_space>(d, v.size()), root, o).wait();
+      check(cudaMemcpy(v.data(), d, v.size_bytes(), cudaMemcpyDeviceToHost));
+    } catch (...) {
+      cudaFree(d);
+      throw;
+    }
+    cudaFree(d);
   }
 
  private:
