@@ -13,3 +13,4 @@
 #include "heterograd/algorithms/decoupled.hpp"
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/sync.hpp"
+#include "heterograd/sparse.hpp"
