@@ -705,18 +705,24 @@ inline bool matches(int want_src, int want_tag, int src, int tag) {
 /// Delivers message `m` into receive `r` (under the receiver's mailbox lock). Both sides
 /// learn about a truncation or an element-type mismatch.
 inline void deliver(message& m, p2p_state& r, notifier& note) {
-  std::exception_ptr e{};
-  if (m.dt != r.dt()) {
-    e = std::make_exception_ptr(mismatch_error(
-        "heterograd: comm: message from rank " + std::to_string(m.source) + " (tag " +
-        std::to_string(m.tag) + ") holds " + std::string(dtype_name(m.dt)) +
-        " elements, the receive expects " + std::string(dtype_name(r.dt()))));
-  } else if (m.bytes > r.bytes()) {
-    e = std::make_exception_ptr(truncation_error(
-        "heterograd: comm: message from rank " + std::to_string(m.source) + " (tag " +
-        std::to_string(m.tag) + ") has " + std::to_string(m.bytes) +
-        " bytes, the receive buffer only " + std::to_string(r.bytes())));
-  } else {
+  // The sender (rendezvous) and the receiver each get their own exception object: one object
+  // rethrown and released in two threads is legal, but its reference count lives in the
+  // uninstrumented libstdc++, so ThreadSanitizer reported the release as a race.
+  auto fail = [&]() -> std::exception_ptr {
+    if (m.dt != r.dt())
+      return std::make_exception_ptr(mismatch_error(
+          "heterograd: comm: message from rank " + std::to_string(m.source) + " (tag " +
+          std::to_string(m.tag) + ") holds " + std::string(dtype_name(m.dt)) +
+          " elements, the receive expects " + std::string(dtype_name(r.dt()))));
+    if (m.bytes > r.bytes())
+      return std::make_exception_ptr(truncation_error(
+          "heterograd: comm: message from rank " + std::to_string(m.source) + " (tag " +
+          std::to_string(m.tag) + ") has " + std::to_string(m.bytes) +
+          " bytes, the receive buffer only " + std::to_string(r.bytes())));
+    return {};
+  };
+  std::exception_ptr e = fail();
+  if (!e) {
     if (m.bytes)
       std::memcpy(r.buffer(), m.data ? m.data : static_cast<const void*>(m.payload.data()),
                   m.bytes);
@@ -725,7 +731,7 @@ inline void deliver(message& m, p2p_state& r, notifier& note) {
   if (e) r.err = e;
   r.outcome.store(e ? 2 : 1, std::memory_order_release);
   if (m.sender) {
-    if (e) m.sender->err = e;
+    if (e) m.sender->err = fail();
     m.sender->outcome.store(e ? 2 : 1, std::memory_order_release);
   }
   note.notify();
