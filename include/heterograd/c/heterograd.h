@@ -142,6 +142,129 @@ HG_C_EXPORT hg_status hg_optimizer_load_state(hg_optimizer opt, const void* buff
  * HG_ERROR_UNKNOWN_HANDLE). Destroying NULL is HG_OK. */
 HG_C_EXPORT hg_status hg_optimizer_destroy(hg_optimizer opt);
 
+/* ---- distributed objects over MPI -----------------------------------------------------------
+ * An MPI communicator is passed as its Fortran handle (MPI_Fint: MPI_Comm_c2f(MPI_COMM_WORLD)
+ * in C, comm.py2f() in mpi4py, or hg_mpi_world below), so that this header needs no mpi.h.
+ * MPI must be initialised first (MPI_Init_thread, or hg_mpi_init); creating an object is
+ * collective over the communicator (heterograd duplicates it); destroy objects before
+ * MPI_Finalize. Buffers are host memory (the MPI transport moves host buffers). The CPU work
+ * of these objects runs on the calling process's OpenMP team: one team per process, so run
+ * one rank per process (or set OMP_NUM_THREADS to cores / ranks per node). */
+
+/* MPI_Init_thread(MPI_THREAD_MULTIPLE) unless MPI is initialised already; *provided (may be
+ * NULL) receives the thread level. */
+HG_C_EXPORT hg_status hg_mpi_init(int* provided);
+/* MPI_Finalize unless finalised already. */
+HG_C_EXPORT hg_status hg_mpi_finalize(void);
+/* The Fortran handle of MPI_COMM_WORLD, and this process's rank and the world's size (each
+ * pointer may be NULL). */
+HG_C_EXPORT hg_status hg_mpi_world(int64_t* comm, int* rank, int* size);
+
+/* ---- local SGD (algorithms/sync: local_sgd_worker) ---------------------------------------- */
+
+typedef enum hg_averaging {
+  HG_AVERAGING_UNIFORM = 0,         /* 1 / n */
+  HG_AVERAGING_SAMPLE_WEIGHTED = 1  /* b_i H_i / sum_j b_j H_j: samples processed in the round */
+} hg_averaging;
+
+typedef enum hg_state_policy {
+  HG_STATE_KEEP_LOCAL = 0, /* optimizer states stay per rank */
+  HG_STATE_AVERAGE = 1,    /* averaged with the parameters */
+  HG_STATE_RESET = 2       /* zeroed at every average */
+} hg_state_policy;
+
+typedef struct hg_local_sgd_config {
+  uint64_t period;         /* H: local steps per round, then an average (>= 1) */
+  uint64_t warmup_steps;   /* post-local SGD: the first rounds are single synchronous steps */
+  int32_t weighting;       /* hg_averaging */
+  int32_t state_policy;    /* hg_state_policy */
+  double timeout_seconds;  /* deadline of each collective */
+} hg_local_sgd_config;
+
+typedef struct hg_local_sgd_t* hg_local_sgd;
+
+HG_C_EXPORT hg_status hg_local_sgd_config_init(hg_local_sgd_config* config);
+
+/* Collective over `mpi_comm`. `local_optimizer`: each rank's own optimizer (its state stays
+ * local unless the state policy says otherwise). `batches`: every rank's batch size b_i
+ * (comm size entries, the same on every rank) for sample weighting; NULL means equal.
+ * `params`: this rank's initial parameters, equal on every rank (read only here). */
+HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_comm,
+                                              const hg_optimizer_config* local_optimizer,
+                                              const hg_local_sgd_config* config,
+                                              const uint64_t* batches, int32_t dtype,
+                                              const void* params, size_t size, int32_t device);
+
+/* One local optimizer step with this rank's gradient; after the round's last step, the
+ * average over the ranks (collective: every rank calls step the same number of times).
+ * *averaged (may be NULL) receives 1 when this step ended with an average. */
+HG_C_EXPORT hg_status hg_local_sgd_step(hg_local_sgd avg, void* params, const void* grads,
+                                        size_t size, int32_t device, int32_t* averaged);
+
+/* Rounds (averages) completed and local steps taken (each pointer may be NULL). */
+HG_C_EXPORT hg_status hg_local_sgd_progress(hg_local_sgd avg, uint64_t* rounds, uint64_t* steps);
+
+HG_C_EXPORT hg_status hg_local_sgd_destroy(hg_local_sgd avg);
+
+/* ---- asynchronous parameter server (algorithms/async: serve, worker_client) --------------- */
+
+typedef enum hg_async_policy {
+  HG_ASYNC_ASGD = 0,             /* every gradient applied with the same step */
+  HG_ASYNC_DELAY_ADAPTIVE = 1,   /* step x n / max(n, delay) (Ringmaster's baseline) */
+  HG_ASYNC_STALENESS_SCALED = 2  /* step x (1 + delay)^-0.5 (FedAsync's polynomial rule) */
+} hg_async_policy;
+
+typedef struct hg_async_config {
+  int32_t policy;          /* hg_async_policy */
+  int32_t server_rank;     /* the server's rank; every other rank is a worker */
+  uint64_t max_updates;    /* the server stops its workers after this many updates */
+  double timeout_seconds;  /* deadline of every receive */
+  int32_t tag_base;        /* four MPI tags from here */
+  int32_t reserved;        /* 0 */
+} hg_async_config;
+
+typedef struct hg_async_server_t* hg_async_server;
+typedef struct hg_async_worker_t* hg_async_worker;
+
+HG_C_EXPORT hg_status hg_async_config_init(hg_async_config* config);
+
+/* On the server rank (collective with hg_async_worker_create_mpi on the other ranks). The
+ * server keeps its own copy of the model, starting from `initial_params`, and updates it with
+ * `server_optimizer` (its learning rate is the step gamma). */
+HG_C_EXPORT hg_status hg_async_server_create_mpi(hg_async_server* out, int64_t mpi_comm,
+                                                 const hg_optimizer_config* server_optimizer,
+                                                 const hg_async_config* config, int32_t dtype,
+                                                 const void* initial_params, size_t size,
+                                                 int32_t device);
+
+/* Serves the workers until config.max_updates updates, then stops them. *updates and
+ * *dropped (each may be NULL) receive the updates applied and the results dropped. */
+HG_C_EXPORT hg_status hg_async_server_run(hg_async_server server, uint64_t* updates,
+                                          uint64_t* dropped);
+
+/* Copies the server's current model into `params`. */
+HG_C_EXPORT hg_status hg_async_server_params(hg_async_server server, void* params, size_t size,
+                                             int32_t device);
+
+HG_C_EXPORT hg_status hg_async_server_destroy(hg_async_server server);
+
+/* On every rank but the server's. */
+HG_C_EXPORT hg_status hg_async_worker_create_mpi(hg_async_worker* out, int64_t mpi_comm,
+                                                 const hg_async_config* config, int32_t dtype,
+                                                 size_t size);
+
+/* Waits for the next job: *has_job = 1 and the model in `params`, or *has_job = 0 when the
+ * server has stopped (then only destroy is left to do). */
+HG_C_EXPORT hg_status hg_async_worker_pull(hg_async_worker worker, void* params, size_t size,
+                                           int32_t device, int32_t* has_job);
+
+/* Sends the gradient of the current job; *accepted (may be NULL) = 0 when the server
+ * interrupted the job meanwhile (nothing was sent). */
+HG_C_EXPORT hg_status hg_async_worker_push(hg_async_worker worker, const void* grads,
+                                           size_t size, int32_t device, int32_t* accepted);
+
+HG_C_EXPORT hg_status hg_async_worker_destroy(hg_async_worker worker);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

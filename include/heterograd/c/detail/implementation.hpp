@@ -16,6 +16,7 @@
 // plus a thread-local message. Nothing escapes into C, nothing aborts.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -23,11 +24,14 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <thrust/system/cpp/execution_policy.h>
@@ -40,11 +44,31 @@
 #endif
 
 #include "heterograd/c/heterograd.h"
+#include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/optim/state.hpp"
 #include "heterograd/version.hpp"
+
+// The MPI objects wrap the sync layer's local_sgd_worker and the async layer's serve /
+// worker_client over comm::mpi.
+#if defined(HG_HAS_MPI)
+#include <mpi.h>
+
+#include "heterograd/comm/mpi.hpp"
+// TRANSITIONAL: the sync (issue 7) and async (issue 6) layers are landing; until they are on
+// main, their C functions report HG_ERROR_UNSUPPORTED. Drop the __has_include tests then.
+#if __has_include("heterograd/algorithms/sync/workers.hpp")
+#include "heterograd/algorithms/sync/workers.hpp"
+#define HG_C_API_LOCAL_SGD 1
+#endif
+#if __has_include("heterograd/algorithms/async/remote.hpp")
+#include "heterograd/algorithms/async/asgd.hpp"
+#include "heterograd/algorithms/async/remote.hpp"
+#define HG_C_API_ASYNC 1
+#endif
+#endif
 
 namespace heterograd::c_api::detail {
 
@@ -73,8 +97,7 @@ inline hg_status fail(hg_status s, const char* function, const char* what) {
   return s;
 }
 
-/// Maps exceptions of heterograd's layers to statuses. A translator for another layer's
-/// exception types (transports) is passed by the functions that use that layer.
+/// Maps the exceptions of heterograd's layers to statuses.
 template <class F>
 hg_status guarded(const char* function, F&& body) noexcept {
   try {
@@ -84,6 +107,10 @@ hg_status guarded(const char* function, F&& body) noexcept {
     return fail(e.status(), function, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(HG_ERROR_INVALID_ARGUMENT, function, e.what());
+  } catch (const comm::timeout_error& e) {
+    return fail(HG_ERROR_TIMEOUT, function, e.what());
+  } catch (const comm::comm_error& e) {
+    return fail(HG_ERROR_COMMUNICATION, function, e.what());
   } catch (const std::bad_alloc&) {
     return fail(HG_ERROR_OUT_OF_MEMORY, function, "heterograd: out of memory");
   } catch (const std::exception& e) {
@@ -402,6 +429,310 @@ std::shared_ptr<optimizer_object> make_optimizer_object(const hg_optimizer_confi
   }
 }
 
+// ---- MPI objects ----------------------------------------------------------------------------
+
+inline void require_host_only(std::int32_t device, const char* what) {
+  require(device == HG_DEVICE_HOST || device == HG_DEVICE_CUDA, "device", device,
+          "must be HG_DEVICE_HOST (0) or HG_DEVICE_CUDA (1)");
+  if (device != HG_DEVICE_HOST)
+    throw api_error(HG_ERROR_UNSUPPORTED,
+                    std::string("heterograd: ") + what +
+                        " works on host buffers (the MPI transport moves host memory)");
+}
+
+[[noreturn]] inline void unsupported(const char* what) {
+  throw api_error(HG_ERROR_UNSUPPORTED, std::string("heterograd: this build has no ") + what);
+}
+
+inline seconds timeout_of(double s, const char* field) {
+  require(std::isfinite(s) && s > 0, field, s, "must be finite and > 0 seconds");
+  return seconds(s);
+}
+
+#if defined(HG_HAS_MPI)
+/// The communicator of a Fortran handle; MPI must be running.
+inline MPI_Comm mpi_comm_of(std::int64_t f) {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (!up || down)
+    throw api_error(HG_ERROR_INVALID_ARGUMENT,
+                    "heterograd: MPI is not running: call MPI_Init_thread (or hg_mpi_init) "
+                    "first, and nothing after MPI_Finalize");
+  const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(f));
+  // OpenMPI answers an unknown handle with a null pointer, not MPI_COMM_NULL.
+  require(c != MPI_COMM_NULL && c != MPI_Comm{}, "mpi_comm", f,
+          "must be the Fortran handle of a live communicator");
+  return c;
+}
+
+inline int mpi_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+
+inline int mpi_size(MPI_Comm c) {
+  int n = 0;
+  MPI_Comm_size(c, &n);
+  return n;
+}
+
+inline void require_server_rank(MPI_Comm c, const hg_async_config& cfg) {
+  const int n = mpi_size(c);
+  require(cfg.server_rank < n, "config.server_rank", cfg.server_rank,
+          "must be < the communicator's size (" + std::to_string(n) + ")");
+  require(n >= 2, "mpi_comm (size)", n, "must be >= 2 (a server and a worker)");
+}
+
+inline bool mpi_finalized() {
+  int down = 0;
+  MPI_Finalized(&down);
+  return down != 0;
+}
+
+/// Owns a distributed helper; after MPI_Finalize its communicator can no longer be freed,
+/// so it is then left to the process's end rather than freed into a dead MPI.
+template <class H>
+struct mpi_owned {
+  std::unique_ptr<H> h;
+  mpi_owned() = default;
+  mpi_owned(const mpi_owned&) = delete;
+  mpi_owned& operator=(const mpi_owned&) = delete;
+  ~mpi_owned() {
+    if (h && mpi_finalized()) (void)h.release();
+  }
+};
+
+#if defined(_OPENMP)
+/// One process per rank: each steps on its process's OpenMP team.
+using mpi_exec = std::remove_cvref_t<decltype(thrust::omp::par)>;
+#else
+using mpi_exec = std::remove_cvref_t<decltype(thrust::cpp::par)>;
+#endif
+#endif
+
+struct local_sgd_object : object {
+  local_sgd_object(std::int32_t dt, std::size_t n)
+      : object(handle_kind::local_sgd), dtype(dt), size(n) {}
+  virtual bool step(void* params, const void* grads) = 0;
+  virtual std::uint64_t rounds() const = 0;
+  virtual std::uint64_t steps() const = 0;
+  const std::int32_t dtype;
+  const std::size_t size;
+};
+
+#if defined(HG_C_API_LOCAL_SGD)
+namespace hs = heterograd::algorithms::sync;
+
+inline hs::local_sgd_config local_sgd_config_of(const hg_local_sgd_config& c) {
+  require(c.weighting == HG_AVERAGING_UNIFORM || c.weighting == HG_AVERAGING_SAMPLE_WEIGHTED,
+          "config.weighting", c.weighting, "must be an hg_averaging (0 uniform, 1 sample-weighted)");
+  require(c.state_policy >= HG_STATE_KEEP_LOCAL && c.state_policy <= HG_STATE_RESET,
+          "config.state_policy", c.state_policy, "must be an hg_state_policy (0, 1 or 2)");
+  hs::local_sgd_config s;
+  s.period = static_cast<std::size_t>(c.period);
+  s.warmup_steps = static_cast<std::size_t>(c.warmup_steps);
+  s.weighting = c.weighting == HG_AVERAGING_UNIFORM ? hs::averaging::uniform
+                                                    : hs::averaging::sample_weighted;
+  s.states = c.state_policy == HG_STATE_KEEP_LOCAL ? hs::state_policy::keep_local
+             : c.state_policy == HG_STATE_AVERAGE  ? hs::state_policy::average
+                                                   : hs::state_policy::reset;
+  return s;
+}
+
+template <std::int32_t Kind, class T>
+class local_sgd_impl final : public local_sgd_object {
+  using optimizer_t = decltype(make_optimizer<Kind>(std::declval<const hg_optimizer_config&>()));
+  using worker_t = hs::local_sgd_worker<T, optimizer_t, comm::mpi::communicator, hs::no_outer,
+                                        hs::identity_transform, mpi_exec>;
+
+ public:
+  local_sgd_impl(MPI_Comm c, const hg_optimizer_config& opt, const hg_local_sgd_config& cfg,
+                 std::vector<std::size_t> batches, std::int32_t dtype, T* params, std::size_t n)
+      : local_sgd_object(dtype, n) {
+    auto s = local_sgd_config_of(cfg);  // validated before the collective below
+    auto o = make_optimizer<Kind>(opt);
+    hs::worker_options wo;
+    wo.timeout = timeout_of(cfg.timeout_seconds, "config.timeout_seconds");
+    if (batches.empty()) batches.assign(static_cast<std::size_t>(mpi_size(c)), 1);
+    s.validate(batches.size());  // checked before the collective below
+    for (std::size_t i = 0; i < batches.size(); ++i)
+      require(batches[i] >= 1, "batches[" + std::to_string(i) + "]", batches[i], "must be >= 1");
+    comm::mpi::communicator t(c);  // collective
+    w_.h = std::make_unique<worker_t>(t, std::move(o), span<T>(params, n), std::move(batches),
+                                      std::move(s), hs::no_outer{}, hs::identity_transform{}, wo);
+  }
+  bool step(void* params, const void* grads) override {
+    return w_.h->step(span<T>(static_cast<T*>(params), size),
+                      span<const T>(static_cast<const T*>(grads), size));
+  }
+  std::uint64_t rounds() const override { return w_.h->round(); }
+  std::uint64_t steps() const override { return w_.h->local_steps(); }
+
+ private:
+  mpi_owned<worker_t> w_;
+};
+
+template <class T>
+std::shared_ptr<local_sgd_object> make_local_sgd(MPI_Comm c, const hg_optimizer_config& opt,
+                                                 const hg_local_sgd_config& cfg,
+                                                 std::vector<std::size_t> b, std::int32_t dtype,
+                                                 const void* params, std::size_t n) {
+  // The worker only reads the initial parameters (its anchor and its state's shape).
+  T* p = const_cast<T*>(static_cast<const T*>(params));
+  switch (opt.kind) {
+    case HG_OPTIMIZER_SGD:
+      return std::make_shared<local_sgd_impl<HG_OPTIMIZER_SGD, T>>(c, opt, cfg, std::move(b), dtype, p, n);
+    case HG_OPTIMIZER_MOMENTUM:
+      return std::make_shared<local_sgd_impl<HG_OPTIMIZER_MOMENTUM, T>>(c, opt, cfg, std::move(b), dtype, p, n);
+    case HG_OPTIMIZER_NESTEROV:
+      return std::make_shared<local_sgd_impl<HG_OPTIMIZER_NESTEROV, T>>(c, opt, cfg, std::move(b), dtype, p, n);
+    case HG_OPTIMIZER_ADAM:
+      return std::make_shared<local_sgd_impl<HG_OPTIMIZER_ADAM, T>>(c, opt, cfg, std::move(b), dtype, p, n);
+    default:
+      return std::make_shared<local_sgd_impl<HG_OPTIMIZER_ADAMW, T>>(c, opt, cfg, std::move(b), dtype, p, n);
+  }
+}
+#endif
+
+struct async_server_object : object {
+  async_server_object(std::int32_t dt, std::size_t n)
+      : object(handle_kind::async_server), dtype(dt), size(n) {}
+  virtual void run(std::uint64_t* updates, std::uint64_t* dropped) = 0;
+  virtual void params(void* out) const = 0;
+  const std::int32_t dtype;
+  const std::size_t size;
+};
+
+struct async_worker_object : object {
+  async_worker_object(std::int32_t dt, std::size_t n)
+      : object(handle_kind::async_worker), dtype(dt), size(n) {}
+  virtual bool pull(void* params) = 0;
+  virtual bool push(const void* grads) = 0;
+  const std::int32_t dtype;
+  const std::size_t size;
+};
+
+inline void require_async_config(const hg_async_config& c) {
+  require(c.policy >= HG_ASYNC_ASGD && c.policy <= HG_ASYNC_STALENESS_SCALED, "config.policy",
+          c.policy, "must be an hg_async_policy (0 asgd, 1 delay-adaptive, 2 staleness-scaled)");
+  require(c.max_updates >= 1, "config.max_updates", c.max_updates, "must be >= 1");
+  require(c.server_rank >= 0, "config.server_rank", c.server_rank, "must be >= 0");
+  (void)timeout_of(c.timeout_seconds, "config.timeout_seconds");
+}
+
+#if defined(HG_C_API_ASYNC)
+namespace ha = heterograd::algorithms::async;
+
+inline ha::remote_options remote_options_of(const hg_async_config& c) {
+  ha::remote_options o;
+  o.server_rank = c.server_rank;
+  o.tag_base = c.tag_base;
+  o.timeout = seconds(c.timeout_seconds);
+  o.max_updates = c.max_updates;
+  o.validate();
+  return o;
+}
+
+template <std::int32_t Kind, class T>
+class async_server_impl final : public async_server_object {
+  using optimizer_t = decltype(make_optimizer<Kind>(std::declval<const hg_optimizer_config&>()));
+  using server_t = ha::model_server<T, optimizer_t>;
+
+ public:
+  async_server_impl(MPI_Comm c, const hg_optimizer_config& opt, const hg_async_config& cfg,
+                    std::int32_t dtype, const T* params, std::size_t n)
+      : async_server_object(dtype, n), cfg_(cfg), o_(remote_options_of(cfg)) {
+    auto o = make_optimizer<Kind>(opt);
+    std::vector<T> x(params, params + n);
+    // Checked before the collective, so a misplaced server fails alone.
+    require_server_rank(c, cfg);
+    require(mpi_rank(c) == cfg.server_rank, "config.server_rank", cfg.server_rank,
+            "must be this rank (" + std::to_string(mpi_rank(c)) +
+                ") to create the server: other ranks create workers");
+    comm_.h = std::make_unique<comm::mpi::communicator>(c);  // collective
+    const auto& t = *comm_.h;
+    const auto workers = static_cast<std::size_t>(t.size() - 1);
+    server_t s(std::move(x), std::move(o));
+    switch (cfg.policy) {
+      case HG_ASYNC_ASGD: policy_.emplace(std::in_place_index<0>, workers, std::move(s)); break;
+      case HG_ASYNC_DELAY_ADAPTIVE:
+        policy_.emplace(std::in_place_index<1>, workers, std::move(s));
+        break;
+      default: policy_.emplace(std::in_place_index<2>, workers, std::move(s)); break;
+    }
+  }
+  void run(std::uint64_t* updates, std::uint64_t* dropped) override {
+    const auto& t = *comm_.h;
+    const auto summary = std::visit([&](auto& p) { return ha::serve<T>(p, t, o_); }, *policy_);
+    if (updates) *updates = std::visit([](const auto& p) { return p.version(); }, *policy_);
+    if (dropped) *dropped = summary.dropped;
+  }
+  void params(void* out) const override {
+    const auto x = std::visit([](const auto& p) { return p.params(); }, *policy_);
+    std::memcpy(out, x.data(), x.size() * sizeof(T));
+  }
+
+ private:
+  hg_async_config cfg_;
+  ha::remote_options o_;
+  mpi_owned<comm::mpi::communicator> comm_;
+  std::optional<std::variant<ha::asgd<T, optimizer_t>, ha::delay_adaptive_asgd<T, optimizer_t>,
+                             ha::staleness_scaled_asgd<T, optimizer_t>>>
+      policy_;
+};
+
+template <class T>
+class async_worker_impl final : public async_worker_object {
+  using client_t = ha::worker_client<T, comm::mpi::communicator>;
+
+ public:
+  async_worker_impl(MPI_Comm c, const hg_async_config& cfg, std::int32_t dtype, std::size_t n)
+      : async_worker_object(dtype, n) {
+    const auto o = remote_options_of(cfg);
+    require_server_rank(c, cfg);
+    require(mpi_rank(c) != cfg.server_rank, "config.server_rank", cfg.server_rank,
+            "is this rank: create the server here, workers elsewhere");
+    comm::mpi::communicator t(c);  // collective
+    client_.h = std::make_unique<client_t>(t, n, o);
+  }
+  bool pull(void* params) override {
+    if (stopped_) return false;
+    stopped_ = !client_.h->pull(span<T>(static_cast<T*>(params), size));
+    return !stopped_;
+  }
+  bool push(const void* grads) override {
+    require(!stopped_, "worker", "stopped", "the server has stopped this worker: nothing to push");
+    return client_.h->push(span<const T>(static_cast<const T*>(grads), size));
+  }
+
+ private:
+  mpi_owned<client_t> client_;
+  bool stopped_ = false;
+};
+
+template <class T>
+std::shared_ptr<async_server_object> make_async_server(MPI_Comm c, const hg_optimizer_config& opt,
+                                                       const hg_async_config& cfg,
+                                                       std::int32_t dtype, const void* params,
+                                                       std::size_t n) {
+  const T* p = static_cast<const T*>(params);
+  switch (opt.kind) {
+    case HG_OPTIMIZER_SGD:
+      return std::make_shared<async_server_impl<HG_OPTIMIZER_SGD, T>>(c, opt, cfg, dtype, p, n);
+    case HG_OPTIMIZER_MOMENTUM:
+      return std::make_shared<async_server_impl<HG_OPTIMIZER_MOMENTUM, T>>(c, opt, cfg, dtype, p, n);
+    case HG_OPTIMIZER_NESTEROV:
+      return std::make_shared<async_server_impl<HG_OPTIMIZER_NESTEROV, T>>(c, opt, cfg, dtype, p, n);
+    case HG_OPTIMIZER_ADAM:
+      return std::make_shared<async_server_impl<HG_OPTIMIZER_ADAM, T>>(c, opt, cfg, dtype, p, n);
+    default:
+      return std::make_shared<async_server_impl<HG_OPTIMIZER_ADAMW, T>>(c, opt, cfg, dtype, p, n);
+  }
+}
+#endif
+
 }  // namespace heterograd::c_api::detail
 
 // ---- the C functions ------------------------------------------------------------------------
@@ -554,6 +885,264 @@ HG_C_EXPORT hg_status hg_optimizer_load_state(hg_optimizer opt, const void* buff
 HG_C_EXPORT hg_status hg_optimizer_destroy(hg_optimizer opt) {
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] { d::destroy(opt, d::handle_kind::optimizer); });
+}
+
+// ---- MPI ------------------------------------------------------------------------------------
+
+HG_C_EXPORT hg_status hg_mpi_init(int* provided) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+#if defined(HG_HAS_MPI)
+    int up = 0, level = 0;
+    MPI_Initialized(&up);
+    if (!up && MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS)
+      throw d::api_error(HG_ERROR_COMMUNICATION, "heterograd: MPI_Init_thread failed");
+    if (up) MPI_Query_thread(&level);
+    if (provided) *provided = level;
+#else
+    (void)provided;
+    d::unsupported("MPI (compile the implementation with the heterograd::mpi component)");
+#endif
+  });
+}
+
+HG_C_EXPORT hg_status hg_mpi_finalize(void) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+#if defined(HG_HAS_MPI)
+    int up = 0;
+    MPI_Initialized(&up);
+    if (up && !d::mpi_finalized()) MPI_Finalize();
+#else
+    d::unsupported("MPI (compile the implementation with the heterograd::mpi component)");
+#endif
+  });
+}
+
+HG_C_EXPORT hg_status hg_mpi_world(int64_t* comm, int* rank, int* size) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+#if defined(HG_HAS_MPI)
+    const MPI_Comm w = d::mpi_comm_of(MPI_Comm_c2f(MPI_COMM_WORLD));
+    if (comm) *comm = static_cast<int64_t>(MPI_Comm_c2f(w));
+    if (rank) MPI_Comm_rank(w, rank);
+    if (size) MPI_Comm_size(w, size);
+#else
+    (void)comm;
+    (void)rank;
+    (void)size;
+    d::unsupported("MPI (compile the implementation with the heterograd::mpi component)");
+#endif
+  });
+}
+
+// ---- local SGD ------------------------------------------------------------------------------
+
+HG_C_EXPORT hg_status hg_local_sgd_config_init(hg_local_sgd_config* config) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    d::require_pointer(config, "config");
+    hg_local_sgd_config c{};
+    c.period = 8;  // local_sgd_config's default H
+    c.warmup_steps = 0;
+    c.weighting = HG_AVERAGING_UNIFORM;
+    c.state_policy = HG_STATE_KEEP_LOCAL;
+    c.timeout_seconds = 60.0;  // comm's default deadline
+    *config = c;
+  });
+}
+
+HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_comm,
+                                              const hg_optimizer_config* local_optimizer,
+                                              const hg_local_sgd_config* config,
+                                              const uint64_t* batches, int32_t dtype,
+                                              const void* params, size_t size, int32_t device) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    d::require_pointer(out, "out");
+    d::require_pointer(local_optimizer, "local_optimizer");
+    d::require_pointer(config, "config");
+    d::require_pointer(params, "params");
+    d::require_kind(local_optimizer->kind);
+    d::require_dtype(dtype);
+    d::require_host_only(device, "local SGD over MPI");
+    heterograd::require(size > 0, "size", size, "must be > 0");
+#if defined(HG_C_API_LOCAL_SGD)
+    const MPI_Comm c = d::mpi_comm_of(mpi_comm);
+    std::vector<std::size_t> b;
+    if (batches != nullptr) b.assign(batches, batches + d::mpi_size(c));
+    auto o = dtype == HG_FLOAT32
+                 ? d::make_local_sgd<float>(c, *local_optimizer, *config, std::move(b), dtype, params, size)
+                 : d::make_local_sgd<double>(c, *local_optimizer, *config, std::move(b), dtype, params, size);
+    *out = d::make_handle<hg_local_sgd>(std::move(o));
+#else
+    (void)mpi_comm;
+    (void)batches;
+    d::unsupported("local SGD over MPI (needs the mpi component and heterograd/algorithms/sync)");
+#endif
+  });
+}
+
+HG_C_EXPORT hg_status hg_local_sgd_step(hg_local_sgd avg, void* params, const void* grads,
+                                        size_t size, int32_t device, int32_t* averaged) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    auto o = d::lookup<d::local_sgd_object>(avg, d::handle_kind::local_sgd, "avg");
+    d::require_pointer(params, "params");
+    d::require_pointer(grads, "grads");
+    d::require_size("size", size, o->size);
+    d::require_host_only(device, "local SGD over MPI");
+    d::require_no_partial_overlap(params, grads, size * d::dtype_bytes(o->dtype));
+    std::lock_guard lock(o->mutex);
+    const bool a = o->step(params, grads);
+    if (averaged) *averaged = a ? 1 : 0;
+  });
+}
+
+HG_C_EXPORT hg_status hg_local_sgd_progress(hg_local_sgd avg, uint64_t* rounds, uint64_t* steps) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    auto o = d::lookup<d::local_sgd_object>(avg, d::handle_kind::local_sgd, "avg");
+    std::lock_guard lock(o->mutex);
+    if (rounds) *rounds = o->rounds();
+    if (steps) *steps = o->steps();
+  });
+}
+
+HG_C_EXPORT hg_status hg_local_sgd_destroy(hg_local_sgd avg) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] { d::destroy(avg, d::handle_kind::local_sgd); });
+}
+
+// ---- asynchronous server ------------------------------------------------------------------
+
+HG_C_EXPORT hg_status hg_async_config_init(hg_async_config* config) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    d::require_pointer(config, "config");
+    hg_async_config c{};
+    c.policy = HG_ASYNC_ASGD;
+    c.server_rank = 0;
+    c.max_updates = 1000;
+    c.timeout_seconds = 120.0;  // remote_options' default
+    c.tag_base = 30000;
+    *config = c;
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_server_create_mpi(hg_async_server* out, int64_t mpi_comm,
+                                                 const hg_optimizer_config* server_optimizer,
+                                                 const hg_async_config* config, int32_t dtype,
+                                                 const void* initial_params, size_t size,
+                                                 int32_t device) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    d::require_pointer(out, "out");
+    d::require_pointer(server_optimizer, "server_optimizer");
+    d::require_pointer(config, "config");
+    d::require_pointer(initial_params, "initial_params");
+    d::require_kind(server_optimizer->kind);
+    d::require_dtype(dtype);
+    d::require_host_only(device, "the asynchronous server over MPI");
+    d::require_async_config(*config);
+    heterograd::require(size > 0, "size", size, "must be > 0");
+#if defined(HG_C_API_ASYNC)
+    const MPI_Comm c = d::mpi_comm_of(mpi_comm);
+    auto o = dtype == HG_FLOAT32
+                 ? d::make_async_server<float>(c, *server_optimizer, *config, dtype, initial_params, size)
+                 : d::make_async_server<double>(c, *server_optimizer, *config, dtype, initial_params, size);
+    *out = d::make_handle<hg_async_server>(std::move(o));
+#else
+    (void)mpi_comm;
+    d::unsupported("an asynchronous server over MPI (needs the mpi component and "
+                   "heterograd/algorithms/async)");
+#endif
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_server_run(hg_async_server server, uint64_t* updates,
+                                          uint64_t* dropped) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    auto o = d::lookup<d::async_server_object>(server, d::handle_kind::async_server, "server");
+    std::lock_guard lock(o->mutex);
+    o->run(updates, dropped);
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_server_params(hg_async_server server, void* params, size_t size,
+                                             int32_t device) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    auto o = d::lookup<d::async_server_object>(server, d::handle_kind::async_server, "server");
+    d::require_pointer(params, "params");
+    d::require_size("size", size, o->size);
+    d::require_host_only(device, "the asynchronous server over MPI");
+    std::lock_guard lock(o->mutex);
+    o->params(params);
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_server_destroy(hg_async_server server) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] { d::destroy(server, d::handle_kind::async_server); });
+}
+
+HG_C_EXPORT hg_status hg_async_worker_create_mpi(hg_async_worker* out, int64_t mpi_comm,
+                                                 const hg_async_config* config, int32_t dtype,
+                                                 size_t size) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    d::require_pointer(out, "out");
+    d::require_pointer(config, "config");
+    d::require_dtype(dtype);
+    d::require_async_config(*config);
+    heterograd::require(size > 0, "size", size, "must be > 0");
+#if defined(HG_C_API_ASYNC)
+    const MPI_Comm c = d::mpi_comm_of(mpi_comm);
+    std::shared_ptr<d::async_worker_object> o;
+    if (dtype == HG_FLOAT32) o = std::make_shared<d::async_worker_impl<float>>(c, *config, dtype, size);
+    else o = std::make_shared<d::async_worker_impl<double>>(c, *config, dtype, size);
+    *out = d::make_handle<hg_async_worker>(std::move(o));
+#else
+    (void)mpi_comm;
+    d::unsupported("an asynchronous worker over MPI (needs the mpi component and "
+                   "heterograd/algorithms/async)");
+#endif
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_worker_pull(hg_async_worker worker, void* params, size_t size,
+                                           int32_t device, int32_t* has_job) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    auto o = d::lookup<d::async_worker_object>(worker, d::handle_kind::async_worker, "worker");
+    d::require_pointer(params, "params");
+    d::require_pointer(has_job, "has_job");
+    d::require_size("size", size, o->size);
+    d::require_host_only(device, "an asynchronous worker over MPI");
+    std::lock_guard lock(o->mutex);
+    *has_job = o->pull(params) ? 1 : 0;
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_worker_push(hg_async_worker worker, const void* grads, size_t size,
+                                           int32_t device, int32_t* accepted) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    auto o = d::lookup<d::async_worker_object>(worker, d::handle_kind::async_worker, "worker");
+    d::require_pointer(grads, "grads");
+    d::require_size("size", size, o->size);
+    d::require_host_only(device, "an asynchronous worker over MPI");
+    std::lock_guard lock(o->mutex);
+    const bool ok = o->push(grads);
+    if (accepted) *accepted = ok ? 1 : 0;
+  });
+}
+
+HG_C_EXPORT hg_status hg_async_worker_destroy(hg_async_worker worker) {
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] { d::destroy(worker, d::handle_kind::async_worker); });
 }
 
 }  // extern "C"
