@@ -40,6 +40,7 @@
 #include <thrust/system/omp/execution_policy.h>
 #endif
 
+#include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/balance/omnilearn.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/execution.hpp"
@@ -53,10 +54,6 @@
 #include "heterograd/comm/mpi.hpp"
 #endif
 
-#if __has_include("heterograd/algorithms/sync/workers.hpp")
-#include "heterograd/algorithms/sync/workers.hpp"
-#define HG_EXAMPLE_HAS_SYNC 1
-#endif
 
 // OpenBLAS (LibTorch's BLAS on Debian) runs its own thread pool beside OpenMP; in-process
 // ranks set it to one thread so that ranks, not BLAS threads, share the cores.
@@ -65,71 +62,7 @@ extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 namespace hg = heterograd;
 namespace ho = heterograd::optim;
 
-#if defined(HG_EXAMPLE_HAS_SYNC)
 namespace sync_api = heterograd::algorithms::sync;
-#else
-// TRANSITIONAL: the sync layer's per-worker helpers (algorithms/sync/workers.hpp, issue 7) are
-// not on main yet. These stand-ins have the helpers' constructor and step signatures for the
-// subset used here (uniform local SGD averaging, sample-weighted BSP over gradients) so that
-// the example runs now; they disappear when sync lands.
-namespace sync_api {
-struct no_outer {};
-struct identity_transform {};
-struct local_sgd_config {
-  std::size_t period = 8;
-};
-template <class T, class Optimizer, class Transport, class Outer = no_outer,
-          class Transform = identity_transform,
-          class Exec = std::remove_cvref_t<decltype(thrust::cpp::par)>>
-class local_sgd_worker {
- public:
-  local_sgd_worker(Transport t, Optimizer opt, hg::span<T> params, std::vector<std::size_t>,
-                   local_sgd_config cfg)
-      : t_(t), opt_(opt), cfg_(cfg), st_(opt_.init(Exec{}, params)) {}
-  bool step(hg::span<T> params, hg::span<const T> grads) {
-    opt_.update(Exec{}, grads, st_, params);
-    if (++done_ < cfg_.period) return false;
-    hg::comm::allreduce_options o;
-    o.op = hg::comm::reduce_op::avg;
-    t_.allreduce(params, o).wait();
-    done_ = 0;
-    return true;
-  }
-
- private:
-  Transport t_;
-  Optimizer opt_;
-  local_sgd_config cfg_;
-  decltype(std::declval<Optimizer&>().init(Exec{}, std::declval<hg::span<T>>())) st_;
-  std::size_t done_ = 0;
-};
-template <class T, class Optimizer, class Transport, class Transform = identity_transform,
-          class Exec = std::remove_cvref_t<decltype(thrust::cpp::par)>>
-class bsp_worker {
- public:
-  bsp_worker(Transport t, Optimizer opt, hg::span<T> params, std::vector<std::size_t> batches)
-      : t_(t), opt_(opt), st_(opt_.init(Exec{}, params)) {
-    set_batches(std::move(batches));
-  }
-  void set_batches(std::vector<std::size_t> b) {
-    const double sum = static_cast<double>(std::accumulate(b.begin(), b.end(), std::size_t{0}));
-    w_ = static_cast<double>(b[static_cast<std::size_t>(t_.rank())]) / sum;
-  }
-  void step(hg::span<T> params, hg::span<T> grads) {
-    hg::comm::allreduce_options o;
-    o.weight = w_;
-    t_.allreduce(grads, o).wait();
-    opt_.update(Exec{}, hg::span<const T>(grads), st_, params);
-  }
-
- private:
-  Transport t_;
-  Optimizer opt_;
-  decltype(std::declval<Optimizer&>().init(Exec{}, std::declval<hg::span<T>>())) st_;
-  double w_ = 0;
-};
-}  // namespace sync_api
-#endif
 
 namespace {
 

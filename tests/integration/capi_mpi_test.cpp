@@ -29,14 +29,14 @@ int ranks() { return mpi_test::world().size(); }
 std::int64_t world_f() { return static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_WORLD)); }
 
 /// One seed for every rank (rank 0's), so that the ranks draw consistent inputs.
-[[maybe_unused]] std::uint64_t shared_seed() {
+std::uint64_t shared_seed() {
   std::uint64_t s = hg_test::seed();
   MPI_Bcast(&s, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   return s;
 }
 
 template <class T>
-[[maybe_unused]] std::vector<T> draw(std::size_t n, std::uint64_t seed, std::uint64_t stream) {
+std::vector<T> draw(std::size_t n, std::uint64_t seed, std::uint64_t stream) {
   const hg::counter_rng rng(seed, stream);
   std::vector<T> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(rng.normal(i));
@@ -44,7 +44,7 @@ template <class T>
 }
 
 template <class T>
-[[maybe_unused]] bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
@@ -108,7 +108,6 @@ BOOST_AUTO_TEST_CASE(bad_input_to_the_mpi_objects_returns_errors_on_every_rank) 
                                         HG_DEVICE_HOST) == HG_ERROR_NULL_POINTER);
   BOOST_TEST(hg_async_worker_create_mpi(&wk, world_f(), &ac, HG_FLOAT32, 0) ==
              HG_ERROR_INVALID_ARGUMENT);
-#if defined(HG_C_API_LOCAL_SGD)
   BOOST_TEST(hg_local_sgd_create_mpi(&avg, 987654, &oc, &lc, nullptr, HG_FLOAT32, p.data(), n,
                                      HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
   BOOST_TEST(message().find("'mpi_comm' = 987654") != std::string::npos);
@@ -120,8 +119,6 @@ BOOST_AUTO_TEST_CASE(bad_input_to_the_mpi_objects_returns_errors_on_every_rank) 
   const std::vector<std::uint64_t> zero_batches(static_cast<std::size_t>(ranks()), 0);
   BOOST_TEST(hg_local_sgd_create_mpi(&avg, world_f(), &oc, &lc, zero_batches.data(), HG_FLOAT32,
                                      p.data(), n, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
-#endif
-#if defined(HG_C_API_ASYNC)
   ac.server_rank = ranks();  // no such rank
   BOOST_TEST(hg_async_worker_create_mpi(&wk, world_f(), &ac, HG_FLOAT32, n) ==
              HG_ERROR_INVALID_ARGUMENT);
@@ -134,13 +131,11 @@ BOOST_AUTO_TEST_CASE(bad_input_to_the_mpi_objects_returns_errors_on_every_rank) 
     BOOST_TEST(hg_async_worker_create_mpi(&wk, world_f(), &ac, HG_FLOAT32, n) ==
                HG_ERROR_INVALID_ARGUMENT);
   }
-#endif
   BOOST_TEST(avg == nullptr);
   BOOST_TEST(srv == nullptr);
   BOOST_TEST(wk == nullptr);
 }
 
-#if defined(HG_C_API_LOCAL_SGD)
 BOOST_AUTO_TEST_CASE(local_sgd_through_the_c_api_equals_the_sync_layers_worker_bitwise) {
   namespace hs = heterograd::algorithms::sync;
   constexpr std::size_t n = 3001, period = 3, steps = 8;
@@ -191,9 +186,7 @@ BOOST_AUTO_TEST_CASE(local_sgd_through_the_c_api_equals_the_sync_layers_worker_b
     }
   }
 }
-#endif
 
-#if defined(HG_C_API_ASYNC)
 BOOST_AUTO_TEST_CASE(the_async_server_converges_on_a_quadratic_and_stops_every_worker) {
   // f(x) = |x - a|^2 / 2, gradient x - a. With one worker no gradient is stale and ASGD with
   // SGD(gamma) is gradient descent: x_K - a = (1 - gamma)^K (x_0 - a) exactly up to rounding.
@@ -253,6 +246,5 @@ BOOST_AUTO_TEST_CASE(the_async_server_converges_on_a_quadratic_and_stops_every_w
     BOOST_REQUIRE_EQUAL(hg_async_worker_destroy(wk), HG_OK);
   }
 }
-#endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -56,18 +56,10 @@
 #if defined(HG_HAS_MPI)
 #include <mpi.h>
 
-#include "heterograd/comm/mpi.hpp"
-// TRANSITIONAL: the sync (issue 7) and async (issue 6) layers are landing; until they are on
-// main, their C functions report HG_ERROR_UNSUPPORTED. Drop the __has_include tests then.
-#if __has_include("heterograd/algorithms/sync/workers.hpp")
-#include "heterograd/algorithms/sync/workers.hpp"
-#define HG_C_API_LOCAL_SGD 1
-#endif
-#if __has_include("heterograd/algorithms/async/remote.hpp")
 #include "heterograd/algorithms/async/asgd.hpp"
 #include "heterograd/algorithms/async/remote.hpp"
-#define HG_C_API_ASYNC 1
-#endif
+#include "heterograd/algorithms/sync/workers.hpp"
+#include "heterograd/comm/mpi.hpp"
 #endif
 
 namespace heterograd::c_api::detail {
@@ -522,7 +514,7 @@ struct local_sgd_object : object {
   const std::size_t size;
 };
 
-#if defined(HG_C_API_LOCAL_SGD)
+#if defined(HG_HAS_MPI)
 namespace hs = heterograd::algorithms::sync;
 
 inline hs::local_sgd_config local_sgd_config_of(const hg_local_sgd_config& c) {
@@ -622,7 +614,7 @@ inline void require_async_config(const hg_async_config& c) {
   (void)timeout_of(c.timeout_seconds, "config.timeout_seconds");
 }
 
-#if defined(HG_C_API_ASYNC)
+#if defined(HG_HAS_MPI)
 namespace ha = heterograd::algorithms::async;
 
 inline ha::remote_options remote_options_of(const hg_async_config& c) {
@@ -967,7 +959,7 @@ HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_com
     d::require_dtype(dtype);
     d::require_host_only(device, "local SGD over MPI");
     heterograd::require(size > 0, "size", size, "must be > 0");
-#if defined(HG_C_API_LOCAL_SGD)
+#if defined(HG_HAS_MPI)
     const MPI_Comm c = d::mpi_comm_of(mpi_comm);
     std::vector<std::size_t> b;
     if (batches != nullptr) b.assign(batches, batches + d::mpi_size(c));
@@ -978,7 +970,7 @@ HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_com
 #else
     (void)mpi_comm;
     (void)batches;
-    d::unsupported("local SGD over MPI (needs the mpi component and heterograd/algorithms/sync)");
+    d::unsupported("MPI (compile the implementation with the heterograd::mpi component)");
 #endif
   });
 }
@@ -1046,7 +1038,7 @@ HG_C_EXPORT hg_status hg_async_server_create_mpi(hg_async_server* out, int64_t m
     d::require_host_only(device, "the asynchronous server over MPI");
     d::require_async_config(*config);
     heterograd::require(size > 0, "size", size, "must be > 0");
-#if defined(HG_C_API_ASYNC)
+#if defined(HG_HAS_MPI)
     const MPI_Comm c = d::mpi_comm_of(mpi_comm);
     auto o = dtype == HG_FLOAT32
                  ? d::make_async_server<float>(c, *server_optimizer, *config, dtype, initial_params, size)
@@ -1054,8 +1046,7 @@ HG_C_EXPORT hg_status hg_async_server_create_mpi(hg_async_server* out, int64_t m
     *out = d::make_handle<hg_async_server>(std::move(o));
 #else
     (void)mpi_comm;
-    d::unsupported("an asynchronous server over MPI (needs the mpi component and "
-                   "heterograd/algorithms/async)");
+    d::unsupported("MPI (compile the implementation with the heterograd::mpi component)");
 #endif
   });
 }
@@ -1098,7 +1089,7 @@ HG_C_EXPORT hg_status hg_async_worker_create_mpi(hg_async_worker* out, int64_t m
     d::require_dtype(dtype);
     d::require_async_config(*config);
     heterograd::require(size > 0, "size", size, "must be > 0");
-#if defined(HG_C_API_ASYNC)
+#if defined(HG_HAS_MPI)
     const MPI_Comm c = d::mpi_comm_of(mpi_comm);
     std::shared_ptr<d::async_worker_object> o;
     if (dtype == HG_FLOAT32) o = std::make_shared<d::async_worker_impl<float>>(c, *config, dtype, size);
@@ -1106,8 +1097,7 @@ HG_C_EXPORT hg_status hg_async_worker_create_mpi(hg_async_worker* out, int64_t m
     *out = d::make_handle<hg_async_worker>(std::move(o));
 #else
     (void)mpi_comm;
-    d::unsupported("an asynchronous worker over MPI (needs the mpi component and "
-                   "heterograd/algorithms/async)");
+    d::unsupported("MPI (compile the implementation with the heterograd::mpi component)");
 #endif
   });
 }
