@@ -1,0 +1,385 @@
+// The C API (heterograd/c/heterograd.h): its optimizers equal the C++ optimizers bitwise, and
+// bad input (null pointers, size mismatches, unknown handles, bad options) returns a status
+// and a message, changes nothing and never aborts. This file is the C API's implementation TU.
+#define HG_C_API_IMPLEMENTATION
+#include "heterograd/c/heterograd.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "heterograd/core/execution.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/optim/optimizers.hpp"
+#include "hg_test.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_runtime_api.h>
+#include <thrust/device_vector.h>
+#endif
+
+namespace hg = heterograd;
+namespace ho = heterograd::optim;
+
+namespace {
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t stream) {
+  const hg::counter_rng rng(hg_test::seed(), stream);
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(rng.normal(i));
+  return v;
+}
+
+template <class T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+constexpr std::int32_t dtype_of() {
+  return sizeof(T) == 8 ? HG_FLOAT64 : HG_FLOAT32;
+}
+
+std::string message() { return hg_last_error(); }
+
+/// The C++ optimizer an hg_optimizer_config describes.
+template <class F>
+void with_cpp_optimizer(const hg_optimizer_config& c, F&& f) {
+  const ho::adam_params a{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps,
+                          .weight_decay = c.weight_decay,
+                          .bias_correction = c.bias_correction != 0};
+  const ho::momentum_params m{.lr = c.lr, .momentum = c.momentum, .dampening = c.dampening,
+                              .weight_decay = c.weight_decay};
+  switch (c.kind) {
+    case HG_OPTIMIZER_SGD: f(ho::sgd({.lr = c.lr, .weight_decay = c.weight_decay})); break;
+    case HG_OPTIMIZER_MOMENTUM: f(ho::momentum(m)); break;
+    case HG_OPTIMIZER_NESTEROV: f(ho::nesterov(m)); break;
+    case HG_OPTIMIZER_ADAM: f(ho::adam(a)); break;
+    default: f(ho::adamw(a)); break;
+  }
+}
+
+struct adam_fixture {
+  static constexpr std::size_t n = 1000;
+  hg_optimizer opt = nullptr;
+  std::vector<float> p = random_vector<float>(n, 1), g = random_vector<float>(n, 2);
+  adam_fixture() {
+    hg_optimizer_config c;
+    BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM), HG_OK);
+    BOOST_REQUIRE_EQUAL(hg_optimizer_create(&opt, &c, HG_FLOAT32, n, HG_DEVICE_HOST), HG_OK);
+    BOOST_REQUIRE_EQUAL(hg_optimizer_step(opt, p.data(), g.data(), n, HG_DEVICE_HOST), HG_OK);
+  }
+  ~adam_fixture() { hg_optimizer_destroy(opt); }
+  std::int64_t steps() const {
+    std::int64_t k = -1;
+    BOOST_REQUIRE_EQUAL(hg_optimizer_step_count(opt, &k), HG_OK);
+    return k;
+  }
+  std::vector<std::byte> state() const {
+    std::size_t size = 0;
+    BOOST_REQUIRE_EQUAL(hg_optimizer_save_state(opt, nullptr, 0, &size), HG_OK);
+    std::vector<std::byte> b(size);
+    BOOST_REQUIRE_EQUAL(hg_optimizer_save_state(opt, b.data(), b.size(), &size), HG_OK);
+    return b;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(c_api)
+
+using dtypes = std::tuple<float, double>;
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_optimizer_through_the_c_api_equals_the_cpp_optimizer_bitwise,
+                              T, dtypes) {
+  constexpr std::size_t n = 4099, steps = 7;
+  for (std::int32_t kind = HG_OPTIMIZER_SGD; kind <= HG_OPTIMIZER_ADAMW; ++kind) {
+    BOOST_TEST_CONTEXT("kind " << kind) {
+      hg_optimizer_config c;
+      BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, kind), HG_OK);
+      c.lr = 0.01;
+      c.weight_decay = 0.003;
+      c.dampening = kind == HG_OPTIMIZER_MOMENTUM ? 0.1 : 0.0;
+      auto p_c = random_vector<T>(n, 10);
+      auto p_cpp = p_c;
+      const auto g = random_vector<T>(n * steps, 11);
+
+      hg_optimizer opt = nullptr;
+      BOOST_REQUIRE_EQUAL(hg_optimizer_create(&opt, &c, dtype_of<T>(), n, HG_DEVICE_HOST), HG_OK);
+      for (std::size_t s = 0; s < steps; ++s)
+        BOOST_REQUIRE_EQUAL(hg_optimizer_step(opt, p_c.data(), g.data() + s * n, n, HG_DEVICE_HOST),
+                            HG_OK);
+      std::int64_t count = 0;
+      BOOST_REQUIRE_EQUAL(hg_optimizer_step_count(opt, &count), HG_OK);
+      BOOST_TEST(count == static_cast<std::int64_t>(steps));
+      BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(opt), HG_OK);
+
+      with_cpp_optimizer(c, [&](const auto& o) {
+        auto st = o.init(hg::exec::default_policy(), p_cpp);
+        for (std::size_t s = 0; s < steps; ++s)
+          o.update(hg::exec::default_policy(), hg::span<const T>(g.data() + s * n, n), st,
+                   hg::span<T>(p_cpp));
+      });
+      BOOST_TEST(bitwise_equal(p_c, p_cpp));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_config_defaults_are_the_cpp_optimizers_defaults) {
+  hg_optimizer_config c;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM), HG_OK);
+  const ho::adam_params a;
+  BOOST_TEST(c.lr == a.lr(0));
+  BOOST_TEST(c.beta1 == a.beta1);
+  BOOST_TEST(c.beta2 == a.beta2);
+  BOOST_TEST(c.eps == a.eps);
+  BOOST_TEST(c.weight_decay == a.weight_decay);
+  BOOST_TEST(c.bias_correction == 1);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAMW), HG_OK);
+  BOOST_TEST(c.weight_decay == ho::adamw().params().weight_decay);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_MOMENTUM), HG_OK);
+  BOOST_TEST(c.momentum == ho::momentum_params{}.momentum);
+  BOOST_TEST(c.lr == ho::momentum_params{}.lr(0));
+}
+
+BOOST_FIXTURE_TEST_CASE(null_pointers_return_null_pointer_errors_and_change_nothing,
+                        adam_fixture) {
+  const auto p0 = p;
+  const auto st0 = state();
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  hg_optimizer other = nullptr;
+  BOOST_TEST(hg_optimizer_create(nullptr, &c, HG_FLOAT32, n, HG_DEVICE_HOST) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(message().find("'out'") != std::string::npos);
+  BOOST_TEST(hg_optimizer_create(&other, nullptr, HG_FLOAT32, n, HG_DEVICE_HOST) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(other == nullptr);
+  BOOST_TEST(hg_optimizer_config_init(nullptr, HG_OPTIMIZER_SGD) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(hg_optimizer_step(opt, nullptr, g.data(), n, HG_DEVICE_HOST) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(message() ==
+             "hg_optimizer_step: heterograd: invalid argument 'params' = null: must not be null");
+  BOOST_TEST(hg_optimizer_step(opt, p.data(), nullptr, n, HG_DEVICE_HOST) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(message().find("'grads'") != std::string::npos);
+  BOOST_TEST(hg_optimizer_step_count(opt, nullptr) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(hg_optimizer_save_state(opt, nullptr, 0, nullptr) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(hg_optimizer_load_state(opt, nullptr, 10) == HG_ERROR_NULL_POINTER);
+  BOOST_TEST(bitwise_equal(p, p0));
+  BOOST_TEST(steps() == 1);
+  BOOST_TEST((state() == st0));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_size_mismatch_returns_size_mismatch_and_changes_nothing, adam_fixture) {
+  const auto p0 = p;
+  const auto st0 = state();
+  for (std::size_t wrong : {std::size_t{0}, n - 1, n + 1}) {
+    BOOST_TEST(hg_optimizer_step(opt, p.data(), g.data(), wrong, HG_DEVICE_HOST) ==
+               HG_ERROR_SIZE_MISMATCH);
+    BOOST_TEST(message() == "hg_optimizer_step: heterograd: invalid argument 'size' = " +
+                                std::to_string(wrong) +
+                                ": must equal the handle's size (1000 elements)");
+  }
+  BOOST_TEST(bitwise_equal(p, p0));
+  BOOST_TEST(steps() == 1);
+  BOOST_TEST((state() == st0));
+  // A saved state of another size does not load.
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  hg_optimizer small = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&small, &c, HG_FLOAT32, n / 2, HG_DEVICE_HOST), HG_OK);
+  BOOST_TEST(hg_optimizer_load_state(small, st0.data(), st0.size()) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("size") != std::string::npos);
+  BOOST_TEST(hg_optimizer_destroy(small) == HG_OK);
+}
+
+BOOST_FIXTURE_TEST_CASE(unknown_destroyed_forged_and_null_handles_return_unknown_handle,
+                        adam_fixture) {
+  const auto p0 = p;
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_SGD);
+  hg_optimizer gone = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&gone, &c, HG_FLOAT32, n, HG_DEVICE_HOST), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(gone), HG_OK);
+  // A destroyed handle, a handle that was never created (a pointer to something else), NULL.
+  const std::vector<hg_optimizer> bad = {gone, reinterpret_cast<hg_optimizer>(p.data()),
+                                         reinterpret_cast<hg_optimizer>(std::uintptr_t{0xdead}),
+                                         nullptr};
+  for (hg_optimizer h : bad) {
+    BOOST_TEST(hg_optimizer_step(h, p.data(), g.data(), n, HG_DEVICE_HOST) ==
+               HG_ERROR_UNKNOWN_HANDLE);
+    BOOST_TEST(message().find("is not a live hg_optimizer") != std::string::npos);
+    std::int64_t k = -1;
+    BOOST_TEST(hg_optimizer_step_count(h, &k) == HG_ERROR_UNKNOWN_HANDLE);
+    BOOST_TEST(k == -1);
+    BOOST_TEST(hg_optimizer_set_lr(h, 0.1) == HG_ERROR_UNKNOWN_HANDLE);
+  }
+  BOOST_TEST(hg_optimizer_destroy(gone) == HG_ERROR_UNKNOWN_HANDLE);  // twice
+  BOOST_TEST(hg_optimizer_destroy(nullptr) == HG_OK);
+  BOOST_TEST(bitwise_equal(p, p0));
+  BOOST_TEST(steps() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_options_return_invalid_argument_naming_the_field, adam_fixture) {
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  hg_optimizer h = nullptr;
+  c.beta1 = 1.0;
+  BOOST_TEST(hg_optimizer_create(&h, &c, HG_FLOAT32, n, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message() == "hg_optimizer_create: heterograd: invalid argument 'adam.beta1' = 1: "
+                          "must be in [0, 1)");
+  BOOST_TEST(h == nullptr);
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  c.kind = 17;
+  BOOST_TEST(hg_optimizer_create(&h, &c, HG_FLOAT32, n, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(hg_optimizer_config_init(&c, -1) == HG_ERROR_INVALID_ARGUMENT);
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  BOOST_TEST(hg_optimizer_create(&h, &c, 7, n, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("'dtype' = 7") != std::string::npos);
+  BOOST_TEST(hg_optimizer_create(&h, &c, HG_FLOAT32, 0, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(hg_optimizer_create(&h, &c, HG_FLOAT32, n, 5) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(h == nullptr);
+  // The learning rate is validated before it replaces the old one.
+  const auto p0 = p;
+  BOOST_TEST(hg_optimizer_set_lr(opt, -1.0) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("adam.lr") != std::string::npos);
+  // A step on another device than the optimizer's, and grads partly overlapping params.
+  BOOST_TEST(hg_optimizer_step(opt, p.data(), g.data(), n, HG_DEVICE_CUDA) ==
+             HG_ERROR_INVALID_ARGUMENT);
+  std::vector<float> both(n + 1);
+  BOOST_TEST(hg_optimizer_step(opt, both.data(), both.data() + 1, n, HG_DEVICE_HOST) ==
+             HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("overlap") != std::string::npos);
+  BOOST_TEST(bitwise_equal(p, p0));
+  BOOST_TEST(steps() == 1);
+  // Bytes that are not a state do not load.
+  const std::vector<std::byte> junk(64, std::byte{7});
+  BOOST_TEST(hg_optimizer_load_state(opt, junk.data(), junk.size()) == HG_ERROR_INVALID_ARGUMENT);
+  std::size_t size = 0;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_save_state(opt, nullptr, 0, &size), HG_OK);
+  std::vector<std::byte> small(size - 1);
+  BOOST_TEST(hg_optimizer_save_state(opt, small.data(), small.size(), &size) ==
+             HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(steps() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_message_is_per_thread_and_survives_successful_calls) {
+  BOOST_TEST(hg_optimizer_step(nullptr, nullptr, nullptr, 1, HG_DEVICE_HOST) ==
+             HG_ERROR_UNKNOWN_HANDLE);
+  const std::string mine = message();
+  std::string theirs = "unset";
+  std::thread([&] { theirs = hg_last_error(); }).join();
+  BOOST_TEST(theirs.empty());
+  int major = -1;
+  BOOST_TEST(hg_version(&major, nullptr, nullptr) == HG_OK);
+  BOOST_TEST(major == HG_VERSION_MAJOR);
+  BOOST_TEST(message() == mine);
+  BOOST_TEST(std::string(hg_status_name(HG_ERROR_SIZE_MISMATCH)) == "HG_ERROR_SIZE_MISMATCH");
+  BOOST_TEST(std::string(hg_status_name(1234)) == "unknown");
+}
+
+BOOST_AUTO_TEST_CASE(a_cuda_buffer_without_nvcc_is_unsupported_and_with_it_must_be_device_memory) {
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  hg_optimizer h = nullptr;
+#if defined(__CUDACC__)
+  BOOST_TEST(hg_has_cuda() == 1);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&h, &c, HG_FLOAT32, 10, HG_DEVICE_CUDA), HG_OK);
+  std::vector<float> host(10, 1.0f);
+  BOOST_TEST(hg_optimizer_step(h, host.data(), host.data(), 10, HG_DEVICE_CUDA) ==
+             HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("must be CUDA device memory") != std::string::npos);
+  BOOST_TEST(hg_optimizer_destroy(h) == HG_OK);
+#else
+  BOOST_TEST(hg_has_cuda() == 0);
+  BOOST_TEST(hg_optimizer_create(&h, &c, HG_FLOAT32, 10, HG_DEVICE_CUDA) == HG_ERROR_UNSUPPORTED);
+  BOOST_TEST(message().find("nvcc") != std::string::npos);
+  BOOST_TEST(h == nullptr);
+  BOOST_TEST(hg_optimizer_set_stream(reinterpret_cast<hg_optimizer>(std::uintptr_t{1} << 40),
+                                     nullptr) == HG_ERROR_UNKNOWN_HANDLE);
+#endif
+}
+
+BOOST_AUTO_TEST_CASE(a_saved_and_reloaded_state_continues_bitwise_like_an_uninterrupted_run) {
+  constexpr std::size_t n = 513;
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAMW);
+  auto a = random_vector<double>(n, 20);
+  auto b = a;
+  const auto g = random_vector<double>(n * 4, 21);
+  hg_optimizer x = nullptr, y = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&x, &c, HG_FLOAT64, n, HG_DEVICE_HOST), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&y, &c, HG_FLOAT64, n, HG_DEVICE_HOST), HG_OK);
+  for (std::size_t s = 0; s < 2; ++s) {
+    hg_optimizer_step(x, a.data(), g.data() + s * n, n, HG_DEVICE_HOST);
+    hg_optimizer_step(y, b.data(), g.data() + s * n, n, HG_DEVICE_HOST);
+  }
+  std::size_t size = 0;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_save_state(x, nullptr, 0, &size), HG_OK);
+  std::vector<std::byte> bytes(size);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_save_state(x, bytes.data(), size, &size), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(y), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&y, &c, HG_FLOAT64, n, HG_DEVICE_HOST), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_load_state(y, bytes.data(), size), HG_OK);
+  b = a;
+  for (std::size_t s = 2; s < 4; ++s) {
+    hg_optimizer_step(x, a.data(), g.data() + s * n, n, HG_DEVICE_HOST);
+    hg_optimizer_step(y, b.data(), g.data() + s * n, n, HG_DEVICE_HOST);
+  }
+  BOOST_TEST(bitwise_equal(a, b));
+  // A float32 optimizer does not take a float64 state.
+  hg_optimizer f = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&f, &c, HG_FLOAT32, n, HG_DEVICE_HOST), HG_OK);
+  BOOST_TEST(hg_optimizer_load_state(f, bytes.data(), size) == HG_ERROR_INVALID_ARGUMENT);
+  for (auto h : {x, y, f}) BOOST_TEST(hg_optimizer_destroy(h) == HG_OK);
+}
+
+BOOST_AUTO_TEST_CASE(set_lr_changes_the_learning_rate_of_the_following_steps_only) {
+  constexpr std::size_t n = 64;
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_SGD);
+  c.lr = 0.5;
+  std::vector<float> p(n, 1.0f), g(n, 1.0f);
+  hg_optimizer h = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&h, &c, HG_FLOAT32, n, HG_DEVICE_HOST), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_step(h, p.data(), g.data(), n, HG_DEVICE_HOST), HG_OK);
+  BOOST_TEST(p[0] == 0.5f);  // 1 - 0.5 * 1, exact
+  BOOST_REQUIRE_EQUAL(hg_optimizer_set_lr(h, 0.25), HG_OK);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_step(h, p.data(), g.data(), n, HG_DEVICE_HOST), HG_OK);
+  BOOST_TEST(p[n - 1] == 0.25f);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(h), HG_OK);
+}
+
+#if defined(__CUDACC__)
+BOOST_AUTO_TEST_CASE(a_device_step_through_the_c_api_equals_the_cpp_device_step_bitwise) {
+  constexpr std::size_t n = 100003, steps = 5;
+  const auto p_host = random_vector<float>(n, 30);
+  const auto g_host = random_vector<float>(n * steps, 31);
+  thrust::device_vector<float> p_c(p_host.begin(), p_host.end()), p_cpp = p_c;
+  thrust::device_vector<float> g(g_host.begin(), g_host.end());
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  hg_optimizer h = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&h, &c, HG_FLOAT32, n, HG_DEVICE_CUDA), HG_OK);
+  cudaStream_t stream = nullptr;
+  BOOST_REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_set_stream(h, stream), HG_OK);
+  float* pc = thrust::raw_pointer_cast(p_c.data());
+  const float* gd = thrust::raw_pointer_cast(g.data());
+  for (std::size_t s = 0; s < steps; ++s)
+    BOOST_REQUIRE_EQUAL(hg_optimizer_step(h, pc, gd + s * n, n, HG_DEVICE_CUDA), HG_OK);
+  BOOST_REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  BOOST_TEST(hg_optimizer_step(h, pc, gd, n, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  const ho::adam o;
+  auto st = o.init(thrust::cuda::par, p_cpp);
+  for (std::size_t s = 0; s < steps; ++s)
+    o.update(thrust::cuda::par, hg::span<const float, hg::device_space>(gd + s * n, n), st, p_cpp);
+  BOOST_TEST(bitwise_equal(hg_test::to_host(p_c), hg_test::to_host(p_cpp)));
+  BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(h), HG_OK);
+  cudaStreamDestroy(stream);
+}
+#endif
+
+BOOST_AUTO_TEST_SUITE_END()
