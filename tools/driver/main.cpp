@@ -22,6 +22,9 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "config.hpp"
 #include "report.hpp"
@@ -152,6 +155,11 @@ struct unit {
 
 int child_main(const std::string& config_path, std::size_t method, std::uint64_t seed, const std::string& dir,
                bool resume, std::uint64_t halt_after) {
+#ifdef _OPENMP
+  // Parallelism comes from processes here: OpenMP teams in every process would fight over the
+  // cores (their spinning threads slow everyone down).
+  omp_set_num_threads(1);
+#endif
   std::ifstream in(config_path);
   const json cfg = json::parse(in);
   run_request req{cfg, method, seed, dir, resume, halt_after, {}};

@@ -16,6 +16,10 @@
 #include "heterograd/sim/network.hpp"
 #include "run.hpp"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace hgrun {
 
 namespace hg = heterograd;
@@ -569,7 +573,12 @@ void preflight(const json& c) {
 }
 
 json run_method(const run_request& req) {
-  hg::nn::set_blas_threads(1);  // one process per run; parallelism comes from processes
+  // One thread per run: parallelism comes from processes (--jobs). OpenMP teams and BLAS
+  // threads on the small per-event vectors of a simulation cost more than they give.
+  hg::nn::set_blas_threads(1);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
   const json& m = req.config["methods"][req.method];
   auto prob = make_problem(req.config, req.seed);
   std::filesystem::create_directories(req.dir);

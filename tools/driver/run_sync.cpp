@@ -3,6 +3,7 @@
 // eager-SGD's partial rounds, drive_async. Built only when the sync layer is present.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <set>
 
 #include "drive.hpp"
