@@ -18,24 +18,9 @@ namespace ot {
 
 namespace hg = heterograd;
 
-template <class B, class T>
-auto to_backend(const std::vector<T>& h) {
-  typename B::template vector<T> v(h.size());
-  thrust::copy(h.begin(), h.end(), v.begin());
-  return v;
-}
-
-template <class B, class V>
-auto span_of(V& v) {
-  using T = typename V::value_type;
-  return hg::span<T, typename B::space>(thrust::raw_pointer_cast(v.data()), v.size());
-}
-
-template <class B, class V>
-auto cspan_of(const V& v) {
-  using T = typename V::value_type;
-  return hg::span<const T, typename B::space>(thrust::raw_pointer_cast(v.data()), v.size());
-}
+using hg_test::cspan_of;
+using hg_test::span_of;
+using hg_test::to_backend;
 
 inline std::vector<double> random_vector(std::size_t n, std::uint64_t stream, double lo = -1,
                                          double hi = 1) {

@@ -91,6 +91,26 @@ constexpr T poison() {
   }
 }
 
+/// A backend vector holding a copy of host data.
+template <class B, class T>
+auto to_backend(const std::vector<T>& h) {
+  typename B::template vector<T> v(h.size());
+  thrust::copy(h.begin(), h.end(), v.begin());
+  return v;
+}
+
+/// Spans of a backend vector in the backend's memory space.
+template <class B, class V>
+auto span_of(V& v) {
+  using T = typename V::value_type;
+  return hg::span<T, typename B::space>(thrust::raw_pointer_cast(v.data()), v.size());
+}
+template <class B, class V>
+auto cspan_of(const V& v) {
+  using T = typename V::value_type;
+  return hg::span<const T, typename B::space>(thrust::raw_pointer_cast(v.data()), v.size());
+}
+
 template <class V>
 auto to_host(const V& v) {
   using T = typename V::value_type;

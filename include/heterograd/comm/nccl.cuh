@@ -4,8 +4,12 @@
 //
 // - A communicator is made collectively from a unique id that rank 0 draws and broadcasts
 //   over a host transport (inproc or mpi): communicator::create(bootstrap, device, stream).
-//   Initialisation is non-blocking (ncclConfig_t::blocking = 0) and polled against a
-//   deadline, so a rank that never joins gives a timeout_error.
+//   Every rank has already answered the bootstrap broadcast when NCCL initialises, so the
+//   initialisation is blocking: with a non-blocking communicator (ncclConfig_t::blocking = 0)
+//   the first collective on an H200 (NCCL shipped with CUDA 13) failed with "Attempt to use
+//   communicator before the previous operation returned ncclSuccess" although
+//   ncclCommGetAsyncError had reported success (NCCL issue #1734 describes that race). A rank
+//   that never joins is caught by the bootstrap broadcast's deadline.
 // - Each operation enqueues NCCL work on the stream and records an event; the request's
 //   test() queries the event and the communicator's asynchronous error; wait() polls both
 //   against the deadline. A timeout aborts the NCCL communicator (ncclCommAbort): the handle
@@ -173,10 +177,8 @@ class communicator {
     detail::check_cuda(cudaSetDevice(device), "cudaSetDevice");
     detail::check_cuda(cudaMalloc(&s->scratch, 2 * sizeof(double)), "cudaMalloc");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
+    cfg.blocking = 1;
     detail::check(ncclCommInitRankConfig(&s->comm, s->size, id, s->rank, &cfg), "ncclCommInitRankConfig");
-    s->settle(comm::detail::real_clock::now() +
-              std::chrono::duration_cast<comm::detail::real_clock::duration>(timeout));
     communicator c;
     c.s_ = std::move(s);
     return c;

@@ -84,6 +84,35 @@ struct lamb_args {
 
 namespace detail {
 
+// Exactly rounded arithmetic for bodies that must agree bitwise across kernels. nvcc contracts
+// a*b + c into an FMA where it sees fit, and it saw fit differently in the single-tensor and
+// the multi-tensor Adam kernels (the parameters differed in the last bit on an H200). On the
+// host these are the plain operators.
+template <class T>
+HG_HOST_DEVICE inline T mul_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return __fmul_rn(a, b); else return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+template <class T>
+HG_HOST_DEVICE inline T add_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return __fadd_rn(a, b); else return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+template <class T>
+HG_HOST_DEVICE inline T div_rn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return __fdiv_rn(a, b); else return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
 template <class T>
 struct sgd_body {
   T* p;
@@ -139,12 +168,13 @@ struct adam_body {
   adam_coeffs<T> c;
   HG_HOST_DEVICE void operator()(std::size_t i) const {
     const T pi = p[i];
-    const T gi = g[i] + c.l2 * pi;
-    const T mi = c.b1 * m[i] + c.omb1 * gi;
-    const T vi = c.b2 * v[i] + c.omb2 * gi * gi;
+    const T gi = add_rn(g[i], mul_rn(c.l2, pi));
+    const T mi = add_rn(mul_rn(c.b1, m[i]), mul_rn(c.omb1, gi));
+    const T vi = add_rn(mul_rn(c.b2, v[i]), mul_rn(mul_rn(c.omb2, gi), gi));
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi * c.decay - c.step_size * mi / (std::sqrt(vi) * c.inv_sqrt_c2 + c.eps);
+    const T denom = add_rn(mul_rn(std::sqrt(vi), c.inv_sqrt_c2), c.eps);
+    p[i] = add_rn(mul_rn(pi, c.decay), -div_rn(mul_rn(c.step_size, mi), denom));
   }
 };
 

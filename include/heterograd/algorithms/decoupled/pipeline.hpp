@@ -95,6 +95,20 @@ struct pipeline_report {
   std::vector<float> last_loss;       // per module: local loss of the last batch
 };
 
+namespace detail {
+/// Module k's step on one batch, timed into the report.
+template <class Opt>
+module_step timed_step(local_learning<Opt>& ll, std::size_t k, const activation_message& in,
+                       pipeline_report& report) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = ll.step_module(k, in.x.data(), in.y);
+  report.busy_seconds[k] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.last_loss[k] = r.loss;
+  return r;
+}
+}  // namespace detail
+
 /// Runs `iterations` batches through the modules of `ll`, one thread per module. `next_batch(t)`
 /// returns batch t (inputs and labels by value). Rethrows the first stage failure after
 /// stopping the others.
@@ -124,11 +138,7 @@ pipeline_report run_pipeline(local_learning<Opt>& ll,
       try {
         for (std::size_t t = 0; t < iterations; ++t) {
           activation_message in = k == 0 ? next_batch(t) : queues[k - 1]->pop(opt.timeout);
-          const auto start = std::chrono::steady_clock::now();
-          const auto r = ll.step_module(k, in.x.data(), in.y);
-          report.busy_seconds[k] +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          report.last_loss[k] = r.loss;
+          const auto r = detail::timed_step(ll, k, in, report);
           if (k + 1 < K) {
             activation_message out{in.iteration, std::vector<float>(r.output.begin(), r.output.end()),
                                    std::move(in.y)};

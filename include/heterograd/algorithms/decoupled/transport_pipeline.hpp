@@ -10,7 +10,6 @@
 // rank k's module slice equals the sequential loop's bitwise. gather_modules() collects every
 // module (and head) on rank 0.
 
-#include <chrono>
 #include <cstddef>
 #include <string>
 #include <cstdint>
@@ -63,11 +62,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt>& ll,
       t.recv(span<std::int32_t>(in.y), prev, detail::y_tag, ro).wait();
       t.send(span<const std::int64_t>(&credit, 1), prev, detail::credit_tag, so).wait();
     }
-    const auto start = std::chrono::steady_clock::now();
-    const auto r = ll.step_module(k, in.x.data(), in.y);
-    report.busy_seconds[k] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    report.last_loss[k] = r.loss;
+    const auto r = detail::timed_step(ll, k, in, report);
     if (k + 1 < K) {
       if (sent - credits >= opt.queue_capacity) {  // wait for the consumer to free a slot
         t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
