@@ -126,6 +126,7 @@ spec optional(spec s) {  // absent means "not set" (no default written)
 }
 
 std::string fmt(double x) {
+  if (std::fabs(x) < 1e15 && x == std::nearbyint(x)) return std::to_string(static_cast<long long>(x));
   std::ostringstream os;
   os << x;
   return os.str();
@@ -156,6 +157,7 @@ std::string expected(const spec& s) {
       return o;
     }
     case kind::object: {
+      if (s.free_form) return "an object";
       std::string o = "an object with keys ";
       for (std::size_t i = 0; i < s.fields.size(); ++i) o += (i ? ", " : "") + s.fields[i].first;
       return o;
@@ -556,9 +558,6 @@ void check_cross(json& c) {
                                         " (" + p + ") only on the simulated cluster");
     if (a == "local_learning" && c["runtime"] != "sim")
       throw config_error("runtime", "expected \"sim\" for local_learning (the sequential reference)");
-    if (!algorithm_available(a))
-      throw config_error(p + ".algorithm", "\"" + a + "\" is not in this build (its layer has not "
-                                               "landed on this branch yet)");
     // The method's optimizer: the experiment's, with the method's keys on top.
     json o = c["optimizer"];
     for (auto it = m["optimizer"].begin(); it != m["optimizer"].end(); ++it)

@@ -30,7 +30,7 @@ class config_error : public std::invalid_argument {
 
 /// Every algorithm the driver can run.
 std::vector<std::string> algorithm_names();
-/// Algorithms compiled into this build (the others' layers are not on this branch yet).
+/// Algorithms compiled into this build (preflight() rejects the others before anything runs).
 bool algorithm_available(const std::string& algorithm);
 
 /// Checks `raw` against the schema and returns it with every default filled in. Throws

@@ -551,6 +551,13 @@ bool algorithm_checkpointable(const std::string& a) {
 }
 
 void preflight(const json& c) {
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    const std::string a = c["methods"][i]["algorithm"];
+    if (!algorithm_available(a))
+      throw config_error("methods[" + std::to_string(i) + "].algorithm",
+                         "\"" + a + "\" is not in this build (its layer, algorithms/" +
+                             (is_async_algorithm(a) ? "async" : "sync") + ", has not landed on this branch)");
+  }
   if (c["data"]["dataset"] == "fashion_mnist") {
     const auto dir = hg::data::fashion_mnist_dir(c["data"]["path"].get<std::string>());
     for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
