@@ -97,7 +97,7 @@ std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<m
   const std::string xlabel = epochs ? "epochs" : "virtual time";
   std::ostringstream gp;
   gp << "set terminal pngcairo size 1400,560 font 'sans,10' noenhanced\nset datafile separator ' '\n"
-     << "set grid\nset key outside bottom center horizontal\n";
+     << "set grid\nset key inside bottom right\n";
 
   // 1. target metric and loss against time, all methods on one chart (two panels).
   std::string curves_metric, curves_loss;
@@ -122,9 +122,9 @@ std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<m
     gp << "set arrow 1 from graph 0, first " << c["target"]["value"].get<double>()
        << " to graph 1, first " << c["target"]["value"].get<double>() << " nohead dt 2 lc rgb 'gray40'\n";
     gp << "plot " << curves_metric << "\nunset arrow 1\n";
-    gp << "set ylabel 'loss'\nset logscale y\n";
+    gp << "set ylabel 'loss'\nset logscale y\nset key inside top right\n";
     if (!curves_loss.empty()) gp << "plot " << curves_loss << "\n";
-    gp << "unset multiplot\nunset logscale y\n";
+    gp << "unset multiplot\nunset logscale y\nset key inside bottom right\n";
     pngs.push_back(png);
   }
 
@@ -157,7 +157,7 @@ std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<m
     const auto png = out / "utilisation.png";
     gp << "set terminal pngcairo size 1400,480 font 'sans,10' noenhanced\nset output " << quote(png.string())
        << "\nset title 'per-worker utilisation (busy / elapsed)'\nset xlabel 'worker'\nset ylabel 'utilisation'\n"
-       << "set yrange [0:1.05]\n";
+       << "set yrange [0:1.05]\nset key outside bottom center horizontal\n";
     if (workers <= 40) {
       gp << "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
          << "set boxwidth 0.9\nset xtics 1\nplot ";
@@ -183,15 +183,21 @@ std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<m
     if (total <= 0) continue;
     const auto f = data / ("staleness-" + std::to_string(i) + ".dat");
     std::ofstream o(f);
-    for (std::size_t k = 1; k < rows.size(); ++k) o << rows[k][0] << ' ' << std::stod(rows[k][a]) / total << '\n';
-    curves += (curves.empty() ? "" : ", ") + quote(f.string()) + " using 1:2 with steps lw 2 title " +
+    // x = staleness + 1 on a log axis: a worker back from an outage can be thousands of
+    // updates stale, and the bulk of the histogram sits below n.
+    for (std::size_t k = 1; k < rows.size(); ++k) {
+      const double f = std::stod(rows[k][a]) / total;
+      if (f > 0) o << std::stod(rows[k][0]) + 1 << ' ' << f << '\n';
+    }
+    curves += (curves.empty() ? "" : ", ") + quote(f.string()) + " using 1:2 with linespoints lw 2 pt 7 ps 0.5 title " +
               quote(results[i].summary["label"].get<std::string>());
   }
   if (!curves.empty()) {
     const auto png = out / "staleness.png";
     gp << "set terminal pngcairo size 1000,520 font 'sans,10' noenhanced\nset output " << quote(png.string())
-       << "\nset title 'staleness of applied updates'\nset xlabel 'staleness (server updates since the model was read)'"
-       << "\nset ylabel 'fraction of applied updates'\nset xtics auto\nunset logscale y\nplot " << curves << "\n";
+       << "\nset title 'staleness of applied updates'\nset xlabel 'staleness + 1 (server updates since the model was read, log scale)'"
+       << "\nset ylabel 'fraction of applied updates (log scale)'\nset xtics auto\nset logscale xy\n"
+       << "set key inside top right\nplot " << curves << "\nunset logscale xy\n";
     pngs.push_back(png);
   }
   const auto script = data / "plots.gp";

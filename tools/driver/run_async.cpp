@@ -1,5 +1,6 @@
 // Asynchronous parameter-server methods (algorithms/async, issue 6): one adapter each, all on
 // drive_async. Built only when the async layer is present.
+#include <fstream>
 #include <set>
 
 #include "drive.hpp"
@@ -119,6 +120,10 @@ json run_with(context& ctx, O opt) {
                               hg::balance::dssp_config{.lower = m["lower"].get<std::size_t>(),
                                                        .range = m["range"].get<std::size_t>()});
   json s = drive_server(ctx, p);
+  // DSSP's bound: no worker ever started an iteration more than s_L + r_max ahead.
+  s["extra"]["max_gap_started"] = p.max_gap_started();
+  s["extra"]["bound"] = m["lower"].get<std::size_t>() + m["range"].get<std::size_t>();
+  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
   return s;
 }
 
