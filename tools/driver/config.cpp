@@ -680,7 +680,10 @@ void apply_override(json& doc, const std::string& assignment) {
       }
     } else {
       const std::size_t idx = parts[i];
-      sofar += "[" + std::to_string(idx) + "]";
+      // Appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on "[" + to_string().
+      sofar += '[';
+      sofar += std::to_string(idx);
+      sofar += ']';
       if (!cur->is_array() || idx >= cur->size())
         throw config_error(sofar, "expected an existing array element (array of " +
                                       std::to_string(cur->is_array() ? cur->size() : 0) + ")");

@@ -28,6 +28,13 @@ class config_error : public std::invalid_argument {
   std::string path_;
 };
 
+/// A method whose algorithm is not compiled into this build (heterograd-run exits with 77,
+/// which CTest reads as "skipped").
+class unavailable_error : public config_error {
+ public:
+  using config_error::config_error;
+};
+
 /// Every algorithm the driver can run.
 std::vector<std::string> algorithm_names();
 /// Algorithms compiled into this build (preflight() rejects the others before anything runs).

@@ -554,7 +554,7 @@ void preflight(const json& c) {
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     const std::string a = c["methods"][i]["algorithm"];
     if (!algorithm_available(a))
-      throw config_error("methods[" + std::to_string(i) + "].algorithm",
+      throw unavailable_error("methods[" + std::to_string(i) + "].algorithm",
                          "\"" + a + "\" is not in this build (its layer, algorithms/" +
                              (is_async_algorithm(a) ? "async" : "sync") + ", has not landed on this branch)");
   }
