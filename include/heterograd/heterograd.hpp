@@ -11,3 +11,6 @@
 #include "heterograd/balance.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
+#include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/sync.hpp"
+#include "heterograd/sparse.hpp"

@@ -1,0 +1,101 @@
+// The averaging pass of the sync family (heterograd/algorithms/sync/detail/blend.hpp, i.e.
+// kernels::weighted_sum on the sequential backend): out = sum_k w_k x_k over K buffers of n
+// floats in one pass for K <= 8, (K + 1) * 4 bytes per element (K reads, one write); counter
+// bytes_per_second uses that count.
+//
+// BM_bsp_round: one simulated BSP round (4 workers, softmax regression 784 x 10, b = 32) with
+// sample-weighted gradient aggregation, driven directly (no runtime): the policy's overhead
+// on top of the model's gradients. BM_bsp_round_threads: the same rounds on the threads
+// runtime (4 threads over the inproc transport, 100 rounds per run_threads call, thread
+// start-up included), per round.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/algorithms/sync/threads.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/nn/gemm.hpp"
+#include "heterograd/nn/mlp.hpp"
+#include "heterograd/optim/optimizers.hpp"
+
+namespace hg = heterograd;
+namespace hs = heterograd::algorithms::sync;
+
+namespace {
+
+void BM_weighted_sum(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto k = static_cast<std::size_t>(state.range(1));
+  std::vector<std::vector<float>> xs(k, std::vector<float>(n, 1.0f));
+  std::vector<hg::span<const float>> in;
+  for (auto& x : xs) in.emplace_back(x);
+  std::vector<double> w(k, 1.0 / static_cast<double>(k));
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    hs::detail::weighted_sum(hg::span<float>(out), in, w);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>((k + 1) * n * 4));
+}
+BENCHMARK(BM_weighted_sum)->Args({1 << 22, 4})->Args({1 << 22, 8})->UseRealTime();
+
+struct bsp_problem {
+  static constexpr std::size_t dim = 784, classes = 10, rows = 512;
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  std::vector<hg::nn::mlp<float>> ms;
+  std::vector<float> p0;
+  bsp_problem() : x(rows * dim), y(rows), ms(4, hg::nn::softmax_regression<float>(dim, classes)) {
+    const hg::counter_rng rng(1);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rng.uniform(i));
+    for (std::size_t i = 0; i < rows; ++i) y[i] = static_cast<std::int32_t>(i % classes);
+    p0.resize(ms[0].num_params());
+    ms[0].init(p0, 1);
+  }
+  // Worker w's own model: the threads runtime calls workers at once.
+  auto oracle() {
+    return [this](std::size_t w, std::uint64_t s, std::size_t b, hg::span<const float> p,
+                  hg::span<float> g) {
+      const std::size_t first = (s * 32 + w * 128) % (rows - b);
+      return ms[w].loss_and_gradient(
+          p, {hg::span<const float>(x.data() + first * dim, b * dim),
+              hg::span<const std::int32_t>(y.data() + first, b)}, g);
+    };
+  }
+};
+
+void BM_bsp_round(benchmark::State& state) {
+  hg::nn::set_blas_threads(1);
+  bsp_problem pr;
+  auto oracle = pr.oracle();
+  hs::bsp<float, hg::optim::sgd, decltype(oracle)> bsp(4, pr.p0, hg::optim::sgd({.lr = 0.01}),
+                                                       oracle, {32, 32, 32, 32});
+  for (auto _ : state) bsp.step();
+  state.SetItemsProcessed(state.iterations() * 128);  // samples per round
+}
+BENCHMARK(BM_bsp_round)->UseRealTime();
+
+void BM_bsp_round_threads(benchmark::State& state) {
+  hg::nn::set_blas_threads(1);
+  bsp_problem pr;
+  auto oracle = pr.oracle();
+  hs::bsp<float, hg::optim::sgd, decltype(oracle)> bsp(4, pr.p0, hg::optim::sgd({.lr = 0.01}),
+                                                       oracle, {32, 32, 32, 32});
+  constexpr std::uint64_t rounds = 100;
+  for (auto _ : state) hs::run_threads(bsp, rounds);
+  state.SetItemsProcessed(state.iterations() * 128 * static_cast<std::int64_t>(rounds));
+  state.counters["us_per_round"] = benchmark::Counter(
+      static_cast<double>(rounds) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_bsp_round_threads)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,154 @@
+#pragma once
+// Asynchronous SGD with a per-arrival step rule. On arrival of g from worker i computed at
+// version v, with delay delta = k - v:
+//     x <- x - gamma * w(delta) * g ,  k <- k + 1 ,  worker i restarts at x.
+//
+//   asgd                    w = 1                       vanilla ASGD (Hogwild-style parameter
+//                                                       server; Recht et al. 2011, Agarwal &
+//                                                       Duchi 2011)
+//   delay_adaptive_asgd     w = n / max(n, delta)       the baseline of Ringmaster ASGD
+//                                                       (Maranjyan, Tyurin, Richtarik, ICML'25),
+//                                                       exactly as in the authors' simulator
+//   staleness_scaled_asgd   w = 1 / max(1, delta)       staleness-aware ASGD (Zhang, Gupta,
+//                                                       Lian, Liu, IJCAI'16): gamma / delta
+//                           w = 1 / (1 + delta)^a       polynomial staleness weights (FedAsync,
+//                                                       Xie, Koyejo, Gupta 2019; a = 0.5)
+//
+// Guarantee worth knowing (Mahran, Maranjyan, Richtarik, arXiv 2605.13434): with heterogeneous
+// data, vanilla ASGD converges to a stationary point of the frequency-weighted objective
+// sum_i f_i / tau_i / sum_i 1 / tau_i, not of f (tests/async reproduce the fixed point).
+// gamma is the server optimizer's learning rate; w multiplies it (model_server::apply).
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <utility>
+
+#include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/error.hpp"
+
+namespace heterograd::algorithms::async {
+
+namespace detail {
+
+/// ASGD whose step weight is Rule{}(delta); every arrival is applied.
+template <class T, class Optimizer, class Rule>
+class weighted_asgd : public policy_base<T, Optimizer> {
+  using base = policy_base<T, Optimizer>;
+
+ public:
+  weighted_asgd(std::size_t workers, typename base::server_type server, Rule rule)
+      : base(workers, std::move(server)), rule_(rule) {}
+
+  const Rule& rule() const { return rule_; }
+
+  template <class Ctl, class Arrival, class G>
+  void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
+    const std::uint64_t delay = this->check(a, std::size(g));
+    const double w = rule_(delay, this->workers_);
+    this->server_.apply(gradient_view<T>(g), w);
+    ctl.applied(a.worker, delay);
+  }
+
+  friend bool operator==(const weighted_asgd& a, const weighted_asgd& b) {
+    return a.server_ == b.server_;
+  }
+
+ private:
+  Rule rule_;
+};
+
+struct unit_weight {
+  double operator()(std::uint64_t, std::size_t) const { return 1.0; }
+};
+
+}  // namespace detail
+
+/// Vanilla asynchronous SGD: every gradient applied with the same step.
+template <class T = double, class Optimizer = default_optimizer>
+class asgd : public detail::weighted_asgd<T, Optimizer, detail::unit_weight> {
+ public:
+  asgd(std::size_t workers, model_server<T, Optimizer> server)
+      : detail::weighted_asgd<T, Optimizer, detail::unit_weight>(workers, std::move(server), {}) {}
+};
+template <class T, class O>
+asgd(std::size_t, model_server<T, O>) -> asgd<T, O>;
+
+/// Delay-adaptive ASGD: gamma_k = gamma * n / max(n, delta_k).
+struct delay_adaptive_config {
+  /// n of the rule; 0 = the number of workers (the authors' choice).
+  std::size_t reference = 0;
+
+  void validate() const {}
+};
+
+namespace detail {
+struct delay_adaptive_weight {
+  std::size_t reference = 0;
+  double operator()(std::uint64_t delay, std::size_t workers) const {
+    const double n = static_cast<double>(reference == 0 ? workers : reference);
+    const double d = static_cast<double>(delay);
+    return n / (d > n ? d : n);
+  }
+};
+}  // namespace detail
+
+template <class T = double, class Optimizer = default_optimizer>
+class delay_adaptive_asgd
+    : public detail::weighted_asgd<T, Optimizer, detail::delay_adaptive_weight> {
+ public:
+  delay_adaptive_asgd(std::size_t workers, model_server<T, Optimizer> server,
+                      delay_adaptive_config config = {})
+      : detail::weighted_asgd<T, Optimizer, detail::delay_adaptive_weight>(
+            workers, std::move(server), detail::delay_adaptive_weight{config.reference}) {}
+};
+template <class T, class O>
+delay_adaptive_asgd(std::size_t, model_server<T, O>) -> delay_adaptive_asgd<T, O>;
+template <class T, class O>
+delay_adaptive_asgd(std::size_t, model_server<T, O>, delay_adaptive_config)
+    -> delay_adaptive_asgd<T, O>;
+
+/// How a staleness-scaled step shrinks with the delay.
+enum class staleness_rule : std::uint8_t {
+  inverse,     ///< w = 1 / max(1, delta)      (gamma / delta, Zhang et al. IJCAI'16)
+  polynomial,  ///< w = (1 + delta)^(-a)        (FedAsync's polynomial weights)
+};
+
+struct staleness_scaled_config {
+  staleness_rule rule = staleness_rule::polynomial;
+  double exponent = 0.5;  ///< a of the polynomial rule (FedAsync's default)
+
+  void validate() const {
+    require(std::isfinite(exponent) && exponent >= 0, "staleness_scaled_config.exponent",
+            exponent, "must be finite and >= 0");
+  }
+};
+
+namespace detail {
+struct staleness_weight {
+  staleness_scaled_config config;
+  double operator()(std::uint64_t delay, std::size_t) const {
+    const double d = static_cast<double>(delay);
+    if (config.rule == staleness_rule::inverse) return 1.0 / (d > 1.0 ? d : 1.0);
+    return std::pow(1.0 + d, -config.exponent);
+  }
+};
+}  // namespace detail
+
+template <class T = double, class Optimizer = default_optimizer>
+class staleness_scaled_asgd
+    : public detail::weighted_asgd<T, Optimizer, detail::staleness_weight> {
+ public:
+  staleness_scaled_asgd(std::size_t workers, model_server<T, Optimizer> server,
+                        staleness_scaled_config config = {})
+      : detail::weighted_asgd<T, Optimizer, detail::staleness_weight>(
+            workers, std::move(server), (config.validate(), detail::staleness_weight{config})) {}
+};
+template <class T, class O>
+staleness_scaled_asgd(std::size_t, model_server<T, O>) -> staleness_scaled_asgd<T, O>;
+template <class T, class O>
+staleness_scaled_asgd(std::size_t, model_server<T, O>, staleness_scaled_config)
+    -> staleness_scaled_asgd<T, O>;
+
+}  // namespace heterograd::algorithms::async

@@ -1,0 +1,79 @@
+#pragma once
+// FedBuff-style buffered asynchronous aggregation (Nguyen, Malik, Zhan, Yousefpour, Rabbat,
+// Malek, Huba, "Federated Learning with Buffered Asynchronous Aggregation", AISTATS 2022).
+// Contributions (gradients, or client deltas expressed as descent directions) arrive
+// asynchronously and are summed into a buffer, each down-weighted by its staleness; after K
+// of them the server takes one step with their average and clears the buffer:
+//     buf <- buf + s(delta) g ;   every K arrivals:  x <- x - gamma buf / K ;  buf <- 0 ,
+// s(delta) = (1 + delta)^(-a) (the paper's 1/sqrt(1 + staleness) for a = 0.5), or 1.
+// Workers restart from the current model after every push. Paper default K = 10.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/error.hpp"
+
+namespace heterograd::algorithms::async {
+
+struct fedbuff_config {
+  std::size_t buffer = 10;          ///< K
+  bool staleness_weighting = true;  ///< s(delta) = (1 + delta)^(-exponent); false: s = 1
+  double exponent = 0.5;
+
+  void validate() const {
+    require(buffer >= 1, "fedbuff_config.buffer", buffer, "must be >= 1");
+    require(std::isfinite(exponent) && exponent >= 0, "fedbuff_config.exponent", exponent,
+            "must be finite and >= 0");
+  }
+};
+
+template <class T = double, class Optimizer = default_optimizer>
+class fedbuff : public detail::policy_base<T, Optimizer> {
+  using base = detail::policy_base<T, Optimizer>;
+
+ public:
+  fedbuff(std::size_t workers, model_server<T, Optimizer> server, fedbuff_config config = {})
+      : base(workers, std::move(server)), config_((config.validate(), config)),
+        buffer_(this->dim(), T(0)) {}
+
+  const fedbuff_config& config() const { return config_; }
+  std::size_t buffered() const { return count_; }
+
+  template <class Ctl, class Arrival, class G>
+  void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
+    const std::uint64_t delay = this->check(a, std::size(g));
+    const double s = config_.staleness_weighting
+                         ? std::pow(1.0 + static_cast<double>(delay), -config_.exponent)
+                         : 1.0;
+    span<T> b(buffer_.data(), buffer_.size());
+    detail::ops::axpy(static_cast<T>(s), detail::gradient_view<T>(g), b);
+    if (++count_ < config_.buffer) {
+      ctl.buffered(a.worker, delay);
+      return;
+    }
+    this->server_.apply(span<const T>(b), 1.0 / static_cast<double>(config_.buffer));
+    detail::ops::zero(b);
+    count_ = 0;
+    ctl.applied(a.worker, delay);
+  }
+
+  friend bool operator==(const fedbuff& a, const fedbuff& b) {
+    return a.server_ == b.server_ && a.count_ == b.count_ && a.buffer_ == b.buffer_;
+  }
+
+ private:
+  fedbuff_config config_;
+  std::vector<T> buffer_;
+  std::size_t count_ = 0;
+};
+template <class T, class O>
+fedbuff(std::size_t, model_server<T, O>) -> fedbuff<T, O>;
+template <class T, class O>
+fedbuff(std::size_t, model_server<T, O>, fedbuff_config) -> fedbuff<T, O>;
+
+}  // namespace heterograd::algorithms::async

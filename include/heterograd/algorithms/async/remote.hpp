@@ -1,0 +1,490 @@
+#pragma once
+// The asynchronous server and its workers over any transport (heterograd/comm): the same
+// policy objects the simulator drives, now with real workers on threads (inproc) or MPI ranks.
+//
+//   serve<T>(policy, transport, options[, time_model])   on the server rank (default 0)
+//   work<T>(transport, dim, compute, options[, time_model])  on every other rank
+//   worker_client<T>: pull(params) / push(grads)          for framework authors' own loops
+//
+// Protocol (tags options.tag_base + 0..3, headers of four u64):
+//   server -> worker  job header {kind: 1 compute | 0 stop, version, job index, start time
+//                     bits}, then (compute) the parameters;
+//   worker -> server  result header {kind: 1 result | 2 bye, version, job index, 0}, then
+//                     (result) the gradient.
+// The server receives from any source (the parameter-server pattern) and hands each result
+// to policy.on_arrival with a control handle offering the simulator's members (applied /
+// buffered / discarded, restart, hold, release, interrupt, busy, waiting, version_of, now,
+// workers), so a policy runs unchanged. Holding a worker = not sending it a job; releasing =
+// sending one. Interrupting = sending a new job at once: a worker that sees a new job before
+// it pushes abandons its computation ("calculation stops"); a result that still arrives for a
+// stopped job is dropped, never handed to the policy.
+//
+// Arrival order:
+//   real_time:    results are handed over as they arrive (any-source receive).
+//   virtual_time: with a worker-time model, each job gets the virtual duration the simulator
+//                 would give it (model.duration(w, k, start, 1)); results are handed over in
+//                 (virtual finish, start order) order, waiting for the real result of the
+//                 earliest. This is the simulator's order exactly, so a deterministic policy
+//                 gives bitwise the same parameters as under sim::async_runtime, while the
+//                 gradients are computed in parallel on real workers (tested).
+// Workers may sleep time_scale * duration real seconds per job (a demonstration slowdown),
+// polling for a new job every millisecond so that they can be stopped.
+//
+// Nothing waits forever: every receive has options.timeout (a held worker waits at most that
+// long for its next job); a timeout or a transport failure is rethrown.
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/comm/concepts.hpp"
+#include "heterograd/comm/types.hpp"
+#include "heterograd/core/clock.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+
+namespace heterograd::algorithms::async {
+
+enum class arrival_order : std::uint8_t { real_time, virtual_time };
+
+/// No worker-time model: jobs take their real time (and virtual_time ordering is unavailable).
+struct no_time_model {};
+
+template <class M>
+concept time_model = requires(const M& m, worker_id w, std::uint64_t k, double t, std::size_t b) {
+  { m.duration(w, k, t, b) } -> std::convertible_to<double>;
+};
+
+struct remote_options {
+  int server_rank = 0;  ///< the server's rank; workers are the others, in rank order
+  int tag_base = 30000;  ///< four tags from here
+  seconds timeout{120.0};  ///< every receive's deadline
+  arrival_order order = arrival_order::real_time;
+  /// Real seconds slept per virtual second of a job's model duration (0: no sleep).
+  double time_scale = 0.0;
+  // Stopping rules of the server (whichever comes first).
+  std::uint64_t max_updates = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t max_arrivals = std::numeric_limits<std::uint64_t>::max();
+  double horizon = std::numeric_limits<double>::infinity();  ///< virtual (or real) seconds
+
+  void validate() const {
+    require(tag_base >= 0 && tag_base <= 32767 - 4, "remote_options.tag_base", tag_base,
+            "must be in [0, 32763]");
+    require(timeout.count() > 0, "remote_options.timeout", timeout.count(), "must be > 0");
+    require(std::isfinite(time_scale) && time_scale >= 0, "remote_options.time_scale",
+            time_scale, "must be finite and >= 0");
+    require(!std::isnan(horizon) && horizon >= 0, "remote_options.horizon", horizon, "must be >= 0");
+    require(max_updates > 0, "remote_options.max_updates", max_updates, "must be > 0");
+  }
+};
+
+/// The arrival a remote runtime hands to a policy (the members of sim::arrival).
+struct remote_arrival {
+  worker_id worker = 0;
+  std::uint64_t version = 0;
+  std::uint64_t job_index = 0;
+  double start = 0;  ///< virtual (virtual_time) or real seconds since the run began
+  double time = 0;
+};
+
+/// What the threads and MPI runtimes record (the simulator's recorder lives above this layer).
+struct update_log {
+  enum outcome : std::uint8_t { applied, buffered, discarded, interrupted };
+  std::array<std::uint64_t, 4> counts{};
+  std::array<std::vector<std::uint64_t>, 4> staleness{};  ///< histograms
+  std::uint64_t max_staleness = 0;
+  std::vector<std::uint64_t> jobs_finished;  ///< per worker
+
+  void record(outcome o, std::uint64_t s) {
+    ++counts[o];
+    auto& h = staleness[o];
+    if (s >= h.size()) h.resize(s + 1, 0);
+    ++h[s];
+    max_staleness = std::max(max_staleness, s);
+  }
+};
+
+struct remote_summary {
+  std::uint64_t arrivals = 0;  ///< results handed to the policy
+  std::uint64_t dropped = 0;   ///< results of stopped jobs, never handed over
+  double end_time = 0;         ///< virtual (virtual_time) or real seconds
+  update_log log;
+};
+
+namespace detail {
+
+struct tags {
+  int job_header, job_payload, result_header, result_payload;
+  explicit tags(int base) : job_header(base), job_payload(base + 1), result_header(base + 2),
+                            result_payload(base + 3) {}
+};
+
+inline std::uint64_t bits_of(double x) { return std::bit_cast<std::uint64_t>(x); }
+inline double double_of(std::uint64_t b) { return std::bit_cast<double>(b); }
+
+inline int worker_rank(int worker, int server_rank) { return worker < server_rank ? worker : worker + 1; }
+inline int worker_of_rank(int rank, int server_rank) { return rank < server_rank ? rank : rank - 1; }
+
+/// The server's side: per-worker state, the control handle's implementation.
+template <class T, class Policy, class Transport, class Model>
+class remote_server {
+ public:
+  enum class state : std::uint8_t { idle, busy, waiting };
+
+  remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
+      : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base),
+        n_(static_cast<std::size_t>(t.size() - 1)), state_(n_, state::idle), next_job_(n_, 0),
+        job_(n_, 0), version_(n_, 0), start_(n_, 0.0), payload_(p.dim()), outbox_(n_) {
+    require(t.size() >= 2, "transport.size", t.size(), "must be >= 2 (a server and a worker)");
+    require(t.rank() == o.server_rank, "transport.rank", t.rank(), "must be the server rank");
+    require_same_size("transport.size - 1", n_, "policy.workers", p.workers());
+    if constexpr (std::is_same_v<Model, no_time_model>) {
+      require(o.order == arrival_order::real_time, "remote_options.order", "virtual_time",
+              "needs a worker-time model");
+    }
+    log_.jobs_finished.assign(n_, 0);
+  }
+
+  // ---- the control handle's members ---------------------------------------------------
+  double now() const { return now_; }
+  std::size_t workers() const { return n_; }
+  bool busy(worker_id w) const { return state_.at(w) == state::busy; }
+  bool waiting(worker_id w) const { return state_.at(w) == state::waiting; }
+  std::uint64_t version_of(worker_id w) const {
+    require(busy(w), "worker", w, "must be busy (it has no job)");
+    return version_[w];
+  }
+  void restart(worker_id w) {
+    require(state_.at(w) == state::idle, "worker", w, "must be idle to restart");
+    const std::uint64_t k = next_job_[w]++;
+    job_[w] = k;
+    version_[w] = policy_.version();
+    start_[w] = now_;
+    state_[w] = state::busy;
+    if constexpr (!std::is_same_v<Model, no_time_model>) {
+      if (o_.order == arrival_order::virtual_time) {
+        const double d = model_.duration(w, k, now_, 1);
+        require(!std::isnan(d) && d >= 0.0, "duration", d, "must be >= 0 (from the worker-time model)");
+        queue_.push(pending{now_ + d, seq_++, w, k});
+      }
+    }
+    send_job(w, 1);
+  }
+  void hold(worker_id w) {
+    require(state_.at(w) == state::idle, "worker", w, "must be idle to wait");
+    state_[w] = state::waiting;
+  }
+  void release(worker_id w) {
+    require(state_.at(w) == state::waiting, "worker", w, "must be waiting to be released");
+    state_[w] = state::idle;
+    restart(w);
+  }
+  void interrupt(worker_id w) {
+    require(busy(w), "worker", w, "must be busy to interrupt");
+    log_.record(update_log::interrupted, policy_.version() - version_[w]);
+    state_[w] = state::idle;  // its result, if it still comes, is for a job no longer current
+    restart(w);
+  }
+  void applied(worker_id, std::uint64_t s) { log_.record(update_log::applied, s); }
+  void buffered(worker_id, std::uint64_t s) { log_.record(update_log::buffered, s); }
+  void discarded(worker_id, std::uint64_t s) { log_.record(update_log::discarded, s); }
+
+  // ---- the loop ---------------------------------------------------------------------------
+  remote_summary run() {
+    const steady_clock clock;
+    real_clock_ = &clock;
+    if constexpr (requires { policy_.on_start(*this); }) {
+      policy_.on_start(*this);
+    } else {
+      for (std::size_t w = 0; w < n_; ++w) restart(static_cast<worker_id>(w));
+    }
+    remote_summary s;
+    while (s.arrivals < o_.max_arrivals && policy_.version() < o_.max_updates) {
+      remote_arrival a;
+      if (!next_result(a, s)) break;
+      ++s.arrivals;
+      ++log_.jobs_finished[a.worker];
+      state_[a.worker] = state::idle;
+      policy_.on_arrival(*this, a, payload_);
+      if (state_[a.worker] == state::idle) restart(a.worker);
+    }
+    s.end_time = now_;
+    shutdown(s);
+    s.log = log_;
+    return s;
+  }
+
+ private:
+  struct pending {
+    double finish;
+    std::uint64_t seq;
+    worker_id worker;
+    std::uint64_t job;
+    bool operator>(const pending& b) const {
+      return finish > b.finish || (finish == b.finish && seq > b.seq);
+    }
+  };
+
+  int rank_of(worker_id w) const { return worker_rank(static_cast<int>(w), o_.server_rank); }
+
+  // The model goes out through a per-worker outbox (n x d memory), so the server does not
+  // wait for the worker to take it: the previous send to w is complete by the time w can be
+  // sent to again (w received it before it pushed), so the wait below returns at once.
+  void send_job(worker_id w, std::uint64_t kind) {
+    auto& box = outbox_[w];
+    box.header.wait(o_.timeout);
+    box.payload.wait(o_.timeout);
+    box.h = {kind, version_[w], job_[w], bits_of(start_[w])};
+    const int r = rank_of(w);
+    const comm::send_options so{.timeout = o_.timeout};
+    box.header = t_.send(span<const std::uint64_t>(box.h.data(), box.h.size()), r, tags_.job_header, so);
+    if (kind == 1) {
+      const auto x = policy_.params();
+      box.params.assign(x.begin(), x.end());  // 8 B/param
+      box.payload = t_.send(span<const T>(box.params.data(), box.params.size()), r,
+                            tags_.job_payload, so);
+    }
+  }
+
+  // Receives one result header from `source` (any_source allowed) and its payload; returns
+  // the worker and fills the header.
+  worker_id receive(int source, std::array<std::uint64_t, 4>& h) {
+    comm::recv_options ro{.timeout = o_.timeout};
+    auto r = t_.recv(span<std::uint64_t>(h.data(), h.size()), source, tags_.result_header, ro);
+    r.wait();
+    const int from = r.status().source;
+    const auto w = static_cast<worker_id>(worker_of_rank(from, o_.server_rank));
+    if (h[0] == 1) {
+      auto p = t_.recv(span<T>(payload_.data(), payload_.size()), from, tags_.result_payload, ro);
+      p.wait();
+    }
+    return w;
+  }
+
+  bool current(worker_id w, const std::array<std::uint64_t, 4>& h) const {
+    return h[0] == 1 && state_[w] == state::busy && h[2] == job_[w];
+  }
+
+  bool next_result(remote_arrival& a, remote_summary& s) {
+    std::array<std::uint64_t, 4> h{};
+    if (o_.order == arrival_order::virtual_time) {
+      // The earliest job in virtual time that is still current.
+      while (!queue_.empty()) {
+        const pending p = queue_.top();
+        if (state_[p.worker] == state::busy && job_[p.worker] == p.job) break;
+        queue_.pop();
+      }
+      if (queue_.empty()) return false;
+      const pending p = queue_.top();
+      if (p.finish > o_.horizon) {
+        now_ = std::isfinite(o_.horizon) ? o_.horizon : now_;
+        return false;
+      }
+      queue_.pop();
+      for (;;) {  // results of stopped jobs of this worker come first: drop them
+        const worker_id w = receive(rank_of(p.worker), h);
+        if (current(w, h)) break;
+        ++s.dropped;
+      }
+      now_ = p.finish;
+      a = remote_arrival{p.worker, h[1], h[2], start_[p.worker], now_};
+      return true;
+    }
+    for (;;) {
+      if (std::none_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; }))
+        return false;  // every worker held or idle: nothing can arrive
+      const worker_id w = receive(comm::any_source, h);
+      now_ = real_clock_->now().count();
+      if (!current(w, h)) {
+        ++s.dropped;
+        continue;
+      }
+      if (now_ > o_.horizon) return false;
+      a = remote_arrival{w, h[1], h[2], start_[w], now_};
+      return true;
+    }
+  }
+
+  // Tells every worker to stop and collects their goodbyes (results still in flight are
+  // dropped), so no message is left unreceived.
+  void shutdown(remote_summary& s) {
+    for (std::size_t w = 0; w < n_; ++w) send_job(static_cast<worker_id>(w), 0);
+    std::size_t byes = 0;
+    std::array<std::uint64_t, 4> h{};
+    while (byes < n_) {
+      receive(comm::any_source, h);
+      if (h[0] == 2) ++byes;
+      else ++s.dropped;
+    }
+    for (auto& box : outbox_) {
+      box.header.wait(o_.timeout);
+      box.payload.wait(o_.timeout);
+    }
+  }
+
+  Policy& policy_;
+  const Transport& t_;
+  remote_options o_;
+  const Model& model_;
+  tags tags_;
+  std::size_t n_;
+  std::vector<state> state_;
+  std::vector<std::uint64_t> next_job_, job_, version_;
+  std::vector<double> start_;
+  std::vector<T> payload_;
+  using request_t = decltype(std::declval<const Transport&>().send(
+      std::declval<span<const T>>(), 0, 0, comm::send_options{}));
+  struct outbox {
+    std::array<std::uint64_t, 4> h{};
+    std::vector<T> params;
+    request_t header{}, payload{};
+  };
+  std::vector<outbox> outbox_;
+  std::priority_queue<pending, std::vector<pending>, std::greater<pending>> queue_;
+  std::uint64_t seq_ = 0;
+  double now_ = 0;
+  const steady_clock* real_clock_ = nullptr;
+  update_log log_;
+};
+
+}  // namespace detail
+
+/// Runs the server of `policy` on this rank until a stopping rule of `o` holds, then stops
+/// every worker. `model` (a worker-time model) is needed for arrival_order::virtual_time.
+template <class T, class Policy, class Transport, class Model = no_time_model>
+remote_summary serve(Policy& policy, const Transport& transport, const remote_options& o = {},
+                     const Model& model = {}) {
+  o.validate();
+  detail::remote_server<T, Policy, Transport, Model> s(policy, transport, o, model);
+  return s.run();
+}
+
+/// The worker side for framework authors: pull the model, compute, push the gradient.
+///     worker_client<float> c(transport, dim);
+///     while (c.pull(params)) { grads = my_backward(params); c.push(grads); }
+template <class T, class Transport>
+class worker_client {
+ public:
+  worker_client(const Transport& t, std::size_t dim, const remote_options& o = {})
+      : t_(t), o_((o.validate(), o)), tags_(o.tag_base), dim_(dim) {
+    require(dim > 0, "dim", dim, "must be > 0");
+    require(t.rank() != o.server_rank, "transport.rank", t.rank(), "must not be the server rank");
+    server_ = o.server_rank;
+    post();
+  }
+
+  /// This worker's index (its rank among the workers).
+  worker_id worker() const { return static_cast<worker_id>(detail::worker_of_rank(t_.rank(), server_)); }
+  std::uint64_t version() const { return h_[1]; }
+  std::uint64_t job_index() const { return h_[2]; }
+  /// Start time of the current job (virtual or real seconds, as the server counts).
+  double start_time() const { return detail::double_of(h_[3]); }
+
+  /// Waits for the next job and copies the model into `params` (size dim); false when the
+  /// server says stop (the goodbye is sent then).
+  bool pull(span<T> params) {
+    require_same_size("params", params.size(), "dim", dim_);
+    next_.wait();
+    h_ = incoming_[slot_];
+    if (h_[0] == 0) {
+      const std::array<std::uint64_t, 4> bye{2, 0, 0, 0};
+      t_.send(span<const std::uint64_t>(bye.data(), bye.size()), server_, tags_.result_header,
+              comm::send_options{.timeout = o_.timeout})
+          .wait();
+      stopped_ = true;
+      return false;
+    }
+    t_.recv(params, server_, tags_.job_payload, comm::recv_options{.timeout = o_.timeout}).wait();
+    slot_ ^= 1;
+    post();  // the next job (or a stop, or an interruption) may come at any time
+    return true;
+  }
+
+  /// True when the server has sent a new job (or a stop) since the last pull: the current
+  /// computation was interrupted and its push would be dropped.
+  bool interrupted() { return stopped_ || next_.test(); }
+
+  /// Sends the gradient of the current job; returns false (sending nothing) if interrupted.
+  bool push(span<const T> grads) {
+    require_same_size("grads", grads.size(), "dim", dim_);
+    if (interrupted()) return false;
+    const std::array<std::uint64_t, 4> h{1, h_[1], h_[2], 0};
+    const comm::send_options so{.timeout = o_.timeout};
+    auto a = t_.send(span<const std::uint64_t>(h.data(), h.size()), server_, tags_.result_header, so);
+    auto b = t_.send(grads, server_, tags_.result_payload, so);
+    a.wait();
+    b.wait();
+    return true;
+  }
+
+ private:
+  void post() {
+    next_ = t_.recv(span<std::uint64_t>(incoming_[slot_].data(), 4), server_, tags_.job_header,
+                    comm::recv_options{.timeout = o_.timeout});
+  }
+
+  Transport t_;
+  remote_options o_;
+  detail::tags tags_;
+  std::size_t dim_;
+  int server_ = 0;
+  std::array<std::array<std::uint64_t, 4>, 2> incoming_{};
+  int slot_ = 0;
+  std::array<std::uint64_t, 4> h_{};
+  decltype(std::declval<const Transport&>().recv(std::declval<span<std::uint64_t>>(), 0, 0,
+                                                 comm::recv_options{})) next_{};
+  bool stopped_ = false;
+};
+
+/// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&
+/// grads) for every job until the server stops it. With a worker-time model and
+/// o.time_scale > 0, each job also sleeps time_scale * model.duration(...) real seconds,
+/// polling every millisecond for an interruption.
+template <class T, class Transport, class Compute, class Model = no_time_model>
+void work(const Transport& transport, std::size_t dim, Compute&& compute,
+          const remote_options& o = {}, const Model& model = {}) {
+  o.validate();
+  worker_client<T, Transport> c(transport, dim, o);
+  std::vector<T> params(dim), grads(dim);
+  const worker_id w = c.worker();
+  while (c.pull(span<T>(params.data(), dim))) {
+    compute(w, c.version(), c.job_index(), span<const T>(params.data(), dim), grads);
+    if constexpr (!std::is_same_v<std::remove_cvref_t<Model>, no_time_model>) {
+      if (o.time_scale > 0) {
+        const double d = model.duration(w, c.job_index(), c.start_time(), 1) * o.time_scale;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(d);
+        while (std::chrono::steady_clock::now() < until && !c.interrupted())
+          std::this_thread::sleep_for(std::chrono::microseconds(
+              std::min<long long>(1000, std::max<long long>(
+                  1, std::chrono::duration_cast<std::chrono::microseconds>(
+                         until - std::chrono::steady_clock::now()).count()))));
+      }
+    }
+    require_same_size("grads", grads.size(), "dim", dim);
+    c.push(span<const T>(grads.data(), dim));
+  }
+}
+
+/// Server on o.server_rank, workers elsewhere: one call for every rank of an MPI job (or of
+/// any transport's group). Returns the server's summary on the server rank, {} elsewhere.
+template <class T, class Policy, class Transport, class Compute, class Model = no_time_model>
+remote_summary run_remote(Policy& policy, const Transport& transport, Compute&& compute,
+                          const remote_options& o = {}, const Model& model = {}) {
+  if (transport.rank() == o.server_rank) return serve<T>(policy, transport, o, model);
+  work<T>(transport, policy.dim(), compute, o, model);
+  return {};
+}
+
+}  // namespace heterograd::algorithms::async

@@ -1,0 +1,120 @@
+#pragma once
+// Rescaled ASGD (Mahran, Maranjyan, Richtarik, "Rescaled Asynchronous SGD: Optimal
+// Distributed Optimization under Data and System Heterogeneity", arXiv 2605.13434, 2026).
+//
+// Vanilla ASGD with heterogeneous data converges to a stationary point of the
+// frequency-weighted objective sum_i f_i / tau_i / sum_i 1/tau_i: fast workers arrive more
+// often. Rescaled ASGD keeps the ASGD template (no table, no buffer, no waiting) and gives
+// each worker a step proportional to its compute time,
+//     x <- x - gamma_i g_i ,   gamma_i = gamma * tau_i / tau_ref ,
+// so every worker gets the same aggregate rate per unit time (gamma_i / tau_i = gamma /
+// tau_ref) and the fixed point is that of f = (1/n) sum_i f_i.
+//
+// tau_i is estimated online by an exponential moving average of the worker's observed job
+// times (arrival time - start time), tau_i <- tau_i + alpha (t - tau_i); the first
+// observation initialises it (or config.initial_tau when the times are known).
+// tau_ref is config.reference when > 0, else the largest current estimate (so the slowest
+// worker steps with gamma and every other with less) [normaliser: papers.md, inferred].
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/error.hpp"
+
+namespace heterograd::algorithms::async {
+
+struct rescaled_config {
+  double ema = 0.2;                 ///< alpha: weight of the newest job time in tau_i's EMA
+  double reference = 0.0;           ///< tau_ref; 0 = the largest current estimate
+  std::vector<double> initial_tau;  ///< known tau_i (empty: learnt from the first job)
+
+  void validate() const {
+    require(std::isfinite(ema) && ema > 0 && ema <= 1, "rescaled_config.ema", ema,
+            "must be in (0, 1]");
+    require(std::isfinite(reference) && reference >= 0, "rescaled_config.reference", reference,
+            "must be finite and >= 0");
+    for (std::size_t i = 0; i < initial_tau.size(); ++i)
+      require(std::isfinite(initial_tau[i]) && initial_tau[i] > 0,
+              "rescaled_config.initial_tau[" + std::to_string(i) + "]", initial_tau[i],
+              "must be finite and > 0");
+  }
+};
+
+template <class T = double, class Optimizer = default_optimizer>
+class rescaled_asgd : public detail::policy_base<T, Optimizer> {
+  using base = detail::policy_base<T, Optimizer>;
+
+ public:
+  rescaled_asgd(std::size_t workers, model_server<T, Optimizer> server,
+                rescaled_config config = {})
+      : base(workers, std::move(server)), config_((config.validate(), std::move(config))),
+        tau_(workers, 0.0) {
+    if (!config_.initial_tau.empty()) {
+      require_same_size("rescaled_config.initial_tau", config_.initial_tau.size(), "workers",
+                        workers);
+      tau_ = config_.initial_tau;
+      max_ = *std::max_element(tau_.begin(), tau_.end());
+    }
+  }
+
+  const rescaled_config& config() const { return config_; }
+  /// Current estimate of tau_w (0 until observed or given).
+  double tau(worker_id w) const { return tau_.at(w); }
+  /// gamma_w / gamma = tau_w / tau_ref with the current estimates (1 when unknown).
+  double step_scale(worker_id w) const {
+    const double ref = config_.reference > 0 ? config_.reference : max_;
+    return ref > 0 && tau_.at(w) > 0 ? tau_[w] / ref : 1.0;
+  }
+
+  template <class Ctl, class Arrival, class G>
+  void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
+    const std::uint64_t delay = this->check(a, std::size(g));
+    const double t = a.time - a.start;
+    require(std::isfinite(t) && t >= 0, "arrival.time - arrival.start", t,
+            "must be finite and >= 0 (a job time)");
+    const double old = tau_[a.worker];
+    // old + alpha (t - old): a worker whose job time never changes keeps it exactly.
+    const double fresh = old > 0 ? old + config_.ema * (t - old) : t;
+    const double before_max = max_;
+    tau_[a.worker] = fresh;
+    update_max(old, fresh);
+    try {
+      this->server_.apply(detail::gradient_view<T>(g), step_scale(a.worker));
+    } catch (...) {  // keep the estimates as they were (nothing is lost)
+      tau_[a.worker] = old;
+      max_ = before_max;
+      throw;
+    }
+    ctl.applied(a.worker, delay);
+  }
+
+  friend bool operator==(const rescaled_asgd& a, const rescaled_asgd& b) {
+    return a.server_ == b.server_ && a.tau_ == b.tau_;
+  }
+
+ private:
+  void update_max(double old, double fresh) {
+    if (fresh >= max_) {
+      max_ = fresh;
+    } else if (old == max_) {  // the maximum may have shrunk: rescan (rare)
+      max_ = *std::max_element(tau_.begin(), tau_.end());
+    }
+  }
+
+  rescaled_config config_;
+  std::vector<double> tau_;
+  double max_ = 0.0;
+};
+template <class T, class O>
+rescaled_asgd(std::size_t, model_server<T, O>) -> rescaled_asgd<T, O>;
+template <class T, class O>
+rescaled_asgd(std::size_t, model_server<T, O>, rescaled_config) -> rescaled_asgd<T, O>;
+
+}  // namespace heterograd::algorithms::async

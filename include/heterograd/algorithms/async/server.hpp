@@ -1,0 +1,182 @@
+#pragma once
+// The parameter server every asynchronous policy owns: the model (flat parameters and its
+// version k = number of updates applied), the server-side optimizer and its state, and the
+// checks every arriving gradient goes through.
+//
+// The update step lives in ONE place, model_server::apply: every policy, whatever its rule
+// (delay-adaptive step, gradient table mean, buffered average), ends in
+//     params <- optimizer.update(weight * direction),   k <- k + 1.
+// The optimizer is any heterograd/optim optimizer (or anything with its concept's shape): a
+// copyable value with `init(policy, params) -> state` and `update(policy, grads, state,
+// params)`, its state a plain value (optim::state: copyable, comparable, serialisable). For
+// plain SGD the weight is exactly a per-update step-size multiplier (gamma_k = gamma *
+// weight); for adaptive optimizers it weights the gradient they see. The default is
+// optim::sgd; plain_sgd(lr) builds it.
+//
+// The server's parameters live on the host; updates run with the build's host execution
+// policy (OpenMP when compiled with it): element-wise, so bitwise the same for any number
+// of threads.
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <thrust/system/cpp/execution_policy.h>
+
+#include "heterograd/algorithms/async/detail/ops.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/optim/optimizers.hpp"
+
+namespace heterograd::algorithms::async {
+
+/// Worker index, as the runtimes number workers (the same type as sim::worker_id).
+using worker_id = std::uint32_t;
+
+/// "Never" for thresholds: a Ringmaster threshold R = infinite_delay accepts every delay.
+inline constexpr std::uint64_t infinite_delay = ~std::uint64_t{0};
+
+template <class O, class T>
+using optimizer_state_t =
+    decltype(std::declval<const O&>().init(thrust::cpp::par, std::declval<span<T>>()));
+
+/// An optimizer the server can apply its updates through (optim/'s concept, for element T):
+/// init(policy, params) gives its state, update(policy, grads, state, params) steps.
+template <class O, class T>
+concept server_optimizer =
+    std::copy_constructible<O> &&
+    requires(const O& o, span<T> p, span<const T> g, optimizer_state_t<O, T>& st) {
+      o.update(thrust::cpp::par, g, st, p);
+    };
+
+/// The server-side optimizer used when none is given.
+using default_optimizer = optim::sgd;
+
+/// Plain SGD with learning rate `lr` (the step size gamma of the papers).
+inline optim::sgd plain_sgd(double lr) { return optim::sgd(optim::sgd_params{.lr = lr}); }
+
+/// Parameters, version and server-side optimizer of an asynchronous server.
+template <class T = double, class Optimizer = default_optimizer>
+  requires server_optimizer<Optimizer, T>
+class model_server {
+ public:
+  using value_type = T;
+  using optimizer_type = Optimizer;
+  using state_type = optimizer_state_t<Optimizer, T>;
+
+  model_server(std::vector<T> initial_params, Optimizer opt = Optimizer())
+      : params_(std::move(initial_params)), scratch_(params_.size()), opt_(std::move(opt)),
+        state_(opt_.init(thrust::cpp::par, span<T>(params_))) {
+    require(!params_.empty(), "params.size", params_.size(), "must be > 0");
+  }
+
+  std::size_t dim() const { return params_.size(); }
+  /// k: updates applied so far.
+  std::uint64_t version() const { return version_; }
+  span<const T> params() const { return span<const T>(params_.data(), params_.size()); }
+  const Optimizer& optimizer() const { return opt_; }
+  const state_type& optimizer_state() const { return state_; }
+
+  /// THE update of every policy: params <- optimizer step on (weight * direction); k <- k + 1.
+  /// Checks first: nothing changes when it throws. Bytes: weight == 1 hands `direction` to
+  /// the optimizer as is (SGD: 3 sizeof(T) per element); otherwise one more pass scales it
+  /// into scratch (+2 sizeof(T)).
+  void apply(span<const T> direction, double weight = 1.0) {
+    require_same_size("direction", direction.size(), "params", params_.size());
+    require(std::isfinite(weight), "weight", weight, "must be finite");
+    span<T> p(params_.data(), params_.size());
+    detail::ops::with_host_policy(p.size(), [&](const auto& policy) {
+      if (weight == 1.0) {
+        opt_.update(policy, direction, state_, p);
+      } else {
+        span<T> s(scratch_.data(), scratch_.size());
+        detail::ops::scale_into(static_cast<T>(weight), direction, s);
+        opt_.update(policy, span<const T>(s), state_, p);
+      }
+    });
+    ++version_;
+  }
+
+  /// Bitwise equality of parameters, version and optimizer state (not the scratch buffer).
+  friend bool operator==(const model_server& a, const model_server& b) {
+    return a.version_ == b.version_ && a.params_.size() == b.params_.size() &&
+           std::memcmp(a.params_.data(), b.params_.data(), a.params_.size() * sizeof(T)) == 0 &&
+           a.state_ == b.state_;
+  }
+
+ private:
+  std::vector<T> params_;
+  std::vector<T> scratch_;
+  Optimizer opt_;
+  state_type state_;
+  std::uint64_t version_ = 0;
+};
+
+template <class T, class O>
+model_server(std::vector<T>, O) -> model_server<T, O>;
+
+namespace detail {
+
+/// A contiguous gradient buffer (std::vector, span, std::array) as a span.
+template <class T, class G>
+span<const T> gradient_view(const G& g) {
+  return span<const T>(std::data(g), std::size(g));
+}
+
+/// Stops every busy worker (each restarts at the current model): the end of a round of
+/// Rennala / Malenia, whose running computations are at a point no longer used.
+template <class Ctl>
+void stop_all_busy(Ctl& ctl, std::size_t workers) {
+  for (std::size_t w = 0; w < workers; ++w) {
+    const auto id = static_cast<worker_id>(w);
+    if (ctl.busy(id)) ctl.interrupt(id);
+  }
+}
+
+/// What every policy shares: n workers, the model server, and the arrival checks.
+template <class T, class Optimizer>
+class policy_base {
+ public:
+  using value_type = T;
+  using server_type = model_server<T, Optimizer>;
+
+  std::uint64_t version() const { return server_.version(); }
+  std::size_t workers() const { return workers_; }
+  std::size_t dim() const { return server_.dim(); }
+  span<const T> params() const { return server_.params(); }
+  const server_type& server() const { return server_; }
+
+ protected:
+  policy_base(std::size_t workers, server_type server)
+      : server_(std::move(server)), workers_(workers) {
+    require(workers > 0, "workers", workers, "must be > 0");
+  }
+
+  /// Checks an arrival before anything changes: a known worker, a gradient of the model's
+  /// size, a version the server has reached. Returns its staleness (delay) k - v.
+  template <class Arrival>
+  std::uint64_t check(const Arrival& a, std::size_t gradient_size) const {
+    require(static_cast<std::size_t>(a.worker) < workers_, "arrival.worker", a.worker,
+            "must be < the number of workers (" + std::to_string(workers_) + ")");
+    require_same_size("gradient", gradient_size, "params", server_.dim());
+    require(a.version <= server_.version(), "arrival.version", a.version,
+            "must be <= the server's version (" + std::to_string(server_.version()) + ")");
+    return server_.version() - a.version;
+  }
+
+  server_type server_;
+  std::size_t workers_;
+};
+
+}  // namespace detail
+
+}  // namespace heterograd::algorithms::async

@@ -1,0 +1,156 @@
+#pragma once
+// Stale synchronous parallel (SSP; Ho et al., "More Effective Distributed ML via a Stale
+// Synchronous Parallel Parameter Server", NIPS 2013) and Dynamic SSP (DSSP; Zhao, An, Liu,
+// Chen, "Dynamic Stale Synchronous Parallel Distributed Training for Deep Learning", ICDCS
+// 2019, #17 in papers.md).
+//
+// Worker i's clock c_i counts its pushes. Every push is applied at once (x <- x - gamma g,
+// as in ASGD); what SSP adds is when a worker may start its next iteration:
+//   SSP(s):  worker i proceeds iff c_i - min_j c_j <= s, else it waits until the slowest
+//            worker catches up. s = 0 is synchronous SGD in lock step; s = infinity is ASGD.
+//   DSSP([s_L, s_U]):  SSP with s = s_L, except that the fastest worker may be granted up to
+//            r_max = s_U - s_L extra iterations by the synchronisation controller, which
+//            predicts from the last push intervals how many more iterations make its next
+//            push land closest to the slowest worker's (so it waits least). No worker ever
+//            proceeds more than s_L + r_max ahead of the slowest (tested).
+// The DSSP controller is the balance layer's (heterograd/balance/dssp.hpp,
+// balance::dssp_controller, written once there); dssp_server obeys its decisions. Any type
+// with that API can stand in (template parameter Controller):
+//     on_push(worker, time) -> decision{action (proceed | wait), granted};
+//     can_proceed(worker); gap(worker); workers(); Defaults of the re-implementation the paper's numbers come from:
+// s_L = 3, r_max = 12.
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/balance/dssp.hpp"
+#include "heterograd/core/error.hpp"
+
+namespace heterograd::algorithms::async {
+
+struct ssp_config {
+  std::uint64_t staleness = 3;  ///< s: how many pushes a worker may run ahead of the slowest
+
+  void validate() const {}
+};
+
+template <class T = double, class Optimizer = default_optimizer>
+class ssp_server : public detail::policy_base<T, Optimizer> {
+  using base = detail::policy_base<T, Optimizer>;
+
+ public:
+  ssp_server(std::size_t workers, model_server<T, Optimizer> server, ssp_config config = {})
+      : base(workers, std::move(server)), config_(config), clock_(workers, 0) {}
+
+  const ssp_config& config() const { return config_; }
+  std::uint64_t clock(worker_id w) const { return clock_.at(w); }
+  std::uint64_t min_clock() const { return *std::min_element(clock_.begin(), clock_.end()); }
+  /// Largest c_i - min_j c_j with which any worker was let start an iteration (<= s).
+  std::uint64_t max_gap_started() const { return max_gap_; }
+
+  template <class Ctl, class Arrival, class G>
+  void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
+    const std::uint64_t delay = this->check(a, std::size(g));
+    this->server_.apply(detail::gradient_view<T>(g));
+    ctl.applied(a.worker, delay);
+    ++clock_[a.worker];
+    const std::uint64_t lo = min_clock();
+    // Workers blocked on the slowest may go on now, starting at this very instant.
+    for (std::size_t j = 0; j < this->workers_; ++j) {
+      const auto w = static_cast<worker_id>(j);
+      if (j != a.worker && ctl.waiting(w) && clock_[j] - lo <= config_.staleness) {
+        max_gap_ = std::max(max_gap_, clock_[j] - lo);
+        ctl.release(w);
+      }
+    }
+    const std::uint64_t gap = clock_[a.worker] - lo;
+    if (gap > config_.staleness) {
+      ctl.hold(a.worker);
+    } else {
+      max_gap_ = std::max(max_gap_, gap);
+    }
+  }
+
+  friend bool operator==(const ssp_server& a, const ssp_server& b) {
+    return a.server_ == b.server_ && a.clock_ == b.clock_;
+  }
+
+ private:
+  ssp_config config_;
+  std::vector<std::uint64_t> clock_;
+  std::uint64_t max_gap_ = 0;
+};
+template <class T, class O>
+ssp_server(std::size_t, model_server<T, O>) -> ssp_server<T, O>;
+template <class T, class O>
+ssp_server(std::size_t, model_server<T, O>, ssp_config) -> ssp_server<T, O>;
+
+/// DSSP: SSP with s = s_L whose fastest worker may run up to r_max further ahead when the
+/// synchronisation controller (balance::dssp_controller) grants it.
+template <class T = double, class Optimizer = default_optimizer,
+          class Controller = balance::dssp_controller>
+class dssp_server : public detail::policy_base<T, Optimizer> {
+  using base = detail::policy_base<T, Optimizer>;
+
+ public:
+  /// DSSP with range [s_L, s_L + r_max] = [config.lower, config.lower + config.range]
+  /// (defaults s_L = 3, r_max = 12).
+  dssp_server(std::size_t workers, model_server<T, Optimizer> server,
+              balance::dssp_config config = {})
+    requires std::same_as<Controller, balance::dssp_controller>
+      : dssp_server(workers, std::move(server), balance::dssp_controller(workers, config)) {}
+
+  dssp_server(std::size_t workers, model_server<T, Optimizer> server, Controller controller)
+      : base(workers, std::move(server)), controller_(std::move(controller)) {
+    require_same_size("controller.workers", controller_.workers(), "workers", workers);
+  }
+
+  const Controller& controller() const { return controller_; }
+  /// Largest c_i - min_j c_j with which any worker was let start an iteration (<= s_U).
+  std::uint64_t max_gap_started() const { return max_gap_; }
+
+  template <class Ctl, class Arrival, class G>
+  void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
+    const std::uint64_t delay = this->check(a, std::size(g));
+    // The controller checks the push time before it counts the push, and apply cannot fail
+    // after check(): a throw leaves everything as it was.
+    const auto decision = controller_.on_push(a.worker, a.time);
+    this->server_.apply(detail::gradient_view<T>(g));
+    ctl.applied(a.worker, delay);
+    for (std::size_t j = 0; j < this->workers_; ++j) {
+      const auto w = static_cast<worker_id>(j);
+      if (j != a.worker && ctl.waiting(w) && controller_.can_proceed(j)) {
+        max_gap_ = std::max<std::uint64_t>(max_gap_, controller_.gap(j));
+        ctl.release(w);
+      }
+    }
+    if (decision.action == decltype(decision.action)::wait) {
+      ctl.hold(a.worker);
+    } else {
+      max_gap_ = std::max<std::uint64_t>(max_gap_, controller_.gap(a.worker));
+    }
+  }
+
+  friend bool operator==(const dssp_server& a, const dssp_server& b) {
+    return a.server_ == b.server_ && a.controller_ == b.controller_;
+  }
+
+ private:
+  Controller controller_;
+  std::uint64_t max_gap_ = 0;
+};
+template <class T, class O>
+dssp_server(std::size_t, model_server<T, O>) -> dssp_server<T, O>;
+template <class T, class O>
+dssp_server(std::size_t, model_server<T, O>, balance::dssp_config) -> dssp_server<T, O>;
+template <class T, class O, class C>
+  requires(!std::same_as<C, balance::dssp_config>)
+dssp_server(std::size_t, model_server<T, O>, C) -> dssp_server<T, O, C>;
+
+}  // namespace heterograd::algorithms::async

@@ -1,0 +1,40 @@
+#pragma once
+// The threads runtime: one server and n worker threads in this process over the inproc
+// transport (heterograd/comm/inproc.hpp), driving the same policy objects as the simulator.
+//
+//   auto s = async::run_threads<float>(policy, compute, {.max_updates = 10000});
+//
+// compute(worker, version, job_index, span<const T> params, std::vector<T>& grads) runs on
+// the worker threads, concurrently (it must be thread-safe), on the copy of the model the
+// worker pulled. The policy runs on the calling thread only. With a worker-time model,
+// options.time_scale > 0 slows workers down (they sleep scale x the model's time per job) and
+// options.order = arrival_order::virtual_time hands results to the policy in the simulator's
+// order, so a deterministic policy gives bitwise the parameters sim::async_runtime gives
+// (see remote.hpp).
+
+#include <cstddef>
+#include <utility>
+
+#include "heterograd/algorithms/async/remote.hpp"
+#include "heterograd/comm/inproc.hpp"
+
+namespace heterograd::algorithms::async {
+
+template <class T, class Policy, class Compute, class Model = no_time_model>
+remote_summary run_threads(Policy& policy, Compute&& compute, const remote_options& o = {},
+                           const Model& model = {}) {
+  o.validate();
+  require(o.server_rank == 0, "remote_options.server_rank", o.server_rank,
+          "must be 0 for the threads runtime (the calling thread serves)");
+  remote_summary out;
+  comm::inproc::spawn(static_cast<int>(policy.workers()) + 1, [&](comm::inproc::communicator c) {
+    if (c.rank() == 0) {
+      out = serve<T>(policy, c, o, model);
+    } else {
+      work<T>(c, policy.dim(), compute, o, model);
+    }
+  });
+  return out;
+}
+
+}  // namespace heterograd::algorithms::async

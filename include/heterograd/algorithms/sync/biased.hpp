@@ -1,0 +1,137 @@
+#pragma once
+// Biased local SGD's data plan (Lim et al., arXiv 2508.08540, #1).
+//
+// Slow and fast workers run different numbers of local steps per round (H_cpu vs H_gpu, with
+// local_sgd_config::local_steps) and their models are averaged uniformly (averaging::uniform),
+// which over-weights the slow workers on purpose (bias 2). Bias 1 is in the data: every
+// worker records the loss of each sample it trains on; every `shuffle_rounds` rounds the
+// per-worker score tables are merged by an element-wise MIN (a MIN-allreduce), a pool of
+// ratio * S_slow samples (r = 4) is drawn uniformly without replacement, and its S_slow
+// highest-loss samples (shuffled) go to the slow workers, S_slow being the number of samples
+// the slow workers consume until the next redraw; fast workers take shards of a fresh random
+// permutation. Unbiased mode: every worker takes a shard of one global permutation. Scores
+// start at +inf, so unseen samples come first. [papers.md #1: follows the authors' code.]
+//
+// The plan is a value: the same inputs give the same assignment on every runtime. A worker's
+// gradient oracle asks batch(w, k) for the sample indices of its k-th step since the redraw.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/data/sampler.hpp"
+
+namespace heterograd::algorithms::sync {
+
+struct biased_config {
+  std::vector<char> slow{};                 ///< per worker: 1 for a slow (CPU) worker
+  std::vector<std::size_t> local_steps{};   ///< per worker: H_i
+  std::size_t batch = 64;                   ///< b, per worker and step
+  std::size_t shuffle_rounds = 1;           ///< rounds between redraws
+  std::size_t ratio = 4;                    ///< r: pool size / S_slow
+  bool biased = true;                       ///< false: unbiased shards of one permutation
+  std::uint64_t seed = 0;
+
+  void validate(std::size_t samples) const {
+    require(!slow.empty(), "biased.slow (count)", slow.size(), "must name at least one worker");
+    require_same_size("biased.local_steps", local_steps.size(), "biased.slow", slow.size());
+    for (std::size_t i = 0; i < local_steps.size(); ++i)
+      require(local_steps[i] >= 1, "biased.local_steps[" + std::to_string(i) + "]", local_steps[i],
+              "must be >= 1");
+    require_positive("biased.batch", batch);
+    require_positive("biased.shuffle_rounds", shuffle_rounds);
+    require_positive("biased.ratio", ratio);
+    std::size_t slow_total = 0, per_worker_max = 0;
+    for (std::size_t i = 0; i < slow.size(); ++i) {
+      const std::size_t s = shuffle_rounds * local_steps[i] * batch;
+      per_worker_max = std::max(per_worker_max, s);
+      if (slow[i]) slow_total += s;
+    }
+    require(slow_total <= samples, "biased (slow workers' samples per redraw)", slow_total,
+            "must be <= the number of samples");
+    require(per_worker_max <= samples, "biased (a worker's samples per redraw)", per_worker_max,
+            "must be <= the number of samples");
+  }
+};
+
+class biased_data_plan {
+ public:
+  biased_data_plan(std::size_t samples, biased_config cfg)
+      : n_(samples), cfg_((cfg.validate(samples), std::move(cfg))),
+        tables_(cfg_.slow.size(), data::loss_score_table(samples)), merged_(samples),
+        assigned_(cfg_.slow.size()) {
+    redraw(0);
+  }
+
+  std::size_t workers() const { return cfg_.slow.size(); }
+  const biased_config& config() const { return cfg_; }
+
+  /// Worker w saw `losses` for samples `indices` (its own table; merged at the next redraw).
+  void record(std::size_t w, span<const std::size_t> indices, span<const float> losses) {
+    require(w < workers(), "worker", w, "must be < workers");
+    tables_[w].record(indices, losses);
+  }
+
+  /// MIN-merges the workers' tables and assigns the samples of redraw `period` (call it every
+  /// shuffle_rounds rounds with period = round / shuffle_rounds).
+  void redraw(std::uint64_t period) {
+    for (const auto& t : tables_) merged_.merge_min(t);
+    for (auto& t : tables_) t = merged_;  // every worker holds the allreduced table
+    const counter_rng rng(cfg_.seed, 0xb1a5ull + period);
+    std::vector<std::size_t> perm(n_);
+    rng.permutation(perm.begin(), perm.end());
+    std::size_t pos = 0;
+    std::size_t slow_total = 0;
+    for (std::size_t w = 0; w < workers(); ++w)
+      if (cfg_.slow[w]) slow_total += per_redraw(w);
+    std::vector<std::size_t> hot;
+    if (cfg_.biased && slow_total > 0) {
+      std::vector<std::size_t> all(n_);
+      for (std::size_t i = 0; i < n_; ++i) all[i] = i;
+      hot = data::select_high_loss(span<const std::size_t>(all), merged_, slow_total, cfg_.ratio,
+                                   rng.substream(1), 0);
+    }
+    std::size_t hot_pos = 0;
+    for (std::size_t w = 0; w < workers(); ++w) {
+      const std::size_t s = per_redraw(w);
+      auto& a = assigned_[w];
+      a.clear();
+      if (cfg_.biased && cfg_.slow[w]) {
+        a.assign(hot.begin() + static_cast<std::ptrdiff_t>(hot_pos),
+                 hot.begin() + static_cast<std::ptrdiff_t>(hot_pos + s));
+        hot_pos += s;
+      } else {
+        for (std::size_t k = 0; k < s; ++k) a.push_back(perm[(pos + k) % n_]);
+        pos = (pos + s) % n_;
+      }
+    }
+  }
+
+  /// The sample indices of worker w's k-th step since the last redraw.
+  span<const std::size_t> batch(std::size_t w, std::size_t k) const {
+    const auto& a = assigned_.at(w);
+    const std::size_t first = (k * cfg_.batch) % a.size();
+    return span<const std::size_t>(a.data() + first, cfg_.batch);
+  }
+  /// Everything assigned to worker w for this redraw.
+  const std::vector<std::size_t>& assigned(std::size_t w) const { return assigned_.at(w); }
+  const data::loss_score_table& scores() const { return merged_; }
+
+ private:
+  std::size_t per_redraw(std::size_t w) const {
+    return cfg_.shuffle_rounds * cfg_.local_steps[w] * cfg_.batch;
+  }
+
+  std::size_t n_;
+  biased_config cfg_;
+  std::vector<data::loss_score_table> tables_;
+  data::loss_score_table merged_;
+  std::vector<std::vector<std::size_t>> assigned_;
+};
+
+}  // namespace heterograd::algorithms::sync

@@ -1,0 +1,173 @@
+#pragma once
+// BSP data parallelism with sample-weighted aggregation (OmniLearn, Tyagi & Sharma, TPDS 2025,
+// #7; Cephalo, #20).
+//
+// Worker i computes the mean gradient g_i of its b_i samples. DDP-style averaging by world
+// size, (1/n) sum_i g_i, is the global-batch gradient only when every b_i is equal; with the
+// weights w_i = b_i / B (B = sum_j b_j)
+//     g = sum_i (b_i / B) g_i = (1/B) sum_i sum_{s in batch i} grad l_s,
+// which is exactly the mean gradient of the global batch of B samples, whatever the b_i.
+//
+//   aggregation::gradients   g = sum_i w_i g_i (one allreduce), every worker steps with g;
+//   aggregation::parameters  every worker steps on its own g_i, then x = sum_i w_i x_i (for
+//                            plain SGD the same point up to rounding; with momentum the
+//                            optimizer-state policy decides what happens to the states).
+//
+// Driving. This class is the policy of sim::round_runtime (one round = one step):
+//     sim::round_runtime<sync::round_stats, Model> rt(n, model);
+//     sync::bsp<float, optim::sgd, Grad> p(n, x0, optim::sgd({.lr = 0.1}), grad, {8, 24});
+//     sync::run_rounds(rt, p, 100, sim::run_options{});
+// batch(w) gives the runtime each worker's b_i (the worker-time models scale with it) and
+// communication_time() the configured per-step allreduce time. set_batches() lets a
+// load-balancing policy (OmniLearn's controller) change the b_i between rounds; the weights
+// follow.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/balance/concepts.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+
+namespace heterograd::algorithms::sync {
+
+struct bsp_config {
+  aggregation mode = aggregation::gradients;
+  /// sample_weighted (b_i / B, the default) or uniform (1/n: what DDP does, for comparison).
+  averaging weighting = averaging::sample_weighted;
+  /// Optimizer states after a parameter average (parameters mode only).
+  state_policy states = state_policy::keep_local;
+  /// Virtual seconds of one synchronisation (e.g. a network model's ring_allreduce time).
+  double sync_time = 0.0;
+
+  void validate() const {
+    require(weighting != averaging::fednova, "bsp.weighting", "fednova",
+            "must be uniform or sample_weighted (FedNova normalises local steps)");
+    require(sync_time >= 0 && sync_time < 1e300, "bsp.sync_time", sync_time,
+            "must be finite and >= 0");
+  }
+};
+
+/// Aggregation weights of a synchronous step.
+inline std::vector<double> step_weights(averaging a, const std::vector<std::size_t>& batches) {
+  return a == averaging::uniform ? uniform_weights(batches.size()) : sample_weights(batches);
+}
+
+template <class T, class Optimizer, class Grad, class Transform = identity_transform>
+class bsp {
+ public:
+  bsp(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
+      std::vector<std::size_t> batches, bsp_config cfg = {}, Transform tr = {})
+      : cfg_((cfg.validate(), cfg)),
+        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
+        limit_(workers), last_(workers) {
+    decltype(c_)::require_state_policy(cfg_.states, "bsp.states");
+    all_.resize(workers);
+    for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
+  }
+
+  // --- sim::round_runtime policy ------------------------------------------------------------
+  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  double communication_time(std::uint64_t) const { return cfg_.sync_time; }
+  /// Worker w's work in `round`: its gradient (gradients mode) or its local step (parameters).
+  void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
+    if (!limit_.run_now(w, round)) return;
+    work(w, out);
+  }
+  template <class Ctl>
+  void on_round(Ctl& ctl, std::uint64_t, std::vector<round_stats>& results) {
+    for (std::size_t w = 0; w < c_.workers(); ++w)
+      if (limit_.take_deferred(w)) work(w, results[w]);
+    synchronise();
+    for (std::size_t w = 0; w < c_.workers(); ++w) {
+      last_[w] = results[w];
+      ctl.applied(static_cast<std::uint32_t>(w), 0);
+    }
+    ++rounds_;
+  }
+  /// Rounds past `limit` are not started (see run_rounds).
+  void limit_rounds(std::uint64_t limit) { limit_.set(limit); }
+
+  // --- one synchronous step without a runtime (all workers in rank order) ---------------------
+  void step() {
+    std::vector<round_stats> r(c_.workers());
+    for (std::size_t w = 0; w < c_.workers(); ++w) work(w, r[w]);
+    synchronise();
+    last_ = r;
+    ++rounds_;
+  }
+
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica through these.
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  /// Worker w's gradient at its replica (the oracle, with w's step counter); returns the loss.
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+  /// Worker w finished a round under another runtime; `count` (one worker per process)
+  /// advances rounds().
+  void note_round(std::size_t w, const round_stats& s, bool count) {
+    last_.at(w) = s;
+    if (count) ++rounds_;
+  }
+
+  // --- observers --------------------------------------------------------------------------------
+  std::size_t workers() const { return c_.workers(); }
+  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
+  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  /// The aggregated gradient of the last gradients-mode step.
+  span<const T> aggregated_gradient() const { return span<const T>(agg_); }
+  std::vector<double> weights() const { return step_weights(cfg_.weighting, c_.batches()); }
+  void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
+  /// Takes every worker's batch size from a load-balancing policy (balance::balance_policy,
+  /// e.g. balance::omnilearn_bsp after rebalance()); the aggregation weights become b_i / B,
+  /// which is the policy's weight(w) for OmniLearn.
+  template <balance::balance_policy Policy>
+  void set_batches_from(const Policy& p) {
+    std::vector<std::size_t> b(c_.workers());
+    for (std::size_t w = 0; w < b.size(); ++w) b[w] = p.assignment(w);
+    c_.set_batches(std::move(b));
+  }
+  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  std::uint64_t rounds() const { return rounds_; }
+  /// Mean loss of the workers' last round.
+  double last_loss() const {
+    double l = 0;
+    for (const auto& r : last_) l += r.loss / static_cast<double>(last_.size());
+    return l;
+  }
+  const bsp_config& config() const { return cfg_; }
+
+ private:
+  void work(std::size_t w, round_stats& out) {
+    out.steps = 1;
+    out.loss = cfg_.mode == aggregation::gradients ? c_.compute_gradient(w) : c_.local_step(w);
+  }
+  void synchronise() {
+    const auto wts = weights();
+    if (cfg_.mode == aggregation::gradients) {
+      c_.combine_gradients(all_, wts, agg_);
+      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, span<const T>(agg_));
+    } else {
+      c_.combine_models(all_, wts, model_);
+      c_.distribute(model_, all_);
+      c_.apply_state_policy(cfg_.states, all_, wts, all_);
+    }
+  }
+
+  bsp_config cfg_;
+  detail::cluster<T, Optimizer, Grad, Transform> c_;
+  detail::round_limit limit_;
+  std::vector<std::size_t> all_;
+  std::vector<T> agg_, model_;
+  std::vector<round_stats> last_;
+  std::uint64_t rounds_ = 0;
+};
+
+}  // namespace heterograd::algorithms::sync

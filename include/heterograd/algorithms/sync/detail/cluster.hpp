@@ -1,0 +1,230 @@
+#pragma once
+// The replicas of a simulated synchronous cluster: n copies of the parameters, optimizer
+// states and gradient buffers, and the operations every policy of the family is built from
+// (a local step, a gradient-only step, a weighted model average with transforms, outer
+// optimizer and optimizer-state policy). One thread, no I/O: the sim runtimes call it.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/execution.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/optim/average.hpp"
+#include "heterograd/optim/state.hpp"
+
+namespace heterograd::algorithms::sync::detail {
+
+/// Whether a state type can be averaged: optim's state (slots and children).
+template <class State>
+inline constexpr bool is_optim_state_v = false;
+template <class T, class S>
+inline constexpr bool is_optim_state_v<optim::state<T, S>> = true;
+
+/// Throws unless `p` can be applied to states of type State (average needs optim's state,
+/// whose slots can be averaged).
+template <class State>
+void require_state_policy(state_policy p, const std::string& field) {
+  require(p != state_policy::average || is_optim_state_v<State>, field, "average",
+          "needs an optimizer whose state is an optim::state (slots to average)");
+}
+
+/// dst's slots (at every depth) <- src's; dst keeps its own count and counters (a worker's
+/// step count is its own, whatever it averaged).
+template <class State>
+void assign_slots(State& dst, const State& src) {
+  for (std::size_t k = 0; k < dst.slots.size(); ++k) dst.slots[k] = src.slots[k];
+  for (std::size_t c = 0; c < dst.children.size(); ++c) assign_slots(dst.children[c], src.children[c]);
+}
+
+/// Every target's slots <- the weighted average (optim::average_states: kernels::weighted_sum
+/// in member order) of the members' slots.
+template <class State>
+void average_states(std::vector<State>& states, const std::vector<std::size_t>& members,
+                    const std::vector<double>& weights, const std::vector<std::size_t>& targets) {
+  if constexpr (is_optim_state_v<State>) {
+    if (members.empty()) return;
+    std::vector<State> sel;
+    sel.reserve(members.size());
+    for (auto m : members) sel.push_back(states[m]);
+    const State avg = optim::average_states(thrust::cpp::par, std::span<const State>(sel),
+                                            std::span<const double>(weights));
+    for (auto t : targets) assign_slots(states[t], avg);
+  }
+}
+
+template <class T, class Optimizer, class Grad, class Transform = identity_transform>
+class cluster {
+ public:
+  using value_type = T;
+  using state_type = optimizer_state_t<Optimizer, T>;
+
+  cluster(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
+          std::vector<std::size_t> batches, Transform transform)
+      : opt_(std::move(opt)), grad_(std::move(grad)), tr_(std::move(transform)),
+        batches_(std::move(batches)) {
+    require_positive("workers", workers);
+    require_positive("params.size", init.size());
+    require_same_size("batches", batches_.size(), "workers", workers);
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < workers; ++i) {
+      require(batches_[i] >= 1, "batches[" + std::to_string(i) + "]", batches_[i], "must be >= 1");
+      total += batches_[i];
+    }
+    require(total > 0, "batches (sum)", total, "must be > 0");
+    params_.assign(workers, std::vector<T>(init.begin(), init.end()));
+    grads_.assign(workers, std::vector<T>(init.size(), T(0)));
+    states_.reserve(workers);
+    for (std::size_t i = 0; i < workers; ++i)
+      states_.push_back(opt_.init(thrust::cpp::par, span<T>(params_[i])));
+    steps_.assign(workers, 0);
+  }
+
+  std::size_t workers() const { return params_.size(); }
+  std::size_t dim() const { return params_[0].size(); }
+  span<const T> params(std::size_t w) const { return span<const T>(params_.at(w)); }
+  span<T> mutable_params(std::size_t w) { return span<T>(params_.at(w)); }
+  span<const T> gradient(std::size_t w) const { return span<const T>(grads_.at(w)); }
+  const state_type& optimizer_state(std::size_t w) const { return states_.at(w); }
+  /// Gradient computations worker w has made.
+  std::uint64_t steps(std::size_t w) const { return steps_.at(w); }
+  const std::vector<std::size_t>& batches() const { return batches_; }
+  std::size_t batch(std::size_t w) const { return batches_.at(w); }
+  void set_batches(std::vector<std::size_t> b) {
+    require_same_size("batches", b.size(), "workers", workers());
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      require(b[i] >= 1, "batches[" + std::to_string(i) + "]", b[i], "must be >= 1");
+      total += b[i];
+    }
+    require(total > 0, "batches (sum)", total, "must be > 0");
+    batches_ = std::move(b);
+  }
+  const Optimizer& optimizer() const { return opt_; }
+  const Transform& transform() const { return tr_; }
+  Grad& oracle() { return grad_; }
+
+  // Replica access for the threads and MPI runtimes: worker w's thread touches only these.
+  span<T> mutable_gradient(std::size_t w) { return span<T>(grads_.at(w)); }
+  state_type& mutable_state(std::size_t w) { return states_.at(w); }
+
+  static void require_state_policy(state_policy p, const std::string& field) {
+    detail::require_state_policy<state_type>(p, field);
+  }
+
+  /// Worker w's gradient at its own parameters into its gradient buffer; returns the loss.
+  double compute_gradient(std::size_t w) {
+    const double loss = static_cast<double>(
+        grad_(w, steps_[w], batches_[w], span<const T>(params_[w]), span<T>(grads_[w])));
+    ++steps_[w];
+    return loss;
+  }
+  /// Worker w's optimizer step with gradient g.
+  void apply(std::size_t w, span<const T> g) {
+    opt_.update(thrust::cpp::par, g, states_[w], span<T>(params_[w]));
+  }
+  /// One local SGD step of worker w on its own gradient; returns the loss.
+  double local_step(std::size_t w) {
+    const double loss = compute_gradient(w);
+    apply(w, span<const T>(grads_[w]));
+    return loss;
+  }
+
+  /// out <- sum_k weights[k] grads[members[k]].
+  void combine_gradients(const std::vector<std::size_t>& members, const std::vector<double>& weights,
+                         std::vector<T>& out) const {
+    out.resize(dim());
+    std::vector<span<const T>> xs;
+    for (auto m : members) xs.emplace_back(grads_[m]);
+    weighted_sum(span<T>(out), xs, weights);
+  }
+
+  /// Models of `members` (mapped to the common parameterisation) combined with `weights`,
+  /// plus `anchor_weight` times `anchor` when that is non-zero (FedNova), into `out`.
+  void combine_models(const std::vector<std::size_t>& members, const std::vector<double>& weights,
+                      std::vector<T>& out, const std::vector<T>* anchor = nullptr,
+                      double anchor_weight = 0.0) {
+    out.resize(dim());
+    for (auto m : members) tr_.to_common(m, span<T>(params_[m]));
+    std::vector<span<const T>> xs;
+    std::vector<double> ws = weights;
+    for (auto m : members) xs.emplace_back(params_[m]);
+    if (anchor != nullptr && anchor_weight != 0.0) {
+      xs.emplace_back(*anchor);
+      ws.push_back(anchor_weight);
+    }
+    weighted_sum(span<T>(out), xs, ws);
+  }
+
+  /// Sets every target's model to `model` (common parameterisation) mapped back to its own.
+  void distribute(const std::vector<T>& model, const std::vector<std::size_t>& targets) {
+    for (auto t : targets) {
+      copy(span<const T>(model), span<T>(params_[t]));
+      tr_.from_common(t, span<T>(params_[t]));
+    }
+  }
+
+  /// Members' models were mapped to the common form by combine_models but not overwritten
+  /// (gossip writes per target): map them back.
+  void restore(const std::vector<std::size_t>& members) {
+    for (auto m : members) tr_.from_common(m, span<T>(params_[m]));
+  }
+
+  /// Applies an optimizer-state policy after members' models were averaged into targets.
+  void apply_state_policy(state_policy p, const std::vector<std::size_t>& members,
+                          const std::vector<double>& weights,
+                          const std::vector<std::size_t>& targets) {
+    switch (p) {
+      case state_policy::keep_local: break;
+      case state_policy::average:
+        average_states(states_, members, weights, targets);
+        break;
+      case state_policy::reset:
+        for (auto t : targets) states_[t] = opt_.init(thrust::cpp::par, span<T>(params_[t]));
+        break;
+    }
+  }
+
+ private:
+  Optimizer opt_;
+  Grad grad_;
+  Transform tr_;
+  std::vector<std::size_t> batches_;
+  std::vector<std::vector<T>> params_;
+  std::vector<std::vector<T>> grads_;
+  std::vector<state_type> states_;
+  std::vector<std::uint64_t> steps_;
+};
+
+/// Stops a round_runtime-driven policy after a number of rounds without losing the work the
+/// runtime starts for the next round: work of a round at or past the limit is deferred to
+/// that round's end (where, replicas being private within a round, it gives the same bits).
+class round_limit {
+ public:
+  explicit round_limit(std::size_t workers = 0) : deferred_(workers, 0) {}
+  void set(std::uint64_t limit) { limit_ = limit; }
+  std::uint64_t limit() const { return limit_; }
+  /// True if worker w's work of `round` must run now (else it is deferred).
+  bool run_now(std::size_t w, std::uint64_t round) {
+    if (round < limit_) return true;
+    deferred_[w] = 1;
+    return false;
+  }
+  /// True (and clears it) if worker w's work was deferred.
+  bool take_deferred(std::size_t w) {
+    const bool d = deferred_[w] != 0;
+    deferred_[w] = 0;
+    return d;
+  }
+
+ private:
+  std::uint64_t limit_ = ~std::uint64_t{0};
+  std::vector<char> deferred_;
+};
+
+}  // namespace heterograd::algorithms::sync::detail

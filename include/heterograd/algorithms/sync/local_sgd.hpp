@@ -1,0 +1,388 @@
+#pragma once
+// The local SGD family: workers take local optimizer steps on their own replicas and
+// synchronise their models now and then.
+//
+//   period H                  every worker takes H local steps per round, then the models are
+//                             averaged (Stich 2019; FedAvg, McMahan et al. 2017);
+//   per-worker H_i            worker i takes H_i steps (biased local SGD, #1: H_gpu = 32 for
+//                             fast workers, H_cpu = 1 for slow ones, so that every worker
+//                             finishes a round in about the same time);
+//   post-local SGD            the first `warmup_steps` rounds are synchronous (one step each),
+//                             then local (Lin, Stich, Patel, Jaggi, ICLR 2020);
+//   hierarchical              groups average every H1 = period steps, everyone every
+//                             H2 = global_period steps (H2 a multiple of H1; Lin et al. 2020);
+//   device sampling           K of the p workers train in a round, drawn uniformly without
+//                             replacement from a counter RNG, and the average of those K
+//                             becomes everyone's model (LFSGD of #18, Haddadpour & Mahdavi);
+//   gossip                    x_j <- sum_l W_jl x_l with a doubly stochastic W (NFSGD of #18);
+//   averaging                 uniform (1/n), sample-weighted (b_i H_i / sum_j b_j H_j: the
+//                             samples each worker processed in the round), or FedNova-
+//                             normalised (weights p_i = b_i / B, see weights.hpp);
+//   outer optimizer           the average is handed to an outer optimizer that treats
+//                             anchor - average as a gradient (DiLoCo's Nesterov, FedAvgM,
+//                             FedAdam: optim/outer.hpp); the anchor is the model of the last
+//                             global synchronisation. no_outer keeps the average;
+//   optimizer-state policy    keep_local / average / reset at each synchronisation;
+//   transforms (#16)          parameters are mapped to a common form before averaging and
+//                             back after.
+//
+// Round structure under sim::round_runtime: round r = every worker's local steps of that
+// round, then one synchronisation (global, a group's, or gossip). Use steps_time<Model> so a
+// round's duration is the sum of its steps' durations. Hierarchical group rounds are timed as
+// barriers over all workers with group_sync_time (a round_runtime has one barrier).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/core/span.hpp"
+
+namespace heterograd::algorithms::sync {
+
+struct local_sgd_config {
+  std::size_t period = 8;                   ///< H (H1 when hierarchical), local steps per round
+  std::vector<std::size_t> local_steps{};   ///< per-worker H_i; overrides period when non-empty
+  std::size_t warmup_steps = 0;             ///< post-local SGD: synchronous steps first
+  std::vector<std::size_t> groups{};        ///< hierarchical: group id of each worker
+  std::size_t global_period = 0;            ///< H2 in local steps (0: every round is global)
+  std::size_t sampled = 0;                  ///< device sampling: K workers per round (0: all)
+  std::uint64_t seed = 0;                   ///< seed of the device-sampling draws
+  std::optional<mixing_matrix> gossip{};    ///< gossip averaging instead of a global average
+  averaging weighting = averaging::uniform;
+  state_policy states = state_policy::keep_local;
+  double sync_time = 0.0;                   ///< virtual seconds of a global synchronisation
+  double group_sync_time = 0.0;             ///< ... of a group synchronisation
+
+  void validate(std::size_t workers) const {
+    require(period >= 1, "local_sgd.period", period, "must be >= 1 (H = 0 never averages)");
+    if (!local_steps.empty()) {
+      require_same_size("local_sgd.local_steps", local_steps.size(), "workers", workers);
+      for (std::size_t i = 0; i < local_steps.size(); ++i)
+        require(local_steps[i] >= 1, "local_sgd.local_steps[" + std::to_string(i) + "]",
+                local_steps[i], "must be >= 1");
+    }
+    if (!groups.empty()) {
+      require_same_size("local_sgd.groups", groups.size(), "workers", workers);
+      require(local_steps.empty(), "local_sgd.local_steps (count)", local_steps.size(),
+              "must be 0 with hierarchical groups (groups share H1)");
+    }
+    if (global_period != 0) {
+      require(!groups.empty(), "local_sgd.global_period", global_period,
+              "needs groups (hierarchical averaging)");
+      require(global_period % period == 0, "local_sgd.global_period", global_period,
+              "must be a multiple of period (H2 = k * H1)");
+    }
+    require(sampled <= workers, "local_sgd.sampled", sampled, "must be <= workers");
+    if (gossip) {
+      require_same_size("local_sgd.gossip.size", gossip->size(), "workers", workers);
+      require(groups.empty() && sampled == 0, "local_sgd.gossip", "set",
+              "cannot be combined with groups or device sampling");
+      require(weighting != averaging::fednova, "local_sgd.weighting", "fednova",
+              "cannot be combined with gossip");
+      require(states != state_policy::average, "local_sgd.states", "average",
+              "cannot be combined with gossip (use keep_local or reset)");
+    }
+    require(sync_time >= 0 && sync_time < 1e300, "local_sgd.sync_time", sync_time,
+            "must be finite and >= 0");
+    require(group_sync_time >= 0 && group_sync_time < 1e300, "local_sgd.group_sync_time",
+            group_sync_time, "must be finite and >= 0");
+  }
+};
+
+/// Where a round's synchronisation happens.
+enum class sync_scope { global, group, gossip };
+
+/// The pure schedule of a local SGD configuration: local steps per worker and round, the
+/// round's scope and its sampled workers. A value; the same on every worker and runtime.
+class local_sgd_schedule {
+ public:
+  local_sgd_schedule() = default;
+  local_sgd_schedule(std::size_t workers, local_sgd_config cfg)
+      : n_(workers), cfg_((cfg.validate(workers), std::move(cfg))) {}
+
+  std::size_t workers() const { return n_; }
+  const local_sgd_config& config() const { return cfg_; }
+  bool warmup(std::uint64_t round) const { return round < cfg_.warmup_steps; }
+  /// Local steps of worker w in `round` (0 for a worker not sampled).
+  std::size_t steps(std::size_t w, std::uint64_t round) const {
+    if (warmup(round)) return 1;
+    if (cfg_.sampled != 0 && !is_sampled(w, round)) return 0;
+    return cfg_.local_steps.empty() ? cfg_.period : cfg_.local_steps[w];
+  }
+  /// The largest steps() over workers and rounds.
+  std::size_t max_steps() const {
+    std::size_t m = std::max<std::size_t>(cfg_.period, 1);
+    for (auto h : cfg_.local_steps) m = std::max(m, h);
+    return m;
+  }
+  sync_scope scope(std::uint64_t round) const {
+    if (warmup(round)) return cfg_.gossip ? sync_scope::gossip : sync_scope::global;
+    if (cfg_.gossip) return sync_scope::gossip;
+    if (cfg_.groups.empty() || cfg_.global_period == 0) return sync_scope::global;
+    const std::uint64_t local_round = round - cfg_.warmup_steps;
+    return ((local_round + 1) * cfg_.period) % cfg_.global_period == 0 ? sync_scope::global
+                                                                        : sync_scope::group;
+  }
+  /// The workers that train in `round`, in increasing order (all of them without sampling).
+  std::vector<std::size_t> participants(std::uint64_t round) const {
+    std::vector<std::size_t> p(n_);
+    for (std::size_t i = 0; i < n_; ++i) p[i] = i;
+    if (cfg_.sampled == 0 || warmup(round)) return p;
+    counter_rng(cfg_.seed, 0x5a3917ull).shuffle(p.begin(), p.end(), round * n_);
+    p.resize(cfg_.sampled);
+    std::sort(p.begin(), p.end());
+    return p;
+  }
+  bool is_sampled(std::size_t w, std::uint64_t round) const {
+    const auto p = participants(round);
+    return std::binary_search(p.begin(), p.end(), w);
+  }
+  /// The members of worker w's group (w's group id), in increasing order.
+  std::vector<std::size_t> group_of(std::size_t w) const {
+    std::vector<std::size_t> g;
+    for (std::size_t i = 0; i < n_; ++i)
+      if (cfg_.groups[i] == cfg_.groups[w]) g.push_back(i);
+    return g;
+  }
+  double communication_time(std::uint64_t round) const {
+    return scope(round) == sync_scope::group ? cfg_.group_sync_time : cfg_.sync_time;
+  }
+
+ private:
+  std::size_t n_ = 0;
+  local_sgd_config cfg_;
+};
+
+/// A worker-time model for rounds of several local steps: job k of worker w (its round k)
+/// lasts the sum of the base model's durations of its steps, step s of round k being the
+/// base model's job k * max_steps + s (distinct coordinates for random models).
+template <class Model>
+class steps_time {
+ public:
+  steps_time(Model base, local_sgd_schedule s) : base_(std::move(base)), s_(std::move(s)) {}
+  double duration(std::uint32_t w, std::uint64_t k, double t, std::size_t b) const {
+    const std::size_t h = s_.steps(w, k);
+    const std::uint64_t stride = s_.max_steps();
+    double d = 0;
+    for (std::size_t j = 0; j < h; ++j) d += base_.duration(w, k * stride + j, t + d, b);
+    return d;
+  }
+
+ private:
+  Model base_;
+  local_sgd_schedule s_;
+};
+
+template <class T, class Optimizer, class Grad, class Outer = no_outer,
+          class Transform = identity_transform>
+class local_sgd {
+ public:
+  using outer_state = decltype(std::declval<const Outer&>().init(thrust::cpp::par,
+                                                                 std::declval<std::vector<T>&>()));
+
+  local_sgd(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
+            std::vector<std::size_t> batches, local_sgd_config cfg, Outer outer = {},
+            Transform tr = {})
+      : sched_(workers, std::move(cfg)),
+        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
+        outer_(std::move(outer)), anchor_(init.begin(), init.end()),
+        outer_state_(outer_.init(thrust::cpp::par, anchor_)), limit_(workers),
+        round_steps_(workers, 0), last_(workers) {
+    decltype(c_)::require_state_policy(sched_.config().states, "local_sgd.states");
+    if constexpr (!detail::is_no_outer_v<Outer>)
+      require(!sched_.config().gossip, "local_sgd.gossip", "set",
+              "cannot be combined with an outer optimizer (there is no global average)");
+  }
+
+  // --- sim::round_runtime policy ------------------------------------------------------------
+  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  double communication_time(std::uint64_t round) const { return sched_.communication_time(round); }
+  void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
+    if (!limit_.run_now(w, round)) return;
+    work(w, round, out);
+  }
+  template <class Ctl>
+  void on_round(Ctl& ctl, std::uint64_t round, std::vector<round_stats>& results) {
+    for (std::size_t w = 0; w < c_.workers(); ++w)
+      if (limit_.take_deferred(w)) work(w, round, results[w]);
+    finish_round(round, results);
+    for (std::size_t w = 0; w < c_.workers(); ++w)
+      if (results[w].steps > 0) ctl.applied(static_cast<std::uint32_t>(w), 0);
+  }
+  void limit_rounds(std::uint64_t limit) { limit_.set(limit); }
+
+  /// One round without a runtime: every worker's local steps in rank order, then the sync.
+  void round() {
+    std::vector<round_stats> r(c_.workers());
+    for (std::size_t w = 0; w < c_.workers(); ++w) work(w, rounds_, r[w]);
+    finish_round(rounds_, r);
+  }
+
+  // --- observers --------------------------------------------------------------------------------
+  std::size_t workers() const { return c_.workers(); }
+  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
+  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  const std::vector<T>& anchor() const { return anchor_; }
+  const outer_state& outer_optimizer_state() const { return outer_state_; }
+  const local_sgd_schedule& schedule() const { return sched_; }
+  std::uint64_t rounds() const { return rounds_; }
+  std::uint64_t steps(std::size_t w) const { return c_.steps(w); }
+  /// Mean loss of the last round over the workers that trained in it.
+  double last_loss() const {
+    double l = 0;
+    std::size_t active = 0;
+    for (const auto& r : last_)
+      if (r.steps) {
+        l += r.loss;
+        ++active;
+      }
+    return active ? l / static_cast<double>(active) : 0.0;
+  }
+  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
+  const Outer& outer_optimizer() const { return outer_; }
+
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica through these; the shared
+  // anchor and outer state are written back by one worker (resume_shared).
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+  /// Worker w finished a round under another runtime; `count` (one worker per process)
+  /// advances rounds().
+  void note_round(std::size_t w, const round_stats& s, bool count) {
+    last_.at(w) = s;
+    if (count) ++rounds_;
+  }
+  /// The anchor and outer state after a run under another runtime (every worker holds the
+  /// same ones).
+  void set_shared(std::vector<T> anchor, outer_state os) {
+    require_same_size("local_sgd.anchor", anchor.size(), "params", anchor_.size());
+    anchor_ = std::move(anchor);
+    outer_state_ = std::move(os);
+  }
+
+ private:
+  void work(std::size_t w, std::uint64_t round, round_stats& out) {
+    const std::size_t h = sched_.steps(w, round);
+    double loss = 0;
+    for (std::size_t s = 0; s < h; ++s) loss += c_.local_step(w);
+    out.steps = h;
+    out.loss = h ? loss / static_cast<double>(h) : 0.0;
+    round_steps_[w] = h;
+  }
+
+  /// Weights of `members` for this round's average and, for FedNova, the anchor's.
+  std::vector<double> member_weights(const std::vector<std::size_t>& members,
+                                     double* anchor_weight) const {
+    const auto& cfg = sched_.config();
+    std::vector<double> w(members.size());
+    if (cfg.weighting == averaging::uniform) {
+      for (auto& v : w) v = 1.0 / static_cast<double>(members.size());
+      return w;
+    }
+    std::vector<std::size_t> b;
+    for (auto m : members) b.push_back(c_.batch(m));
+    if (cfg.weighting == averaging::fednova) {
+      std::vector<std::size_t> tau;
+      for (auto m : members) tau.push_back(round_steps_[m]);
+      const auto a = fednova_weights(sample_weights(b), tau);
+      if (anchor_weight) *anchor_weight = a.anchor;
+      return a.workers;
+    }
+    // Sample-weighted: samples processed this round, b_i * H_i.
+    std::vector<std::size_t> samples;
+    for (auto m : members) samples.push_back(c_.batch(m) * round_steps_[m]);
+    return sample_weights(samples);
+  }
+
+  void finish_round(std::uint64_t round, const std::vector<round_stats>& results) {
+    const auto& cfg = sched_.config();
+    const std::size_t n = c_.workers();
+    std::vector<std::size_t> all(n);
+    for (std::size_t i = 0; i < n; ++i) all[i] = i;
+    switch (sched_.scope(round)) {
+      case sync_scope::global: {
+        const auto members = sched_.participants(round);
+        double aw = 0;
+        auto w = member_weights(members, &aw);
+        c_.combine_models(members, w, model_, &anchor_, aw);
+        if constexpr (detail::is_no_outer_v<Outer>) {
+          anchor_ = model_;
+        } else {
+          outer_.step(thrust::cpp::par, model_, outer_state_, anchor_);
+        }
+        c_.distribute(anchor_, all);
+        if (cfg.weighting == averaging::fednova) {
+          std::vector<std::size_t> b;
+          for (auto m : members) b.push_back(c_.batch(m));
+          w = sample_weights(b);
+        }
+        c_.apply_state_policy(cfg.states, members, w, all);
+        break;
+      }
+      case sync_scope::group: {
+        std::vector<char> done(n, 0);
+        for (std::size_t g = 0; g < n; ++g) {
+          if (done[g]) continue;
+          const auto members = sched_.group_of(g);
+          for (auto m : members) done[m] = 1;
+          const auto w = member_weights(members, nullptr);
+          c_.combine_models(members, w, model_);
+          c_.distribute(model_, members);
+          c_.apply_state_policy(cfg.states, members, w, members);
+        }
+        break;
+      }
+      case sync_scope::gossip: {
+        const auto& W = *cfg.gossip;
+        // Every node's new model from the old ones: compute all, then write.
+        std::vector<std::vector<T>> next(n);
+        for (std::size_t j = 0; j < n; ++j) {
+          std::vector<std::size_t> nb;
+          std::vector<double> wj;
+          for (std::size_t l = 0; l < n; ++l)
+            if (W(j, l) != 0.0) {
+              nb.push_back(l);
+              wj.push_back(W(j, l));
+            }
+          std::vector<span<const T>> xs;
+          if (j == 0)
+            for (std::size_t l = 0; l < n; ++l) c_.transform().to_common(l, c_.mutable_params(l));
+          for (auto l : nb) xs.push_back(c_.params(l));
+          next[j].resize(c_.dim());
+          detail::weighted_sum(span<T>(next[j]), xs, wj);
+        }
+        for (std::size_t j = 0; j < n; ++j) c_.distribute(next[j], {j});
+        if (cfg.states == state_policy::reset) c_.apply_state_policy(cfg.states, {}, {}, all);
+        break;
+      }
+    }
+    last_ = results;
+    ++rounds_;
+  }
+
+  local_sgd_schedule sched_;
+  detail::cluster<T, Optimizer, Grad, Transform> c_;
+  Outer outer_;
+  std::vector<T> anchor_;
+  outer_state outer_state_;
+  detail::round_limit limit_;
+  std::vector<std::size_t> round_steps_;
+  std::vector<T> model_;
+  std::vector<round_stats> last_;
+  std::uint64_t rounds_ = 0;
+};
+
+}  // namespace heterograd::algorithms::sync

@@ -1,0 +1,246 @@
+#pragma once
+// SelSync: selective synchronisation (Tyagi & Swany, arXiv 2307.07950, #9).
+//
+// Every step each worker computes its gradient g and its global L2 norm G_t = ||g||, then the
+// relative change delta_t = |G_t - G_{t-1}| / G_{t-1}, smoothed by an EWMA over a window of the
+// last w values (w = 25, smoothing alpha = 0.01):
+//     delta~_t = sum_{k<w} (1 - alpha)^k delta_{t-k} / sum_{k<w} (1 - alpha)^k.
+// A worker votes 1 ("synchronise") while delta~ is undefined (its first w + 1 steps) or
+// delta~ >= threshold, else 0. The votes are summed by a one-integer allreduce every step:
+//     sum > 0  -> SYNC: parameter aggregation (default: step on the own gradient, then
+//                 average the models) or gradient aggregation (average the gradients, then
+//                 step);
+//     sum = 0  -> LOCAL: every worker steps on its own gradient.
+// With threshold 0 every step synchronises: SelSync is then exactly BSP in the same
+// aggregation mode (tested bitwise). [papers.md #9: the windowed EWMA is our reading of the
+// authors' code: "EWMA, window 25, alpha 0.01".]
+//
+// Driving: the policy of sim::round_runtime (one round = one step); communication_time(r) is
+// vote_time plus sync_time when the round synchronises.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/kernels/reduce.hpp"
+
+namespace heterograd::algorithms::sync {
+
+struct selsync_config {
+  double threshold = 0.3;  ///< Delta_thr (0: every step synchronises, i.e. BSP)
+  std::size_t window = 25;  ///< w: EWMA window, and the warm-up steps without a decision
+  double alpha = 0.01;     ///< EWMA smoothing
+  aggregation mode = aggregation::parameters;
+  averaging weighting = averaging::sample_weighted;
+  state_policy states = state_policy::keep_local;
+  double sync_time = 0.0;  ///< virtual seconds of a model or gradient allreduce
+  double vote_time = 0.0;  ///< virtual seconds of the one-integer vote allreduce
+
+  void validate() const {
+    require(std::isfinite(threshold) && threshold >= 0, "selsync.threshold", threshold,
+            "must be finite and >= 0");
+    require(window >= 1, "selsync.window", window, "must be >= 1");
+    require(alpha > 0 && alpha <= 1, "selsync.alpha", alpha, "must be in (0, 1]");
+    require(weighting != averaging::fednova, "selsync.weighting", "fednova",
+            "must be uniform or sample_weighted");
+    require(sync_time >= 0 && sync_time < 1e300, "selsync.sync_time", sync_time,
+            "must be finite and >= 0");
+    require(vote_time >= 0 && vote_time < 1e300, "selsync.vote_time", vote_time,
+            "must be finite and >= 0");
+  }
+};
+
+/// One worker's SelSync trigger: a value (a few numbers and the window).
+class selsync_trigger {
+ public:
+  selsync_trigger() = default;
+  selsync_trigger(std::size_t window, double alpha, double threshold)
+      : window_(window), alpha_(alpha), threshold_(threshold), deltas_(window, 0.0) {
+    require(window >= 1, "selsync.window", window, "must be >= 1");
+    require(alpha > 0 && alpha <= 1, "selsync.alpha", alpha, "must be in (0, 1]");
+    require(std::isfinite(threshold) && threshold >= 0, "selsync.threshold", threshold,
+            "must be finite and >= 0");
+  }
+
+  /// Feeds this step's gradient norm; returns the vote (1: synchronise).
+  int observe(double grad_norm) {
+    if (seen_ > 0) {
+      const double d = std::fabs(grad_norm - last_) / last_;  // inf or NaN when last_ = 0
+      deltas_[filled_ % window_] = d;
+      ++filled_;
+    }
+    last_ = grad_norm;
+    ++seen_;
+    return vote();
+  }
+  /// The current vote without a new observation.
+  int vote() const {
+    if (!ready()) return 1;
+    const double s = smoothed();
+    return s < threshold_ ? 0 : 1;  // NaN (a zero norm) votes to synchronise
+  }
+  bool ready() const { return filled_ >= window_; }
+  /// delta~ over the last `window` relative changes (NaN before the window is full).
+  double smoothed() const {
+    if (!ready()) return std::numeric_limits<double>::quiet_NaN();
+    double num = 0, den = 0, f = 1;
+    for (std::size_t k = 0; k < window_; ++k) {
+      const std::size_t idx = (filled_ - 1 - k) % window_;
+      num += f * deltas_[idx];
+      den += f;
+      f *= 1.0 - alpha_;
+    }
+    return num / den;
+  }
+  friend bool operator==(const selsync_trigger&, const selsync_trigger&) = default;
+
+ private:
+  std::size_t window_ = 25;
+  double alpha_ = 0.01;
+  double threshold_ = 0.3;
+  std::vector<double> deltas_;
+  std::size_t filled_ = 0;
+  std::uint64_t seen_ = 0;
+  double last_ = 0;
+};
+
+
+template <class T, class Optimizer, class Grad, class Transform = identity_transform>
+class selsync {
+ public:
+  selsync(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
+          std::vector<std::size_t> batches, selsync_config cfg = {}, Transform tr = {})
+      : cfg_((cfg.validate(), cfg)),
+        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
+        limit_(workers),
+        triggers_(workers, selsync_trigger(cfg_.window, cfg_.alpha, cfg_.threshold)),
+        votes_(workers, 0), stats_(workers) {
+    decltype(c_)::require_state_policy(cfg_.states, "selsync.states");
+    all_.resize(workers);
+    for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
+  }
+
+  // --- sim::round_runtime policy ------------------------------------------------------------
+  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
+    if (!limit_.run_now(w, round)) return;
+    work(w);
+    out = stats_[w];
+  }
+  /// Called when every worker finished the step: the vote decides the cost of the round.
+  double communication_time(std::uint64_t) {
+    run_deferred();
+    return cfg_.vote_time + (vote_sum() > 0 ? cfg_.sync_time : 0.0);
+  }
+  template <class Ctl>
+  void on_round(Ctl& ctl, std::uint64_t, std::vector<round_stats>& results) {
+    run_deferred();
+    finish();
+    for (std::size_t w = 0; w < c_.workers(); ++w) {
+      results[w] = stats_[w];
+      ctl.applied(static_cast<std::uint32_t>(w), 0);
+    }
+  }
+  void limit_rounds(std::uint64_t limit) { limit_.set(limit); }
+
+  /// One step without a runtime.
+  void step() {
+    for (std::size_t w = 0; w < c_.workers(); ++w) work(w);
+    finish();
+  }
+
+  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
+  // Worker w's thread (or rank) touches only worker w's replica through these.
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  selsync_trigger& replica_trigger(std::size_t w) { return triggers_.at(w); }
+  /// Worker w finished a step under another runtime; `count` (one worker per process)
+  /// records the step's decision.
+  void note_step(std::size_t w, const round_stats& s, bool synchronised, bool count) {
+    stats_.at(w) = s;
+    if (!count) return;
+    decisions_.push_back(synchronised);
+    syncs_ += synchronised ? 1 : 0;
+  }
+
+  // --- observers --------------------------------------------------------------------------------
+  std::size_t workers() const { return c_.workers(); }
+  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
+  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  const selsync_trigger& trigger(std::size_t w) const { return triggers_.at(w); }
+  /// Per step: true if it synchronised.
+  const std::vector<bool>& decisions() const { return decisions_; }
+  std::uint64_t sync_steps() const { return syncs_; }
+  std::uint64_t local_steps() const { return decisions_.size() - syncs_; }
+  /// Mean loss of the workers' last step.
+  double last_loss() const {
+    double l = 0;
+    for (const auto& s : stats_) l += s.loss / static_cast<double>(stats_.size());
+    return l;
+  }
+  const selsync_config& config() const { return cfg_; }
+
+ private:
+  void work(std::size_t w) {
+    stats_[w].steps = 1;
+    stats_[w].loss = c_.compute_gradient(w);
+    // ||g||_2 with the deterministic reduction (the same bits on every backend and thread
+    // count): sizeof(T) bytes per element.
+    votes_[w] = triggers_[w].observe(kernels::l2_norm(thrust::cpp::par, c_.gradient(w)));
+  }
+  void run_deferred() {
+    for (std::size_t w = 0; w < c_.workers(); ++w)
+      if (limit_.take_deferred(w)) work(w);
+  }
+  long vote_sum() const {
+    long s = 0;
+    for (int v : votes_) s += v;  // the one-integer allreduce
+    return s;
+  }
+  void finish() {
+    const bool sync = vote_sum() > 0;
+    const std::size_t n = c_.workers();
+    if (!sync) {
+      for (std::size_t w = 0; w < n; ++w) c_.apply(w, c_.gradient(w));
+    } else {
+      const auto wts = step_weights(cfg_.weighting, c_.batches());
+      if (cfg_.mode == aggregation::gradients) {
+        c_.combine_gradients(all_, wts, agg_);
+        for (std::size_t w = 0; w < n; ++w) c_.apply(w, span<const T>(agg_));
+      } else {
+        for (std::size_t w = 0; w < n; ++w) c_.apply(w, c_.gradient(w));
+        c_.combine_models(all_, wts, model_);
+        c_.distribute(model_, all_);
+        c_.apply_state_policy(cfg_.states, all_, wts, all_);
+      }
+    }
+    decisions_.push_back(sync);
+    syncs_ += sync ? 1 : 0;
+  }
+
+  selsync_config cfg_;
+  detail::cluster<T, Optimizer, Grad, Transform> c_;
+  detail::round_limit limit_;
+  std::vector<selsync_trigger> triggers_;
+  std::vector<int> votes_;
+  std::vector<round_stats> stats_;
+  std::vector<std::size_t> all_;
+  std::vector<T> agg_, model_;
+  std::vector<bool> decisions_;
+  std::uint64_t syncs_ = 0;
+};
+
+}  // namespace heterograd::algorithms::sync

@@ -1,0 +1,54 @@
+#pragma once
+// The threads runtime of the synchronous family: one real thread per worker over the inproc
+// transport (comm::inproc::spawn), each running the per-worker helper of workers.hpp on its
+// replica of the SAME policy object the simulator drives (drive.hpp):
+//
+//     sync::local_sgd<float, optim::sgd, Grad> p(n, x0, optim::sgd({.lr = 0.1}), grad, b, cfg);
+//     sync::run_threads(p, 100);              // 100 rounds on n threads
+//     p.params(w);  p.optimizer_state(w);  p.rounds();
+//
+// The gradient oracle is called concurrently for different workers (never twice at once for
+// one worker): give each worker its own model scratch. With equal inputs the threads runtime
+// and the sim runtimes give bitwise-identical replicas (the averages are the inproc weighted
+// allreduce in rank order, which is the simulated order; tests/sync). A worker that throws
+// aborts the others (their collectives fail instead of waiting) and the first error is
+// rethrown here.
+
+#include <cstdint>
+
+#include "heterograd/algorithms/sync/drive.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/algorithms/sync/workers.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/comm/inproc_partial.hpp"
+#include "heterograd/core/error.hpp"
+
+namespace heterograd::algorithms::sync {
+
+/// Runs `rounds` more rounds (SelSync: steps) of `p` on p.workers() threads.
+template <class Policy>
+void run_threads(Policy& p, std::uint64_t rounds, worker_options o = {}) {
+  o.validate();
+  const auto start = start_of(p);  // shared start values, read before any worker moves
+  comm::inproc::spawn(static_cast<int>(p.workers()), [&](comm::inproc::communicator c) {
+    run_worker(p, c, rounds, start, o, c.rank() == 0);
+  });
+}
+
+/// eager-SGD on p.workers() threads over the inproc partial allreduce, until the configured
+/// rounds (eager.rounds > 0) are over.
+template <class T, class O, class G>
+void run_threads(eager_sgd<T, O, G>& p, worker_options o = {}) {
+  o.validate();
+  require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
+          "must be > 0 on threads (the run ends with a flush round)");
+  comm::inproc::spawn(static_cast<int>(p.workers()), [&](comm::inproc::communicator c) {
+    auto opts = p.config().partial_options();
+    opts.timeout = o.timeout;
+    comm::inproc::partial_allreduce<T> partial(c, p.params(0).size(), p.config().partial_policy(),
+                                               opts);
+    run_worker(p, std::move(partial), no_start{}, c.rank() == 0);
+  });
+}
+
+}  // namespace heterograd::algorithms::sync

@@ -1,0 +1,549 @@
+#pragma once
+// Per-worker helpers of the synchronous family: what a framework calls from its own training
+// loop, one object per rank, over any transport (comm::inproc, comm::mpi, or the user's own;
+// heterograd/comm/concepts.hpp). The user owns the parameter and gradient buffers and passes
+// them to step(params, grads) after each backward pass:
+//
+//     auto w = sync::bsp_worker<float, optim::sgd, comm::inproc::communicator>(
+//         comm, optim::sgd({.lr = 0.1}), params, /*all ranks' b_i=*/{8, 24});
+//     for (...) { compute_gradient(params, grads); w.step(params, grads); }
+//
+//   bsp_worker        one synchronous step: the sample-weighted gradient allreduce
+//                     (weights b_i / B) then the optimizer step, or the optimizer step then
+//                     the weighted parameter allreduce (and the optimizer-state policy);
+//   local_sgd_worker  local optimizer steps; at the end of each round of the schedule (H or
+//                     H_i steps, post-local warm-up, hierarchical groups via split(), device
+//                     sampling, gossip via send/recv with the mixing matrix's neighbours) the
+//                     round's synchronisation, the outer optimizer and the state policy;
+//   selsync_worker    the SelSync trigger on ||g||, a one-integer vote allreduce, then a
+//                     synchronous step or a local one;
+//   eager_worker      eager-SGD's step over the transport's partial allreduce (solo or
+//                     majority; comm::inproc::partial_allreduce, comm::mpi::partial_allreduce).
+//
+// Every decision (weights, schedule, trigger, firing rule) is the same code the simulated
+// policies use (bsp.hpp, local_sgd.hpp, selsync.hpp, weights.hpp), and the weighted sums are
+// the transport's weighted allreduce in rank order, which is the simulated average's order
+// (detail/blend.hpp): with the inproc transport and equal inputs the helpers reproduce the
+// simulated policies bit for bit (tested). Every rank must call the helpers' collective
+// members in the same order (they are collectives); each blocks until its collective ends or
+// its deadline (worker_options::timeout) passes, and transport errors propagate as the
+// transport's exceptions.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/algorithms/sync/local_sgd.hpp"
+#include "heterograd/algorithms/sync/selsync.hpp"
+#include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/comm/partial.hpp"
+#include "heterograd/comm/types.hpp"
+#include "heterograd/core/clock.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/execution.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/kernels/blend.hpp"
+#include "heterograd/kernels/reduce.hpp"
+
+namespace heterograd::algorithms::sync {
+
+struct worker_options {
+  /// Deadline of each collective the helper posts (comm's default: 60 s).
+  seconds timeout = comm::default_timeout;
+  /// Tag of gossip's point-to-point messages.
+  int gossip_tag = 0x5e7;
+
+  void validate() const {
+    require(timeout.count() > 0, "worker_options.timeout", timeout.count(), "must be > 0 seconds");
+    require(gossip_tag >= 0 && gossip_tag < 32768, "worker_options.gossip_tag", gossip_tag,
+            "must be in [0, 32767] (MPI guarantees these tags)");
+  }
+};
+
+namespace detail {
+
+/// The sequential host backend: several worker threads share the cores, so each updates on
+/// one core by default.
+using host_exec = std::remove_cvref_t<decltype(thrust::cpp::par)>;
+
+template <class Optimizer, class Exec, class T>
+using worker_state_t =
+    decltype(std::declval<const Optimizer&>().init(std::declval<const Exec&>(), std::declval<span<T>>()));
+
+/// x <- sum_r T(w_r) x_r over the transport's ranks, in rank order (comm's weighted sum).
+template <class Transport, class T>
+void weighted_allreduce(const Transport& t, span<T> x, double w, seconds timeout) {
+  comm::allreduce_options o;
+  o.op = comm::reduce_op::sum;
+  o.weight = w;
+  o.timeout = timeout;
+  t.allreduce(x, o).wait();
+}
+
+/// Every slot of an optim::state (at every depth) <- its weighted allreduce.
+template <class Transport, class State>
+void allreduce_state(const Transport& t, State& st, double w, seconds timeout) {
+  if constexpr (is_optim_state_v<State>) {
+    using T = typename State::value_type;
+    for (auto& slot : st.slots) weighted_allreduce(t, span<T>(slot.data(), slot.size()), w, timeout);
+    for (auto& c : st.children) allreduce_state(t, c, w, timeout);
+  }
+}
+
+/// Zeroes every slot (a rank outside an average contributes 0 * 0, never 0 * inf).
+template <class State>
+void zero_state(State& st) {
+  if constexpr (is_optim_state_v<State>) {
+    using T = typename State::value_type;
+    for (auto& slot : st.slots) std::fill(slot.begin(), slot.end(), T(0));
+    for (auto& c : st.children) zero_state(c);
+  }
+}
+
+template <class Transport>
+std::size_t checked_rank(const Transport& t, std::size_t workers, const std::string& who) {
+  require(t.size() >= 1, who + ".transport.size", t.size(), "must be >= 1");
+  require_same_size(who + ".batches", workers, "transport.size", static_cast<std::size_t>(t.size()));
+  return static_cast<std::size_t>(t.rank());
+}
+
+/// What every helper holds: the transport, the optimizer and this rank's state, the transform.
+template <class T, class Optimizer, class Transport, class Transform, class Exec>
+class worker_core {
+ public:
+  using state_type = worker_state_t<Optimizer, Exec, T>;
+
+  worker_core(Transport t, Optimizer opt, span<T> params, Transform tr, worker_options o, Exec exec)
+      : t_(std::move(t)), opt_(std::move(opt)), tr_(std::move(tr)), o_((o.validate(), o)),
+        exec_(std::move(exec)), st_(opt_.init(exec_, params)) {
+    require_positive("params.size", params.size());
+  }
+
+  const Transport& transport() const { return t_; }
+  std::size_t rank() const { return static_cast<std::size_t>(t_.rank()); }
+  std::size_t workers() const { return static_cast<std::size_t>(t_.size()); }
+  const state_type& optimizer_state() const { return st_; }
+  /// This rank's optimizer state (a runtime restores a replica's state through it).
+  state_type& optimizer_state() { return st_; }
+  const Optimizer& optimizer() const { return opt_; }
+  const worker_options& options() const { return o_; }
+
+ protected:
+  void update(span<const T> g, span<T> p) { opt_.update(exec_, g, st_, p); }
+  /// params (mapped to the common form) <- the weighted allreduce over `t`; still common.
+  template <class Tr>
+  void average_common(const Tr& t, span<T> p, double w) {
+    tr_.to_common(rank(), p);
+    weighted_allreduce(t, p, w, o_.timeout);
+  }
+  template <class Tr>
+  void apply_state_policy(const Tr& t, state_policy sp, double w, bool member, span<T> p) {
+    switch (sp) {
+      case state_policy::keep_local: break;
+      case state_policy::average:
+        if (!member) zero_state(st_);
+        allreduce_state(t, st_, member ? w : 0.0, o_.timeout);
+        break;
+      case state_policy::reset: st_ = opt_.init(exec_, p); break;
+    }
+  }
+
+  Transport t_;
+  Optimizer opt_;
+  Transform tr_;
+  worker_options o_;
+  Exec exec_;
+  state_type st_;
+};
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------
+/// BSP with sample-weighted aggregation (bsp.hpp) for one rank.
+template <class T, class Optimizer, class Transport, class Transform = identity_transform,
+          class Exec = detail::host_exec>
+class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Exec> {
+  using core = detail::worker_core<T, Optimizer, Transport, Transform, Exec>;
+
+ public:
+  /// `batches`: every rank's b_i (the same vector on all ranks). `params`: this rank's
+  /// parameters (their size and memory initialise the optimizer state).
+  bsp_worker(Transport t, Optimizer opt, span<T> params, std::vector<std::size_t> batches,
+             bsp_config cfg = {}, Transform tr = {}, worker_options o = {}, Exec exec = {})
+      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(exec)),
+        cfg_((cfg.validate(), cfg)) {
+    detail::checked_rank(this->t_, batches.size(), "bsp_worker");
+    detail::require_state_policy<typename core::state_type>(cfg_.states, "bsp.states");
+    set_batches(std::move(batches));
+  }
+
+  /// One synchronous step. `grads` is this rank's mean gradient over its b_i samples; in
+  /// gradients mode it is replaced by the aggregate sum_i (b_i / B) g_i.
+  void step(span<T> params, span<T> grads) {
+    require_same_size("bsp_worker.grads", grads.size(), "bsp_worker.params", params.size());
+    const double w = weights_[this->rank()];
+    if (cfg_.mode == aggregation::gradients) {
+      detail::weighted_allreduce(this->t_, grads, w, this->o_.timeout);
+      this->update(span<const T>(grads), params);
+    } else {
+      this->update(span<const T>(grads), params);
+      this->average_common(this->t_, params, w);
+      this->tr_.from_common(this->rank(), params);
+      this->apply_state_policy(this->t_, cfg_.states, w, true, params);
+    }
+    ++steps_;
+  }
+
+  /// New batch sizes (every rank's; call on every rank between steps): the weights follow.
+  void set_batches(std::vector<std::size_t> b) {
+    require_same_size("bsp_worker.batches", b.size(), "transport.size", this->workers());
+    auto w = step_weights(cfg_.weighting, b);  // throws on a zero sum
+    for (std::size_t i = 0; i < b.size(); ++i)
+      require(b[i] >= 1, "bsp_worker.batches[" + std::to_string(i) + "]", b[i], "must be >= 1");
+    batches_ = std::move(b);
+    weights_ = std::move(w);
+  }
+  const std::vector<std::size_t>& batches() const { return batches_; }
+  /// This rank's aggregation weight (b_i / B, or 1/n with uniform weighting).
+  double weight() const { return weights_[this->rank()]; }
+  std::uint64_t steps() const { return steps_; }
+  const bsp_config& config() const { return cfg_; }
+
+ private:
+  bsp_config cfg_;
+  std::vector<std::size_t> batches_;
+  std::vector<double> weights_;
+  std::uint64_t steps_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------
+/// The local SGD family (local_sgd.hpp) for one rank.
+template <class T, class Optimizer, class Transport, class Outer = no_outer,
+          class Transform = identity_transform, class Exec = detail::host_exec>
+class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Exec> {
+  using core = detail::worker_core<T, Optimizer, Transport, Transform, Exec>;
+
+ public:
+  using outer_state = decltype(std::declval<const Outer&>().init(std::declval<const Exec&>(),
+                                                                 std::declval<std::vector<T>&>()));
+
+  /// Collective (hierarchical groups split the transport). The anchor (the model of the last
+  /// global synchronisation) starts as `params`, which must be equal on every rank.
+  local_sgd_worker(Transport t, Optimizer opt, span<T> params, std::vector<std::size_t> batches,
+                   local_sgd_config cfg, Outer outer = {}, Transform tr = {},
+                   worker_options o = {}, Exec exec = {})
+      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(exec)),
+        sched_((detail::checked_rank(this->t_, batches.size(), "local_sgd_worker"), batches.size()),
+               std::move(cfg)),
+        batches_(std::move(batches)), outer_(std::move(outer)),
+        anchor_(params.begin(), params.end()), outer_state_(outer_.init(this->exec_, anchor_)) {
+    const auto& c = sched_.config();
+    (void)sample_weights(batches_);  // validates the batches (non-empty, positive sum)
+    for (std::size_t i = 0; i < batches_.size(); ++i)
+      require(batches_[i] >= 1, "batches[" + std::to_string(i) + "]", batches_[i], "must be >= 1");
+    detail::require_state_policy<typename core::state_type>(c.states, "local_sgd.states");
+    if constexpr (!detail::is_no_outer_v<Outer>)
+      require(!c.gossip, "local_sgd.gossip", "set",
+              "cannot be combined with an outer optimizer (there is no global average)");
+    if (!c.groups.empty()) {
+      const auto me = this->rank();
+      group_.emplace(this->t_.split(static_cast<int>(c.groups[me]), static_cast<int>(me),
+                                    comm::split_options{this->o_.timeout}));
+    }
+  }
+
+  /// Local steps this rank takes in the current round (0: not sampled; call skip_round).
+  std::size_t steps_this_round() const { return sched_.steps(this->rank(), round_); }
+  /// Local steps taken in the current round so far.
+  std::size_t steps_done() const { return done_; }
+
+  /// One local optimizer step with this rank's gradient; after the round's last step, the
+  /// round's synchronisation (collective). Returns true when it synchronised.
+  bool step(span<T> params, span<const T> grads) {
+    require_same_size("local_sgd_worker.grads", grads.size(), "local_sgd_worker.params",
+                      params.size());
+    require(steps_this_round() > 0, "local_sgd_worker.step (round)", round_,
+            "this rank is not sampled in this round: call skip_round");
+    this->update(grads, params);
+    ++local_steps_;
+    if (++done_ < steps_this_round()) return false;
+    synchronise(params);
+    return true;
+  }
+
+  /// A rank that takes no step this round (device sampling) joins its synchronisation.
+  void skip_round(span<T> params) {
+    require(steps_this_round() == 0, "local_sgd_worker.skip_round (round)", round_,
+            "this rank trains in this round: call step");
+    synchronise(params);
+  }
+
+  std::uint64_t round() const { return round_; }
+  /// Local steps taken over the run.
+  std::uint64_t local_steps() const { return local_steps_; }
+  const local_sgd_schedule& schedule() const { return sched_; }
+  const std::vector<T>& anchor() const { return anchor_; }
+  const outer_state& outer_optimizer_state() const { return outer_state_; }
+
+  /// Continues from another runtime's state (round index, anchor, outer state), e.g. a
+  /// simulated policy's replica. Call between rounds, with the same values on every rank.
+  void resume(std::uint64_t round, std::vector<T> anchor, outer_state os) {
+    require_same_size("local_sgd_worker.anchor", anchor.size(), "params", anchor_.size());
+    round_ = round;
+    done_ = 0;
+    anchor_ = std::move(anchor);
+    outer_state_ = std::move(os);
+  }
+
+ private:
+  /// Weights of `members` (increasing ranks) in `round` and, for FedNova, the anchor's: the
+  /// simulated policy's formula (local_sgd::member_weights).
+  std::vector<double> member_weights(const std::vector<std::size_t>& members, std::uint64_t r,
+                                     double* anchor_weight, std::vector<double>* state_w) const {
+    const auto& cfg = sched_.config();
+    std::vector<double> w(members.size());
+    std::vector<std::size_t> b;
+    for (auto m : members) b.push_back(batches_[m]);
+    if (cfg.weighting == averaging::uniform) {
+      for (auto& v : w) v = 1.0 / static_cast<double>(members.size());
+    } else if (cfg.weighting == averaging::fednova) {
+      std::vector<std::size_t> tau;
+      for (auto m : members) tau.push_back(sched_.steps(m, r));
+      const auto a = fednova_weights(sample_weights(b), tau);
+      if (anchor_weight) *anchor_weight = a.anchor;
+      w = a.workers;
+    } else {
+      std::vector<std::size_t> samples;
+      for (auto m : members) samples.push_back(batches_[m] * sched_.steps(m, r));
+      w = sample_weights(samples);
+    }
+    if (state_w) *state_w = cfg.weighting == averaging::fednova ? sample_weights(b) : w;
+    return w;
+  }
+
+  static double weight_of(const std::vector<std::size_t>& members, const std::vector<double>& w,
+                          std::size_t me, bool* member) {
+    const auto it = std::lower_bound(members.begin(), members.end(), me);
+    *member = it != members.end() && *it == me;
+    return *member ? w[static_cast<std::size_t>(it - members.begin())] : 0.0;
+  }
+
+  void synchronise(span<T> params) {
+    const auto& cfg = sched_.config();
+    const std::size_t me = this->rank();
+    const std::uint64_t r = round_;
+    switch (sched_.scope(r)) {
+      case sync_scope::global: {
+        const auto members = sched_.participants(r);
+        double aw = 0;
+        std::vector<double> sw;
+        const auto w = member_weights(members, r, &aw, &sw);
+        bool member = false;
+        const double mine = weight_of(members, w, me, &member);
+        if (!member) std::fill(params.begin(), params.end(), T(0));
+        this->average_common(this->t_, params, mine);  // non-members map zeros: harmless
+        // FedNova's affine term, added last like the simulated sum: (aw anchor) + average.
+        if (aw != 0.0)
+          kernels::axpby(this->exec_, static_cast<T>(aw), span<const T>(anchor_), T(1), params);
+        if constexpr (detail::is_no_outer_v<Outer>) {
+          std::copy(params.begin(), params.end(), anchor_.begin());
+        } else {
+          outer_.step(this->exec_, span<const T>(params), outer_state_, anchor_);
+        }
+        std::copy(anchor_.begin(), anchor_.end(), params.begin());
+        this->tr_.from_common(me, params);
+        bool smember = false;
+        const double smine = weight_of(members, sw, me, &smember);
+        this->apply_state_policy(this->t_, cfg.states, smine, smember, params);
+        break;
+      }
+      case sync_scope::group: {
+        const auto members = sched_.group_of(me);
+        const auto w = member_weights(members, r, nullptr, nullptr);
+        bool member = false;
+        const double mine = weight_of(members, w, me, &member);
+        this->average_common(*group_, params, mine);
+        this->tr_.from_common(me, params);
+        this->apply_state_policy(*group_, cfg.states, mine, true, params);
+        break;
+      }
+      case sync_scope::gossip: gossip(params); break;
+    }
+    ++round_;
+    done_ = 0;
+  }
+
+  /// x_me <- sum_l W(me, l) x_l over the nonzero entries of row `me`, in increasing l (the
+  /// simulated order): this rank's model goes to every j with W(j, me) != 0 and comes back
+  /// from every l with W(me, l) != 0. Bytes: (in-degree + out-degree + 2) * S per round.
+  void gossip(span<T> params) {
+    const auto& cfg = sched_.config();
+    const auto& W = *cfg.gossip;
+    const std::size_t me = this->rank(), n = this->workers();
+    this->tr_.to_common(me, params);
+    std::vector<T> mine(params.begin(), params.end());  // stays intact while sends are out
+    using send_request = decltype(this->t_.send(span<const T>(mine), 0, 0, comm::send_options{}));
+    using recv_request = decltype(this->t_.recv(params, 0, 0, comm::recv_options{}));
+    std::vector<send_request> sends;
+    for (std::size_t j = 0; j < n; ++j)
+      if (j != me && W(j, me) != 0.0)
+        sends.push_back(this->t_.send(span<const T>(mine), static_cast<int>(j), this->o_.gossip_tag,
+                                      comm::send_options{this->o_.timeout}));
+    std::vector<std::vector<T>> in;
+    std::vector<recv_request> recvs;
+    std::vector<std::size_t> from;
+    for (std::size_t l = 0; l < n; ++l)
+      if (l != me && W(me, l) != 0.0) from.push_back(l);
+    in.assign(from.size(), std::vector<T>(params.size()));
+    for (std::size_t k = 0; k < from.size(); ++k)
+      recvs.push_back(this->t_.recv(span<T>(in[k]), static_cast<int>(from[k]), this->o_.gossip_tag,
+                                    comm::recv_options{this->o_.timeout}));
+    for (auto& q : recvs) q.wait();
+    for (auto& q : sends) q.wait();
+    std::vector<span<const T>> xs;
+    std::vector<double> wj;
+    std::size_t k = 0;
+    for (std::size_t l = 0; l < n; ++l) {
+      if (W(me, l) == 0.0) continue;
+      xs.push_back(l == me ? span<const T>(mine) : span<const T>(in[k++]));
+      wj.push_back(W(me, l));
+    }
+    detail::weighted_sum(params, xs, wj);
+    this->tr_.from_common(me, params);
+    if (cfg.states == state_policy::reset) this->st_ = this->opt_.init(this->exec_, params);
+  }
+
+  local_sgd_schedule sched_;
+  std::vector<std::size_t> batches_;
+  Outer outer_;
+  std::vector<T> anchor_;
+  outer_state outer_state_;
+  std::optional<Transport> group_;
+  std::uint64_t round_ = 0;
+  std::size_t done_ = 0;
+  std::uint64_t local_steps_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------
+/// SelSync (selsync.hpp) for one rank.
+template <class T, class Optimizer, class Transport, class Transform = identity_transform,
+          class Exec = detail::host_exec>
+class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Exec> {
+  using core = detail::worker_core<T, Optimizer, Transport, Transform, Exec>;
+
+ public:
+  selsync_worker(Transport t, Optimizer opt, span<T> params, std::vector<std::size_t> batches,
+                 selsync_config cfg = {}, Transform tr = {}, worker_options o = {}, Exec exec = {})
+      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(exec)),
+        cfg_((cfg.validate(), cfg)), trigger_(cfg_.window, cfg_.alpha, cfg_.threshold) {
+    detail::checked_rank(this->t_, batches.size(), "selsync_worker");
+    detail::require_state_policy<typename core::state_type>(cfg_.states, "selsync.states");
+    for (std::size_t i = 0; i < batches.size(); ++i)
+      require(batches[i] >= 1, "batches[" + std::to_string(i) + "]", batches[i], "must be >= 1");
+    weights_ = step_weights(cfg_.weighting, batches);
+  }
+
+  /// One step: vote on ||grads||, one-integer allreduce of the votes, then a synchronous
+  /// step (some rank voted 1) or a local one. Returns true when it synchronised. In
+  /// gradient-aggregation mode a synchronising step replaces `grads` by the aggregate.
+  bool step(span<T> params, span<T> grads) {
+    require_same_size("selsync_worker.grads", grads.size(), "selsync_worker.params", params.size());
+    // ||g||_2, deterministic reduction: sizeof(T) bytes per element.
+    std::int64_t votes = trigger_.observe(kernels::l2_norm(this->exec_, span<const T>(grads)));
+    comm::allreduce_options vo;
+    vo.op = comm::reduce_op::sum;
+    vo.timeout = this->o_.timeout;
+    this->t_.allreduce(span<std::int64_t>(&votes, 1), vo).wait();
+    const bool sync = votes > 0;
+    const double w = weights_[this->rank()];
+    if (!sync) {
+      this->update(span<const T>(grads), params);
+    } else if (cfg_.mode == aggregation::gradients) {
+      detail::weighted_allreduce(this->t_, grads, w, this->o_.timeout);
+      this->update(span<const T>(grads), params);
+    } else {
+      this->update(span<const T>(grads), params);
+      this->average_common(this->t_, params, w);
+      this->tr_.from_common(this->rank(), params);
+      this->apply_state_policy(this->t_, cfg_.states, w, true, params);
+    }
+    syncs_ += sync ? 1 : 0;
+    ++steps_;
+    return sync;
+  }
+
+  const selsync_trigger& trigger() const { return trigger_; }
+  /// Continues from another runtime's trigger (a simulated replica's).
+  void resume(selsync_trigger t) { trigger_ = std::move(t); }
+  std::uint64_t steps() const { return steps_; }
+  std::uint64_t sync_steps() const { return syncs_; }
+  const selsync_config& config() const { return cfg_; }
+
+ private:
+  selsync_config cfg_;
+  selsync_trigger trigger_;
+  std::vector<double> weights_;
+  std::uint64_t steps_ = 0, syncs_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------
+/// eager-SGD (eager.hpp) for one rank over a partial allreduce (comm::inproc::partial_allreduce
+/// or comm::mpi::partial_allreduce built with cfg.partial_policy() and cfg.partial_options()).
+template <class T, class Optimizer, class Partial, class Exec = detail::host_exec>
+class eager_worker {
+ public:
+  using state_type = detail::worker_state_t<Optimizer, Exec, T>;
+
+  eager_worker(Partial partial, Optimizer opt, span<T> params, eager_config cfg = {},
+               Exec exec = {})
+      : p_(std::move(partial)), opt_(std::move(opt)), cfg_((cfg.validate(), cfg)),
+        exec_(std::move(exec)), st_(opt_.init(exec_, params)) {
+    require_same_size("eager_worker.params", params.size(), "partial_allreduce.count", p_.count());
+  }
+
+  /// Contributes `grads` to this rank's next round (the last of cfg.rounds is a flush: it
+  /// waits for every rank and folds in everything pending), waits for the round's result
+  /// (in `grads`: the same on every rank) and applies it.
+  void step(span<T> params, span<T> grads) {
+    run(params, grads, cfg_.rounds != 0 && round_ + 1 == cfg_.rounds);
+  }
+  /// A flush round (every rank, as the same round): ends an unbounded run (eager.rounds = 0)
+  /// with nothing left pending.
+  void final_step(span<T> params, span<T> grads) { run(params, grads, true); }
+
+  bool finished() const { return cfg_.rounds != 0 && round_ >= cfg_.rounds; }
+  std::uint64_t round() const { return round_; }
+  /// Who was fresh and stale in this rank's last round (the same on every rank).
+  const comm::round_report& last_report() const { return p_.last_report(); }
+  const state_type& optimizer_state() const { return st_; }
+  state_type& optimizer_state() { return st_; }
+  const eager_config& config() const { return cfg_; }
+
+ private:
+  void run(span<T> params, span<T> grads, bool flush) {
+    require(!finished(), "eager_worker.step (round)", round_,
+            "the configured rounds are over (eager.rounds)");
+    require_same_size("eager_worker.grads", grads.size(), "eager_worker.params", params.size());
+    (flush ? p_.flush(grads) : p_.allreduce(grads)).wait();
+    opt_.update(exec_, span<const T>(grads), st_, params);
+    ++round_;
+  }
+
+  Partial p_;
+  Optimizer opt_;
+  eager_config cfg_;
+  Exec exec_;
+  state_type st_;
+  std::uint64_t round_ = 0;
+};
+
+}  // namespace heterograd::algorithms::sync

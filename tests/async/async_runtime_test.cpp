@@ -1,0 +1,180 @@
+// The threads runtime and the worker-side helper over the inproc transport: the same policy
+// objects as the simulator, bitwise the same parameters in virtual-time order, delay bounds
+// and bookkeeping in real time, and a hand-written worker loop with pull / push.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "hg_test.hpp"
+#include "support.hpp"
+#include "heterograd/algorithms/async/threads.hpp"
+#include "heterograd/comm/inproc.hpp"
+
+using namespace async_test;
+
+namespace {
+
+// Worker w's gradient of f_w(x) = |x - c_w|^2 / 2 plus N(0, sigma^2) noise at (seed, w, job).
+struct mixture {
+  std::size_t n, d;
+  double sigma;
+  std::uint64_t seed;
+  std::vector<double> c;
+  mixture(std::size_t workers, std::size_t dim, double s, std::uint64_t sd)
+      : n(workers), d(dim), sigma(s), seed(sd), c(workers * dim) {
+    const hg::counter_rng rng(seed, 0xc0);
+    for (std::size_t k = 0; k < c.size(); ++k) c[k] = rng.normal(k);
+  }
+  void gradient(sim::worker_id w, std::uint64_t k, const double* x, std::vector<double>& g) const {
+    g.resize(d);
+    const auto rng = hg::counter_rng(seed, 0x9b).substream(w);
+    for (std::size_t j = 0; j < d; ++j) g[j] = x[j] - c[w * d + j] + sigma * rng.normal(k * d + j);
+  }
+};
+
+// Runs `p` under the simulator and `q` (a copy taken before) under the threads runtime in
+// virtual-time order, for the same number of arrivals; both must end bitwise equal.
+template <class Policy, class Model>
+void same_under_sim_and_threads(Policy p, const mixture& prob, const Model& model,
+                                std::uint64_t arrivals, const char* name) {
+  Policy q = p;
+  sim::async_runtime<std::vector<double>, Model> rt(prob.n, model);
+  sim::run_options opt;
+  opt.max_events = arrivals;
+  rt.run(p, [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
+    prob.gradient(w, k, p.params().data(), g);
+  }, opt);
+  const auto s = async::run_threads<double>(
+      q,
+      [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+          std::vector<double>& g) { prob.gradient(w, k, x.data(), g); },
+      {.order = async::arrival_order::virtual_time, .max_arrivals = arrivals}, model);
+  BOOST_TEST_MESSAGE(name << ": " << p.version() << " updates under sim, " << q.version()
+                          << " under threads, " << s.arrivals << " arrivals");
+  BOOST_TEST(s.arrivals == arrivals, name);
+  BOOST_TEST(q.version() == p.version(), name);
+  BOOST_TEST(std::memcmp(q.params().data(), p.params().data(), prob.d * sizeof(double)) == 0, name);
+  BOOST_TEST((q == p), name);
+  BOOST_TEST(s.log.counts[async::update_log::applied] == rt.recorder().count(sim::update_outcome::applied), name);
+  BOOST_TEST(s.log.counts[async::update_log::interrupted] == rt.recorder().count(sim::update_outcome::interrupted), name);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(async_runtimes)
+
+BOOST_AUTO_TEST_CASE(sim_and_threads_give_bitwise_equal_parameters_for_ssp_with_s_0_and_equal_speeds) {
+  const mixture prob(4, 16, 0.0, hg_test::seed());  // equal speeds, zero noise
+  const std::vector<double> x0(prob.d, 0.25);
+  async::ssp_server p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)), {.staleness = 0});
+  same_under_sim_and_threads(p, prob, sim::fixed_times(std::vector<double>(prob.n, 1.0)), 400, "SSP s = 0");
+}
+
+BOOST_AUTO_TEST_CASE(virtual_time_order_reproduces_the_simulator_for_heterogeneous_speeds_too) {
+  const std::uint64_t seed = hg_test::seed();
+  const mixture prob(5, 8, 0.1, seed);
+  const std::vector<double> x0(prob.d, 0.0);
+  const auto model = sim::plus(sim::sqrt_times(prob.n, seed), sim::half_normal_noise(seed));
+  auto srv = [&] { return async::model_server<double>(x0, async::plain_sgd(0.05)); };
+  same_under_sim_and_threads(async::asgd(prob.n, srv()), prob, model, 300, "ASGD");
+  same_under_sim_and_threads(async::ringleader_asgd(prob.n, srv()), prob, model, 300, "Ringleader");
+  same_under_sim_and_threads(async::ringmaster_asgd(prob.n, srv(), {.threshold = 3, .variant = async::ringmaster_variant::interrupt}),
+                             prob, model, 300, "Ringmaster (interrupt)");
+  same_under_sim_and_threads(async::ssp_server(prob.n, srv(), {.staleness = 2}), prob, model, 300, "SSP s = 2");
+  same_under_sim_and_threads(async::dssp_server(prob.n, srv(), {.lower = 1, .range = 3}), prob, model, 300, "DSSP");
+}
+
+BOOST_AUTO_TEST_CASE(threads_in_real_time_keep_the_delay_bounds_and_record_every_arrival) {
+  const mixture prob(4, 8, 0.1, hg_test::seed());
+  const std::vector<double> x0(prob.d, 0.0);
+  auto compute = [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+                     std::vector<double>& g) { prob.gradient(w, k, x.data(), g); };
+  // Workers slowed down 1 ms per unit of (1, 1, 3, 8): the slow ones fall behind.
+  const sim::fixed_times model({1, 1, 3, 8});
+  {
+    async::ringmaster_asgd p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)),
+                             {.threshold = 2, .variant = async::ringmaster_variant::interrupt});
+    const auto s = async::run_threads<double>(p, compute, {.time_scale = 1e-3, .max_updates = 200}, model);
+    const auto& applied = s.log.staleness[async::update_log::applied];
+    BOOST_TEST(p.version() == 200u);
+    BOOST_TEST(applied.size() <= 2u);  // every applied delay < R = 2
+    BOOST_TEST(s.log.counts[async::update_log::interrupted] > 0u);
+    BOOST_TEST(s.log.counts[async::update_log::applied] + s.log.counts[async::update_log::discarded] == s.arrivals);
+  }
+  {
+    async::ssp_server p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)), {.staleness = 1});
+    std::atomic<std::uint64_t> worst{0};
+    const auto s = async::run_threads<double>(
+        p, [&](async::worker_id w, std::uint64_t v, std::uint64_t k, hg::span<const double> x, std::vector<double>& g) {
+          compute(w, v, k, x, g);
+        },
+        {.time_scale = 1e-3, .max_updates = 120}, model);
+    BOOST_TEST(p.max_gap_started() <= 1u);
+    BOOST_TEST(p.max_gap_started() == 1u);
+    BOOST_TEST(s.arrivals == p.version());
+    (void)worst;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_framework_worker_loop_with_pull_and_push_drives_the_server) {
+  // Framework authors own the loop: pull the model, compute, push the gradient.
+  const mixture prob(3, 6, 0.0, hg_test::seed());
+  async::ringleader_asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.2)));
+  async::remote_summary s;
+  hg::comm::inproc::spawn(4, [&](hg::comm::inproc::communicator c) {
+    if (c.rank() == 0) {
+      s = async::serve<double>(p, c, {.max_updates = 600});
+      return;
+    }
+    async::worker_client<double, hg::comm::inproc::communicator> client(c, prob.d);
+    std::vector<double> x(prob.d), g;
+    while (client.pull(x)) {
+      prob.gradient(client.worker(), client.job_index(), x.data(), g);
+      client.push(g);
+    }
+  });
+  // Ringleader's fixed point is the mean of the centres, whatever the arrival order (every
+  // round waits for every worker, however the threads are scheduled).
+  for (std::size_t j = 0; j < prob.d; ++j) {
+    double m = 0;
+    for (std::size_t w = 0; w < prob.n; ++w) m += prob.c[w * prob.d + j] / static_cast<double>(prob.n);
+    BOOST_TEST(std::fabs(p.params()[j] - m) < 1e-6);
+  }
+  BOOST_TEST(p.version() == 600u);
+  BOOST_TEST(s.arrivals >= 600u);
+}
+
+BOOST_AUTO_TEST_CASE(remote_runtimes_reject_bad_configurations_and_gradients) {
+  const mixture prob(2, 4, 0.0, 1);
+  auto compute = [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+                     std::vector<double>& g) { prob.gradient(w, k, x.data(), g); };
+  {
+    async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0)));
+    // virtual_time needs a worker-time model; a bad timeout is refused.
+    BOOST_CHECK_THROW(async::run_threads<double>(p, compute, {.order = async::arrival_order::virtual_time}),
+                      std::invalid_argument);
+    BOOST_CHECK_THROW(async::run_threads<double>(p, compute, {.timeout = hg::seconds{0}}), std::invalid_argument);
+    BOOST_TEST(p.version() == 0u);
+  }
+  {
+    // A worker whose gradient has the wrong size: the run fails (no hang) and the server
+    // state is as it was before that arrival.
+    async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0)));
+    auto bad = [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+                   std::vector<double>& g) {
+      prob.gradient(w, k, x.data(), g);
+      g.push_back(1.0);
+    };
+    BOOST_CHECK_THROW(async::run_threads<double>(p, bad, {.timeout = hg::seconds{5}, .max_updates = 10}),
+                      std::invalid_argument);
+    BOOST_TEST(p.version() == 0u);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,506 @@
+// Asynchronous server policies driven by the simulator: exact fixed points (papers.md E1),
+// exact equivalences (Ringmaster R = infinity is vanilla ASGD), delay bounds (Ringmaster,
+// Ringleader, SSP, DSSP), the step rules' formulas, and bad input.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "hg_test.hpp"
+#include "support.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/data/synthetic.hpp"
+#include "heterograd/optim/optimizers.hpp"
+
+#include "heterograd/balance/dssp.hpp"
+
+using namespace async_test;
+namespace data = heterograd::data;
+
+namespace {
+
+double frequency_weighted(const std::vector<double>& c, const std::vector<double>& tau) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    num += c[i] / tau[i];
+    den += 1.0 / tau[i];
+  }
+  return num / den;
+}
+
+double mean(const std::vector<double>& c) {
+  return std::accumulate(c.begin(), c.end(), 0.0) / static_cast<double>(c.size());
+}
+
+async::model_server<double> scalar_server(double gamma, double x0 = 0.0) {
+  return async::model_server<double>({x0}, async::plain_sgd(gamma));
+}
+
+// Two E1 configurations: the paper's, and one with other centres and times (tau in halves:
+// a common period is 15).
+struct e1_case {
+  std::vector<double> c, tau;
+  double window;
+};
+const std::vector<e1_case> e1_cases{
+    {{0, 1, 2, 3}, {1, 2, 4, 8}, 8.0},
+    {{-1, 4, 0.5, 2}, {3, 1, 2.5, 1.5}, 15.0},
+};
+
+// A heterogeneous noisy problem: worker i owns f_i(x) = |x - c_i|^2 / 2 in d dimensions and
+// adds N(0, sigma^2) noise drawn at (seed, worker, job).
+struct noisy_mixture {
+  std::size_t n, d;
+  double sigma;
+  std::uint64_t seed;
+  std::vector<double> centres;
+  noisy_mixture(std::size_t workers, std::size_t dim, double s, std::uint64_t sd)
+      : n(workers), d(dim), sigma(s), seed(sd), centres(workers * dim) {
+    const hg::counter_rng rng(seed, 0xce);
+    for (std::size_t k = 0; k < centres.size(); ++k) centres[k] = rng.normal(k);
+  }
+  template <class Policy>
+  auto gradient(const Policy& p) const {
+    return [this, &p](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
+      const auto x = p.params();
+      g.resize(d);
+      const hg::counter_rng rng = hg::counter_rng(seed, 0x9a).substream(w);
+      for (std::size_t j = 0; j < d; ++j)
+        g[j] = x[j] - centres[w * d + j] + sigma * rng.normal(k * d + j);
+    };
+  }
+};
+
+template <class Policy, class Model>
+sim::recorder run_noisy(Policy& p, const noisy_mixture& prob, Model model, double horizon) {
+  sim::async_runtime<std::vector<double>, Model> rt(prob.n, model);
+  sim::run_options opt;
+  opt.horizon = horizon;
+  rt.run(p, prob.gradient(p), opt);
+  return rt.recorder();
+}
+
+auto ringmaster_times(std::size_t n, std::uint64_t seed) {
+  return sim::plus(sim::sqrt_times(n, seed), sim::half_normal_noise(seed));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(async_policies)
+
+BOOST_AUTO_TEST_CASE(vanilla_asgd_converges_to_the_frequency_weighted_point) {
+  for (const auto& e : e1_cases) {
+    async::asgd p(4, scalar_server(5e-3));
+    const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window, [](sim::worker_id) { return 1.0; });
+    const double target = frequency_weighted(e.c, e.tau);
+    BOOST_TEST_MESSAGE("vanilla ASGD: x = " << x << ", sum(c/tau)/sum(1/tau) = " << target);
+    BOOST_TEST(std::fabs(x - target) < 1e-3);
+    BOOST_TEST(std::fabs(x - mean(e.c)) > 0.1);  // and not the true optimum
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rescaled_asgd_ia2sgd_malenia_and_ringleader_converge_to_the_true_optimum) {
+  for (const auto& e : e1_cases) {
+    const double target = mean(e.c);
+    const auto one = [](sim::worker_id) { return 1.0; };
+    {
+      async::rescaled_asgd p(4, scalar_server(5e-3));
+      // The weight of worker w's steps is gamma_w / gamma = tau_w / tau_max (learnt online).
+      const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window,
+                                      [&](sim::worker_id w) { return p.step_scale(w); });
+      const double tmax = *std::max_element(e.tau.begin(), e.tau.end());
+      for (sim::worker_id w = 0; w < 4; ++w) BOOST_TEST(p.step_scale(w) == e.tau[w] / tmax);
+      BOOST_TEST_MESSAGE("rescaled ASGD: x = " << x);
+      BOOST_TEST(std::fabs(x - target) < 1e-3);
+    }
+    {
+      async::ia2sgd p(4, scalar_server(5e-3));
+      const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window, one);
+      BOOST_TEST_MESSAGE("IA2SGD: x = " << x);
+      BOOST_TEST(std::fabs(x - target) < 1e-3);
+      BOOST_TEST(std::fabs(p.params()[0] - target) < 1e-3);
+    }
+    {
+      async::ringleader_asgd p(4, scalar_server(5e-3));
+      const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window, one);
+      BOOST_TEST_MESSAGE("Ringleader ASGD: x = " << x);
+      BOOST_TEST(std::fabs(x - target) < 1e-3);
+      BOOST_TEST(std::fabs(p.params()[0] - target) < 1e-3);
+    }
+    {
+      async::malenia_sgd p(4, scalar_server(0.05));
+      const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window, one);
+      BOOST_TEST_MESSAGE("Malenia SGD: x = " << x);
+      BOOST_TEST(std::fabs(p.params()[0] - target) < 1e-3);
+      (void)x;
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(servers_apply_their_updates_through_any_optim_optimizer) {
+  namespace optim = heterograd::optim;
+  const auto& e = e1_cases[0];
+  {
+    // Heavy-ball momentum is a linear filter with gain 1 / (1 - mu) at rest: vanilla ASGD's
+    // fixed point is unchanged (frequency-weighted), reached with the momentum optimizer.
+    async::asgd p(4, async::model_server<double, optim::momentum>(
+                         {0.0}, optim::momentum({.lr = 5e-4, .momentum = 0.9})));
+    const double x = e1_fixed_point(p, e.c, e.tau, 20000, e.window, [](sim::worker_id) { return 1.0; });
+    BOOST_TEST_MESSAGE("vanilla ASGD + momentum: x = " << x);
+    BOOST_TEST(std::fabs(x - frequency_weighted(e.c, e.tau)) < 1e-3);
+    BOOST_TEST(p.server().optimizer_state().count == static_cast<std::int64_t>(p.version()));
+    BOOST_TEST(p.server().optimizer_state().kind == "momentum");
+  }
+  {
+    // Ringleader's table mean vanishes at the true optimum, whatever the optimizer: Adam.
+    async::ringleader_asgd p(4, async::model_server<double, optim::adam>({0.0}, optim::adam({.lr = 1e-3})));
+    e1_fixed_point(p, e.c, e.tau, 20000, e.window, [](sim::worker_id) { return 1.0; });
+    BOOST_TEST_MESSAGE("Ringleader + Adam: x = " << p.params()[0]);
+    BOOST_TEST(std::fabs(p.params()[0] - mean(e.c)) < 1e-2);
+    BOOST_TEST(p.server().optimizer_state().count == static_cast<std::int64_t>(p.version()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ringmaster_with_an_infinite_threshold_equals_vanilla_asgd_bit_for_bit) {
+  const std::uint64_t seed = hg_test::seed();
+  const noisy_mixture prob(30, 40, 0.3, seed);
+  const std::vector<double> x0(prob.d, 0.5);
+  async::asgd vanilla(prob.n, async::model_server<double>(x0, async::plain_sgd(0.02)));
+  const auto rv = run_noisy(vanilla, prob, ringmaster_times(prob.n, seed), 300);
+  for (const auto variant : {async::ringmaster_variant::discard, async::ringmaster_variant::interrupt}) {
+    async::ringmaster_asgd ring(prob.n, async::model_server<double>(x0, async::plain_sgd(0.02)),
+                                {.threshold = async::infinite_delay, .variant = variant});
+    const auto rr = run_noisy(ring, prob, ringmaster_times(prob.n, seed), 300);
+    BOOST_TEST(ring.version() == vanilla.version());
+    BOOST_TEST(ring.version() > 1000u);
+    BOOST_TEST(std::memcmp(ring.params().data(), vanilla.params().data(),
+                           prob.d * sizeof(double)) == 0);
+    BOOST_TEST(rr.count(sim::update_outcome::discarded) == 0u);
+    BOOST_TEST(rr.count(sim::update_outcome::interrupted) == 0u);
+    BOOST_TEST(rr.max_staleness() == rv.max_staleness());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ringmaster_never_applies_a_gradient_with_delay_r_or_more) {
+  const std::uint64_t seed = hg_test::seed();
+  const noisy_mixture prob(40, 10, 0.3, seed);
+  for (const std::uint64_t R : {1u, 3u, 8u}) {
+    for (const auto variant :
+         {async::ringmaster_variant::discard, async::ringmaster_variant::interrupt}) {
+      async::ringmaster_asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
+                                                                   async::plain_sgd(0.01)),
+                               {.threshold = R, .variant = variant});
+      const auto r = run_noisy(p, prob, ringmaster_times(prob.n, seed), 200);
+      const auto& applied = r.staleness_histogram(sim::update_outcome::applied);
+      BOOST_TEST(applied.size() <= R);  // histogram index = delay: all < R
+      BOOST_TEST(r.count(sim::update_outcome::applied) == p.version());
+      const auto& dropped = r.staleness_histogram(sim::update_outcome::discarded);
+      for (std::size_t s = 0; s < std::min<std::size_t>(R, dropped.size()); ++s)
+        BOOST_TEST(dropped[s] == 0u);
+      if (variant == async::ringmaster_variant::discard) {
+        BOOST_TEST(r.count(sim::update_outcome::discarded) > 0u);
+        BOOST_TEST(r.count(sim::update_outcome::interrupted) == 0u);
+      } else {
+        BOOST_TEST(r.count(sim::update_outcome::discarded) == 0u);
+        BOOST_TEST(r.count(sim::update_outcome::interrupted) > 0u);
+        BOOST_TEST(r.count(sim::update_outcome::interrupted) == cancelled_jobs(r));
+        // Stopped exactly when R versions behind.
+        const auto& stopped = r.staleness_histogram(sim::update_outcome::interrupted);
+        BOOST_TEST(stopped.size() == R + 1);
+      }
+      BOOST_TEST(recorded_outcomes(r) == finished_jobs(r));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ringleader_never_uses_a_gradient_older_than_2n_minus_2) {
+  const std::uint64_t seed = hg_test::seed();
+  for (const std::size_t n : {2u, 7u, 25u}) {
+    const noisy_mixture prob(n, 5, 0.5, seed);
+    async::ringleader_asgd p(n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
+                                                            async::plain_sgd(0.01)));
+    const auto model = sim::plus(sim::linear_times(n, seed), sim::half_normal_noise(seed));
+    const auto r = run_noisy(p, prob, model, 400.0 * static_cast<double>(n));
+    BOOST_TEST_MESSAGE("n = " << n << ": rounds " << p.round() << ", largest delay used "
+                              << p.max_delay_used() << " (bound " << 2 * n - 2 << ")");
+    BOOST_TEST(p.round() >= 10u);
+    BOOST_TEST(p.max_delay_used() <= 2 * n - 2);
+    BOOST_TEST(p.max_delay_used() >= n - 1);  // the bound is not vacuous here
+    // n updates per round, nothing discarded, no worker ever idle.
+    BOOST_TEST(p.version() == p.round() * n + p.updates_in_round());
+    BOOST_TEST(r.count(sim::update_outcome::discarded) == 0u);
+    BOOST_TEST(recorded_outcomes(r) == finished_jobs(r));
+    for (sim::worker_id w = 0; w < n; ++w) BOOST_TEST(r.worker(w).idle == 0.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ssp_never_lets_a_worker_start_more_than_s_iterations_ahead) {
+  const std::uint64_t seed = hg_test::seed();
+  const noisy_mixture prob(6, 4, 0.2, seed);
+  for (const std::uint64_t s : {0u, 1u, 3u}) {
+    async::ssp_server p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
+                                                            async::plain_sgd(0.01)),
+                        {.staleness = s});
+    sim::async_runtime<std::vector<double>, sim::fixed_times> rt(
+        prob.n, sim::fixed_times({1, 1, 1.5, 2, 3, 7}));
+    std::uint64_t worst = 0;
+    const auto grad = prob.gradient(p);
+    auto watched = [&](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<double>& g) {
+      worst = std::max(worst, p.clock(w) - p.min_clock());  // at every iteration start
+      grad(w, v, k, g);
+    };
+    sim::run_options opt;
+    opt.horizon = 500;
+    rt.run(p, watched, opt);
+    BOOST_TEST_MESSAGE("s = " << s << ": largest lead at a start " << worst);
+    BOOST_TEST(worst <= s);
+    BOOST_TEST(worst == s);  // the fast workers do run s ahead
+    BOOST_TEST(p.max_gap_started() == worst);
+    // The slowest worker (7 s per job) bounds everyone: at most s + 1 pushes ahead of it.
+    for (sim::worker_id w = 0; w < prob.n; ++w) BOOST_TEST(p.clock(w) <= p.clock(5) + s + 1);
+    BOOST_TEST(recorded_outcomes(rt.recorder()) == finished_jobs(rt.recorder()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dssp_never_lets_a_worker_start_more_than_s_l_plus_r_max_ahead) {
+  const std::uint64_t seed = hg_test::seed();
+  const noisy_mixture prob(4, 4, 0.2, seed);
+  namespace balance = heterograd::balance;
+  for (const std::size_t range : {0u, 4u, 12u}) {
+    const balance::dssp_config cfg{.lower = 3, .range = range};
+    async::dssp_server p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
+                                                             async::plain_sgd(0.01)),
+                         cfg);
+    // E8 of papers.md: speeds (1, 1, 1, 3), with noise so the controller has work to do.
+    const auto model = sim::plus(sim::fixed_times({1, 1, 1, 3}), sim::half_normal_noise(seed, 0.2));
+    sim::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(prob.n, model);
+    std::size_t worst = 0;
+    const auto grad = prob.gradient(p);
+    auto watched = [&](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<double>& g) {
+      worst = std::max(worst, p.controller().gap(w));
+      grad(w, v, k, g);
+    };
+    sim::run_options opt;
+    opt.horizon = 2000;
+    rt.run(p, watched, opt);
+    BOOST_TEST_MESSAGE("DSSP s_L = 3, r_max = " << range << ": largest lead " << worst);
+    BOOST_TEST(worst <= 3 + range);
+    BOOST_TEST(worst >= 3u);
+    BOOST_TEST(p.max_gap_started() <= 3 + range);
+    BOOST_TEST(recorded_outcomes(rt.recorder()) == finished_jobs(rt.recorder()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_arrival_is_recorded_with_its_delay) {
+  const std::uint64_t seed = hg_test::seed();
+  const noisy_mixture prob(12, 6, 0.3, seed);
+  const std::vector<double> x0(prob.d, 0.0);
+  const auto model = ringmaster_times(prob.n, seed);
+  auto check = [&](auto& p, const char* name) {
+    const auto r = run_noisy(p, prob, model, 300);
+    BOOST_TEST_MESSAGE(name << ": " << finished_jobs(r) << " arrivals, " << p.version()
+                            << " updates, max delay " << r.max_staleness());
+    BOOST_TEST(recorded_outcomes(r) == finished_jobs(r), name);
+    BOOST_TEST(r.count(sim::update_outcome::interrupted) == cancelled_jobs(r), name);
+    BOOST_TEST(r.count(sim::update_outcome::applied) == p.version(), name);
+    BOOST_TEST(finished_jobs(r) > 100u, name);
+  };
+  auto srv = [&](double lr) { return async::model_server<double>(x0, async::plain_sgd(lr)); };
+  { async::asgd p(prob.n, srv(0.01)); check(p, "asgd"); }
+  { async::delay_adaptive_asgd p(prob.n, srv(0.01)); check(p, "delay-adaptive"); }
+  { async::staleness_scaled_asgd p(prob.n, srv(0.01)); check(p, "staleness-scaled"); }
+  { async::ringmaster_asgd p(prob.n, srv(0.01)); check(p, "ringmaster"); }
+  { async::rennala_sgd p(prob.n, srv(0.01), {.batch = 4}); check(p, "rennala"); }
+  { async::rescaled_asgd p(prob.n, srv(0.01)); check(p, "rescaled"); }
+  { async::ia2sgd p(prob.n, srv(0.01)); check(p, "ia2sgd"); }
+  { async::malenia_sgd p(prob.n, srv(0.1), {.threshold = 2}); check(p, "malenia"); }
+  { async::ringleader_asgd p(prob.n, srv(0.01)); check(p, "ringleader"); }
+  { async::ssp_server p(prob.n, srv(0.01)); check(p, "ssp"); }
+  { async::dssp_server p(prob.n, srv(0.01)); check(p, "dssp"); }
+  { async::dc_asgd p(prob.n, srv(0.01)); check(p, "dc-asgd"); }
+  { async::dc_asgd p(prob.n, srv(0.01), {.adaptive = true}); check(p, "dc-asgd-a"); }
+  { async::fedbuff p(prob.n, srv(0.01), {.buffer = 5}); check(p, "fedbuff"); }
+  {
+    std::vector<double> tau(prob.n);
+    for (std::size_t i = 0; i < prob.n; ++i) tau[i] = model.duration(static_cast<sim::worker_id>(i), 0, 0, 1);
+    async::naive_optimal_asgd p(prob.n, srv(0.01), {.tau = tau, .noise_ratio = 4});
+    check(p, "naive optimal");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(step_rules_follow_their_formulas) {
+  // gamma = 1 on a scalar: the step taken is -w(delta) g exactly.
+  auto step = [](auto& p, sim::worker_id w, std::uint64_t v, double g) {
+    ctl c;
+    const double before = p.params()[0];
+    p.on_arrival(c, arrival(w, v), std::vector<double>{g});
+    return before - p.params()[0];
+  };
+  {
+    async::delay_adaptive_asgd p(4, scalar_server(1.0));
+    for (int i = 0; i < 10; ++i) step(p, 0, p.version(), 0.0);  // k = 10
+    BOOST_TEST(step(p, 1, 10, 1.0) == 1.0);        // delay 0: n / max(n, 0) = 1
+    BOOST_TEST(step(p, 1, 11 - 4, 1.0) == 1.0);    // delay 4 = n
+    BOOST_TEST(step(p, 1, 12 - 8, 1.0) == 0.5);    // delay 8: 4 / 8
+    BOOST_TEST(std::fabs(step(p, 1, 0, 2.0) - 2.0 * 4.0 / 13.0) < 1e-12);  // delay 13
+  }
+  {
+    async::staleness_scaled_asgd p(4, scalar_server(1.0), {.rule = async::staleness_rule::inverse});
+    for (int i = 0; i < 10; ++i) step(p, 0, p.version(), 0.0);
+    BOOST_TEST(step(p, 1, 10, 1.0) == 1.0);
+    BOOST_TEST(std::fabs(step(p, 1, 11 - 5, 1.0) - 0.2) < 1e-12);
+    async::staleness_scaled_asgd q(4, scalar_server(1.0), {.exponent = 0.5});
+    for (int i = 0; i < 10; ++i) step(q, 0, q.version(), 0.0);
+    BOOST_TEST(std::fabs(step(q, 1, 10 - 3, 1.0) - 0.5) < 1e-12);  // (1 + 3)^(-1/2)
+  }
+  {
+    // Rennala: B fresh gradients, averaged; a stale one is discarded.
+    async::rennala_sgd p(3, scalar_server(1.0), {.batch = 3});
+    ctl c;
+    p.on_arrival(c, arrival(0, 0), std::vector<double>{3.0});
+    p.on_arrival(c, arrival(1, 0), std::vector<double>{6.0});
+    BOOST_TEST(p.version() == 0u);
+    p.on_arrival(c, arrival(2, 0), std::vector<double>{9.0});
+    BOOST_TEST(p.version() == 1u);
+    BOOST_TEST(p.params()[0] == -6.0);
+    p.on_arrival(c, arrival(0, 0), std::vector<double>{100.0});  // computed at version 0 < 1
+    BOOST_TEST(c.discarded_delays == std::vector<std::uint64_t>{1});
+    BOOST_TEST(p.collected() == 0u);
+    BOOST_TEST(c.buffered_delays.size() == 2u);
+    BOOST_TEST(c.applied_delays.size() == 1u);
+  }
+  {
+    // FedBuff: K contributions weighted by (1 + delta)^(-1/2), then their mean.
+    async::fedbuff p(2, scalar_server(1.0), {.buffer = 2});
+    ctl c;
+    p.on_arrival(c, arrival(0, 0), std::vector<double>{1.0});
+    p.on_arrival(c, arrival(1, 0), std::vector<double>{3.0});
+    BOOST_TEST(p.params()[0] == -2.0);
+    p.on_arrival(c, arrival(0, 1), std::vector<double>{2.0});   // delay 0
+    p.on_arrival(c, arrival(1, 0), std::vector<double>{4.0});   // delay 1: weight 1/sqrt(2)
+    BOOST_TEST(std::fabs(p.params()[0] - (-2.0 - (2.0 + 4.0 / std::sqrt(2.0)) / 2)) < 1e-12);
+  }
+  {
+    // DC-ASGD-c: g~ = g + lambda g^2 (x - x_bak).
+    async::dc_asgd p(2, scalar_server(1.0, 1.0), {.lambda = 0.5});
+    ctl c;
+    p.on_arrival(c, arrival(0, 0), std::vector<double>{0.5});  // x: 1 -> 0.5 (x_bak(0) = 1)
+    BOOST_TEST(p.params()[0] == 0.5);
+    BOOST_TEST(p.backup(0)[0] == 0.5);
+    BOOST_TEST(p.backup(1)[0] == 1.0);
+    // Worker 1 pulled x = 1, now x = 0.5: g~ = 2 + 0.5 * 4 * (0.5 - 1) = 1.
+    p.on_arrival(c, arrival(1, 0), std::vector<double>{2.0});
+    BOOST_TEST(p.params()[0] == -0.5);
+  }
+  {
+    // Naive optimal ASGD: m* = argmin (m + S) / sum_{i<=m} 1/tau_(i).
+    const std::vector<double> tau{4, 1, 2, 100};
+    BOOST_TEST(async::optimal_worker_count(tau, 0.0) == 1u);
+    // S = 4: m=1: 5/1 = 5; m=2: 6/1.5 = 4; m=3: 7/1.75 = 4; m=4: 8/1.76 > 4 -> m* = 2.
+    BOOST_TEST(async::optimal_worker_count(tau, 4.0) == 2u);
+    BOOST_TEST(async::optimal_worker_count(tau, 1000.0) == 4u);
+    async::naive_optimal_asgd p(4, scalar_server(1.0), {.tau = tau, .noise_ratio = 4});
+    BOOST_TEST(p.active_workers() == 2u);
+    BOOST_TEST(p.active(1));
+    BOOST_TEST(p.active(2));
+    BOOST_TEST(!p.active(0));
+    ctl c;
+    p.on_start(c);
+    BOOST_TEST((c.restarted == std::vector<sim::worker_id>{1, 2}));
+    BOOST_TEST((c.held == std::vector<sim::worker_id>{0, 3}));
+  }
+  {
+    // Rescaled ASGD: gamma_i = gamma tau_i / max_j tau_j, tau_i by an EMA of job times.
+    async::rescaled_asgd p(2, scalar_server(1.0), {.ema = 0.5});
+    ctl c;
+    p.on_arrival(c, arrival(0, 0, 0.0, 2.0), std::vector<double>{1.0});  // tau_0 = 2: first
+    BOOST_TEST(p.params()[0] == -1.0);                                    // 2 / 2
+    p.on_arrival(c, arrival(1, 0, 0.0, 8.0), std::vector<double>{1.0});  // tau_1 = 8
+    BOOST_TEST(p.params()[0] == -2.0);
+    p.on_arrival(c, arrival(0, 1, 2.0, 6.0), std::vector<double>{1.0});  // tau_0 = (2 + 4) / 2
+    BOOST_TEST(p.tau(0) == 3.0);
+    BOOST_TEST(p.params()[0] == -2.375);                                  // 3 / 8
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
+  const std::vector<double> x0{0.5, -1.0, 2.0};
+  auto srv = [&] { return async::model_server<double>(x0, async::plain_sgd(0.1)); };
+  const std::vector<double> good{1.0, 2.0, 3.0};
+  const std::vector<double> short_grad{1.0, 2.0};
+  auto exercise = [&](auto p, const char* name) {
+    ctl c;
+    // A little history first, so that tables and buffers hold something.
+    for (sim::worker_id w = 0; w < 3; ++w) p.on_arrival(c, arrival(w, 0, 0.0, 1.0 + w), good);
+    const auto before = p;
+    const std::size_t outcomes = c.outcomes();
+    BOOST_CHECK_THROW(p.on_arrival(c, arrival(0, p.version()), short_grad), std::invalid_argument);
+    BOOST_CHECK_THROW(p.on_arrival(c, arrival(3, p.version()), good), std::invalid_argument);
+    BOOST_CHECK_THROW(p.on_arrival(c, arrival(1, p.version() + 1), good), std::invalid_argument);
+    BOOST_TEST((p == before), name);
+    BOOST_TEST(c.outcomes() == outcomes, name);
+    // And it still works afterwards.
+    p.on_arrival(c, arrival(1, p.version(), 0.0, 10.0), good);
+    BOOST_TEST(c.outcomes() == outcomes + 1, name);
+  };
+  exercise(async::asgd(3, srv()), "asgd");
+  exercise(async::delay_adaptive_asgd(3, srv()), "delay-adaptive");
+  exercise(async::staleness_scaled_asgd(3, srv()), "staleness-scaled");
+  exercise(async::ringmaster_asgd(3, srv(), {.threshold = 2}), "ringmaster");
+  exercise(async::rennala_sgd(3, srv(), {.batch = 2}), "rennala");
+  exercise(async::rescaled_asgd(3, srv()), "rescaled");
+  exercise(async::ia2sgd(3, srv()), "ia2sgd");
+  exercise(async::malenia_sgd(3, srv(), {.threshold = 3}), "malenia");
+  exercise(async::ringleader_asgd(3, srv()), "ringleader");
+  exercise(async::ssp_server(3, srv()), "ssp");
+  exercise(async::dssp_server(3, srv()), "dssp");
+  exercise(async::dc_asgd(3, srv()), "dc-asgd");
+  exercise(async::fedbuff(3, srv(), {.buffer = 4}), "fedbuff");
+  exercise(async::naive_optimal_asgd(3, srv(), {.tau = {1, 2, 3}, .active = 3}), "naive optimal");
+
+  // A job that ends before it starts is no job time (Rescaled ASGD's estimate).
+  {
+    async::rescaled_asgd p(3, srv());
+    ctl c;
+    const auto before = p;
+    BOOST_CHECK_THROW(p.on_arrival(c, arrival(0, 0, 5.0, 4.0), good), std::invalid_argument);
+    BOOST_TEST((p == before));
+  }
+  // DSSP: a push time before the worker's previous push is no push time (the controller
+  // checks it before anything is applied).
+  {
+    async::dssp_server p(3, srv());
+    ctl c;
+    p.on_arrival(c, arrival(0, 0, 0.0, 5.0), good);
+    const auto before = p;
+    BOOST_CHECK_THROW(p.on_arrival(c, arrival(0, 1, 0.0, 4.0), good), std::invalid_argument);
+    BOOST_TEST((p == before));
+  }
+  // Configurations.
+  BOOST_CHECK_THROW(async::ringmaster_asgd(3, srv(), {.threshold = 0}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::rennala_sgd(3, srv(), {.batch = 0}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::fedbuff(3, srv(), {.buffer = 0}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::malenia_sgd(3, srv(), {.threshold = 0}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::rescaled_asgd(3, srv(), {.ema = 0}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::rescaled_asgd(3, srv(), {.initial_tau = {1, 2}}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::staleness_scaled_asgd(3, srv(), {.exponent = -1}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::dc_asgd(3, srv(), {.mean_square_decay = 1}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::naive_optimal_asgd(3, srv(), {.tau = {1, 2}}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::naive_optimal_asgd(3, srv(), {.tau = {1, 0, 2}}), std::invalid_argument);
+  BOOST_CHECK_THROW(async::asgd(0, srv()), std::invalid_argument);
+  BOOST_CHECK_THROW(async::model_server<double>(std::vector<double>{}), std::invalid_argument);
+  // The server's own update checks its direction.
+  auto s = srv();
+  const auto before = s;
+  BOOST_CHECK_THROW(s.apply(hg::span<const double>(short_grad)), std::invalid_argument);
+  BOOST_CHECK_THROW(s.apply(hg::span<const double>(good), std::nan("")), std::invalid_argument);
+  BOOST_TEST((s == before));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
