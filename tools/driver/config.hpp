@@ -28,17 +28,8 @@ class config_error : public std::invalid_argument {
   std::string path_;
 };
 
-/// A method whose algorithm is not compiled into this build (heterograd-run exits with 77,
-/// which CTest reads as "skipped").
-class unavailable_error : public config_error {
- public:
-  using config_error::config_error;
-};
-
 /// Every algorithm the driver can run.
 std::vector<std::string> algorithm_names();
-/// Algorithms compiled into this build (preflight() rejects the others before anything runs).
-bool algorithm_available(const std::string& algorithm);
 
 /// Checks `raw` against the schema and returns it with every default filled in. Throws
 /// config_error naming the first offending key path and the expected form.

@@ -396,9 +396,6 @@ int main(int argc, char** argv) {
     }
     std::ofstream(root / "table.md") << all_tables;
     return 0;
-  } catch (const unavailable_error& e) {
-    std::fprintf(stderr, "heterograd-run: %s\n", e.what());
-    return 77;
   } catch (const config_error& e) {
     std::fprintf(stderr, "heterograd-run: %s\n", e.what());
     return 2;

@@ -137,8 +137,6 @@ json finish(context& ctx, const heterograd::sim::recorder& rec, const std::vecto
 json run_async_family(context& ctx);
 json run_sync_family(context& ctx);
 json run_local_learning(context& ctx);
-bool async_family_available();
-bool sync_family_available();
 bool is_async_algorithm(const std::string& a);
 bool is_sync_algorithm(const std::string& a);
 bool async_checkpointable(const std::string& a);

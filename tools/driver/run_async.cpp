@@ -1,16 +1,11 @@
 // Asynchronous parameter-server methods (algorithms/async, issue 6): one adapter each, all on
-// drive_async. Built only when the async layer is present.
+// drive_async.
 #include <fstream>
 #include <set>
 
 #include "drive.hpp"
 
-#if __has_include("heterograd/algorithms/async.hpp")
-#define HGRUN_HAS_ASYNC 1
 #include "heterograd/algorithms/async.hpp"
-#else
-#define HGRUN_HAS_ASYNC 0
-#endif
 
 namespace hgrun {
 
@@ -23,9 +18,6 @@ const std::set<std::string>& async_names() {
 }  // namespace
 
 bool is_async_algorithm(const std::string& a) { return async_names().count(a) > 0; }
-bool async_family_available() { return HGRUN_HAS_ASYNC != 0; }
-
-#if HGRUN_HAS_ASYNC
 
 namespace {
 
@@ -136,14 +128,5 @@ bool async_checkpointable(const std::string& a) {
 json run_async_family(context& ctx) {
   return with_optimizer(ctx.method["optimizer"], [&](auto opt) { return run_with(ctx, opt); });
 }
-
-#else
-
-bool async_checkpointable(const std::string&) { return false; }
-json run_async_family(context&) {
-  throw std::runtime_error("the asynchronous methods (algorithms/async) are not in this build");
-}
-
-#endif
 
 }  // namespace hgrun

@@ -537,13 +537,6 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   return s;
 }
 
-bool algorithm_available(const std::string& a) {
-  if (a == "local_learning") return true;
-  if (is_async_algorithm(a)) return async_family_available();
-  if (is_sync_algorithm(a)) return sync_family_available();
-  return false;
-}
-
 bool algorithm_checkpointable(const std::string& a) {
   if (is_async_algorithm(a)) return async_checkpointable(a);
   if (is_sync_algorithm(a)) return sync_checkpointable(a);
@@ -551,13 +544,6 @@ bool algorithm_checkpointable(const std::string& a) {
 }
 
 void preflight(const json& c) {
-  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
-    const std::string a = c["methods"][i]["algorithm"];
-    if (!algorithm_available(a))
-      throw unavailable_error("methods[" + std::to_string(i) + "].algorithm",
-                         "\"" + a + "\" is not in this build (its layer, algorithms/" +
-                             (is_async_algorithm(a) ? "async" : "sync") + ", has not landed on this branch)");
-  }
   if (c["data"]["dataset"] == "fashion_mnist") {
     const auto dir = hg::data::fashion_mnist_dir(c["data"]["path"].get<std::string>());
     for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",

@@ -1,6 +1,6 @@
 // Synchronous, semi-synchronous and local methods (algorithms/sync, issue 7) and OmniLearn's
 // dynamic batching (balance/ over sync's BSP): one adapter each, on drive_rounds or, for
-// eager-SGD's partial rounds, drive_async. Built only when the sync layer is present.
+// eager-SGD's partial rounds, drive_async.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -8,13 +8,8 @@
 
 #include "drive.hpp"
 
-#if __has_include("heterograd/algorithms/sync.hpp")
-#define HGRUN_HAS_SYNC 1
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/balance/omnilearn.hpp"
-#else
-#define HGRUN_HAS_SYNC 0
-#endif
 
 namespace hgrun {
 
@@ -26,9 +21,6 @@ const std::set<std::string>& sync_names() {
 }  // namespace
 
 bool is_sync_algorithm(const std::string& a) { return sync_names().count(a) > 0; }
-bool sync_family_available() { return HGRUN_HAS_SYNC != 0; }
-
-#if HGRUN_HAS_SYNC
 
 namespace {
 
@@ -267,14 +259,5 @@ bool sync_checkpointable(const std::string& a) {
 json run_sync_family(context& ctx) {
   return with_optimizer(ctx.method["optimizer"], [&](auto opt) { return run_with(ctx, opt); });
 }
-
-#else
-
-bool sync_checkpointable(const std::string&) { return false; }
-json run_sync_family(context&) {
-  throw std::runtime_error("the synchronous methods (algorithms/sync) are not in this build");
-}
-
-#endif
 
 }  // namespace hgrun
