@@ -302,6 +302,15 @@ class engine {
   }
 
   /// Accounting of worker w up to the current virtual time.
+  /// Checkpointing: visits every member, in a fixed order, with `ar(members...)`; the archive
+  /// writes or reads them (its choice). An engine restored into a copy of the same
+  /// configuration continues exactly as the saved one would, trace hash included.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(workers_, heap_pos_, timers_, heap_, free_timer_, in_flight_, now_, seq_, delivered_,
+       hash_);
+  }
+
   worker_stats stats(worker_id w) const {
     const auto& r = workers_[check(w, "worker")];
     worker_stats s;

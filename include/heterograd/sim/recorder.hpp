@@ -50,6 +50,11 @@ inline const char* to_string(update_outcome o) {
 struct evaluation_row {
   double time = 0;
   std::vector<double> values;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(time, values);
+  }
 };
 
 class recorder {
@@ -158,6 +163,13 @@ class recorder {
   double end_time() const { return end_time_; }
   std::uint64_t trace_hash() const { return trace_hash_; }
   std::uint64_t events() const { return events_; }
+
+  /// Checkpointing: visits every member in a fixed order (see engine::serialize).
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(workers_, per_worker_, histogram_, count_, max_staleness_, metrics_, evaluations_, config_,
+       seed_, has_seed_, end_time_, events_, trace_hash_);
+  }
 
   // --- output ------------------------------------------------------------------------------
   enum class table : std::uint8_t { workers, staleness, evaluations };

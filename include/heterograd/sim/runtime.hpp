@@ -164,6 +164,14 @@ class async_runtime {
     batch_[w] = b;
   }
 
+  /// Checkpointing: the engine (event queue, clock, trace hash), the recorder, the results of
+  /// the jobs in flight and the batch sizes, in a fixed order (see engine::serialize). The
+  /// worker-time model is configuration, rebuilt by the caller; the policy is saved apart.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(engine_, recorder_, results_, batch_, started_);
+  }
+
   /// The control handle a policy receives.
   template <class Policy, class Compute>
   class control {
@@ -281,6 +289,13 @@ class round_runtime {
   sim::recorder& recorder() { return recorder_; }
   const sim::recorder& recorder() const { return recorder_; }
   std::uint64_t round() const { return round_; }
+
+  /// Checkpointing: engine, recorder, the round's contributions and counters (see
+  /// async_runtime::serialize).
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(engine_, recorder_, results_, batch_, comm_, round_, finished_, started_);
+  }
 
   class control {
    public:

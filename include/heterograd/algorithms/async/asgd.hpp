@@ -55,6 +55,13 @@ class weighted_asgd : public policy_base<T, Optimizer> {
     return a.server_ == b.server_;
   }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_);
+  }
+
  private:
   Rule rule_;
 };

@@ -113,6 +113,13 @@ class model_server {
            a.state_ == b.state_;
   }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(params_, state_, version_);
+  }
+
  private:
   std::vector<T> params_;
   std::vector<T> scratch_;

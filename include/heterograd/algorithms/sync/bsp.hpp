@@ -161,6 +161,15 @@ class bsp {
     }
   }
 
+ public:
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(c_, limit_, agg_, model_, last_, rounds_);
+  }
+
+ private:
   bsp_config cfg_;
   detail::cluster<T, Optimizer, Grad, Transform> c_;
   detail::round_limit limit_;

@@ -373,6 +373,15 @@ class local_sgd {
     ++rounds_;
   }
 
+ public:
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(c_, anchor_, outer_state_, limit_, round_steps_, model_, last_, rounds_);
+  }
+
+ private:
   local_sgd_schedule sched_;
   detail::cluster<T, Optimizer, Grad, Transform> c_;
   Outer outer_;

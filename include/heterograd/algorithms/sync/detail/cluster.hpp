@@ -190,6 +190,13 @@ class cluster {
     }
   }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(batches_, params_, grads_, states_, steps_);
+  }
+
  private:
   Optimizer opt_;
   Grad grad_;
@@ -220,6 +227,11 @@ class round_limit {
     const bool d = deferred_[w] != 0;
     deferred_[w] = 0;
     return d;
+  }
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(limit_, deferred_);
   }
 
  private:

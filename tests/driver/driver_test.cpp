@@ -1,0 +1,340 @@
+// heterograd-run: configuration checks (good and bad), the table format, checkpoint + resume
+// giving the uninterrupted run's trace hash, and the numbers the named experiments reproduce
+// at test size (papers.md E1, E2).
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config.hpp"
+#include "drive.hpp"
+#include "report.hpp"
+#include "run.hpp"
+
+namespace fs = std::filesystem;
+using hgrun::json;
+
+namespace {
+
+// The message of the config_error `f` throws (empty when it does not throw).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const hgrun::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+json minimal() {
+  return json::parse(R"({
+    "name": "t", "data": {"dataset": "fashion_mnist"}, "model": {"hidden": [8]},
+    "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 2, 4, 8]}},
+    "horizon": {"time": 100}, "eval_interval": 10,
+    "methods": [{"label": "a", "algorithm": "local_learning"}]})");
+}
+
+// Resolved `minimal()` with `patch` merged first.
+json resolved_with(const std::string& patch) {
+  json j = minimal();
+  j.merge_patch(json::parse(patch));
+  return hgrun::resolve(j);
+}
+
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-driver-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(config)
+
+BOOST_AUTO_TEST_CASE(every_named_experiment_resolves_with_its_tiny_patch) {
+  const auto names = hgrun::list_experiments();
+  BOOST_TEST(names.size() >= 10u);  // E1-E8, local learning, demo
+  for (const auto& n : names) {
+    json raw = hgrun::load_experiment(n);
+    BOOST_TEST(!raw.value("paper", "").empty(), n << " states the paper's number");
+    BOOST_TEST(error_of([&] { (void)hgrun::resolve(raw); }) == "", n);
+    raw.merge_patch(raw["tiny"]);
+    BOOST_TEST(error_of([&] { (void)hgrun::resolve(raw); }) == "", n << " --tiny");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(defaults_are_filled_and_overrides_reach_nested_keys) {
+  const json c = hgrun::resolve(minimal());
+  BOOST_TEST(c["seed"].get<int>() == 1);
+  BOOST_TEST(c["runtime"].get<std::string>() == "sim");
+  BOOST_TEST(c["output"].get<std::string>() == "out/t");
+  BOOST_TEST(c["optimizer"]["lr"].get<double>() == 0.05);
+  BOOST_TEST(c["methods"][0]["optimizer"]["kind"].get<std::string>() == "sgd");  // inherited
+  BOOST_TEST(c["methods"][0]["batch"].get<int>() == 32);                          // data.batch
+  BOOST_TEST(c["methods"][0]["modules"].get<int>() == 2);                         // algorithm default
+  BOOST_TEST(c["methods"][0]["pgl_period"].get<int>() == 0);
+  BOOST_TEST(c["baseline"].get<std::string>() == "a");
+  json j = minimal();
+  hgrun::apply_override(j, "workers.time.tau[2]=5.5");
+  hgrun::apply_override(j, "methods[0].modules=1");
+  hgrun::apply_override(j, "title=hello world");
+  hgrun::apply_override(j, "model.hidden=[32,16]");
+  const json r = hgrun::resolve(j);
+  BOOST_TEST(r["workers"]["time"]["tau"][2].get<double>() == 5.5);
+  BOOST_TEST(r["methods"][0]["modules"].get<int>() == 1);
+  BOOST_TEST(r["title"].get<std::string>() == "hello world");
+  BOOST_TEST(r["model"]["hidden"].size() == 2u);
+  BOOST_TEST(error_of([&] { hgrun::apply_override(j, "methods[7].modules=1"); }).find("methods[7]") !=
+             std::string::npos);
+  BOOST_TEST(!error_of([&] { hgrun::apply_override(j, "no-equals-sign"); }).empty());
+}
+
+BOOST_AUTO_TEST_CASE(unknown_keys_wrong_types_and_impossible_values_name_the_key_path_and_form) {
+  struct bad {
+    std::string patch, path, expected;
+  };
+  const std::vector<bad> cases{
+      {R"({"workers": {"tme": {}}})", "'workers.tme'", "unknown key; expected one of: count, time"},
+      {R"({"workers": {"count": "sixteen"}})", "'workers.count'", "expected an integer in [1, 4194304], got \"sixteen\""},
+      {R"({"workers": {"count": 0}})", "'workers.count'", "expected an integer"},
+      {R"({"eval_interval": 0})", "'eval_interval'", "expected a number > 0, got 0"},
+      {R"({"eval_interval": -3})", "'eval_interval'", "expected a number > 0"},
+      {R"({"optimizer": {"lr": "fast"}})", "'optimizer.lr'", "expected a number > 0, got \"fast\""},
+      {R"({"optimizer": {"kind": "adamw"}})", "'optimizer.kind'", "expected one of \"sgd\", \"momentum\""},
+      {R"({"optimizer": {"momentum": 1.0}})", "'optimizer.momentum'", "expected a number in [0, 1)"},
+      {R"({"workers": {"time": {"tau": [1, 2, 4]}}})", "'workers.time.tau'", "expected 4 times"},
+      {R"({"workers": {"time": {"outages": [{"worker": 9, "begin": 1, "end": 2}]}}})",
+       "'workers.time.outages[0].worker'", "expected a worker index < workers.count = 4"},
+      {R"({"workers": {"time": {"outages": [{"worker": 1, "begin": 5, "end": 2}]}}})",
+       "'workers.time.outages[0].end'", "expected a time > begin"},
+      {R"({"workers": {"time": {"outages": [{"worker": 1, "end": 2}]}}})", "'workers.time.outages[0].begin'",
+       "missing; expected a number >= 0"},
+      {R"({"horizon": {"time": 10, "epochs": 1}})", "'horizon'", "expected exactly one of time, epochs, updates"},
+      {R"({"horizon": {"time": -1}})", "'horizon.time'", "expected a number > 0"},
+      {R"({"data": {"dataset": "scalar_quadratics", "centers": [1, 2]}})", "'data.centers'", "expected 4 centers"},
+      {R"({"data": {"dataset": "cifar10"}})", "'data.dataset'", "expected one of \"fashion_mnist\""},
+      {R"({"baseline": "nobody"})", "'baseline'", "expected the label of one of the methods"},
+      {R"({"runtime": "gpu"})", "'runtime'", "expected one of \"sim\", \"threads\", \"mpi\""},
+      {R"({"target": {"below": "yes"}})", "'target.below'", "expected true or false"},
+      {R"({"methods": []})", "'methods'", "expected an array of at least 1"},
+      {R"({"methods": [{"label": "a", "algorithm": "sgd9"}]})", "'methods[0].algorithm'", "expected one of"},
+      {R"({"methods": [{"label": "a", "algorithm": "local_learning", "threshold": 3}]})",
+       "'methods[0].threshold'", "unknown key"},
+      {R"({"methods": [{"label": "a", "algorithm": "ringmaster", "threshold": 0}]})", "'methods[0].threshold'",
+       "expected an integer >= 1 or the string \"inf\""},
+      {R"({"methods": [{"label": "a", "algorithm": "local_sgd", "local_steps": [1, 2]}]})",
+       "'methods[0].local_steps'", "expected 4 values (one per worker)"},
+      {R"({"methods": [{"label": "a", "algorithm": "omnilearn", "min_batch": 64, "max_batch": 32}]})",
+       "'methods[0].min_batch'", "expected <= max_batch"},
+      {R"({"methods": [{"label": "a", "algorithm": "local_learning"}, {"label": "a", "algorithm": "local_learning"}]})",
+       "'methods[1].label'", "expected a unique label"},
+      {R"({"methods": [{"label": "a", "algorithm": "local_learning", "modules": 3}]})", "'methods[0].modules'",
+       "expected at most the number of dense layers (2), got 3"},
+      {R"({"data": {"dataset": "worst_case_quadratic"}})", "'methods[0].algorithm'",
+       "local_learning needs data.dataset \"fashion_mnist\""},
+      {R"({"methods": [{"label": "a", "algorithm": "asgd", "optimizer": {"lr": 0}}]})",
+       "'methods[0].optimizer.lr'", "expected a number > 0, got 0"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = error_of([&] { (void)resolved_with(c.patch); });
+    BOOST_TEST(e.find(c.path) != std::string::npos, c.patch << " -> " << e);
+    BOOST_TEST(e.find(c.expected) != std::string::npos, c.patch << " -> " << e);
+  }
+  BOOST_TEST(error_of([] { (void)hgrun::resolve(json::array()); }).find("expected a JSON object") != std::string::npos);
+  BOOST_TEST(error_of([] { (void)hgrun::load_experiment("no_such_experiment"); }).find("named experiment") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_demo_is_sixteen_heterogeneous_workers_with_one_outage_and_the_seven_methods) {
+  json raw = hgrun::load_experiment("demo");
+  raw.erase("methods");  // checked below whatever this build holds
+  raw["methods"] = json::array({json{{"label", "x"}, {"algorithm", "local_learning"}}});
+  const json c = hgrun::resolve(raw);
+  BOOST_TEST(c["data"]["dataset"].get<std::string>() == "fashion_mnist");
+  BOOST_TEST(c["model"]["kind"].get<std::string>() == "mlp");
+  BOOST_TEST(c["workers"]["count"].get<int>() == 16);
+  BOOST_TEST(c["workers"]["time"]["base"].get<std::string>() == "linear");  // tau_i = 1 + i
+  BOOST_TEST(c["workers"]["time"]["permute"].get<bool>());
+  BOOST_TEST(c["workers"]["time"]["noise"].get<std::string>() == "half_normal");
+  BOOST_TEST(c["workers"]["time"]["outages"].size() == 1u);
+  BOOST_TEST(c["target"]["value"].get<double>() == 0.85);
+  std::vector<std::string> algs;
+  const json demo = hgrun::load_experiment("demo");
+  for (const auto& m : demo["methods"]) algs.push_back(m["algorithm"]);
+  const std::vector<std::string> want{"bsp", "asgd", "ringmaster", "rescaled", "local_sgd", "omnilearn", "eager"};
+  BOOST_TEST(algs == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(the_table_lists_method_time_to_target_final_metric_and_speedup_against_the_baseline) {
+  json raw = minimal();
+  raw["methods"] = json::array({json{{"label", "synchronous SGD"}, {"algorithm", "local_learning"}},
+                                json{{"label", "fast"}, {"algorithm", "local_learning"}},
+                                json{{"label", "never"}, {"algorithm", "local_learning"}}});
+  raw["baseline"] = "synchronous SGD";
+  const json c = hgrun::resolve(raw);
+  auto summary = [](const char* label, json t, double acc) {
+    return json{{"label", label}, {"time_to_target", t}, {"final", {{"accuracy", acc}, {"loss", 0.5}}},
+                {"end_time", 1000.0}, {"extra", json::object()}};
+  };
+  const std::vector<hgrun::method_result> r{{summary("synchronous SGD", 800.0, 0.86), {}},
+                                            {summary("fast", 200.0, 0.87), {}},
+                                            {summary("never", nullptr, 0.61), {}}};
+  const std::string t = hgrun::markdown_table(c, r);
+  const std::string want =
+      "| method | time to accuracy >= 0.85 (virtual time) | final accuracy | speed-up vs synchronous SGD |\n"
+      "|---|---:|---:|---:|\n"
+      "| synchronous SGD | 800 | 0.86 | 1.00x |\n"
+      "| fast | 200 | 0.87 | 4x |\n"
+      "| never | not reached | 0.61 | — |\n";
+  BOOST_TEST(t == want);
+  // A baseline that never reaches the target: the speed-up is a lower bound from its horizon.
+  const std::vector<hgrun::method_result> r2{{summary("synchronous SGD", nullptr, 0.8), {}},
+                                             {summary("fast", 250.0, 0.87), {}}};
+  BOOST_TEST(hgrun::markdown_table(c, r2).find("| fast | 250 | 0.87 | > 4x |") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint and resume: a policy whose whole state serialises, on the simulated cluster.
+
+namespace {
+
+// Vanilla ASGD written out (server SGD step, staleness recorded), with serialize(): what every
+// checkpointable policy provides.
+struct test_asgd {
+  std::vector<float> x;
+  std::uint64_t k = 0;
+  float lr = 0.01f;
+  std::uint64_t version() const { return k; }
+  heterograd::span<const float> params() const { return heterograd::span<const float>(x); }
+  template <class Ctl, class A>
+  void on_arrival(Ctl& ctl, const A& a, const std::vector<float>& g) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] -= lr * g[i];
+    ctl.applied(a.worker, k - a.version);
+    ++k;
+  }
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(x, k, lr);
+  }
+};
+
+json run_test_policy(const json& cfg, const fs::path& dir, bool resume, std::uint64_t halt_after) {
+  auto prob = hgrun::make_problem(cfg, cfg["seed"].get<std::uint64_t>());
+  hgrun::context ctx{cfg, cfg["methods"][0], cfg["seed"].get<std::uint64_t>(), dir, *prob, resume, halt_after, {}};
+  test_asgd p{prob->initial(), 0, 0.01f};
+  auto compute = [&](heterograd::sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<float>& g) {
+    g.resize(prob->dim());
+    prob->gradient(w, ctx.batch(), std::span<const float>(p.x), g);
+  };
+  return hgrun::drive_async(ctx, p, compute, [&] { return p.params(); },
+                            hgrun::make_time_model(cfg, ctx.seed, ctx.batch()));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_run_killed_after_a_checkpoint_and_resumed_gives_the_uninterrupted_trace_hash) {
+  json raw = minimal();
+  raw["methods"] = json::array({json{{"label", "test ASGD"}, {"algorithm", "asgd"}}});
+  raw["data"] = json::parse(R"({"dataset": "scalar_quadratics", "centers": [0, 1, 2, 3]})");
+  raw["workers"] = json::parse(R"({"count": 4, "time": {"base": "linear", "noise": "half_normal",
+                                   "outages": [{"worker": 2, "begin": 30, "end": 55}]}})");
+  raw["data"]["noise"] = 0.5;  // random gradients: the RNG counters must be restored too
+  raw["horizon"] = json{{"time", 200}};
+  raw["checkpoint_every"] = 3;
+  const json cfg = hgrun::resolve(raw);
+  const auto a = scratch("uninterrupted"), b = scratch("resumed");
+  const json full = run_test_policy(cfg, a, false, 0);
+  BOOST_CHECK_THROW(run_test_policy(cfg, b, false, 7), hgrun::halted);  // dies after evaluation 7
+  BOOST_TEST(fs::exists(b / "checkpoint.bin"));                         // written at evaluation 6
+  const json resumed = run_test_policy(cfg, b, true, 0);
+  BOOST_TEST(resumed["trace_hash"].get<std::string>() == full["trace_hash"].get<std::string>());
+  BOOST_TEST(resumed["params_hash"].get<std::string>() == full["params_hash"].get<std::string>());
+  BOOST_TEST(resumed["events"].get<std::uint64_t>() == full["events"].get<std::uint64_t>());
+  BOOST_TEST(resumed["updates"] == full["updates"]);
+  // Same evaluations, bit for bit (the resumed run's CSV holds the ones before the kill too).
+  const auto ea = hgrun::read_csv(a / "evaluations.csv"), eb = hgrun::read_csv(b / "evaluations.csv");
+  BOOST_TEST(ea.size() == 22u);  // header, t = 0, 10, ..., 200
+  BOOST_TEST((ea == eb));
+  // A checkpoint of another configuration is refused.
+  json other = cfg;
+  other["seed"] = 2;
+  const auto c = scratch("other");
+  BOOST_CHECK_THROW(run_test_policy(cfg, c, false, 4), hgrun::halted);
+  BOOST_CHECK_THROW(run_test_policy(other, c, true, 0), std::runtime_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers of the named experiments at test size.
+
+namespace {
+json run_named(const std::string& name, const std::string& label, const std::string& dir_name) {
+  json raw = hgrun::load_experiment(name);
+  raw.merge_patch(raw["tiny"]);
+  const json cfg = hgrun::resolve(raw);
+  for (std::size_t i = 0; i < cfg["methods"].size(); ++i)
+    if (cfg["methods"][i]["label"] == label) {
+      hgrun::run_request req{cfg, i, cfg["seed"].get<std::uint64_t>(), scratch(dir_name), false, 0, {}};
+      return hgrun::run_method(req);
+    }
+  BOOST_FAIL("no method " << label << " in " << name);
+  return {};
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(e1_vanilla_asgd_meets_the_frequency_weighted_point_and_rescaled_asgd_the_optimum) {
+  // papers.md E1: sum(c_i / tau_i) / sum(1 / tau_i) with c = (0, 1, 2, 3), tau = (1, 2, 4, 8).
+  const double weighted = (0.0 / 1 + 1.0 / 2 + 2.0 / 4 + 3.0 / 8) / (1.0 + 1.0 / 2 + 1.0 / 4 + 1.0 / 8);
+  BOOST_TEST(std::fabs(weighted - 0.7333) < 1e-4);
+  const double x_vanilla = run_named("e1_rescaled", "vanilla ASGD", "e1a")["final"]["x"];
+  const double x_rescaled = run_named("e1_rescaled", "Rescaled ASGD", "e1b")["final"]["x"];
+  const double x_ia2 = run_named("e1_rescaled", "IA2SGD", "e1c")["final"]["x"];
+  BOOST_TEST(std::fabs(x_vanilla - weighted) < 1e-3);
+  BOOST_TEST(std::fabs(x_rescaled - 1.5) < 1e-3);
+  BOOST_TEST(std::fabs(x_ia2 - 1.5) < 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(e2_ringmaster_with_an_infinite_threshold_is_vanilla_asgd_bit_for_bit) {
+  const json a = run_named("e2_ringmaster", "vanilla ASGD", "e2a");
+  const json r = run_named("e2_ringmaster", "Ringmaster R=inf", "e2b");
+  BOOST_TEST(a["params_hash"].get<std::string>() == r["params_hash"].get<std::string>());
+  BOOST_TEST(a["trace_hash"].get<std::string>() == r["trace_hash"].get<std::string>());
+  BOOST_TEST(r["updates"]["interrupted"].get<std::uint64_t>() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_demos_checkpointable_methods_resume_to_the_uninterrupted_trace_and_parameters) {
+  json raw = hgrun::load_experiment("demo");
+  raw.merge_patch(raw["tiny"]);
+  raw["checkpoint_every"] = 1;
+  json kept = json::array();
+  for (const auto& m : raw["methods"])
+    if (hgrun::algorithm_checkpointable(m["algorithm"])) kept.push_back(m);
+  raw["methods"] = kept;
+  const json cfg = hgrun::resolve(raw);
+  hgrun::preflight(cfg);  // checkpoint_every > 0 is accepted for all of them
+  std::vector<std::string> labels;
+  for (const auto& m : cfg["methods"]) labels.push_back(m["label"]);
+  const std::vector<std::string> want{"synchronous SGD", "vanilla ASGD", "Ringmaster", "Rescaled ASGD",
+                                      "local SGD (H_i)"};
+  BOOST_TEST(labels == want, boost::test_tools::per_element());
+  for (std::size_t i = 0; i < cfg["methods"].size(); ++i) {
+    const auto a = scratch("demo-full-" + std::to_string(i)), b = scratch("demo-kill-" + std::to_string(i));
+    const json full = hgrun::run_method({cfg, i, 1, a, false, 0, {}});
+    BOOST_CHECK_THROW(hgrun::run_method({cfg, i, 1, b, false, 2, {}}), hgrun::halted);
+    const json resumed = hgrun::run_method({cfg, i, 1, b, true, 0, {}});
+    BOOST_TEST(resumed["trace_hash"].get<std::string>() == full["trace_hash"].get<std::string>(), labels[i]);
+    BOOST_TEST(resumed["params_hash"].get<std::string>() == full["params_hash"].get<std::string>(), labels[i]);
+    BOOST_TEST(resumed["final"] == full["final"], labels[i]);
+  }
+  // OmniLearn's controller and eager-SGD's rounds hold state without serialize(): refused up
+  // front rather than checkpointed partially.
+  json bad = hgrun::load_experiment("demo");
+  bad["checkpoint_every"] = 1;
+  BOOST_TEST(error_of([&] { hgrun::preflight(hgrun::resolve(bad)); }).find("'checkpoint_every'") != std::string::npos);
+}

@@ -1,0 +1,55 @@
+#pragma once
+// The experiment configuration of heterograd-run: a JSON document checked against one schema
+// (every key, its type, its range and its default), resolved into a complete document with
+// every default filled in. Errors name the key path (`methods[2].threshold`) and the
+// expected form, and are raised before anything runs.
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace hgrun {
+
+using json = nlohmann::json;
+
+/// A configuration that is not well formed: `path` is the key path, `expected` the form.
+class config_error : public std::invalid_argument {
+ public:
+  config_error(std::string path, const std::string& message)
+      : std::invalid_argument("config error at '" + (path.empty() ? std::string("<root>") : path) +
+                              "': " + message),
+        path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// Every algorithm the driver can run.
+std::vector<std::string> algorithm_names();
+
+/// Checks `raw` against the schema and returns it with every default filled in. Throws
+/// config_error naming the first offending key path and the expected form.
+json resolve(const json& raw);
+
+/// Applies one `key.path[2].name=value` assignment to `doc` (value parsed as JSON when it is
+/// JSON, else taken as a string). The path must name a key the schema knows; checking the
+/// value is resolve()'s job.
+void apply_override(json& doc, const std::string& assignment);
+
+/// A JSON file by path, or a named experiment from the experiments directory (HG_EXPERIMENTS_DIR,
+/// else the source tree's examples/experiments).
+json load_experiment(const std::string& name_or_path);
+std::filesystem::path experiments_dir();
+std::vector<std::string> list_experiments();
+
+/// The schema as Markdown (key, type and range, default, meaning): `heterograd-run --schema`.
+std::string schema_markdown();
+
+/// A file-system-friendly name for a method label.
+std::string slug(const std::string& label);
+
+}  // namespace hgrun

@@ -1,0 +1,147 @@
+#pragma once
+// Driving a policy on the simulated cluster under the shared evaluation loop: the
+// asynchronous runtime (parameter server, eager-SGD's partial rounds) and the round runtime
+// (BSP, local SGD, SelSync, OmniLearn). Each method is a small adapter that builds its policy
+// and calls one of these.
+
+#include <cmath>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "heterograd/optim/optimizers.hpp"
+#include "heterograd/sim/runtime.hpp"
+#include "run.hpp"
+
+namespace hgrun {
+
+/// Policies whose whole state can be checkpointed.
+template <class P>
+concept checkpointable = requires(P& p, writer& w, reader& r) {
+  p.serialize(w);
+  p.serialize(r);
+};
+
+/// Calls f(optimizer) with the configured optim:: optimizer (sgd or heavy-ball momentum).
+template <class F>
+auto with_optimizer(const json& o, F&& f) {
+  const double lr = o["lr"].get<double>(), wd = o["weight_decay"].get<double>();
+  if (o["kind"] == "sgd") return f(heterograd::optim::sgd({.lr = lr, .weight_decay = wd}));
+  return f(heterograd::optim::momentum(
+      {.lr = lr, .momentum = o["momentum"].get<double>(), .weight_decay = wd}));
+}
+
+/// The gradient oracle of the sync layer's policies (sync/common.hpp's shape).
+struct oracle {
+  problem* prob;
+  double operator()(std::size_t w, std::uint64_t, std::size_t b, heterograd::span<const float> x,
+                    heterograd::span<float> g) const {
+    return prob->gradient(w, b, std::span<const float>(x.data(), x.size()),
+                          std::span<float>(g.data(), g.size()));
+  }
+};
+
+namespace detail {
+
+template <class Policy>
+void save_policy(writer& w, Policy& p) {
+  if constexpr (checkpointable<Policy>) p.serialize(w);
+  else throw std::runtime_error("this method's policy cannot be checkpointed");
+}
+template <class Policy>
+void load_policy(reader& r, Policy& p) {
+  if constexpr (checkpointable<Policy>) p.serialize(r);
+  else throw std::runtime_error("this method's policy cannot be checkpointed");
+}
+
+inline void describe(context& ctx, heterograd::sim::recorder& rec) {
+  rec.set_seed(ctx.seed);
+  rec.set("experiment", ctx.config["name"].get<std::string>());
+  rec.set("method", ctx.method["label"].get<std::string>());
+  rec.set("algorithm", ctx.method["algorithm"].get<std::string>());
+  rec.set("workers", ctx.workers());
+  rec.set("batch", ctx.batch());
+}
+
+}  // namespace detail
+
+/// An asynchronous-runtime policy: `compute(w, version, k, out)` fills a worker's result when
+/// its job starts; `params()` is the model to evaluate.
+template <class Policy, class Compute, class Params>
+json drive_async(context& ctx, Policy& p, Compute compute, Params params,
+                 heterograd::sim::any_time_model model) {
+  namespace sim = heterograd::sim;
+  sim::async_runtime<std::vector<float>, sim::any_time_model> rt(ctx.workers(), std::move(model),
+                                                                 ctx.batch());
+  detail::describe(ctx, rt.recorder());
+  loop_hooks h;
+  h.advance = [&](double t) {
+    if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
+    sim::run_options o;
+    o.horizon = t;
+    rt.run(p, compute, o);
+    return true;
+  };
+  h.params = [&] {
+    const auto x = params();
+    return std::vector<float>(x.begin(), x.end());
+  };
+  h.updates = [&] { return static_cast<std::uint64_t>(p.version()); };
+  h.events = [&] { return rt.engine().events_delivered(); };
+  h.save = [&](writer& w) {
+    detail::save_policy(w, p);
+    rt.serialize(w);
+  };
+  h.load = [&](reader& r) {
+    detail::load_policy(r, p);
+    rt.serialize(r);
+  };
+  const auto x = evaluation_loop(ctx, rt.recorder(), h);
+  rt.recorder().capture(rt.engine());
+  return finish(ctx, rt.recorder(), x);
+}
+
+/// A round-runtime policy (on_round, batch, communication_time, compute) whose jobs produce
+/// a `Result` each.
+template <class Result, class Policy, class Params>
+json drive_rounds(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
+                  std::uint64_t* rounds_out = nullptr) {
+  namespace sim = heterograd::sim;
+  sim::round_runtime<Result, sim::any_time_model> rt(
+      ctx.workers(), std::move(model), ctx.batch());
+  detail::describe(ctx, rt.recorder());
+  auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t k,
+                     Result& out) { p.compute(w, round, k, out); };
+  if constexpr (requires { p.attach(rt.engine()); }) p.attach(rt.engine());
+  loop_hooks h;
+  h.advance = [&](double t) {
+    if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
+    sim::run_options o;
+    o.horizon = t;
+    rt.run(p, compute, o);
+    return true;
+  };
+  h.params = [&] {
+    const auto x = params();
+    return std::vector<float>(x.begin(), x.end());
+  };
+  h.updates = [&] { return rt.round(); };
+  h.events = [&] { return rt.engine().events_delivered(); };
+  h.save = [&](writer& w) {
+    detail::save_policy(w, p);
+    rt.serialize(w);
+  };
+  h.load = [&](reader& r) {
+    detail::load_policy(r, p);
+    rt.serialize(r);
+  };
+  const auto x = evaluation_loop(ctx, rt.recorder(), h);
+  rt.recorder().capture(rt.engine());
+  if (rounds_out) *rounds_out = rt.round();
+  ctx.extra["rounds"] = rt.round();
+  return finish(ctx, rt.recorder(), x);
+}
+
+}  // namespace hgrun

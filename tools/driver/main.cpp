@@ -1,0 +1,406 @@
+// heterograd-run: runs a named experiment or a JSON configuration, compares its methods on a
+// simulated heterogeneous cluster, and writes CSV / JSON of every metric, the resolved
+// configuration (seed, git revision), gnuplot charts and a Markdown table.
+//
+//   heterograd-run demo                       the headline demo
+//   heterograd-run e1_rescaled --tiny         a named experiment at test size
+//   heterograd-run my.json --set workers.count=32 --seeds 1,2,3 --jobs 2
+//   heterograd-run demo --resume              continue killed runs from their checkpoints
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "config.hpp"
+#include "report.hpp"
+#include "run.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace hgrun;
+using clock_type = std::chrono::steady_clock;
+
+std::string git_revision() {
+  std::string out;
+  const std::string cmd = std::string("git -C '") + HG_SOURCE_DIR + "' rev-parse HEAD 2>/dev/null";
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[128];
+    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  if (out.empty()) return "unknown";
+  const std::string dirty = std::string("git -C '") + HG_SOURCE_DIR + "' diff --quiet HEAD 2>/dev/null";
+  if (std::system(dirty.c_str()) != 0) out += "-dirty";
+  return out;
+}
+
+std::string human(double x) {
+  char buf[32];
+  if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.1fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+// Progress: a bar per running method on a terminal, plain periodic lines otherwise.
+class display {
+ public:
+  display(bool quiet, std::string metric) : quiet_(quiet), tty_(isatty(2) != 0), metric_(std::move(metric)) {}
+  void update(const progress_info& p) {
+    std::lock_guard lock(mu_);
+    if (quiet_) return;
+    auto& s = rows_[p.label];
+    const bool first = !s.seen;
+    s.info = p;
+    s.seen = true;
+    const auto now = clock_type::now();
+    if (tty_) {
+      if (!p.done && !first && now - last_draw_ < std::chrono::milliseconds(200)) return;
+      last_draw_ = now;
+      draw();
+    } else if (first || p.done || now - s.printed > std::chrono::seconds(10)) {
+      s.printed = now;
+      std::fprintf(stderr, "%s\n", line(p).c_str());
+    }
+  }
+  void finish() {
+    std::lock_guard lock(mu_);
+    if (tty_ && !quiet_ && drawn_) std::fprintf(stderr, "\n");
+    drawn_ = 0;
+  }
+
+ private:
+  struct row {
+    progress_info info;
+    bool seen = false;
+    clock_type::time_point printed{};
+  };
+  std::string line(const progress_info& p) const {
+    char buf[256];
+    const double evs = p.wall_seconds > 0 ? static_cast<double>(p.events) / p.wall_seconds : 0.0;
+    std::snprintf(buf, sizeof buf, "%-24.24s %3.0f%%  virtual %-9s wall %6.1fs  best %s %s  %s ev/s%s",
+                  p.label.c_str(), 100 * p.fraction, human(p.virtual_time).c_str(), p.wall_seconds,
+                  metric_.c_str(), p.has_best ? std::to_string(p.best).substr(0, 6).c_str() : "-",
+                  human(evs).c_str(), p.done ? "  done" : "");
+    return buf;
+  }
+  void draw() {
+    if (drawn_) std::fprintf(stderr, "\033[%zuA", drawn_);
+    for (const auto& [label, r] : rows_) {
+      const int width = 20;
+      const int fill = static_cast<int>(std::lround(r.info.fraction * width));
+      std::string bar = "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
+      std::fprintf(stderr, "\r\033[K%s%s\n", bar.c_str(), line(r.info).c_str());
+    }
+    drawn_ = rows_.size();
+  }
+  bool quiet_, tty_;
+  std::string metric_;
+  std::mutex mu_;
+  std::map<std::string, row> rows_;
+  std::size_t drawn_ = 0;
+  clock_type::time_point last_draw_{};
+};
+
+// A child process writes its progress here; the parent reads it.
+void write_progress(const std::filesystem::path& dir, const progress_info& p) {
+  json j{{"label", p.label}, {"virtual_time", p.virtual_time}, {"fraction", p.fraction}, {"best", p.best},
+         {"has_best", p.has_best}, {"events", p.events}, {"wall_seconds", p.wall_seconds}, {"done", p.done}};
+  const auto tmp = dir / "progress.json.tmp";
+  std::ofstream(tmp) << j.dump();
+  std::error_code ec;
+  std::filesystem::rename(tmp, dir / "progress.json", ec);
+}
+
+std::optional<progress_info> read_progress(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "progress.json");
+  if (!in) return std::nullopt;
+  const json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  progress_info p;
+  p.label = j.value("label", "");
+  p.virtual_time = j.value("virtual_time", 0.0);
+  p.fraction = j.value("fraction", 0.0);
+  p.best = j.value("best", 0.0);
+  p.has_best = j.value("has_best", false);
+  p.events = j.value("events", std::uint64_t{0});
+  p.wall_seconds = j.value("wall_seconds", 0.0);
+  p.done = j.value("done", false);
+  return p;
+}
+
+struct unit {
+  std::size_t method;
+  std::uint64_t seed;
+  std::filesystem::path dir;
+};
+
+int child_main(const std::string& config_path, std::size_t method, std::uint64_t seed, const std::string& dir,
+               bool resume, std::uint64_t halt_after) {
+#ifdef _OPENMP
+  // Parallelism comes from processes here: OpenMP teams in every process would fight over the
+  // cores (their spinning threads slow everyone down).
+  omp_set_num_threads(1);
+#endif
+  std::ifstream in(config_path);
+  const json cfg = json::parse(in);
+  run_request req{cfg, method, seed, dir, resume, halt_after, {}};
+  auto last = clock_type::now() - std::chrono::seconds(1);
+  req.progress = [&](const progress_info& p) {
+    const auto now = clock_type::now();
+    if (p.done || now - last > std::chrono::milliseconds(400)) {
+      last = now;
+      write_progress(dir, p);
+    }
+  };
+  try {
+    run_method(req);
+  } catch (const halted&) {
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"heterograd-run: heterogeneous-training experiments on a simulated cluster"};
+  std::string experiment, out, methods, seeds_text;
+  std::vector<std::string> sets;
+  std::uint64_t seed = 0, halt_after = 0, checkpoint_every = 0;
+  unsigned jobs = 1;
+  bool list = false, schema = false, tiny = false, resume = false, check = false, no_plots = false, quiet = false;
+  bool child = false;
+  std::size_t child_method = 0;
+  std::string child_dir;
+  app.add_option("experiment", experiment, "named experiment (examples/experiments/<name>.json) or a JSON file");
+  app.add_flag("--list", list, "list the named experiments");
+  app.add_flag("--schema", schema, "print every configuration key (Markdown)");
+  app.add_option("--set", sets, "override a key: --set workers.count=32 --set methods[1].threshold=8")->allow_extra_args(false);
+  app.add_option("--seed", seed, "seed (overrides the config's)");
+  app.add_option("--seeds", seeds_text, "several seeds, comma-separated: one run each, in parallel with --jobs");
+  app.add_option("--out", out, "output directory (overrides the config's)");
+  app.add_option("--methods", methods, "run only these methods (comma-separated labels)");
+  app.add_option("--jobs,-j", jobs, "methods/seeds run in parallel processes")->check(CLI::Range(1u, 256u));
+  app.add_flag("--tiny", tiny, "apply the experiment's 'tiny' overrides (test size)");
+  app.add_flag("--resume", resume, "continue from the checkpoints in the output directory; skip finished runs");
+  app.add_option("--checkpoint-every", checkpoint_every, "evaluations between checkpoints (same as --set checkpoint_every=N)");
+  app.add_flag("--check", check, "check the configuration, print it resolved, run nothing");
+  app.add_flag("--no-plots", no_plots, "skip the gnuplot charts");
+  app.add_flag("--quiet,-q", quiet, "no progress output");
+  app.add_flag("--child", child, "(internal) run one method")->group("");
+  app.add_option("--method-index", child_method, "(internal)")->group("");
+  app.add_option("--dir", child_dir, "(internal)")->group("");
+  app.add_option("--halt-after", halt_after, "stop as if killed after N evaluations (tests)")->group("");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (child) return child_main(experiment, child_method, seed, child_dir, resume, halt_after);
+    if (list) {
+      for (const auto& n : list_experiments()) {
+        const json j = load_experiment(n);
+        std::printf("%-22s %s\n", n.c_str(), j.value("title", "").c_str());
+      }
+      return 0;
+    }
+    if (schema) {
+      std::printf("%s", schema_markdown().c_str());
+      return 0;
+    }
+    if (experiment.empty()) {
+      std::fprintf(stderr, "heterograd-run: name an experiment or a JSON file (--list shows the named ones)\n");
+      return 2;
+    }
+    json raw = load_experiment(experiment);
+    if (tiny && raw.contains("tiny")) raw.merge_patch(raw["tiny"]);
+    for (const auto& s : sets) apply_override(raw, s);
+    if (checkpoint_every) raw["checkpoint_every"] = checkpoint_every;
+    if (seed) raw["seed"] = seed;
+    if (!out.empty()) raw["output"] = out;
+    json cfg = resolve(raw);
+    if (!methods.empty()) {
+      std::vector<std::string> keep;
+      std::stringstream ss(methods);
+      for (std::string t; std::getline(ss, t, ',');) keep.push_back(t);
+      json kept = json::array();
+      for (const auto& m : cfg["methods"]) {
+        const std::string l = m["label"];
+        if (std::find(keep.begin(), keep.end(), l) != keep.end() ||
+            std::find(keep.begin(), keep.end(), slug(l)) != keep.end())
+          kept.push_back(m);
+      }
+      if (kept.empty()) throw config_error("--methods", "expected labels of the experiment's methods, got \"" + methods + "\"");
+      cfg["methods"] = kept;
+      bool base_kept = false;
+      for (const auto& m : kept) base_kept = base_kept || m["label"] == cfg["baseline"];
+      if (!base_kept) cfg["baseline"] = kept[0]["label"];
+    }
+    std::vector<std::uint64_t> seeds{cfg["seed"].get<std::uint64_t>()};
+    if (!seeds_text.empty()) {
+      seeds.clear();
+      std::stringstream ss(seeds_text);
+      for (std::string t; std::getline(ss, t, ',');) {
+        if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
+          throw config_error("--seeds", "expected comma-separated integers, got \"" + seeds_text + "\"");
+        seeds.push_back(std::stoull(t));
+      }
+    }
+    preflight(cfg);
+    if (check) {
+      std::printf("%s\n", cfg.dump(2).c_str());
+      return 0;
+    }
+
+    const std::filesystem::path root = cfg["output"].get<std::string>();
+    std::filesystem::create_directories(root);
+    json resolved = cfg;
+    resolved["resolved"] = {{"seeds", seeds}, {"git_revision", git_revision()}, {"command", [&] {
+                              std::string c;
+                              for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
+                              return c;
+                            }()}};
+    const auto cfg_path = root / "config.json";
+    std::ofstream(cfg_path) << resolved.dump(2) << "\n";
+
+    // Units of work: (method, seed), each in its own directory.
+    std::vector<unit> units;
+    for (auto s : seeds)
+      for (std::size_t m = 0; m < cfg["methods"].size(); ++m) {
+        const auto base = seeds.size() == 1 ? root : root / ("seed-" + std::to_string(s));
+        units.push_back({m, s, base / slug(cfg["methods"][m]["label"])});
+      }
+    display disp(quiet, cfg["target"]["metric"]);
+    if (!quiet)
+      std::fprintf(stderr, "heterograd-run: %s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
+                   cfg["name"].get<std::string>().c_str(), cfg["methods"].size(), seeds.size(), jobs, root.c_str());
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe");
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      if (resume && std::filesystem::exists(units[i].dir / "summary.json")) continue;
+      if (!resume) std::filesystem::remove_all(units[i].dir);
+      todo.push_back(i);
+    }
+    int failures = 0, halts = 0;
+    if (jobs == 1) {
+      for (auto i : todo) {
+        run_request req{cfg, units[i].method, units[i].seed, units[i].dir, resume, halt_after,
+                        [&](const progress_info& p) { disp.update(p); }};
+        try {
+          run_method(req);
+        } catch (const halted&) {
+          ++halts;
+        }
+      }
+    } else {
+      // Parallel processes: each runs one unit and reports through its progress.json.
+      std::map<pid_t, std::size_t> running;
+      std::size_t next = 0;
+      while (next < todo.size() || !running.empty()) {
+        while (next < todo.size() && running.size() < jobs) {
+          const unit& u = units[todo[next]];
+          std::filesystem::create_directories(u.dir);
+          std::vector<std::string> args{exe.string(), cfg_path.string(), "--child", "--method-index",
+                                        std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
+                                        u.dir.string()};
+          if (resume) args.push_back("--resume");
+          if (halt_after) {
+            args.push_back("--halt-after");
+            args.push_back(std::to_string(halt_after));
+          }
+          std::vector<char*> av;
+          for (auto& a : args) av.push_back(a.data());
+          av.push_back(nullptr);
+          posix_spawn_file_actions_t fa;
+          posix_spawn_file_actions_init(&fa);
+          const auto log = (u.dir / "log.txt").string();
+          posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+          pid_t pid = 0;
+          if (posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ) != 0)
+            throw std::runtime_error("cannot start " + args[0]);
+          posix_spawn_file_actions_destroy(&fa);
+          running[pid] = todo[next++];
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        for (auto it = running.begin(); it != running.end();) {
+          if (auto p = read_progress(units[it->second].dir)) disp.update(*p);
+          int status = 0;
+          if (waitpid(it->first, &status, WNOHANG) == it->first) {
+            const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+            if (auto p = read_progress(units[it->second].dir)) disp.update(*p);
+            if (rc == 3) ++halts;
+            else if (rc != 0) {
+              ++failures;
+              std::ifstream lf(units[it->second].dir / "log.txt");
+              std::stringstream ls;
+              ls << lf.rdbuf();
+              std::fprintf(stderr, "heterograd-run: %s (seed %llu) failed:\n%s\n",
+                           cfg["methods"][units[it->second].method]["label"].get<std::string>().c_str(),
+                           static_cast<unsigned long long>(units[it->second].seed), ls.str().c_str());
+            }
+            it = running.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+    }
+    disp.finish();
+    if (failures) return 1;
+    if (halts) {
+      std::fprintf(stderr, "heterograd-run: halted after %llu evaluations (resume with --resume)\n",
+                   static_cast<unsigned long long>(halt_after));
+      return 3;
+    }
+
+    // Table and charts per seed.
+    std::string all_tables;
+    for (auto s : seeds) {
+      std::vector<method_result> results;
+      const auto base = seeds.size() == 1 ? root : root / ("seed-" + std::to_string(s));
+      for (const auto& u : units) {
+        if (u.seed != s) continue;
+        std::ifstream in(u.dir / "summary.json");
+        results.push_back({json::parse(in), u.dir});
+      }
+      std::string table = markdown_table(cfg, results);
+      std::string head = "## " + cfg["name"].get<std::string>() + (cfg["title"].get<std::string>().empty() ? "" : ": " + cfg["title"].get<std::string>()) +
+                         " (seed " + std::to_string(s) + ")\n\n";
+      if (!cfg["paper"].get<std::string>().empty()) head += "Paper: " + cfg["paper"].get<std::string>() + "\n\n";
+      all_tables += head + table + "\n";
+      std::printf("%s%s\n", head.c_str(), table.c_str());
+      if (!no_plots) {
+        std::string why;
+        const auto pngs = make_plots(cfg, results, base, why);
+        if (!why.empty()) std::printf("(%s)\n", why.c_str());
+        for (const auto& p : pngs) std::printf("chart: %s\n", p.c_str());
+      }
+      std::printf("results: %s (config.json, */evaluations.csv, */summary.json, table.md)\n\n", base.c_str());
+    }
+    std::ofstream(root / "table.md") << all_tables;
+    return 0;
+  } catch (const config_error& e) {
+    std::fprintf(stderr, "heterograd-run: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "heterograd-run: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,145 @@
+#pragma once
+// Running one method of an experiment: the problem (data, model, gradient oracle, metrics),
+// the simulated cluster (worker-time model, network cost), the evaluation loop with its
+// horizon, progress reports and checkpoints, and the summary written next to the recorder's
+// tables.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "archive.hpp"
+#include "config.hpp"
+#include "heterograd/sim/recorder.hpp"
+#include "heterograd/sim/worker_time.hpp"
+
+namespace hgrun {
+
+/// What a running method reports to the progress display.
+struct progress_info {
+  std::string label;
+  double virtual_time = 0;
+  double fraction = 0;      ///< of the horizon, in [0, 1]
+  double best = 0;          ///< best value of the target metric so far
+  bool has_best = false;
+  std::uint64_t events = 0;
+  double wall_seconds = 0;
+  bool done = false;
+};
+using progress_fn = std::function<void(const progress_info&)>;
+
+struct run_request {
+  json config;                  ///< resolved (resolve())
+  std::size_t method = 0;       ///< index into config["methods"]
+  std::uint64_t seed = 1;
+  std::filesystem::path dir;    ///< this method's output directory
+  bool resume = false;          ///< continue from dir/checkpoint.bin when it exists
+  std::uint64_t halt_after = 0; ///< test hook: stop (as if killed) after this many evaluations
+  progress_fn progress;
+};
+
+/// The run stopped at --halt-after (after its checkpoint was written).
+struct halted {};
+
+/// Runs one method and writes its files into req.dir; returns its summary (also written as
+/// summary.json).
+json run_method(const run_request& req);
+
+/// Checks what resolve() cannot (dataset files exist, checkpointing is possible for every
+/// method); throws config_error.
+void preflight(const json& config);
+
+/// Whether the method's policy state can be saved (a serialize(Archive&) member).
+bool algorithm_checkpointable(const std::string& algorithm);
+
+// ---------------------------------------------------------------------------------------------
+// Shared by the per-family runners (run_*.cpp).
+
+/// The optimisation problem: data and model, a gradient oracle keyed by worker, and metrics.
+class problem {
+ public:
+  virtual ~problem() = default;
+  virtual std::size_t dim() const = 0;
+  virtual std::vector<float> initial() const = 0;
+  virtual std::vector<std::string> metrics() const = 0;
+  virtual std::vector<double> evaluate(std::span<const float> x) = 0;
+  /// Worker w's next mini-batch gradient of `batch` samples at x (the worker's own sample
+  /// stream: deterministic in the order of calls); returns the batch's mean loss.
+  virtual double gradient(std::size_t w, std::size_t batch, std::span<const float> x,
+                          std::span<float> g) = 0;
+  /// Gradient on given samples, with per-sample losses (biased local SGD's scores).
+  virtual double gradient_on(std::span<const std::size_t> indices, std::span<const float> x,
+                             std::span<float> g, std::span<float> per_sample_loss);
+  /// Worker w's next mini-batch itself (for methods that run their own model code).
+  virtual void next_batch(std::size_t w, std::size_t batch, std::vector<float>& x,
+                          std::vector<std::int32_t>& y);
+  virtual std::size_t train_size() const = 0;
+  virtual void serialize(writer& w) = 0;
+  virtual void serialize(reader& r) = 0;
+  std::uint64_t samples = 0;  ///< samples whose gradients were computed
+};
+
+std::unique_ptr<problem> make_problem(const json& config, std::uint64_t seed);
+
+/// The configured worker-time model (type-erased: chosen at run time).
+heterograd::sim::any_time_model make_time_model(const json& config, std::uint64_t seed,
+                                                std::size_t batch);
+/// Mean job time of each worker under the base model (for H_i and Rescaled's known tau).
+std::vector<double> mean_job_times(const json& config, std::uint64_t seed, std::size_t batch);
+/// Virtual seconds of one synchronisation of `params` floats over the configured network.
+double sync_time(const json& config, std::size_t params);
+
+/// Everything a runner needs and what it produces.
+struct context {
+  const json& config;
+  const json& method;
+  std::uint64_t seed;
+  std::filesystem::path dir;
+  problem& prob;
+  bool resume;
+  std::uint64_t halt_after;
+  progress_fn progress;
+  std::chrono::steady_clock::time_point wall_start = std::chrono::steady_clock::now();
+  double wall_before = 0;       ///< wall seconds of the run before a resume
+  json extra = json::object();  ///< method-specific numbers for the summary
+
+  std::size_t workers() const { return config["workers"]["count"].get<std::size_t>(); }
+  std::size_t batch() const { return method["batch"].get<std::size_t>(); }
+};
+
+/// The evaluation loop every runner shares. `advance(t)` runs the method up to virtual time t
+/// (returns false when nothing is left to run), `params()` the model to evaluate, `updates()`
+/// the model version, `save/load` the method's state for checkpoints.
+struct loop_hooks {
+  std::function<bool(double)> advance;
+  std::function<std::vector<float>()> params;
+  std::function<std::uint64_t()> updates;
+  std::function<std::uint64_t()> events;
+  std::function<void(writer&)> save;
+  std::function<void(reader&)> load;
+  /// Passes over the training set so far (default: samples / training-set size).
+  std::function<double()> epochs_done;
+};
+/// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
+std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
+                                   bool time_is_epochs = false);
+
+/// Writes the recorder's tables and the summary; returns the summary.
+json finish(context& ctx, const heterograd::sim::recorder& rec, const std::vector<float>& params);
+
+// Per-family entry points (each returns the summary); `algorithm` is config's name.
+json run_async_family(context& ctx);
+json run_sync_family(context& ctx);
+json run_local_learning(context& ctx);
+bool is_async_algorithm(const std::string& a);
+bool is_sync_algorithm(const std::string& a);
+bool async_checkpointable(const std::string& a);
+bool sync_checkpointable(const std::string& a);
+
+}  // namespace hgrun

@@ -1,0 +1,585 @@
+// Problems, worker-time models, the evaluation loop, checkpoints and summaries.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "heterograd/core/rng.hpp"
+#include "heterograd/data/idx.hpp"
+#include "heterograd/data/partition.hpp"
+#include "heterograd/data/synthetic.hpp"
+#include "heterograd/nn/evaluate.hpp"
+#include "heterograd/nn/gemm.hpp"
+#include "heterograd/nn/mlp.hpp"
+#include "heterograd/sim/network.hpp"
+#include "run.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace hgrun {
+
+namespace hg = heterograd;
+namespace sim = heterograd::sim;
+
+double problem::gradient_on(std::span<const std::size_t>, std::span<const float>, std::span<float>,
+                            std::span<float>) {
+  throw config_error("data.dataset", "this method needs per-sample losses (fashion_mnist)");
+}
+
+void problem::next_batch(std::size_t, std::size_t, std::vector<float>&, std::vector<std::int32_t>&) {
+  throw config_error("data.dataset", "this method needs a classification dataset (fashion_mnist)");
+}
+
+namespace {
+
+std::uint64_t fnv(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+std::string hex(std::uint64_t x) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+// --- Fashion-MNIST with an MLP or softmax regression -----------------------------------------
+
+const hg::data::train_test& fashion(const std::string& dir) {
+  static std::map<std::string, hg::data::train_test> cache;
+  auto it = cache.find(dir);
+  if (it == cache.end()) it = cache.emplace(dir, hg::data::load_fashion_mnist(dir)).first;
+  return it->second;
+}
+
+class classification final : public problem {
+ public:
+  classification(const json& c, std::uint64_t seed)
+      : seed_(seed), net_(sizes(c)) {
+    const auto& d = c["data"];
+    const auto& tt = fashion(d["path"].get<std::string>());
+    const std::size_t ntr = d["train_samples"].get<std::size_t>();
+    const std::size_t nte = d["test_samples"].get<std::size_t>();
+    train_ = ntr && ntr < tt.train.size() ? tt.train.head(ntr) : tt.train;
+    test_ = nte && nte < tt.test.size() ? tt.test.head(nte) : tt.test;
+    const std::size_t n = c["workers"]["count"].get<std::size_t>();
+    const std::string part = d["partition"];
+    const hg::span<const std::int32_t> labels(train_.labels.data(), train_.labels.size());
+    if (part == "iid") shards_ = hg::data::partition_iid(train_.size(), n, seed);
+    else if (part == "dirichlet")
+      shards_ = hg::data::partition_dirichlet(labels, train_.classes, n, d["alpha"].get<double>(), seed);
+    else
+      shards_ = hg::data::partition_k_labels(labels, train_.classes, n,
+                                             d["labels_per_worker"].get<std::size_t>(), seed);
+    for (std::size_t w = 0; w < n; ++w)
+      if (shards_[w].empty())
+        throw config_error("data.train_samples", "worker " + std::to_string(w) +
+                                                     " gets no sample: use more samples or fewer workers");
+    epoch_.assign(n, 0);
+    pos_.assign(n, 0);
+    perm_.resize(n);
+    for (std::size_t w = 0; w < n; ++w) shuffle(w);
+    grad_.resize(net_.num_params());
+  }
+  static std::vector<std::size_t> sizes(const json& c) {
+    std::vector<std::size_t> s{784};
+    if (c["model"]["kind"] == "mlp")
+      for (const auto& h : c["model"]["hidden"]) s.push_back(h.get<std::size_t>());
+    s.push_back(10);
+    return s;
+  }
+  std::size_t dim() const override { return net_.num_params(); }
+  std::vector<float> initial() const override {
+    std::vector<float> p(dim());
+    net_.init(p, seed_);
+    return p;
+  }
+  std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
+  std::vector<double> evaluate(std::span<const float> x) override {
+    const auto r = hg::nn::evaluate_dataset(net_, hg::span<const float>(x.data(), x.size()), test_);
+    return {r.loss(), r.accuracy()};
+  }
+  double gradient(std::size_t w, std::size_t b, std::span<const float> x, std::span<float> g) override {
+    draw(w, b);
+    return gradient_on(idx_, x, g, {});
+  }
+  void next_batch(std::size_t w, std::size_t b, std::vector<float>& x, std::vector<std::int32_t>& y) override {
+    draw(w, b);
+    hg::data::gather(train_, hg::span<const std::size_t>(idx_.data(), idx_.size()), x, y);
+  }
+  double gradient_on(std::span<const std::size_t> idx, std::span<const float> x, std::span<float> g,
+                     std::span<float> losses) override {
+    hg::data::gather(train_, hg::span<const std::size_t>(idx.data(), idx.size()), xb_, yb_);
+    const hg::nn::batch<float> b{xb_, yb_};
+    return net_.loss_and_gradient(hg::span<const float>(x.data(), x.size()), b,
+                                  hg::span<float>(g.data(), g.size()),
+                                  hg::span<float>(losses.data(), losses.size()));
+  }
+  std::size_t train_size() const override { return train_.size(); }
+  void serialize(writer& w) override { w(samples, epoch_, pos_); }
+  void serialize(reader& r) override {
+    r(samples, epoch_, pos_);
+    for (std::size_t w = 0; w < perm_.size(); ++w) shuffle(w);
+  }
+
+ private:
+  // The next b samples of worker w's stream: its shard in a fresh order every epoch.
+  void draw(std::size_t w, std::size_t b) {
+    idx_.resize(b);
+    for (std::size_t k = 0; k < b; ++k) {
+      if (pos_[w] == perm_[w].size()) {
+        ++epoch_[w];
+        pos_[w] = 0;
+        shuffle(w);
+      }
+      idx_[k] = perm_[w][pos_[w]++];
+    }
+    samples += b;
+  }
+  // Worker w's order for its current epoch: a pure function of (seed, w, epoch).
+  void shuffle(std::size_t w) {
+    perm_[w] = shards_[w];
+    hg::counter_rng(seed_, 0x5a3b1e00ull + w).substream(epoch_[w]).shuffle(perm_[w].begin(), perm_[w].end());
+  }
+  std::uint64_t seed_;
+  hg::nn::mlp<float> net_;
+  hg::data::dataset train_, test_;
+  hg::data::partition shards_;
+  std::vector<std::uint64_t> epoch_, pos_;
+  std::vector<std::vector<std::size_t>> perm_;
+  std::vector<std::size_t> idx_;
+  std::vector<float> xb_, grad_;
+  std::vector<std::int32_t> yb_;
+};
+
+// --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (papers.md E1) --------------------------------
+
+class scalar_quadratics final : public problem {
+ public:
+  scalar_quadratics(const json& c, std::uint64_t seed)
+      : c_(c["data"]["centers"].get<std::vector<double>>()), sigma_(c["data"]["noise"].get<double>()),
+        rng_(seed, 0xe1), k_(c_.size(), 0) {}
+  std::size_t dim() const override { return 1; }
+  std::vector<float> initial() const override { return {0.0f}; }
+  std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq", "x"}; }
+  std::vector<double> evaluate(std::span<const float> x) override {
+    double f = 0, g = 0;
+    for (double c : c_) {
+      f += 0.5 * (x[0] - c) * (x[0] - c);
+      g += x[0] - c;
+    }
+    const double n = static_cast<double>(c_.size());
+    return {f / n, (g / n) * (g / n), x[0]};
+  }
+  double gradient(std::size_t w, std::size_t, std::span<const float> x, std::span<float> g) override {
+    const double noise = sigma_ > 0 ? sigma_ * rng_.substream(w).normal(k_[w]) : 0.0;
+    ++k_[w];
+    ++samples;
+    g[0] = static_cast<float>(x[0] - c_[w] + noise);
+    return 0.5 * (x[0] - c_[w]) * (x[0] - c_[w]);
+  }
+  std::size_t train_size() const override { return c_.size(); }
+  void serialize(writer& w) override { w(samples, k_); }
+  void serialize(reader& r) override { r(samples, k_); }
+
+ private:
+  std::vector<double> c_;
+  double sigma_;
+  hg::counter_rng rng_;
+  std::vector<std::uint64_t> k_;
+};
+
+// --- the worst-case quadratic of Ringmaster ASGD (papers.md E2) -------------------------------
+
+class worst_case final : public problem {
+ public:
+  worst_case(const json& c, std::uint64_t seed, std::size_t workers)
+      : q_(c["data"]["dim"].get<std::size_t>(), c["data"]["smoothness"].get<double>()),
+        sigma_(c["data"]["noise"].get<double>()), rng_(seed, 0xe2), k_(workers, 0),
+        xd_(q_.dim), gd_(q_.dim) {}
+  std::size_t dim() const override { return q_.dim; }
+  std::vector<float> initial() const override { return std::vector<float>(q_.dim, 0.0f); }
+  std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq"}; }
+  std::vector<double> evaluate(std::span<const float> x) override {
+    std::copy(x.begin(), x.end(), xd_.begin());
+    const auto xs = q_.solution();
+    const double fstar = q_.loss(xs);
+    return {q_.loss(xd_) - fstar, q_.grad_norm_sq(xd_)};
+  }
+  double gradient(std::size_t w, std::size_t, std::span<const float> x, std::span<float> g) override {
+    std::copy(x.begin(), x.end(), xd_.begin());
+    q_.gradient(xd_, gd_);
+    hg::data::add_gaussian_noise(gd_, sigma_, rng_.substream(w), k_[w]++);
+    std::copy(gd_.begin(), gd_.end(), g.begin());
+    ++samples;
+    return 0.0;
+  }
+  std::size_t train_size() const override { return k_.size(); }
+  void serialize(writer& w) override { w(samples, k_); }
+  void serialize(reader& r) override { r(samples, k_); }
+
+ private:
+  hg::data::worst_case_quadratic q_;
+  double sigma_;
+  hg::counter_rng rng_;
+  std::vector<std::uint64_t> k_;
+  std::vector<double> xd_, gd_;
+};
+
+sim::fixed_times base_times(const json& c, std::uint64_t seed) {
+  const json& t = c["workers"]["time"];
+  const std::size_t n = c["workers"]["count"].get<std::size_t>();
+  const std::string b = t["base"];
+  const bool perm = t["permute"].get<bool>();
+  if (b == "linear") return sim::linear_times(n, seed, perm);
+  if (b == "sqrt") return sim::sqrt_times(n, seed, perm);
+  if (b == "fixed") return sim::fixed_times(t["tau"].get<std::vector<double>>());
+  std::vector<sim::speed_class> cl;
+  for (const auto& k : t["classes"]) cl.push_back({k["count"].get<std::size_t>(), k["time"].get<double>()});
+  return sim::speed_classes(cl);
+}
+
+sim::heterogeneity_level level(const std::string& s) {
+  if (s == "HL1") return sim::heterogeneity_level::hl1;
+  if (s == "HL2") return sim::heterogeneity_level::hl2;
+  if (s == "HL4") return sim::heterogeneity_level::hl4;
+  return sim::heterogeneity_level::hl8;
+}
+
+// Each step, `count` workers drawn from (seed, step) take `delay` more (eager-SGD's injected
+// imbalance, papers.md E6).
+struct subset_delay {
+  std::size_t n, count;
+  double delay;
+  std::uint64_t seed;
+  double duration(sim::worker_id w, std::uint64_t k, double, std::size_t) const {
+    std::vector<std::size_t> order(n);
+    hg::counter_rng(seed, 0xe6).substream(k).permutation(order.begin(), order.end());
+    for (std::size_t j = 0; j < count; ++j)
+      if (order[j] == w) return delay;
+    return 0.0;
+  }
+};
+
+// The base model without noise or windows, batch-scaled: what a worker's mean job costs.
+sim::any_time_model base_model(const json& c, std::uint64_t seed) {
+  const json& t = c["workers"]["time"];
+  const double scale = t["scale"].get<double>();
+  if (t["base"] == "omnilearn") {
+    std::vector<sim::heterogeneity_level> levels;
+    for (const auto& l : t["levels"]) levels.push_back(level(l.get<std::string>()));
+    const auto mode = t["mode"] == "bsp" ? sim::omnilearn_mode::bsp : sim::omnilearn_mode::asp;
+    const auto unit = t["phase_unit"] == "jobs" ? sim::phase_unit::jobs : sim::phase_unit::time;
+    // Core-share times are per sample: seconds_per_sample_core = scale * 48 / reference batch
+    // makes a job of the reference batch on an even share (12 of 48 cores) take `scale`.
+    const double ref = static_cast<double>(t["reference_batch"].get<std::size_t>());
+    return sim::omnilearn_dynamic(mode, t["phase_length"].get<double>(), unit,
+                                  scale * 12.0 / ref, levels);
+  }
+  sim::any_time_model m = sim::scaled(base_times(c, seed), scale);
+  if (t["batch_scaling"].get<bool>()) {
+    const double ref = static_cast<double>(t["reference_batch"].get<std::size_t>());
+    m = sim::times(m, sim::batch_affine_times({0.0}, {1.0 / ref}));
+  }
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<problem> make_problem(const json& c, std::uint64_t seed) {
+  const std::string d = c["data"]["dataset"];
+  if (d == "fashion_mnist") return std::make_unique<classification>(c, seed);
+  if (d == "scalar_quadratics") return std::make_unique<scalar_quadratics>(c, seed);
+  return std::make_unique<worst_case>(c, seed, c["workers"]["count"].get<std::size_t>());
+}
+
+sim::any_time_model make_time_model(const json& c, std::uint64_t seed, std::size_t) {
+  const json& t = c["workers"]["time"];
+  sim::any_time_model m = base_model(c, seed);
+  if (t["noise"] == "half_normal") {
+    const std::string g = t["noise_growth"];
+    const auto growth = g == "variance_linear" ? sim::noise_growth::variance_linear
+                        : g == "stddev_linear" ? sim::noise_growth::stddev_linear
+                                               : sim::noise_growth::constant;
+    m = sim::plus(m, sim::half_normal_noise(seed, t["noise_scale"].get<double>(), growth));
+  }
+  if (t["subset_delay"]["count"].get<std::size_t>() > 0)
+    m = sim::plus(m, subset_delay{c["workers"]["count"].get<std::size_t>(),
+                                  t["subset_delay"]["count"].get<std::size_t>(),
+                                  t["subset_delay"]["delay"].get<double>(), seed});
+  std::vector<sim::time_window> win;
+  for (const auto& o : t["outages"])
+    win.push_back({o["worker"].get<sim::worker_id>(), o["begin"].get<double>(), o["end"].get<double>(),
+                   std::numeric_limits<double>::infinity()});
+  for (const auto& o : t["slowdowns"])
+    win.push_back({o["worker"].get<sim::worker_id>(), o["begin"].get<double>(), o["end"].get<double>(),
+                   o["factor"].get<double>()});
+  if (!win.empty()) m = sim::with_windows(m, win);
+  return m;
+}
+
+std::vector<double> mean_job_times(const json& c, std::uint64_t seed, std::size_t batch) {
+  const auto m = base_model(c, seed);
+  const std::size_t n = c["workers"]["count"].get<std::size_t>();
+  const json& t = c["workers"]["time"];
+  std::vector<double> tau(n);
+  for (std::size_t w = 0; w < n; ++w) {
+    tau[w] = m.duration(static_cast<sim::worker_id>(w), 0, 0.0, batch);
+    if (t["noise"] == "half_normal") {
+      const double i1 = static_cast<double>(w) + 1.0, s = t["noise_scale"].get<double>();
+      const double sigma = t["noise_growth"] == "variance_linear" ? s * std::sqrt(i1)
+                           : t["noise_growth"] == "stddev_linear" ? s * i1
+                                                                   : s;
+      tau[w] += sigma * std::sqrt(2.0 / std::numbers::pi);
+    }
+  }
+  return tau;
+}
+
+double sync_time(const json& c, std::size_t params) {
+  const json& net = c["network"];
+  const std::string k = net["kind"];
+  if (k == "none") return 0.0;
+  if (k == "fixed") return net["time"].get<double>();
+  const sim::link l{net["latency"].get<double>(), net["bandwidth"].get<double>()};
+  const std::size_t n = c["workers"]["count"].get<std::size_t>();
+  const double bytes = static_cast<double>(params) * sizeof(float);
+  if (k == "ring") return sim::ring_allreduce(l, n, bytes).seconds;
+  if (k == "tree") return sim::tree_allreduce(l, n, bytes).seconds;
+  return sim::ps_push_pull(l, bytes, n, 1).seconds;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+struct target_tracker {
+  std::size_t column = 0;
+  bool present = false, below = false;
+  double value = 0;
+  std::optional<double> reached;  // virtual time it was first reached
+  std::optional<double> best;
+  void init(const json& c, const std::vector<std::string>& metrics) {
+    const std::string m = c["target"]["metric"];
+    const auto it = std::find(metrics.begin(), metrics.end(), m);
+    present = it != metrics.end();
+    column = static_cast<std::size_t>(it - metrics.begin());
+    below = c["target"]["below"].get<bool>();
+    value = c["target"]["value"].get<double>();
+  }
+  void observe(double t, const std::vector<double>& v) {
+    if (!present) return;
+    const double x = v[column];
+    if (!best || (below ? x < *best : x > *best)) best = x;
+    if (!reached && (below ? x <= value : x >= value)) reached = t;
+  }
+  void serialize(writer& w) { w(reached, best); }
+  void serialize(reader& r) { r(reached, best); }
+};
+
+std::string checkpoint_digest(const context& ctx) {
+  return ctx.config.dump() + "|" + ctx.method.dump() + "|" + std::to_string(ctx.seed);
+}
+
+void write_file(const std::filesystem::path& p, const std::vector<std::byte>& b) {
+  const auto tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, p);  // atomic: a kill never leaves half a checkpoint
+}
+
+}  // namespace
+
+std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
+                                   bool time_is_epochs) {
+  const json& hz = ctx.config["horizon"];
+  const double dt = ctx.config["eval_interval"].get<double>();
+  const double t_end = hz.contains("time") ? hz["time"].get<double>() : std::numeric_limits<double>::infinity();
+  const double epochs = hz.contains("epochs") ? hz["epochs"].get<double>() : std::numeric_limits<double>::infinity();
+  const std::uint64_t updates = hz.contains("updates") ? hz["updates"].get<std::uint64_t>() : ~std::uint64_t{0};
+  const std::uint64_t every = ctx.config["checkpoint_every"].get<std::uint64_t>();
+  const auto ckpt = ctx.dir / "checkpoint.bin";
+  target_tracker target;
+  target.init(ctx.config, ctx.prob.metrics());
+  rec.set_metrics(ctx.prob.metrics());
+
+  std::uint64_t e = 0;  // evaluations done
+  auto save = [&] {
+    writer w;
+    w(std::string("heterograd-run checkpoint 1"), checkpoint_digest(ctx), e);
+    const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
+    w(wall, target, ctx.extra.dump());
+    w(rec);
+    ctx.prob.serialize(w);
+    h.save(w);
+    write_file(ckpt, w.bytes());
+  };
+  if (ctx.resume && std::filesystem::exists(ckpt)) {
+    std::ifstream in(ckpt, std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), {});
+    std::vector<std::byte> bytes(raw.size());
+    std::memcpy(bytes.data(), raw.data(), raw.size());
+    reader r(bytes);
+    std::string magic, digest, extra;
+    r(magic, digest);
+    if (magic != "heterograd-run checkpoint 1" || digest != checkpoint_digest(ctx))
+      throw std::runtime_error(ckpt.string() + " is a checkpoint of another configuration or seed");
+    r(e, ctx.wall_before, target, extra);
+    ctx.extra = json::parse(extra);
+    r(rec);
+    ctx.prob.serialize(r);
+    h.load(r);
+    if (!r.done()) throw std::runtime_error(ckpt.string() + ": trailing bytes");
+  }
+  auto epochs_done = [&] {
+    return h.epochs_done ? h.epochs_done()
+                         : static_cast<double>(ctx.prob.samples) / static_cast<double>(ctx.prob.train_size());
+  };
+  auto report = [&](double t, bool done) {
+    if (!ctx.progress) return;
+    progress_info p;
+    p.label = ctx.method["label"];
+    p.virtual_time = t;
+    double f = 0;
+    if (std::isfinite(t_end)) f = t / t_end;
+    else if (std::isfinite(epochs)) f = epochs_done() / epochs;
+    else f = static_cast<double>(h.updates()) / static_cast<double>(updates);
+    p.fraction = std::clamp(f, 0.0, 1.0);
+    p.has_best = target.best.has_value();
+    p.best = target.best.value_or(0);
+    p.events = h.events();
+    p.wall_seconds = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
+    p.done = done;
+    ctx.progress(p);
+  };
+  // Evaluation e happens at virtual time min(e * dt, horizon); the method runs up to it first.
+  // An evaluation at t sees every event at or before t and none after (sim::run's rule).
+  for (;;) {
+    const double t = std::min(static_cast<double>(e) * dt, t_end);
+    if (e > 0) {
+      const double prev = std::min(static_cast<double>(e - 1) * dt, t_end);
+      if (t <= prev) break;  // the horizon was evaluated already
+      if (!h.advance(t)) break;
+    }
+    auto v = ctx.prob.evaluate(h.params());
+    target.observe(t, v);
+    rec.record_evaluation(t, std::move(v));
+    ++e;
+    report(t, false);
+    const bool stop = t >= t_end || epochs_done() >= epochs || h.updates() >= updates;
+    if (every && e % every == 0 && !stop) save();
+    if (ctx.halt_after && e == ctx.halt_after && !stop) throw halted{};
+    if (stop) break;
+  }
+  (void)time_is_epochs;
+  ctx.extra["time_to_target"] = target.reached ? json(*target.reached) : json(nullptr);
+  ctx.extra["best"] = target.best ? json(*target.best) : json(nullptr);
+  report(rec.evaluations().empty() ? 0.0 : rec.evaluations().back().time, true);
+  return h.params();
+}
+
+json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& params) {
+  std::filesystem::create_directories(ctx.dir);
+  {
+    std::ofstream o(ctx.dir / "evaluations.csv");
+    rec.write_csv(o, sim::recorder::table::evaluations);
+  }
+  {
+    std::ofstream o(ctx.dir / "workers.csv");
+    rec.write_csv(o, sim::recorder::table::workers);
+  }
+  {
+    std::ofstream o(ctx.dir / "staleness.csv");
+    rec.write_csv(o, sim::recorder::table::staleness);
+  }
+  {
+    std::ofstream o(ctx.dir / "run.json");
+    rec.write_json(o);
+  }
+  json s = json::object();
+  s["label"] = ctx.method["label"];
+  s["algorithm"] = ctx.method["algorithm"];
+  s["seed"] = ctx.seed;
+  s["metrics"] = rec.metric_names();
+  json fin = json::object();
+  if (!rec.evaluations().empty()) {
+    const auto& last = rec.evaluations().back();
+    for (std::size_t i = 0; i < rec.metric_names().size(); ++i) fin[rec.metric_names()[i]] = last.values[i];
+    s["end_time"] = last.time;
+  }
+  s["final"] = fin;
+  s["time_to_target"] = ctx.extra["time_to_target"];
+  s["best"] = ctx.extra["best"];
+  s["events"] = rec.events();
+  s["trace_hash"] = hex(rec.trace_hash());
+  s["params_hash"] = hex(fnv(params.data(), params.size() * sizeof(float)));
+  s["wall_seconds"] = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
+  json counts = json::object();
+  for (auto o : {sim::update_outcome::applied, sim::update_outcome::buffered, sim::update_outcome::discarded,
+                 sim::update_outcome::interrupted})
+    counts[sim::to_string(o)] = rec.count(o);
+  s["updates"] = counts;
+  s["max_staleness"] = rec.max_staleness();
+  json ex = ctx.extra;
+  ex.erase("time_to_target");
+  ex.erase("best");
+  s["extra"] = ex;
+  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  std::filesystem::remove(ctx.dir / "checkpoint.bin");
+  return s;
+}
+
+bool algorithm_checkpointable(const std::string& a) {
+  if (is_async_algorithm(a)) return async_checkpointable(a);
+  if (is_sync_algorithm(a)) return sync_checkpointable(a);
+  return false;
+}
+
+void preflight(const json& c) {
+  if (c["data"]["dataset"] == "fashion_mnist") {
+    const auto dir = hg::data::fashion_mnist_dir(c["data"]["path"].get<std::string>());
+    for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                          "t10k-labels-idx1-ubyte"}) {
+      const bool ok = std::filesystem::exists(dir / f) || std::filesystem::exists(dir / (std::string(f) + ".gz"));
+      if (!ok)
+        throw config_error("data.path", "expected a directory with the Fashion-MNIST IDX files (Debian "
+                                        "package dataset-fashion-mnist: ./hg deps); " +
+                                            (dir / f).string() + "[.gz] is missing");
+    }
+  }
+  if (c["checkpoint_every"].get<std::uint64_t>() > 0)
+    for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+      const std::string a = c["methods"][i]["algorithm"];
+      if (!algorithm_checkpointable(a))
+        throw config_error("checkpoint_every", "expected 0: methods[" + std::to_string(i) + "] (" + a +
+                                                   ") cannot be checkpointed in this build (its policy has "
+                                                   "no serialize(Archive&))");
+    }
+}
+
+json run_method(const run_request& req) {
+  // One thread per run: parallelism comes from processes (--jobs). OpenMP teams and BLAS
+  // threads on the small per-event vectors of a simulation cost more than they give.
+  hg::nn::set_blas_threads(1);
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+  const json& m = req.config["methods"][req.method];
+  auto prob = make_problem(req.config, req.seed);
+  std::filesystem::create_directories(req.dir);
+  context ctx{req.config, m, req.seed, req.dir, *prob, req.resume, req.halt_after, req.progress};
+  const std::string a = m["algorithm"];
+  if (a == "local_learning") return run_local_learning(ctx);
+  if (is_async_algorithm(a)) return run_async_family(ctx);
+  return run_sync_family(ctx);
+}
+
+}  // namespace hgrun

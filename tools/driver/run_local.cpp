@@ -1,0 +1,85 @@
+// Decoupled local learning (DGL / InfoPro style) with PGL's periodic global guidance, against
+// end-to-end backpropagation (#8, papers.md "further optional checks"): the sequential
+// reference of algorithms/decoupled, timed in epochs (there is no cluster to simulate).
+#include <optional>
+
+#include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/optim/optimizers.hpp"
+#include "run.hpp"
+
+namespace hgrun {
+
+namespace {
+
+namespace hg = heterograd;
+namespace dc = heterograd::algorithms::decoupled;
+
+// The configured optimizer as a module stepper (a copyable value, state created on first use).
+struct stepper {
+  json cfg;
+  std::optional<dc::optim_stepper<hg::optim::sgd>> sgd;
+  std::optional<dc::optim_stepper<hg::optim::momentum>> mom;
+  void step(hg::span<float> p, hg::span<const float> g) {
+    if (!sgd && !mom) {
+      const double lr = cfg["lr"].get<double>(), wd = cfg["weight_decay"].get<double>();
+      if (cfg["kind"] == "sgd") sgd.emplace(hg::optim::sgd({.lr = lr, .weight_decay = wd}));
+      else mom.emplace(hg::optim::momentum({.lr = lr, .momentum = cfg["momentum"].get<double>(), .weight_decay = wd}));
+    }
+    if (sgd) sgd->step(p, g);
+    else mom->step(p, g);
+  }
+};
+
+}  // namespace
+
+json run_local_learning(context& ctx) {
+  const json& m = ctx.method;
+  std::vector<std::size_t> sizes{784};
+  for (const auto& h : ctx.config["model"]["hidden"]) sizes.push_back(h.get<std::size_t>());
+  sizes.push_back(10);
+  const hg::nn::mlp<float> net(sizes, {.label_smoothing = ctx.config["model"]["label_smoothing"].get<double>()});
+  const std::size_t b = ctx.batch();
+  const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
+  const double epochs = ctx.config["horizon"].contains("epochs") ? ctx.config["horizon"]["epochs"].get<double>() : 1.0;
+  dc::local_learning_config cfg;
+  cfg.modules = m["modules"].get<std::size_t>();
+  cfg.head_hidden = m["head_hidden"].get<std::vector<std::size_t>>();
+  cfg.pgl.period = m["pgl_period"].get<std::size_t>();
+  cfg.pgl.epoch_fraction = m["pgl_epoch_fraction"].get<double>();
+  cfg.pgl.total_epochs = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(epochs)));
+  cfg.seed = ctx.seed;
+  dc::local_learning<stepper> ll(net, ctx.prob.initial(), cfg,
+                                 [&](std::size_t) { return stepper{m["optimizer"], {}, {}}; });
+  heterograd::sim::recorder rec(1);
+  rec.set_seed(ctx.seed);
+  std::uint64_t it = 0;
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  std::size_t global_steps = 0;
+  loop_hooks h;
+  // Virtual time is epochs here: advance(t) trains until t * (iterations per epoch).
+  h.advance = [&](double t) {
+    const auto until = static_cast<std::uint64_t>(std::llround(t * static_cast<double>(per_epoch)));
+    for (; it < until; ++it) {
+      ctx.prob.next_batch(0, b, x, y);
+      const std::size_t epoch = it / per_epoch;
+      if (cfg.pgl.global(it, epoch)) ++global_steps;
+      ll.step(hg::nn::batch<float>{x, y}, it, epoch);
+    }
+    return true;
+  };
+  h.params = [&] { return ll.params(); };
+  h.updates = [&] { return it; };
+  h.events = [&] { return it; };
+  h.epochs_done = [&] { return static_cast<double>(it) / static_cast<double>(per_epoch); };
+  h.save = [](writer&) { throw std::runtime_error("local_learning cannot be checkpointed"); };
+  h.load = [](reader&) { throw std::runtime_error("local_learning cannot be checkpointed"); };
+  const auto params = evaluation_loop(ctx, rec, h, /*time_is_epochs=*/true);
+  ctx.extra["time_unit"] = "epochs";
+  ctx.extra["iterations"] = it;
+  ctx.extra["global_steps"] = global_steps;
+  ctx.extra["modules"] = ll.modules();
+  return finish(ctx, rec, params);
+}
+
+}  // namespace hgrun

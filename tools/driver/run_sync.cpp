@@ -1,0 +1,263 @@
+// Synchronous, semi-synchronous and local methods (algorithms/sync, issue 7) and OmniLearn's
+// dynamic batching (balance/ over sync's BSP): one adapter each, on drive_rounds or, for
+// eager-SGD's partial rounds, drive_async.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "drive.hpp"
+
+#include "heterograd/algorithms/sync.hpp"
+#include "heterograd/balance/omnilearn.hpp"
+
+namespace hgrun {
+
+namespace {
+const std::set<std::string>& sync_names() {
+  static const std::set<std::string> s{"bsp", "omnilearn", "local_sgd", "selsync", "eager", "biased_local_sgd"};
+  return s;
+}
+}  // namespace
+
+bool is_sync_algorithm(const std::string& a) { return sync_names().count(a) > 0; }
+
+namespace {
+
+namespace hg = heterograd;
+namespace hs = heterograd::algorithms::sync;
+namespace sim = heterograd::sim;
+
+hs::aggregation aggregation_of(const json& m) {
+  return m["aggregation"] == "gradients" ? hs::aggregation::gradients : hs::aggregation::parameters;
+}
+hs::averaging averaging_of(const json& m) {
+  return m["weighting"] == "uniform" ? hs::averaging::uniform : hs::averaging::sample_weighted;
+}
+hs::state_policy states_of(const json& m) {
+  const std::string s = m.value("states", std::string("keep_local"));
+  return s == "average" ? hs::state_policy::average : s == "reset" ? hs::state_policy::reset : hs::state_policy::keep_local;
+}
+
+// OmniLearn (#7): BSP whose per-worker batches a proportional controller re-balances from the
+// measured per-iteration compute times (engine busy time per round), once every `every` rounds.
+template <class Bsp>
+class omnilearn_policy {
+ public:
+  omnilearn_policy(Bsp& b, hg::balance::omnilearn_bsp ctl, std::size_t every)
+      : bsp_(b), ctl_(std::move(ctl)), every_(every) {}
+  void attach(const sim::engine& e) {
+    eng_ = &e;
+    busy0_.assign(e.workers(), 0.0);
+  }
+  std::size_t batch(std::size_t w) const { return bsp_.batch(w); }
+  double communication_time(std::uint64_t r) const { return bsp_.communication_time(r); }
+  void compute(std::size_t w, std::uint64_t r, std::uint64_t k, hs::round_stats& out) { bsp_.compute(w, r, k, out); }
+  template <class Ctl>
+  void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
+    bsp_.on_round(c, r, res);
+    if ((r + 1) % every_ != 0) return;
+    const auto iters = static_cast<std::size_t>(r + 1 - round0_);
+    for (std::size_t w = 0; w < busy0_.size(); ++w) {
+      const double busy = eng_->stats(static_cast<sim::worker_id>(w)).busy;
+      ctl_.observe(w, {.samples = bsp_.batch(w) * iters, .iterations = iters,
+                       .compute_time = hg::seconds{busy - busy0_[w]}});
+      busy0_[w] = busy;
+    }
+    round0_ = r + 1;
+    if (ctl_.rebalance()) {
+      bsp_.set_batches_from(ctl_);
+      ++changes_;
+    }
+  }
+  const hg::balance::omnilearn_bsp& controller() const { return ctl_; }
+  std::size_t changes() const { return changes_; }
+
+ private:
+  Bsp& bsp_;
+  hg::balance::omnilearn_bsp ctl_;
+  std::size_t every_;
+  const sim::engine* eng_ = nullptr;
+  std::vector<double> busy0_;
+  std::uint64_t round0_ = 0;
+  std::size_t changes_ = 0;
+};
+
+// Biased local SGD's data (#1): worker w's k-th step since the last redraw takes the plan's
+// samples; per-sample losses go back into the plan; a new period redraws (worker 0 computes
+// first in every round, after every worker's last step of the previous one).
+struct biased_data {
+  hs::biased_data_plan plan;
+  problem* prob;
+  std::vector<std::size_t> steps;  // H_i
+  std::size_t rounds_per_redraw;
+  std::uint64_t period = 0;
+  std::vector<float> losses;
+};
+struct biased_oracle {
+  biased_data* d;
+  double operator()(std::size_t w, std::uint64_t s, std::size_t b, hg::span<const float> x, hg::span<float> g) const {
+    const std::uint64_t round = s / d->steps[w];
+    const std::uint64_t p = round / d->rounds_per_redraw;
+    if (p > d->period) {
+      d->plan.redraw(p);
+      d->period = p;
+    }
+    const std::uint64_t k = s - p * d->rounds_per_redraw * d->steps[w];
+    const auto idx = d->plan.batch(w, static_cast<std::size_t>(k));
+    d->losses.resize(b);
+    const double l = d->prob->gradient_on(std::span<const std::size_t>(idx.data(), idx.size()),
+                                          std::span<const float>(x.data(), x.size()),
+                                          std::span<float>(g.data(), g.size()), d->losses);
+    d->plan.record(w, idx, hg::span<const float>(d->losses));
+    d->prob->samples += b;
+    return l;
+  }
+};
+
+std::vector<std::size_t> local_steps_of(context& ctx) {
+  const json& m = ctx.method;
+  const std::size_t n = ctx.workers();
+  if (!m["local_steps"].empty()) return m["local_steps"].get<std::vector<std::size_t>>();
+  const std::size_t H = m["period"].get<std::size_t>();
+  if (!m.value("speed_proportional", false)) return std::vector<std::size_t>(n, H);
+  // H_i proportional to speed: every worker spends about the fastest one's H steps of time.
+  const auto tau = mean_job_times(ctx.config, ctx.seed, ctx.batch());
+  const double fastest = *std::min_element(tau.begin(), tau.end());
+  std::vector<std::size_t> h(n);
+  for (std::size_t w = 0; w < n; ++w)
+    h[w] = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(static_cast<double>(H) * fastest / tau[w])));
+  return h;
+}
+
+template <class P>
+bool has_checkpoint() {
+  return checkpointable<P>;
+}
+
+template <class O>
+json run_with(context& ctx, O opt) {
+  const json& m = ctx.method;
+  const std::string a = m["algorithm"];
+  const std::size_t n = ctx.workers(), b = ctx.batch();
+  const auto init = ctx.prob.initial();
+  const hg::span<const float> x0(init);
+  const std::vector<std::size_t> batches(n, b);
+  const double sync = sync_time(ctx.config, ctx.prob.dim());
+  const oracle g{&ctx.prob};
+  auto model = make_time_model(ctx.config, ctx.seed, b);
+
+  if (a == "bsp") {
+    hs::bsp<float, O, oracle> p(n, x0, opt, g, batches,
+                                {.mode = aggregation_of(m), .weighting = averaging_of(m), .sync_time = sync});
+    return drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
+  }
+  if (a == "omnilearn") {
+    hs::bsp<float, O, oracle> inner(n, x0, opt, g, batches,
+                                    {.mode = hs::aggregation::gradients, .weighting = hs::averaging::sample_weighted,
+                                     .sync_time = sync});
+    hg::balance::omnilearn_config oc;
+    oc.min_batch = m["min_batch"].get<std::size_t>();
+    oc.max_batch = m["max_batch"].get<std::size_t>();
+    oc.deadband = m["deadband"].get<double>();
+    oc.gain = m["gain"].get<double>();
+    std::size_t every = m["rebalance_every"].get<std::size_t>();
+    if (every == 0) every = std::max<std::size_t>(1, ctx.prob.train_size() / (n * b));  // one epoch
+    omnilearn_policy<decltype(inner)> p(inner, hg::balance::omnilearn_bsp(batches, oc), every);
+    json s = drive_rounds<hs::round_stats>(ctx, p, [&inner] { return inner.params(0); }, model);
+    const auto final_b = p.controller().batch_sizes();
+    s["extra"]["final_batches"] = std::vector<std::size_t>(final_b.begin(), final_b.end());
+    s["extra"]["rebalances"] = p.changes();
+    s["extra"]["rebalance_every_rounds"] = every;
+    std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+    return s;
+  }
+  if (a == "local_sgd") {
+    hs::local_sgd_config cfg;
+    cfg.period = m["period"].get<std::size_t>();
+    cfg.local_steps = local_steps_of(ctx);
+    cfg.weighting = averaging_of(m);
+    cfg.states = states_of(m);
+    cfg.sync_time = sync;
+    hs::local_sgd_schedule sched(n, cfg);
+    hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
+    json s = drive_rounds<hs::round_stats>(ctx, p, [&p] { return hg::span<const float>(p.anchor()); },
+                                           hs::steps_time<sim::any_time_model>(model, sched));
+    s["extra"]["local_steps"] = cfg.local_steps;
+    std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+    return s;
+  }
+  if (a == "biased_local_sgd") {
+    hs::biased_config bc;
+    bc.slow.assign(n, 0);
+    for (const auto& w : m["slow_workers"]) bc.slow[w.get<std::size_t>()] = 1;
+    bc.local_steps = m["local_steps"].get<std::vector<std::size_t>>();
+    bc.batch = b;
+    bc.shuffle_rounds = m["shuffle_rounds"].get<std::size_t>();
+    bc.ratio = m["ratio"].get<std::size_t>();
+    bc.biased = m["biased"].get<bool>();
+    bc.seed = ctx.seed;
+    biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
+                     bc.shuffle_rounds, 0, {}};
+    hs::local_sgd_config cfg;
+    cfg.local_steps = bc.local_steps;
+    cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
+    cfg.sync_time = sync;
+    hs::local_sgd_schedule sched(n, cfg);
+    hs::local_sgd<float, O, biased_oracle> p(n, x0, opt, biased_oracle{&data}, batches, cfg);
+    return drive_rounds<hs::round_stats>(ctx, p, [&p] { return hg::span<const float>(p.anchor()); },
+                                         hs::steps_time<sim::any_time_model>(model, sched));
+  }
+  if (a == "selsync") {
+    hs::selsync_config cfg;
+    cfg.threshold = m["threshold"].get<double>();
+    cfg.window = m["window"].get<std::size_t>();
+    cfg.alpha = m["alpha"].get<double>();
+    cfg.mode = aggregation_of(m);
+    cfg.sync_time = sync;
+    hs::selsync<float, O, oracle> p(n, x0, opt, g, batches, cfg);
+    json s = drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
+    const double steps = static_cast<double>(p.decisions().size());
+    s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
+    std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+    return s;
+  }
+  // eager
+  hs::eager_config cfg;
+  cfg.mode = m["mode"] == "solo" ? hs::partial_mode::solo : hs::partial_mode::majority;
+  cfg.seed = ctx.seed;
+  cfg.staleness_bound = m["staleness_bound"].get<std::size_t>();
+  hs::eager_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
+  auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {
+    p.compute(w, v, k, out);
+  };
+  json s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, model);
+  const auto& fresh = p.fresh_counts();
+  double mean_fresh = 0;
+  for (auto f : fresh) mean_fresh += static_cast<double>(f);
+  s["extra"]["mean_fresh_per_round"] = fresh.empty() ? 0.0 : mean_fresh / static_cast<double>(fresh.size());
+  s["extra"]["late_contributions"] = p.late_contributions();
+  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  return s;
+}
+
+template <class O>
+bool checkpointable_with(const std::string& a) {
+  if (a == "bsp") return has_checkpoint<hs::bsp<float, O, oracle>>();
+  if (a == "selsync") return has_checkpoint<hs::selsync<float, O, oracle>>();
+  if (a == "local_sgd") return has_checkpoint<hs::local_sgd<float, O, oracle>>();
+  if (a == "eager") return has_checkpoint<hs::eager_sgd<float, O, oracle>>();
+  return false;  // omnilearn and biased local SGD hold controller / data-plan state too
+}
+
+}  // namespace
+
+bool sync_checkpointable(const std::string& a) {
+  return checkpointable_with<hg::optim::sgd>(a) && checkpointable_with<hg::optim::momentum>(a);
+}
+
+json run_sync_family(context& ctx) {
+  return with_optimizer(ctx.method["optimizer"], [&](auto opt) { return run_with(ctx, opt); });
+}
+
+}  // namespace hgrun
