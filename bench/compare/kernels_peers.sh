@@ -10,12 +10,5 @@ out=${1:?usage: kernels_peers.sh OUT.json}
 here=$(cd "$(dirname "$0")" && pwd)
 lib=${2:-$here/../../build/cpu-omp/bench/libhg-kernels-capi.so}
 [ -f "$lib" ] || { echo "kernels_peers: $lib not built (cmake --build build/cpu-omp)" >&2; exit 1; }
-py=python3
-for c in /usr/bin/python3 python3; do
-  if "$c" -c 'import torch' >/dev/null 2>&1; then py=$c; break; fi
-done
-"$py" -c 'import torch' 2>/dev/null || {
-  echo "kernels_peers: PyTorch is not importable (install python3-torch: ./hg bench does)" >&2
-  exit 1
-}
+. "$here/torch_python.sh" kernels_peers
 exec "$py" "$here/torch_optim.py" "$out" "$lib"
