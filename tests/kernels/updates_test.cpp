@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(lamb_uses_one_trust_ratio_per_tensor, B, hg_test::
 BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_adam_equals_one_call_per_tensor_bitwise, B,
                               hg_test::backends) {
   using T = float;
-  const std::vector<std::size_t> sz = {0, 1, 7, 8193, 100, 3, 20000};
+  const std::vector<std::size_t> sz = {0, 1, 7, 8193, 100, 3, 1024, 20000, 1025};
   std::vector<typename B::template vector<T>> p, g, m, v, p2, m2, v2;
   for (std::size_t k = 0; k < sz.size(); ++k) {
     p.push_back(kt::to_backend<B>(kt::random_vector<T>(sz[k], 100 + k)));

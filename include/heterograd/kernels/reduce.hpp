@@ -49,8 +49,9 @@ struct sum_squares_r {
   using acc_type = double;
   const T* x;
   HG_HOST_DEVICE double identity() const { return 0.0; }
-  HG_HOST_DEVICE double map(std::size_t i) const {
-    const double v = static_cast<double>(x[i]);
+  HG_HOST_DEVICE double map(std::size_t i) const { return map_value(x[i]); }
+  HG_HOST_DEVICE static double map_value(T e) {
+    const double v = static_cast<double>(e);
     return v * v;
   }
   HG_HOST_DEVICE static double combine(double a, double b) { return a + b; }
@@ -73,8 +74,9 @@ struct max_abs_r {
   using acc_type = double;
   const T* x;
   HG_HOST_DEVICE double identity() const { return 0.0; }
-  HG_HOST_DEVICE double map(std::size_t i) const {
-    const double v = static_cast<double>(x[i]);
+  HG_HOST_DEVICE double map(std::size_t i) const { return map_value(x[i]); }
+  HG_HOST_DEVICE static double map_value(T e) {
+    const double v = static_cast<double>(e);
     return v < 0 ? -v : v;  // NaN stays NaN
   }
   // NaN wins, so a NaN anywhere gives NaN whatever the order.
@@ -90,7 +92,8 @@ struct all_finite_r {
   using acc_type = int;
   const T* x;
   HG_HOST_DEVICE int identity() const { return 1; }
-  HG_HOST_DEVICE int map(std::size_t i) const { return is_finite_value(x[i]) ? 1 : 0; }
+  HG_HOST_DEVICE int map(std::size_t i) const { return map_value(x[i]); }
+  HG_HOST_DEVICE static int map_value(T e) { return is_finite_value(e) ? 1 : 0; }
   HG_HOST_DEVICE static int combine(int a, int b) { return a & b; }
 };
 

@@ -3,6 +3,11 @@
 // mechanism, so a policy carrying a caching allocator (thrust::cuda::par(alloc)) serves it.
 // Only small arrays go here (reduction partials, selection candidates, multi-tensor
 // descriptors); kernels never allocate per element.
+// The plain CUDA policies (thrust::cuda::par and par.on(stream)) carry no allocator, and
+// Thrust serves them with cudaMalloc and cudaFree, whose cost (cudaFree waits for the whole
+// device) lands inside every reduction and multi-tensor call. For those two policies the
+// scratch is stream-ordered instead (cudaMallocAsync / cudaFreeAsync on the policy's stream,
+// served from the device's memory pool), as Thrust itself does for its nosync policies.
 
 #include <cstddef>
 #include <cstring>
@@ -15,6 +20,7 @@
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
 #include <thrust/system/cuda/detail/util.h>
+#include <thrust/system/cuda/execution_policy.h>
 #endif
 
 namespace heterograd::kernels::detail {
@@ -26,6 +32,18 @@ class scratch {
  public:
   scratch(const Policy& policy, std::size_t n) : policy_(policy), n_(n) {
     if (n_ == 0) return;
+#if defined(__CUDACC__)
+    if constexpr (stream_ordered) {
+      stream_ = thrust::cuda_cub::stream(policy_);
+      void* p = nullptr;
+      if (cudaMallocAsync(&p, n_ * sizeof(T), stream_) != cudaSuccess) {
+        cudaGetLastError();  // clear the error; fall back to Thrust's allocation below
+      } else {
+        raw_ = static_cast<T*>(p);
+        return;
+      }
+    }
+#endif
     auto r = thrust::get_temporary_buffer<T>(policy_, static_cast<std::ptrdiff_t>(n_));
     ptr_ = r.first;
     got_ = r.second;
@@ -33,9 +51,20 @@ class scratch {
   scratch(const scratch&) = delete;
   scratch& operator=(const scratch&) = delete;
   ~scratch() {
+#if defined(__CUDACC__)
+    if (raw_ != nullptr) {
+      cudaFreeAsync(raw_, stream_);
+      return;
+    }
+#endif
     if (got_ > 0) thrust::return_temporary_buffer(policy_, ptr_, got_);
   }
-  T* data() const { return thrust::raw_pointer_cast(ptr_); }
+  T* data() const {
+#if defined(__CUDACC__)
+    if (raw_ != nullptr) return raw_;
+#endif
+    return thrust::raw_pointer_cast(ptr_);
+  }
   std::size_t size() const { return n_; }
 
  private:
@@ -46,6 +75,13 @@ class scratch {
   std::size_t n_;
   pointer ptr_{};
   std::ptrdiff_t got_ = 0;
+#if defined(__CUDACC__)
+  static constexpr bool stream_ordered =
+      std::is_same_v<Policy, thrust::cuda_cub::par_t> ||
+      std::is_same_v<Policy, thrust::cuda_cub::execute_on_stream>;
+  T* raw_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+#endif
 };
 
 /// Copies n elements of the policy's memory to host memory.
