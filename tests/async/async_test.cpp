@@ -20,6 +20,9 @@
 
 #include "heterograd/balance/dssp.hpp"
 
+// The archive heterograd-run writes its checkpoints with (header-only; tools/driver).
+#include "../../tools/driver/archive.hpp"
+
 using namespace async_test;
 namespace data = heterograd::data;
 
@@ -501,6 +504,139 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
   BOOST_CHECK_THROW(s.apply(hg::span<const double>(short_grad)), std::invalid_argument);
   BOOST_CHECK_THROW(s.apply(hg::span<const double>(good), std::nan("")), std::invalid_argument);
   BOOST_TEST((s == before));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints: every policy's serialize() visits all of its mutable state. A policy run for a
+// while, saved to bytes with its runtime (event queue, job counters) and restored into a
+// freshly built policy and runtime, is equal to the original (operator==, and the same bytes
+// when saved again); both then continue to the same state, trace hash included.
+
+namespace {
+
+using mom = heterograd::optim::momentum;
+using time_model = sim::sum_model<sim::fixed_times, sim::half_normal_noise>;
+
+// f_i(x) = |x - c_i|^2 / 2 in 3 dimensions with Gaussian noise drawn from counter k of worker
+// i's substream, k the job index (the engine's: no sampler state outside the checkpoint).
+template <class P>
+auto noisy_gradient(const P& p, std::uint64_t seed) {
+  return [&p, seed](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
+    const auto x = p.params();
+    g.resize(x.size());
+    const hg::counter_rng rng(seed, 0xc4ec);
+    for (std::size_t j = 0; j < g.size(); ++j)
+      g[j] = x[j] - static_cast<double>(w + j) + 0.5 * rng.substream(w).normal(3 * k + j);
+  };
+}
+
+async::model_server<double, mom> momentum_server() {
+  return async::model_server<double, mom>(std::vector<double>{0.0, 0.5, -1.0},
+                                          mom(heterograd::optim::momentum_params{.lr = 0.05, .momentum = 0.5}));
+}
+
+template <class Policy>
+std::vector<std::byte> save(Policy& p, sim::async_runtime<std::vector<double>, time_model>& rt) {
+  hgrun::writer w;
+  w(p, rt);
+  return w.bytes();
+}
+
+// Runs make() to t = 23.5, checkpoints, restores into a second make(), runs both to t = 70.
+template <class Make, class Extra>
+void check_resume(Make make, Extra extra) {
+  const std::uint64_t seed = hg_test::seed();
+  const std::size_t n = 4;
+  auto model = [&] { return sim::plus(sim::linear_times(n, seed, true), sim::half_normal_noise(seed, 0.5)); };
+  auto a = make();
+  sim::async_runtime<std::vector<double>, time_model> rta(n, model());
+  sim::run_options o;
+  o.horizon = 23.5;
+  rta.run(a, noisy_gradient(a, seed), o);
+  const auto bytes = save(a, rta);
+  const std::uint64_t at_save = a.version();
+
+  auto b = make();
+  sim::async_runtime<std::vector<double>, time_model> rtb(n, model());
+  hgrun::reader r(bytes);
+  r(b, rtb);
+  BOOST_TEST(r.done());
+  BOOST_TEST((a == b));
+  BOOST_TEST((save(b, rtb) == bytes));
+  BOOST_TEST(extra(a) == extra(b));
+
+  o.horizon = 70;
+  rta.run(a, noisy_gradient(a, seed), o);
+  rtb.run(b, noisy_gradient(b, seed), o);
+  BOOST_TEST(at_save > 0u);
+  BOOST_TEST(a.version() > at_save);  // the continuation did something
+  BOOST_TEST((a == b));
+  BOOST_TEST(extra(a) == extra(b));
+  BOOST_TEST(rta.engine().trace_hash() == rtb.engine().trace_hash());
+  BOOST_TEST((save(a, rta) == save(b, rtb)));
+}
+
+constexpr auto none = [](const auto&) { return 0; };
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(async_checkpoints)
+
+BOOST_AUTO_TEST_CASE(rennala_and_naive_optimal_resume_from_bytes_to_the_same_state) {
+  check_resume([] { return async::rennala_sgd<double, mom>(4, momentum_server(), {.batch = 3}); },
+               [](const auto& p) { return p.collected(); });
+  check_resume([] { return async::naive_optimal_asgd<double, mom>(4, momentum_server(), {.tau = {1, 2, 3, 4}, .active = 2}); },
+               none);
+}
+
+BOOST_AUTO_TEST_CASE(gradient_table_methods_resume_from_bytes_to_the_same_state) {
+  check_resume([] { return async::ia2sgd<double, mom>(4, momentum_server()); }, none);
+  check_resume([] { return async::malenia_sgd<double, mom>(4, momentum_server(), {.threshold = 1.5}); },
+               [](const auto& p) { return p.table().harmonic_count(); });
+  check_resume([] { return async::ringleader_asgd<double, mom>(4, momentum_server()); },
+               [](const auto& p) { return std::vector<std::uint64_t>{p.round(), p.updates_in_round(), p.max_delay_used()}; });
+}
+
+BOOST_AUTO_TEST_CASE(ssp_and_dssp_resume_from_bytes_with_their_clocks_and_waiting_workers) {
+  check_resume([] { return async::ssp_server<double, mom>(4, momentum_server(), {.staleness = 1}); },
+               [](const auto& p) { return p.max_gap_started(); });
+  check_resume([] { return async::dssp_server<double, mom>(4, momentum_server(), heterograd::balance::dssp_config{.lower = 1, .range = 2}); },
+               [](const auto& p) { return p.max_gap_started(); });
+}
+
+BOOST_AUTO_TEST_CASE(dc_asgd_and_fedbuff_resume_from_bytes_to_the_same_state) {
+  check_resume([] { return async::dc_asgd<double, mom>(4, momentum_server(), {.adaptive = true}); }, none);
+  check_resume([] { return async::fedbuff<double, mom>(4, momentum_server(), {.buffer = 3}); },
+               [](const auto& p) { return p.buffered(); });
+}
+
+BOOST_AUTO_TEST_CASE(the_dssp_controller_resumes_from_bytes_to_the_same_decisions) {
+  heterograd::balance::dssp_controller a(3, {.lower = 1, .range = 3});
+  const std::vector<double> period{1.0, 1.7, 3.1};
+  std::vector<double> next(period);
+  auto push = [&](heterograd::balance::dssp_controller& c, std::vector<double>& t, std::size_t steps) {
+    std::vector<heterograd::balance::dssp_decision> out;
+    for (std::size_t s = 0; s < steps; ++s) {
+      const auto w = static_cast<std::size_t>(std::min_element(t.begin(), t.end()) - t.begin());
+      out.push_back(c.on_push(w, t[w]));
+      t[w] += period[w];
+    }
+    return out;
+  };
+  push(a, next, 11);
+  hgrun::writer w;
+  w(a);
+  heterograd::balance::dssp_controller b(3, {.lower = 1, .range = 3});
+  hgrun::reader r(w.bytes());
+  r(b);
+  BOOST_TEST(r.done());
+  BOOST_TEST((a == b));
+  auto tb = next;
+  const auto da = push(a, next, 20), db = push(b, tb, 20);
+  BOOST_TEST((da == db));
+  BOOST_TEST((a == b));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -21,6 +21,9 @@
 #include "heterograd/sim/runtime.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
+// The archive heterograd-run writes its checkpoints with (header-only; tools/driver).
+#include "../../tools/driver/archive.hpp"
+
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
@@ -688,6 +691,219 @@ BOOST_AUTO_TEST_CASE(bad_configurations_throw_invalid_argument_before_any_state_
   hs::bsp<float, ho::sgd, integer_oracle> p(2, x0, sgd(0.1), o, {3, 5});
   BOOST_CHECK_THROW(p.set_batches({0, 0}), std::invalid_argument);
   BOOST_TEST(p.batches() == (std::vector<std::size_t>{3, 5}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints: every policy's serialize() visits all of its mutable state. A policy run for a
+// while, saved to bytes with its runtime (event queue, job and round counters) and restored
+// into a freshly built policy and runtime, saves to the same bytes; both then continue to the
+// same state (same bytes again, same parameters, same trace hash).
+
+namespace {
+
+// f_w(x) = |x - w|^2 / 2 per coordinate plus Gaussian noise keyed by (worker, step): the
+// oracle is stateless, the step counters are the cluster's (inside the checkpoint).
+struct noisy_oracle {
+  std::uint64_t seed;
+  double operator()(std::size_t w, std::uint64_t s, std::size_t, hg::span<const float> x,
+                    hg::span<float> g) const {
+    const hg::counter_rng rng(seed, 0x5e1 + w);
+    double loss = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const double r = static_cast<double>(x[i]) - static_cast<double>(w);
+      loss += 0.5 * r * r;
+      g[i] = static_cast<float>(r + 0.5 * rng.normal(s * g.size() + i));
+    }
+    return loss;
+  }
+};
+
+using noisy_times = sim::sum_model<sim::fixed_times, sim::half_normal_noise>;
+noisy_times noisy_model(std::uint64_t seed) {
+  return sim::plus(sim::fixed_times({1.0, 1.5, 2.5, 4.0}), sim::half_normal_noise(seed, 0.4));
+}
+
+template <class Policy, class Runtime>
+std::vector<std::byte> save(Policy& p, Runtime& rt) {
+  hgrun::writer w;
+  w(p, rt);
+  return w.bytes();
+}
+
+template <class Runtime, class Policy>
+void run_to(Runtime& rt, Policy& p, double t) {
+  sim::run_options o;
+  o.horizon = t;
+  rt.run(p, [&p](sim::worker_id w, std::uint64_t r, std::uint64_t k, auto& out) { p.compute(w, r, k, out); }, o);
+}
+
+// Runs make() on make_rt() to t = 17.5, checkpoints, restores into a second pair, runs both to
+// t = 60; check(a, b) compares what the bytes do not name (observers).
+template <class Make, class MakeRuntime, class Check>
+void check_resume(Make make, MakeRuntime make_rt, Check check) {
+  auto a = make();
+  auto rta = make_rt();
+  run_to(rta, a, 17.5);
+  const auto bytes = save(a, rta);
+  auto b = make();
+  auto rtb = make_rt();
+  hgrun::reader r(bytes);
+  r(b, rtb);
+  BOOST_TEST(r.done());
+  BOOST_TEST((save(b, rtb) == bytes));
+  const auto events = rta.engine().events_delivered();
+  BOOST_TEST(events > 0u);
+  run_to(rta, a, 60);
+  run_to(rtb, b, 60);
+  BOOST_TEST(rta.engine().events_delivered() > events);  // the continuation did something
+  BOOST_TEST((save(a, rta) == save(b, rtb)));
+  BOOST_TEST(rta.engine().trace_hash() == rtb.engine().trace_hash());
+  for (std::size_t w = 0; w < a.workers(); ++w) BOOST_TEST(bitwise_equal(a.params(w), b.params(w)));
+  check(a, b);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(checkpoints)
+
+BOOST_AUTO_TEST_CASE(bsp_local_sgd_and_selsync_resume_from_bytes_to_the_same_state) {
+  const std::uint64_t seed = hg_test::seed();
+  const std::vector<float> x0{0.5f, -1.0f, 2.0f};
+  const std::vector<std::size_t> b{4, 8, 4, 2};
+  auto rounds = [&] { return sim::round_runtime<hs::round_stats, noisy_times>(4, noisy_model(seed)); };
+  const noisy_oracle g{seed};
+  check_resume([&] { return hs::bsp<float, ho::momentum, noisy_oracle>(4, x0, heavy_ball(0.05, 0.5), g, b); },
+               rounds, [](const auto& a, const auto& c) { BOOST_TEST(a.rounds() == c.rounds()); });
+  // Device sampling: the sampled workers are drawn from (seed, round).
+  hs::local_sgd_config lc;
+  lc.local_steps = {2, 1, 3, 1};
+  lc.sampled = 3;
+  lc.seed = seed;
+  lc.states = hs::state_policy::average;
+  check_resume([&] { return hs::local_sgd<float, ho::momentum, noisy_oracle>(4, x0, heavy_ball(0.05, 0.5), g, b, lc); },
+               rounds, [](const auto& a, const auto& c) { BOOST_TEST(a.anchor() == c.anchor()); });
+  check_resume(
+      [&] {
+        return hs::selsync<float, ho::momentum, noisy_oracle>(4, x0, heavy_ball(0.05, 0.5), g, b,
+                                                              {.threshold = 0.4, .window = 2});
+      },
+      rounds,
+      [](const auto& a, const auto& c) {
+        BOOST_TEST((a.decisions() == c.decisions()));
+        for (std::size_t w = 0; w < 4; ++w) BOOST_TEST((a.trigger(w) == c.trigger(w)));
+      });
+}
+
+BOOST_AUTO_TEST_CASE(eager_sgd_resumes_from_bytes_with_its_late_contributions_and_initiator_draws) {
+  const std::uint64_t seed = hg_test::seed();
+  const std::size_t n = 6;
+  const std::vector<float> x0(3, 0.5f);
+  for (auto mode : {hs::partial_mode::majority, hs::partial_mode::solo}) {
+    auto runtime = [&] {
+      hs::subset_delay_time<noisy_times> timing(sim::plus(sim::fixed_times(std::vector<double>(n, 1.0)),
+                                                          sim::half_normal_noise(seed, 0.2)),
+                                                n, 3, 0.8, seed + 1);
+      return sim::async_runtime<std::vector<float>, decltype(timing)>(n, timing);
+    };
+    check_resume(
+        [&] {
+          return hs::eager_sgd<float, ho::momentum, noisy_oracle>(
+              n, x0, heavy_ball(0.05, 0.5), noisy_oracle{seed}, std::vector<std::size_t>(n, 1),
+              {.mode = mode, .seed = seed, .staleness_bound = 2});
+        },
+        runtime,
+        [](const auto& a, const auto& c) {
+          BOOST_TEST(a.late_contributions() > 0u);  // partial rounds left ranks behind
+          BOOST_TEST(a.late_contributions() == c.late_contributions());
+          BOOST_TEST((a.fresh_counts() == c.fresh_counts()));
+          BOOST_TEST((a.applied_sum() == c.applied_sum()));
+          BOOST_TEST((a.computed_sum() == c.computed_sum()));
+        });
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_biased_data_plan_resumes_from_bytes_with_its_score_tables) {
+  const std::uint64_t seed = hg_test::seed();
+  hs::biased_config cfg;
+  cfg.slow = {0, 0, 1};
+  cfg.local_steps = {3, 3, 1};
+  cfg.batch = 4;
+  cfg.seed = seed;
+  const std::size_t samples = 64;
+  hs::biased_data_plan a(samples, cfg);
+  // Every worker trains on its batches and records (sample-dependent) losses; a redraw per period.
+  auto period = [&](hs::biased_data_plan& p, std::uint64_t t) {
+    for (std::size_t w = 0; w < p.workers(); ++w)
+      for (std::size_t k = 0; k < cfg.local_steps[w]; ++k) {
+        const auto idx = p.batch(w, k);
+        std::vector<float> loss(idx.size());
+        for (std::size_t i = 0; i < idx.size(); ++i)
+          loss[i] = static_cast<float>(hg::counter_rng(seed, 0xb1).uniform(idx[i] + 97 * t));
+        p.record(w, idx, hg::span<const float>(loss));
+      }
+    p.redraw(t + 1);
+  };
+  for (std::uint64_t t = 0; t < 3; ++t) period(a, t);
+  // Mid-period: one more batch recorded, not yet merged.
+  const auto idx = a.batch(0, 0);
+  const std::vector<float> one(idx.size(), 0.25f);
+  a.record(0, idx, hg::span<const float>(one));
+  hgrun::writer w;
+  w(a);
+  hs::biased_data_plan b(samples, cfg);
+  hgrun::reader r(w.bytes());
+  r(b);
+  BOOST_TEST(r.done());
+  BOOST_TEST((a == b));
+  for (std::uint64_t t = 3; t < 6; ++t) {
+    period(a, t);
+    period(b, t);
+  }
+  BOOST_TEST((a == b));
+  BOOST_TEST(a.assigned(2) == b.assigned(2));
+}
+
+BOOST_AUTO_TEST_CASE(the_omnilearn_controllers_resume_from_bytes_with_their_open_window) {
+  // Worker w computes b samples in b / speed[w] seconds (plus a little noise per report).
+  const std::vector<double> speed{1.0, 2.0, 4.0, 1.5};
+  const std::uint64_t seed = hg_test::seed();
+  auto report = [&](auto& c, std::uint64_t i) {
+    for (std::size_t w = 0; w < speed.size(); ++w) {
+      const std::size_t b = c.batch_size(w);
+      const double t = static_cast<double>(b) / speed[w] * (1.0 + 0.1 * hg::counter_rng(seed, 0x0a).uniform(i * 4 + w));
+      c.observe(w, {.samples = b, .iterations = 1, .compute_time = hg::seconds{t}});
+    }
+  };
+  const std::vector<std::size_t> b0(4, 32);
+  const hg::balance::omnilearn_config cfg{.min_batch = 8, .max_batch = 96, .deadband = 0.05};
+  auto check = [&](auto a, auto b) {
+    std::uint64_t i = 0;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (int k = 0; k < 3; ++k) report(a, i++);
+      a.rebalance();
+    }
+    report(a, i++);  // an open window at the checkpoint
+    hgrun::writer w;
+    w(a);
+    hgrun::reader r(w.bytes());
+    r(b);
+    BOOST_TEST(r.done());
+    BOOST_TEST((a == b));
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      const std::uint64_t j = i;
+      for (int k = 0; k < 2; ++k) {
+        report(a, i++);
+        report(b, j + static_cast<std::uint64_t>(k));
+      }
+      BOOST_TEST(a.rebalance() == b.rebalance());
+      BOOST_TEST((a == b));
+    }
+    BOOST_TEST(a.batch_size(2) > a.batch_size(0));  // the controller did move the batches
+  };
+  check(hg::balance::omnilearn_bsp(b0, cfg), hg::balance::omnilearn_bsp(b0, cfg));
+  check(hg::balance::omnilearn_asp(b0, cfg), hg::balance::omnilearn_asp(b0, cfg));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -72,6 +72,13 @@ class omnilearn_policy {
   }
   const hg::balance::omnilearn_bsp& controller() const { return ctl_; }
   std::size_t changes() const { return changes_; }
+  /// Checkpoints: the BSP replicas, the controller (batches, open window) and the adapter's
+  /// own counters (busy time at the window's start, its first round, rebalances so far). The
+  /// engine pointer is re-attached by drive_rounds before a load.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(bsp_, ctl_, busy0_, round0_, changes_);
+  }
 
  private:
   Bsp& bsp_;
@@ -113,6 +120,29 @@ struct biased_oracle {
     d->prob->samples += b;
     return l;
   }
+};
+
+// Biased local SGD's policy with its data plan, so that a checkpoint holds both: the plan's
+// score tables and assignment and the current redraw period are the method's sampler state.
+template <class Local>
+class biased_policy {
+ public:
+  biased_policy(Local& p, biased_data& d) : p_(p), d_(d) {}
+  std::size_t batch(std::size_t w) const { return p_.batch(w); }
+  double communication_time(std::uint64_t r) { return p_.communication_time(r); }
+  void compute(std::size_t w, std::uint64_t r, std::uint64_t k, hs::round_stats& out) { p_.compute(w, r, k, out); }
+  template <class Ctl>
+  void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
+    p_.on_round(c, r, res);
+  }
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(p_, d_.plan, d_.period);
+  }
+
+ private:
+  Local& p_;
+  biased_data& d_;
 };
 
 std::vector<std::size_t> local_steps_of(context& ctx) {
@@ -204,8 +234,9 @@ json run_with(context& ctx, O opt) {
     cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
     cfg.sync_time = sync;
     hs::local_sgd_schedule sched(n, cfg);
-    hs::local_sgd<float, O, biased_oracle> p(n, x0, opt, biased_oracle{&data}, batches, cfg);
-    return drive_rounds<hs::round_stats>(ctx, p, [&p] { return hg::span<const float>(p.anchor()); },
+    hs::local_sgd<float, O, biased_oracle> inner(n, x0, opt, biased_oracle{&data}, batches, cfg);
+    biased_policy<decltype(inner)> p(inner, data);
+    return drive_rounds<hs::round_stats>(ctx, p, [&inner] { return hg::span<const float>(inner.anchor()); },
                                          hs::steps_time<sim::any_time_model>(model, sched));
   }
   if (a == "selsync") {
@@ -247,7 +278,11 @@ bool checkpointable_with(const std::string& a) {
   if (a == "selsync") return has_checkpoint<hs::selsync<float, O, oracle>>();
   if (a == "local_sgd") return has_checkpoint<hs::local_sgd<float, O, oracle>>();
   if (a == "eager") return has_checkpoint<hs::eager_sgd<float, O, oracle>>();
-  return false;  // omnilearn and biased local SGD hold controller / data-plan state too
+  // OmniLearn and biased local SGD: their driver adapters hold the controller / data plan too.
+  if (a == "omnilearn") return has_checkpoint<omnilearn_policy<hs::bsp<float, O, oracle>>>();
+  if (a == "biased_local_sgd")
+    return has_checkpoint<biased_policy<hs::local_sgd<float, O, biased_oracle>>>();
+  return false;
 }
 
 }  // namespace

@@ -125,6 +125,13 @@ class dssp_controller {
 
   friend bool operator==(const dssp_controller&, const dssp_controller&) = default;
 
+  /// Checkpointing (heterograd-run): every worker's clock, credits and last two push times;
+  /// `ar(...)` writes or reads them. The configuration is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(workers_);
+  }
+
  private:
   struct worker_state {
     std::size_t pushes = 0;

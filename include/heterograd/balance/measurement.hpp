@@ -80,6 +80,12 @@ class measurement_window {
 
   friend bool operator==(const measurement_window&, const measurement_window&) = default;
 
+  /// Checkpointing (heterograd-run): the per-worker sums of the open window.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(sums_);
+  }
+
  private:
   struct sums {
     std::size_t samples = 0;

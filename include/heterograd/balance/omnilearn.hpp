@@ -179,6 +179,14 @@ class omnilearn_bsp {
 
   friend bool operator==(const omnilearn_bsp&, const omnilearn_bsp&) = default;
 
+  /// Checkpointing (heterograd-run): the batches, the last real-valued targets and the open
+  /// measurement window, in a fixed order; `ar(...)` writes or reads them. The configuration
+  /// and the global batch are rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(batches_, targets_, window_);
+  }
+
  private:
   static std::vector<std::size_t> even_split(std::size_t workers, std::size_t global_batch,
                                              const omnilearn_config& c) {
@@ -253,6 +261,13 @@ class omnilearn_asp {
   }
 
   friend bool operator==(const omnilearn_asp&, const omnilearn_asp&) = default;
+
+  /// Checkpointing (heterograd-run): the batches and the open measurement window; the
+  /// configuration and the initial batches are rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(batches_, window_);
+  }
 
  private:
   omnilearn_config config_;

@@ -96,6 +96,13 @@ class dc_asgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.backup_ == b.backup_ && a.mean_square_ == b.mean_square_;
   }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_, backup_, mean_square_);
+  }
+
  private:
   dc_asgd_config config_;
   std::vector<T> backup_;       // n x d: x_bak per worker

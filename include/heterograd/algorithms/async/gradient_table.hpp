@@ -104,6 +104,12 @@ class mean_table {
   }
 
   friend bool operator==(const mean_table&, const mean_table&) = default;
+
+  /// Checkpointing: every member (the size d included), in a fixed order.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(d_, means_, sum_, counts_, oldest_, filled_);
+  }
   friend void swap(mean_table& a, mean_table& b) noexcept {
     using std::swap;
     swap(a.d_, b.d_);
@@ -146,6 +152,13 @@ class ia2sgd : public detail::policy_base<T, Optimizer> {
 
   friend bool operator==(const ia2sgd& a, const ia2sgd& b) {
     return a.server_ == b.server_ && a.table_ == b.table_;
+  }
+
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_, table_);
   }
 
  private:
@@ -197,6 +210,13 @@ class malenia_sgd : public detail::policy_base<T, Optimizer> {
 
   friend bool operator==(const malenia_sgd& a, const malenia_sgd& b) {
     return a.server_ == b.server_ && a.table_ == b.table_;
+  }
+
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_, table_);
   }
 
  private:
@@ -260,6 +280,13 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer> {
   friend bool operator==(const ringleader_asgd& a, const ringleader_asgd& b) {
     return a.server_ == b.server_ && a.current_ == b.current_ && a.next_ == b.next_ &&
            a.triggered_ == b.triggered_ && a.updates_ == b.updates_ && a.round_ == b.round_;
+  }
+
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_, current_, next_, triggered_, updates_, round_, max_used_);
   }
 
  private:

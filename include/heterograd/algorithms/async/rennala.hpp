@@ -75,6 +75,13 @@ class rennala_sgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.count_ == b.count_ && a.sum_ == b.sum_;
   }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_, sum_, count_);
+  }
+
  private:
   rennala_config config_;
   std::vector<T> sum_;
@@ -168,6 +175,13 @@ class naive_optimal_asgd : public detail::policy_base<T, Optimizer> {
 
   friend bool operator==(const naive_optimal_asgd& a, const naive_optimal_asgd& b) {
     return a.server_ == b.server_;
+  }
+
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_);
   }
 
  private:

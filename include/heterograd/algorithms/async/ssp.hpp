@@ -81,6 +81,13 @@ class ssp_server : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.clock_ == b.clock_;
   }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(this->server_, clock_, max_gap_);
+  }
+
  private:
   ssp_config config_;
   std::vector<std::uint64_t> clock_;
@@ -139,6 +146,15 @@ class dssp_server : public detail::policy_base<T, Optimizer> {
 
   friend bool operator==(const dssp_server& a, const dssp_server& b) {
     return a.server_ == b.server_ && a.controller_ == b.controller_;
+  }
+
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, s_L, r_max) is rebuilt by the caller. Only
+  /// with a controller that can be checkpointed itself (balance::dssp_controller can).
+  template <class Archive>
+    requires requires(Controller& c, Archive& a) { c.serialize(a); }
+  void serialize(Archive& ar) {
+    ar(this->server_, controller_, max_gap_);
   }
 
  private:

@@ -122,6 +122,20 @@ class biased_data_plan {
   const std::vector<std::size_t>& assigned(std::size_t w) const { return assigned_.at(w); }
   const data::loss_score_table& scores() const { return merged_; }
 
+  friend bool operator==(const biased_data_plan& a, const biased_data_plan& b) {
+    return a.tables_ == b.tables_ && a.merged_ == b.merged_ && a.assigned_ == b.assigned_;
+  }
+
+  /// Checkpointing (heterograd-run): every worker's score table, the merged one and the
+  /// current assignment, in a fixed order; `ar(...)` writes or reads them. The redraws are
+  /// pure functions of (seed, period), so nothing else is random state. The configuration
+  /// is rebuilt by the caller (which also keeps the current period).
+  template <class Archive>
+  void serialize(Archive& ar) {
+    for (auto& t : tables_) ar(t.score);
+    ar(merged_.score, assigned_);
+  }
+
  private:
   std::size_t per_redraw(std::size_t w) const {
     return cfg_.shuffle_rounds * cfg_.local_steps[w] * cfg_.batch;

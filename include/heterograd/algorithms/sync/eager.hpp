@@ -196,6 +196,18 @@ class eager_sgd {
   /// Fresh contributions per fired round.
   const std::vector<std::size_t>& fresh_counts() const { return fresh_counts_; }
 
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it: the replicas, every rank's round and consumed counters, the fresh
+  /// contributions waiting for their round, the late ones carried to the next round that
+  /// fires (pending_, pending_origin_), the last B results, the audit sums and the next
+  /// round. The majority initiator is drawn from (seed, round), so the round counter next_
+  /// is its whole RNG state. Configuration (optimizer, mode, seed, B) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(c_, round_of_, consumed_, arrived_, fresh_, pending_, pending_origin_, results_, computed_,
+       applied_sum_, fresh_counts_, next_, late_);
+  }
+
  private:
   bool finished(std::size_t w) const {
     return cfg_.rounds != 0 && round_of_[w] >= cfg_.rounds;

@@ -102,6 +102,13 @@ class selsync_trigger {
   }
   friend bool operator==(const selsync_trigger&, const selsync_trigger&) = default;
 
+  /// Checkpointing (heterograd-run): the window of relative changes and the counters;
+  /// window, alpha and threshold are configuration, rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(deltas_, filled_, seen_, last_);
+  }
+
  private:
   std::size_t window_ = 25;
   double alpha_ = 0.01;
@@ -192,6 +199,13 @@ class selsync {
     return l;
   }
   const selsync_config& config() const { return cfg_; }
+
+  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// writes or reads it. Configuration (optimizer, threshold, window, alpha, mode) is rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(c_, limit_, triggers_, votes_, stats_, agg_, model_, decisions_, syncs_);
+  }
 
  private:
   void work(std::size_t w) {
