@@ -20,6 +20,11 @@ struct sgd_stepper {
     if (!impl) impl.emplace(heterograd::optim::momentum({.lr = lr, .momentum = momentum}));
     impl->step(p, g);
   }
+  template <class Archive>
+  void serialize(Archive& ar) {
+    if (!impl) impl.emplace(heterograd::optim::momentum({.lr = lr, .momentum = momentum}));
+    impl->serialize(ar);
+  }
 };
 
 }  // namespace hg_test

@@ -5,6 +5,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../../tools/driver/archive.hpp"
 #include "decoupled_support.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "hg_test.hpp"
@@ -95,6 +96,34 @@ BOOST_AUTO_TEST_CASE(a_local_step_changes_only_its_module_and_head) {
   BOOST_TEST(!bitwise_equal(ll.params(), before));
   BOOST_TEST(bitwise_equal(ll.head_params(0), head0));
   BOOST_TEST(!bitwise_equal(ll.head_params(1), head1));
+}
+
+BOOST_AUTO_TEST_CASE(local_learning_restored_from_bytes_continues_bitwise_like_the_original) {
+  const nn::mlp<float> net({12, 10, 8, 4});
+  std::vector<float> p0(net.num_params());
+  net.init(p0, hg_test::seed() + 3);
+  const dc::local_learning_config cfg{.modules = 3, .head_hidden = {5}, .seed = 11};
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  using ll_t = dc::local_learning<hg_test::sgd_stepper>;
+  ll_t a(net, p0, cfg, make), restored(net, p0, cfg, make);
+  const synthetic_batches src{12, 4, 8, hg_test::seed()};
+  auto train = [&](ll_t& ll, std::size_t from, std::size_t to) {
+    for (std::size_t t = from; t < to; ++t) {
+      const auto m = src(t);
+      ll.step(nn::batch<float>{m.x, m.y}, t);
+    }
+  };
+  train(a, 0, 10);
+  hgrun::writer w;
+  a.serialize(w);
+  hgrun::reader r(w.bytes());
+  restored.serialize(r);
+  BOOST_TEST(r.done());
+  train(a, 10, 20);
+  train(restored, 10, 20);
+  BOOST_TEST(bitwise_equal(a.params(), restored.params()));
+  for (std::size_t k = 0; k + 1 < a.modules(); ++k)
+    BOOST_TEST(bitwise_equal(a.head_params(k), restored.head_params(k)), "head " << k);
 }
 
 BOOST_AUTO_TEST_CASE(pgl_schedule_marks_every_pth_iteration_and_the_first_epochs_global) {

@@ -32,6 +32,12 @@ class optim_stepper {
     opt_.update(policy_, g, *state_, p);
   }
   const std::optional<optim::state<float>>& state() const { return state_; }
+  /// Checkpointing: the optimizer state (none before the first step); `ar(...)` writes or
+  /// reads it. The optimizer itself is configuration, rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(state_);
+  }
 
  private:
   Opt opt_;

@@ -170,6 +170,19 @@ class local_learning {
     return loss;
   }
 
+  /// Checkpointing: the network and head parameters and every module's optimizers, in a
+  /// fixed order; `ar(...)` writes or reads them (available when the optimizers have a
+  /// serialize member). The rest is workspace, overwritten before it is read, and
+  /// configuration, rebuilt by the caller.
+  template <class Archive>
+  void serialize(Archive& ar)
+    requires requires(Opt& o) { o.serialize(ar); }
+  {
+    ar(params_, head_params_);
+    for (auto& o : body_opt_) o.serialize(ar);
+    for (auto& o : head_opt_) o.serialize(ar);
+  }
+
   /// End-to-end backpropagation of the global loss; each module's optimizer applies its slice.
   float global_step(const nn::batch<float>& b) {
     const float loss = net_.loss_and_gradient(params_, b, grads_);
