@@ -81,6 +81,9 @@ class problem {
   virtual void next_batch(std::size_t w, std::size_t batch, std::vector<float>& x,
                           std::vector<std::int32_t>& y);
   virtual std::size_t train_size() const = 0;
+  /// How much one gradient of a `batch` mini-batch adds to `samples` (the quadratics count
+  /// one per gradient).
+  virtual std::size_t samples_per_gradient(std::size_t batch) const { return batch; }
   virtual void serialize(writer& w) = 0;
   virtual void serialize(reader& r) = 0;
   std::uint64_t samples = 0;  ///< samples whose gradients were computed

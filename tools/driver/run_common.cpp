@@ -205,6 +205,7 @@ class scalar_quadratics final : public problem {
     return 0.5 * (x[0] - c_[w]) * (x[0] - c_[w]);
   }
   std::size_t train_size() const override { return c_.size(); }
+  std::size_t samples_per_gradient(std::size_t) const override { return 1; }
   void serialize(writer& w) override { w(samples, k_); }
   void serialize(reader& r) override { r(samples, k_); }
 
@@ -245,6 +246,7 @@ class worst_case final : public problem {
     return 0.0;
   }
   std::size_t train_size() const override { return k_.size(); }
+  std::size_t samples_per_gradient(std::size_t) const override { return 1; }
   void serialize(writer& w) override { w(samples, k_); }
   void serialize(reader& r) override { r(samples, k_); }
 

@@ -262,7 +262,8 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   h.updates = [&] { return static_cast<std::uint64_t>(p.version()); };
   h.events = [&] { return s.eng.events_delivered(); };
   h.epochs_done = [&] {
-    return static_cast<double>(s.started * ctx.batch()) / static_cast<double>(ctx.prob.train_size());
+    return static_cast<double>(s.started * ctx.prob.samples_per_gradient(ctx.batch())) /
+           static_cast<double>(ctx.prob.train_size());
   };
   h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
@@ -317,7 +318,7 @@ json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_m
   auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t, hs::round_stats& out) {
     out.steps = steps(w, round);
     out.loss = 0;
-    timing.samples += static_cast<std::uint64_t>(p.batch(w)) * out.steps;
+    timing.samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(w))) * out.steps;
   };
   std::uint64_t done = 0;
   loop_hooks h;
