@@ -139,7 +139,7 @@ class classification final : public problem {
   // Worker w's scratch, made on its first use (by w's thread only: slots are disjoint).
   scratch& scratch_of(std::size_t w) {
     auto& p = per_worker_.at(w);
-    if (!p) p = std::make_unique<scratch>(scratch{net_, {}, {}, {}});
+    if (!p) p = std::make_unique<scratch>(scratch{proto_, {}, {}, {}});
     return *p;
   }
   double gradient_with(scratch& s, std::span<const std::size_t> idx, std::span<const float> x, std::span<float> g,
@@ -174,6 +174,7 @@ class classification final : public problem {
   hg::data::partition shards_;
   std::vector<std::uint64_t> epoch_, pos_;
   std::vector<std::vector<std::size_t>> perm_;
+  const hg::nn::mlp<float> proto_{net_};            // copied by workers, never run (net_ is evaluate's)
   scratch shared_{net_, {}, {}, {}};                // gradient_on's (one caller at a time)
   std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's and next_batch's
 };
