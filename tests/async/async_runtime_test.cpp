@@ -90,6 +90,37 @@ BOOST_AUTO_TEST_CASE(virtual_time_order_reproduces_the_simulator_for_heterogeneo
   same_under_sim_and_threads(async::dssp_server(prob.n, srv(), {.lower = 1, .range = 3}), prob, model, 300, "DSSP");
 }
 
+BOOST_AUTO_TEST_CASE(repeated_interruptions_of_a_worker_still_pushing_a_large_model_do_not_deadlock) {
+  // Models above the inproc eager limit go by rendezvous: a worker's push completes only
+  // when the server receives it, which in virtual-time order can be after the server has
+  // interrupted that worker twice. The server must not wait for the worker to take the first
+  // new job before it sends the second (it would wait for ever: the worker waits for it).
+  const std::uint64_t seed = hg_test::seed();
+  const std::size_t d = 2 * hg::comm::inproc::eager_bytes / sizeof(double);
+  const mixture prob(6, d, 0.1, seed);
+  const std::vector<double> x0(prob.d, 0.0);
+  const auto model = sim::plus(sim::linear_times(prob.n, seed), sim::half_normal_noise(seed));
+  async::ringmaster_asgd p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)),
+                           {.threshold = 2, .variant = async::ringmaster_variant::interrupt});
+  auto q = p;
+  const std::uint64_t arrivals = 200;
+  sim::async_runtime<std::vector<double>, std::remove_cvref_t<decltype(model)>> rt(prob.n, model);
+  sim::run_options opt;
+  opt.max_events = arrivals;
+  rt.run(p, [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
+    prob.gradient(w, k, p.params().data(), g);
+  }, opt);
+  const auto s = async::run_threads<double>(
+      q,
+      [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+          std::vector<double>& g) { prob.gradient(w, k, x.data(), g); },
+      {.timeout = hg::seconds{20.0}, .order = async::arrival_order::virtual_time, .max_arrivals = arrivals},
+      model);
+  BOOST_TEST(s.log.counts[async::update_log::interrupted] > 2 * prob.n);  // repeated ones
+  BOOST_TEST(s.log.counts[async::update_log::interrupted] == rt.recorder().count(sim::update_outcome::interrupted));
+  BOOST_TEST(std::memcmp(q.params().data(), p.params().data(), prob.d * sizeof(double)) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(threads_in_real_time_keep_the_delay_bounds_and_record_every_arrival) {
   const mixture prob(4, 8, 0.1, hg_test::seed());
   const std::vector<double> x0(prob.d, 0.0);

@@ -473,6 +473,35 @@ double get_num(const json& j, const char* k, double d = 0) {
   return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
 }
 
+// Methods wired to real workers (runtime "threads" and "mpi", tools/driver/runtimes.hpp): the
+// asynchronous servers (algorithms/async/remote.hpp) and the round methods whose round time
+// does not depend on the data (algorithms/sync/drive.hpp).
+const std::vector<std::string>& real_runtime_list() {
+  static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
+                                          "rennala", "ia2sgd",         "malenia",    "ringleader",
+                                          "ssp",     "dssp",           "bsp",        "local_sgd"};
+  return v;
+}
+bool runs_on_real_workers(const std::string& a) {
+  const auto& v = real_runtime_list();
+  return std::find(v.begin(), v.end(), a) != v.end();
+}
+std::string real_runtime_algorithms() {
+  std::string s;
+  for (const auto& a : real_runtime_list()) s += (s.empty() ? "" : ", ") + a;
+  return s;
+}
+std::string why_sim_only(const std::string& a) {
+  if (a == "local_learning") return "local_learning is the sequential reference (no workers)";
+  if (a == "eager") return "eager-SGD's partial rounds depend on real arrival times on real workers";
+  if (a == "selsync") return "SelSync's round time depends on each step's vote, which the driver does not "
+                             "yet interleave with real workers";
+  if (a == "omnilearn") return "OmniLearn's controller reads the simulated engine's busy times";
+  if (a == "biased_local_sgd") return "biased local SGD's shared data plan is redrawn by whichever worker "
+                                      "gets there first";
+  return "it is not wired to real workers";
+}
+
 void check_cross(json& c) {
   const std::size_t n = c["workers"]["count"].get<std::size_t>();
   const json& t = c["workers"]["time"];
@@ -553,11 +582,10 @@ void check_cross(json& c) {
         throw config_error(p + ".modules", "expected at most the number of dense layers (" +
                                                std::to_string(layers) + "), got " + m["modules"].dump());
     }
-    if (a != "local_learning" && c["runtime"] != "sim")
-      throw config_error("runtime", "expected \"sim\": this build runs " + a +
-                                        " (" + p + ") only on the simulated cluster");
-    if (a == "local_learning" && c["runtime"] != "sim")
-      throw config_error("runtime", "expected \"sim\" for local_learning (the sequential reference)");
+    if (c["runtime"] != "sim" && !runs_on_real_workers(a))
+      throw config_error("runtime", "expected \"sim\" for " + p + " (" + a + "): got " + c["runtime"].dump() +
+                                        "; " + why_sim_only(a) + ". On \"threads\" and \"mpi\" run: " +
+                                        real_runtime_algorithms());
     // The method's optimizer: the experiment's, with the method's keys on top.
     json o = c["optimizer"];
     for (auto it = m["optimizer"].begin(); it != m["optimizer"].end(); ++it)
@@ -565,6 +593,10 @@ void check_cross(json& c) {
     m["optimizer"] = o;
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
+  if (c["runtime"] != "sim" && c["checkpoint_every"].get<std::uint64_t>() > 0)
+    throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() +
+                                               ": checkpoints (and --resume from one) need runtime \"sim\" "
+                                               "(the real runtimes' messages in flight are not saved)");
   std::string& b = c["baseline"].get_ref<std::string&>();
   if (!b.empty() && !labels.count(b))
     throw config_error("baseline", "expected the label of one of the methods, got \"" + b + "\"");

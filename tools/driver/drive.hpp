@@ -38,6 +38,7 @@ struct oracle {
   problem* prob;
   double operator()(std::size_t w, std::uint64_t, std::size_t b, heterograd::span<const float> x,
                     heterograd::span<float> g) const {
+    single_threaded_here();  // worker threads of the threads runtime
     return prob->gradient(w, b, std::span<const float>(x.data(), x.size()),
                           std::span<float>(g.data(), g.size()));
   }

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -24,6 +25,9 @@
 #include <CLI/CLI.hpp>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#ifdef HG_HAS_MPI
+#include <mpi.h>
 #endif
 
 #include "config.hpp"
@@ -147,6 +151,57 @@ std::optional<progress_info> read_progress(const std::filesystem::path& dir) {
   return p;
 }
 
+// runtime "mpi": MPI is initialised here only (sim and threads never touch it). Thread
+// support: the asynchronous server runs on a thread beside rank 0's evaluation loop, so MPI
+// calls come from a thread other than main (one at a time, at least).
+class mpi_session {
+ public:
+  mpi_session(int& argc, char**& argv) {
+#ifdef HG_HAS_MPI
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    active_ = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw std::runtime_error("runtime \"mpi\" needs MPI_THREAD_SERIALIZED or better; this MPI provides level " +
+                               std::to_string(provided));
+#else
+    (void)argc;
+    (void)argv;
+    throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
+#endif
+  }
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+  ~mpi_session() {
+#ifdef HG_HAS_MPI
+    if (active_) MPI_Finalize();
+#endif
+  }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Ends every rank (a failure on one rank would leave the others waiting).
+  void abort(int code) {
+#ifdef HG_HAS_MPI
+    if (active_) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    (void)code;
+  }
+
+ private:
+  bool active_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+// Before MPI is initialised, the launcher's environment says which rank this is (errors are
+// printed by rank 0 only).
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r);
+  return 0;
+}
+
 struct unit {
   std::size_t method;
   std::uint64_t seed;
@@ -212,6 +267,8 @@ int main(int argc, char** argv) {
   app.add_option("--halt-after", halt_after, "stop as if killed after N evaluations (tests)")->group("");
   CLI11_PARSE(app, argc, argv);
 
+  std::optional<mpi_session> mpi;
+  int rank = launcher_rank();
   try {
     if (child) return child_main(experiment, child_method, seed, child_dir, resume, halt_after);
     if (list) {
@@ -235,17 +292,35 @@ int main(int argc, char** argv) {
     if (checkpoint_every) raw["checkpoint_every"] = checkpoint_every;
     if (seed) raw["seed"] = seed;
     if (!out.empty()) raw["output"] = out;
-    json cfg = resolve(raw);
-    if (!methods.empty()) {
-      std::vector<std::string> keep;
+    std::vector<std::string> keep;
+    {
       std::stringstream ss(methods);
       for (std::string t; std::getline(ss, t, ',');) keep.push_back(t);
+    }
+    auto kept_label = [&](const std::string& l) {
+      return std::find(keep.begin(), keep.end(), l) != keep.end() ||
+             std::find(keep.begin(), keep.end(), slug(l)) != keep.end();
+    };
+    // --methods selects before the checks, so that the methods left out do not have to pass
+    // the checks that depend on the others (e.g. runtime "threads" for a sim-only method).
+    if (!methods.empty() && raw.contains("methods") && raw["methods"].is_array()) {
+      json kept = json::array();
+      for (const auto& m : raw["methods"])
+        if (m.is_object() && m.contains("label") && m["label"].is_string() && kept_label(m["label"])) kept.push_back(m);
+      if (!kept.empty()) {
+        raw["methods"] = kept;
+        if (raw.contains("baseline") && raw["baseline"].is_string()) {
+          bool base_kept = false;
+          for (const auto& m : kept) base_kept = base_kept || m["label"] == raw["baseline"];
+          if (!base_kept) raw.erase("baseline");
+        }
+      }
+    }
+    json cfg = resolve(raw);
+    if (!methods.empty()) {
       json kept = json::array();
       for (const auto& m : cfg["methods"]) {
-        const std::string l = m["label"];
-        if (std::find(keep.begin(), keep.end(), l) != keep.end() ||
-            std::find(keep.begin(), keep.end(), slug(l)) != keep.end())
-          kept.push_back(m);
+        if (kept_label(m["label"].get<std::string>())) kept.push_back(m);
       }
       if (kept.empty()) throw config_error("--methods", "expected labels of the experiment's methods, got \"" + methods + "\"");
       cfg["methods"] = kept;
@@ -268,17 +343,47 @@ int main(int argc, char** argv) {
       std::printf("%s\n", cfg.dump(2).c_str());
       return 0;
     }
+    const std::string runtime = cfg["runtime"];
+    if (runtime == "mpi") {
+      if (jobs > 1) throw config_error("--jobs", "expected 1 with runtime \"mpi\" (mpirun starts the processes)");
+      if (resume) throw config_error("--resume", "not available with runtime \"mpi\" (no checkpoints)");
+      const int need = mpi_ranks_needed(cfg);
+      mpi.emplace(argc, argv);
+      rank = mpi->rank();
+      if (mpi->size() != need) {
+        const int n = cfg["workers"]["count"].get<int>();
+        const bool async = need == n + 1;
+        throw config_error("runtime", "mpi: workers.count = " + std::to_string(n) + " needs mpirun -np " +
+                                          std::to_string(need) +
+                                          (async ? " (rank 0 serves, ranks 1.." + std::to_string(n) + " are the workers)"
+                                                 : " (one rank per worker)") +
+                                          ", got -np " + std::to_string(mpi->size()) + "; run with -np " +
+                                          std::to_string(need) + " or set workers.count = " +
+                                          std::to_string(async ? mpi->size() - 1 : mpi->size()));
+      }
+      quiet = quiet || rank != 0;
+    }
+    if (runtime == "threads" && jobs > 1) {
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      const std::size_t threads = jobs * cfg["workers"]["count"].get<std::size_t>();
+      if (threads > cores && !quiet)
+        std::fprintf(stderr,
+                     "heterograd-run: note: --jobs %u with runtime \"threads\" runs up to %zu worker threads "
+                     "on %u cores (each job runs workers.count of them); --jobs 1 avoids the oversubscription\n",
+                     jobs, threads, cores);
+    }
+    const bool writer = rank == 0;
 
     const std::filesystem::path root = cfg["output"].get<std::string>();
-    std::filesystem::create_directories(root);
+    if (writer) std::filesystem::create_directories(root);
     json resolved = cfg;
-    resolved["resolved"] = {{"seeds", seeds}, {"git_revision", git_revision()}, {"command", [&] {
+    resolved["resolved"] = {{"seeds", seeds}, {"git_revision", writer ? git_revision() : ""}, {"command", [&] {
                               std::string c;
                               for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
                               return c;
                             }()}};
     const auto cfg_path = root / "config.json";
-    std::ofstream(cfg_path) << resolved.dump(2) << "\n";
+    if (writer) std::ofstream(cfg_path) << resolved.dump(2) << "\n";
 
     // Units of work: (method, seed), each in its own directory.
     std::vector<unit> units;
@@ -295,14 +400,14 @@ int main(int argc, char** argv) {
     std::vector<std::size_t> todo;
     for (std::size_t i = 0; i < units.size(); ++i) {
       if (resume && std::filesystem::exists(units[i].dir / "summary.json")) continue;
-      if (!resume) std::filesystem::remove_all(units[i].dir);
+      if (!resume && writer) std::filesystem::remove_all(units[i].dir);
       todo.push_back(i);
     }
     int failures = 0, halts = 0;
     if (jobs == 1) {
       for (auto i : todo) {
         run_request req{cfg, units[i].method, units[i].seed, units[i].dir, resume, halt_after,
-                        [&](const progress_info& p) { disp.update(p); }};
+                        [&](const progress_info& p) { disp.update(p); }, writer};
         try {
           run_method(req);
         } catch (const halted&) {
@@ -364,6 +469,7 @@ int main(int argc, char** argv) {
     }
     disp.finish();
     if (failures) return 1;
+    if (!writer) return 0;  // MPI ranks other than 0: rank 0 writes the table and charts
     if (halts) {
       std::fprintf(stderr, "heterograd-run: halted after %llu evaluations (resume with --resume)\n",
                    static_cast<unsigned long long>(halt_after));
@@ -397,10 +503,13 @@ int main(int argc, char** argv) {
     std::ofstream(root / "table.md") << all_tables;
     return 0;
   } catch (const config_error& e) {
-    std::fprintf(stderr, "heterograd-run: %s\n", e.what());
+    // Every rank meets a configuration error alike: rank 0 says it, all end normally.
+    if (rank == 0) std::fprintf(stderr, "heterograd-run: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "heterograd-run: error: %s\n", e.what());
+    std::fprintf(stderr, "heterograd-run: error%s: %s\n",
+                 mpi ? (" on rank " + std::to_string(rank)).c_str() : "", e.what());
+    if (mpi) mpi->abort(1);
     return 1;
   }
 }

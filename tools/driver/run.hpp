@@ -42,6 +42,7 @@ struct run_request {
   bool resume = false;          ///< continue from dir/checkpoint.bin when it exists
   std::uint64_t halt_after = 0; ///< test hook: stop (as if killed) after this many evaluations
   progress_fn progress;
+  bool root = true;             ///< false on MPI ranks other than 0 (they write nothing)
 };
 
 /// The run stopped at --halt-after (after its checkpoint was written).
@@ -80,6 +81,9 @@ class problem {
   virtual void next_batch(std::size_t w, std::size_t batch, std::vector<float>& x,
                           std::vector<std::int32_t>& y);
   virtual std::size_t train_size() const = 0;
+  /// How much one gradient of a `batch` mini-batch adds to `samples` (the quadratics count
+  /// one per gradient).
+  virtual std::size_t samples_per_gradient(std::size_t batch) const { return batch; }
   virtual void serialize(writer& w) = 0;
   virtual void serialize(reader& r) = 0;
   std::uint64_t samples = 0;  ///< samples whose gradients were computed
@@ -109,7 +113,12 @@ struct context {
   double wall_before = 0;       ///< wall seconds of the run before a resume
   json extra = json::object();  ///< method-specific numbers for the summary
 
+  /// False on MPI ranks other than 0: they run the method's loop without evaluating and
+  /// write nothing.
+  bool root = true;
+
   std::size_t workers() const { return config["workers"]["count"].get<std::size_t>(); }
+  std::string runtime() const { return config["runtime"].get<std::string>(); }
   std::size_t batch() const { return method["batch"].get<std::size_t>(); }
 };
 
@@ -130,8 +139,20 @@ struct loop_hooks {
 std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs = false);
 
-/// Writes the recorder's tables and the summary; returns the summary.
+/// Writes the recorder's tables and the summary; returns the summary (null off the root).
 json finish(context& ctx, const heterograd::sim::recorder& rec, const std::vector<float>& params);
+
+/// Sets this thread's OpenMP team to one thread (once per thread): real workers and servers
+/// run their kernels single-threaded, as the simulated run does.
+void single_threaded_here();
+
+/// Writes `s` as ctx.dir/summary.json again (after a runner added numbers), on the root only.
+void rewrite_summary(const context& ctx, const json& s);
+
+/// The MPI ranks `mpirun -np` must start for `config`'s methods under runtime "mpi" (workers
+/// + 1 for the asynchronous family, whose rank 0 serves; workers for the round family);
+/// throws config_error when the methods need different counts.
+int mpi_ranks_needed(const json& config);
 
 // Per-family entry points (each returns the summary); `algorithm` is config's name.
 json run_async_family(context& ctx);

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "drive.hpp"
+#include "runtimes.hpp"
 
 #include "heterograd/algorithms/async.hpp"
 
@@ -46,6 +47,7 @@ template <class Policy>
 json drive_server(context& ctx, Policy& p) {
   const std::size_t b = ctx.batch();
   const std::size_t d = ctx.prob.dim();
+  if (ctx.runtime() != "sim") return drive_server_real(ctx, p, make_time_model(ctx.config, ctx.seed, b));
   // The gradient is computed when the job starts, at the server's parameters of that moment.
   auto compute = [&ctx, &p, b, d](hg::sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<float>& g) {
     g.resize(d);
@@ -112,10 +114,11 @@ json run_with(context& ctx, O opt) {
                               hg::balance::dssp_config{.lower = m["lower"].get<std::size_t>(),
                                                        .range = m["range"].get<std::size_t>()});
   json s = drive_server(ctx, p);
+  if (s.is_null()) return s;  // an MPI worker rank
   // DSSP's bound: no worker ever started an iteration more than s_L + r_max ahead.
   s["extra"]["max_gap_started"] = p.max_gap_started();
   s["extra"]["bound"] = m["lower"].get<std::size_t>() + m["range"].get<std::size_t>();
-  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  rewrite_summary(ctx, s);
   return s;
 }
 

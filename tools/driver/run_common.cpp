@@ -1,5 +1,6 @@
 // Problems, worker-time models, the evaluation loop, checkpoints and summaries.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -84,7 +85,7 @@ class classification final : public problem {
     pos_.assign(n, 0);
     perm_.resize(n);
     for (std::size_t w = 0; w < n; ++w) shuffle(w);
-    grad_.resize(net_.num_params());
+    per_worker_.resize(n);
   }
   static std::vector<std::size_t> sizes(const json& c) {
     std::vector<std::size_t> s{784};
@@ -104,21 +105,22 @@ class classification final : public problem {
     const auto r = hg::nn::evaluate_dataset(net_, hg::span<const float>(x.data(), x.size()), test_);
     return {r.loss(), r.accuracy()};
   }
+  // Called concurrently for different workers under the threads runtime: worker w touches
+  // only its own stream (epoch_[w], pos_[w], perm_[w]) and its own scratch (a model instance
+  // owns its activation workspace). The arithmetic is the same as with one shared scratch.
   double gradient(std::size_t w, std::size_t b, std::span<const float> x, std::span<float> g) override {
-    draw(w, b);
-    return gradient_on(idx_, x, g, {});
+    scratch& s = scratch_of(w);
+    draw(w, b, s.idx);
+    return gradient_with(s, s.idx, x, g, {});
   }
   void next_batch(std::size_t w, std::size_t b, std::vector<float>& x, std::vector<std::int32_t>& y) override {
-    draw(w, b);
-    hg::data::gather(train_, hg::span<const std::size_t>(idx_.data(), idx_.size()), x, y);
+    scratch& s = scratch_of(w);
+    draw(w, b, s.idx);
+    hg::data::gather(train_, hg::span<const std::size_t>(s.idx.data(), s.idx.size()), x, y);
   }
   double gradient_on(std::span<const std::size_t> idx, std::span<const float> x, std::span<float> g,
                      std::span<float> losses) override {
-    hg::data::gather(train_, hg::span<const std::size_t>(idx.data(), idx.size()), xb_, yb_);
-    const hg::nn::batch<float> b{xb_, yb_};
-    return net_.loss_and_gradient(hg::span<const float>(x.data(), x.size()), b,
-                                  hg::span<float>(g.data(), g.size()),
-                                  hg::span<float>(losses.data(), losses.size()));
+    return gradient_with(shared_, idx, x, g, losses);
   }
   std::size_t train_size() const override { return train_.size(); }
   void serialize(writer& w) override { w(samples, epoch_, pos_); }
@@ -128,18 +130,38 @@ class classification final : public problem {
   }
 
  private:
+  struct scratch {
+    hg::nn::mlp<float> net;
+    std::vector<std::size_t> idx;
+    std::vector<float> xb;
+    std::vector<std::int32_t> yb;
+  };
+  // Worker w's scratch, made on its first use (by w's thread only: slots are disjoint).
+  scratch& scratch_of(std::size_t w) {
+    auto& p = per_worker_.at(w);
+    if (!p) p = std::make_unique<scratch>(scratch{proto_, {}, {}, {}});
+    return *p;
+  }
+  double gradient_with(scratch& s, std::span<const std::size_t> idx, std::span<const float> x, std::span<float> g,
+                       std::span<float> losses) {
+    hg::data::gather(train_, hg::span<const std::size_t>(idx.data(), idx.size()), s.xb, s.yb);
+    const hg::nn::batch<float> b{s.xb, s.yb};
+    return s.net.loss_and_gradient(hg::span<const float>(x.data(), x.size()), b,
+                                   hg::span<float>(g.data(), g.size()),
+                                   hg::span<float>(losses.data(), losses.size()));
+  }
   // The next b samples of worker w's stream: its shard in a fresh order every epoch.
-  void draw(std::size_t w, std::size_t b) {
-    idx_.resize(b);
+  void draw(std::size_t w, std::size_t b, std::vector<std::size_t>& idx) {
+    idx.resize(b);
     for (std::size_t k = 0; k < b; ++k) {
       if (pos_[w] == perm_[w].size()) {
         ++epoch_[w];
         pos_[w] = 0;
         shuffle(w);
       }
-      idx_[k] = perm_[w][pos_[w]++];
+      idx[k] = perm_[w][pos_[w]++];
     }
-    samples += b;
+    std::atomic_ref<std::uint64_t>(samples).fetch_add(b, std::memory_order_relaxed);
   }
   // Worker w's order for its current epoch: a pure function of (seed, w, epoch).
   void shuffle(std::size_t w) {
@@ -152,9 +174,9 @@ class classification final : public problem {
   hg::data::partition shards_;
   std::vector<std::uint64_t> epoch_, pos_;
   std::vector<std::vector<std::size_t>> perm_;
-  std::vector<std::size_t> idx_;
-  std::vector<float> xb_, grad_;
-  std::vector<std::int32_t> yb_;
+  const hg::nn::mlp<float> proto_{net_};            // copied by workers, never run (net_ is evaluate's)
+  scratch shared_{net_, {}, {}, {}};                // gradient_on's (one caller at a time)
+  std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's and next_batch's
 };
 
 // --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (papers.md E1) --------------------------------
@@ -179,11 +201,12 @@ class scalar_quadratics final : public problem {
   double gradient(std::size_t w, std::size_t, std::span<const float> x, std::span<float> g) override {
     const double noise = sigma_ > 0 ? sigma_ * rng_.substream(w).normal(k_[w]) : 0.0;
     ++k_[w];
-    ++samples;
+    std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
     g[0] = static_cast<float>(x[0] - c_[w] + noise);
     return 0.5 * (x[0] - c_[w]) * (x[0] - c_[w]);
   }
   std::size_t train_size() const override { return c_.size(); }
+  std::size_t samples_per_gradient(std::size_t) const override { return 1; }
   void serialize(writer& w) override { w(samples, k_); }
   void serialize(reader& r) override { r(samples, k_); }
 
@@ -201,7 +224,7 @@ class worst_case final : public problem {
   worst_case(const json& c, std::uint64_t seed, std::size_t workers)
       : q_(c["data"]["dim"].get<std::size_t>(), c["data"]["smoothness"].get<double>()),
         sigma_(c["data"]["noise"].get<double>()), rng_(seed, 0xe2), k_(workers, 0),
-        xd_(q_.dim), gd_(q_.dim) {}
+        xd_(q_.dim), gd_(q_.dim), scratch_(workers) {}
   std::size_t dim() const override { return q_.dim; }
   std::vector<float> initial() const override { return std::vector<float>(q_.dim, 0.0f); }
   std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq"}; }
@@ -211,15 +234,20 @@ class worst_case final : public problem {
     const double fstar = q_.loss(xs);
     return {q_.loss(xd_) - fstar, q_.grad_norm_sq(xd_)};
   }
+  // Worker w's own double-precision scratch (threads runtime: concurrent workers).
   double gradient(std::size_t w, std::size_t, std::span<const float> x, std::span<float> g) override {
-    std::copy(x.begin(), x.end(), xd_.begin());
-    q_.gradient(xd_, gd_);
-    hg::data::add_gaussian_noise(gd_, sigma_, rng_.substream(w), k_[w]++);
-    std::copy(gd_.begin(), gd_.end(), g.begin());
-    ++samples;
+    auto& s = scratch_.at(w);
+    s.resize(2 * q_.dim);
+    const hg::span<double> xd(s.data(), q_.dim), gd(s.data() + q_.dim, q_.dim);
+    std::copy(x.begin(), x.end(), xd.begin());
+    q_.gradient(xd, gd);
+    hg::data::add_gaussian_noise(gd, sigma_, rng_.substream(w), k_[w]++);
+    std::copy(gd.begin(), gd.end(), g.begin());
+    std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
     return 0.0;
   }
   std::size_t train_size() const override { return k_.size(); }
+  std::size_t samples_per_gradient(std::size_t) const override { return 1; }
   void serialize(writer& w) override { w(samples, k_); }
   void serialize(reader& r) override { r(samples, k_); }
 
@@ -228,7 +256,8 @@ class worst_case final : public problem {
   double sigma_;
   hg::counter_rng rng_;
   std::vector<std::uint64_t> k_;
-  std::vector<double> xd_, gd_;
+  std::vector<double> xd_, gd_;              // evaluate's
+  std::vector<std::vector<double>> scratch_;  // gradient's, per worker
 };
 
 sim::fixed_times base_times(const json& c, std::uint64_t seed) {
@@ -469,7 +498,7 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
       if (t <= prev) break;  // the horizon was evaluated already
       if (!h.advance(t)) break;
     }
-    auto v = ctx.prob.evaluate(h.params());
+    auto v = ctx.root ? ctx.prob.evaluate(h.params()) : std::vector<double>(ctx.prob.metrics().size(), 0.0);
     target.observe(t, v);
     rec.record_evaluation(t, std::move(v));
     ++e;
@@ -487,6 +516,7 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
 }
 
 json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& params) {
+  if (!ctx.root) return json();
   std::filesystem::create_directories(ctx.dir);
   {
     std::ofstream o(ctx.dir / "evaluations.csv");
@@ -537,6 +567,41 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   return s;
 }
 
+void single_threaded_here() {
+#ifdef _OPENMP
+  thread_local bool done = false;
+  if (!done) {
+    omp_set_num_threads(1);
+    done = true;
+  }
+#endif
+}
+
+void rewrite_summary(const context& ctx, const json& s) {
+  if (ctx.root) std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+}
+
+int mpi_ranks_needed(const json& c) {
+  const int n = c["workers"]["count"].get<int>();
+  int need = 0;
+  std::string first;
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    const std::string a = c["methods"][i]["algorithm"];
+    const int k = is_async_algorithm(a) ? n + 1 : n;
+    const std::string here = "methods[" + std::to_string(i) + "] (" + a + ")";
+    if (need && k != need)
+      throw config_error("runtime", "expected methods that need one MPI rank count: " + first + " needs -np " +
+                                        std::to_string(need) + ", " + here + " needs -np " + std::to_string(k) +
+                                        " (asynchronous methods: workers.count + 1, rank 0 serves; round "
+                                        "methods: workers.count); run them apart with --methods");
+    if (!need) {
+      need = k;
+      first = here;
+    }
+  }
+  return need;
+}
+
 bool algorithm_checkpointable(const std::string& a) {
   if (is_async_algorithm(a)) return async_checkpointable(a);
   if (is_sync_algorithm(a)) return sync_checkpointable(a);
@@ -574,8 +639,9 @@ json run_method(const run_request& req) {
 #endif
   const json& m = req.config["methods"][req.method];
   auto prob = make_problem(req.config, req.seed);
-  std::filesystem::create_directories(req.dir);
+  if (req.root) std::filesystem::create_directories(req.dir);
   context ctx{req.config, m, req.seed, req.dir, *prob, req.resume, req.halt_after, req.progress};
+  ctx.root = req.root;
   const std::string a = m["algorithm"];
   if (a == "local_learning") return run_local_learning(ctx);
   if (is_async_algorithm(a)) return run_async_family(ctx);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "drive.hpp"
+#include "runtimes.hpp"
 
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/balance/omnilearn.hpp"
@@ -180,6 +181,9 @@ json run_with(context& ctx, O opt) {
   if (a == "bsp") {
     hs::bsp<float, O, oracle> p(n, x0, opt, g, batches,
                                 {.mode = aggregation_of(m), .weighting = averaging_of(m), .sync_time = sync});
+    if (ctx.runtime() != "sim")
+      return drive_rounds_real(ctx, p, [&p] { return p.params(0); }, model,
+                               [](std::size_t, std::uint64_t) { return std::size_t{1}; });
     return drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
   }
   if (a == "omnilearn") {
@@ -199,7 +203,7 @@ json run_with(context& ctx, O opt) {
     s["extra"]["final_batches"] = std::vector<std::size_t>(final_b.begin(), final_b.end());
     s["extra"]["rebalances"] = p.changes();
     s["extra"]["rebalance_every_rounds"] = every;
-    std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+    rewrite_summary(ctx, s);
     return s;
   }
   if (a == "local_sgd") {
@@ -211,10 +215,15 @@ json run_with(context& ctx, O opt) {
     cfg.sync_time = sync;
     hs::local_sgd_schedule sched(n, cfg);
     hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
-    json s = drive_rounds<hs::round_stats>(ctx, p, [&p] { return hg::span<const float>(p.anchor()); },
-                                           hs::steps_time<sim::any_time_model>(model, sched));
+    auto anchor = [&p] { return hg::span<const float>(p.anchor()); };
+    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, sched);
+    json s = ctx.runtime() != "sim"
+                 ? drive_rounds_real(ctx, p, anchor, timed,
+                                     [&sched](std::size_t w, std::uint64_t r) { return sched.steps(w, r); })
+                 : drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
+    if (s.is_null()) return s;  // an MPI rank other than 0
     s["extra"]["local_steps"] = cfg.local_steps;
-    std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+    rewrite_summary(ctx, s);
     return s;
   }
   if (a == "biased_local_sgd") {
@@ -250,7 +259,7 @@ json run_with(context& ctx, O opt) {
     json s = drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
     const double steps = static_cast<double>(p.decisions().size());
     s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
-    std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+    rewrite_summary(ctx, s);
     return s;
   }
   // eager
@@ -268,7 +277,7 @@ json run_with(context& ctx, O opt) {
   for (auto f : fresh) mean_fresh += static_cast<double>(f);
   s["extra"]["mean_fresh_per_round"] = fresh.empty() ? 0.0 : mean_fresh / static_cast<double>(fresh.size());
   s["extra"]["late_contributions"] = p.late_contributions();
-  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  rewrite_summary(ctx, s);
   return s;
 }
 

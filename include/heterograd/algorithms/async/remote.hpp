@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <queue>
 #include <string>
 #include <thread>
@@ -239,13 +240,27 @@ class remote_server {
 
   int rank_of(worker_id w) const { return worker_rank(static_cast<int>(w), o_.server_rank); }
 
-  // The model goes out through a per-worker outbox (n x d memory), so the server does not
-  // wait for the worker to take it: the previous send to w is complete by the time w can be
-  // sent to again (w received it before it pushed), so the wait below returns at once.
+  // The model goes out through per-worker outboxes, so the server never waits for a worker
+  // to take a job. Usually one outbox per worker is enough (n x d memory): w took the previous
+  // job before it pushed. Not when w is interrupted twice while it is still pushing the
+  // result of an older job: with rendezvous sends (large models), w's push completes only
+  // when the server receives it, which in virtual-time order may come after this send, so
+  // waiting here for w to take the previous job would deadlock. A busy outbox is left alone
+  // and another one is used instead (at most one per job sent and not yet taken).
+  auto& free_outbox(worker_id w) {
+    auto& pool = outbox_[w];
+    for (auto& b : pool)
+      if (b->header.test() && b->payload.test()) {
+        b->header.wait(o_.timeout);  // rethrows a failed send
+        b->payload.wait(o_.timeout);
+        return *b;
+      }
+    pool.push_back(std::make_unique<outbox>());
+    return *pool.back();
+  }
+
   void send_job(worker_id w, std::uint64_t kind) {
-    auto& box = outbox_[w];
-    box.header.wait(o_.timeout);
-    box.payload.wait(o_.timeout);
+    auto& box = free_outbox(w);
     box.h = {kind, version_[w], job_[w], bits_of(start_[w])};
     const int r = rank_of(w);
     const comm::send_options so{.timeout = o_.timeout};
@@ -328,10 +343,11 @@ class remote_server {
       if (h[0] == 2) ++byes;
       else ++s.dropped;
     }
-    for (auto& box : outbox_) {
-      box.header.wait(o_.timeout);
-      box.payload.wait(o_.timeout);
-    }
+    for (auto& pool : outbox_)
+      for (auto& box : pool) {
+        box->header.wait(o_.timeout);
+        box->payload.wait(o_.timeout);
+      }
   }
 
   Policy& policy_;
@@ -351,7 +367,7 @@ class remote_server {
     std::vector<T> params;
     request_t header{}, payload{};
   };
-  std::vector<outbox> outbox_;
+  std::vector<std::vector<std::unique_ptr<outbox>>> outbox_;  // stable addresses: sends in flight
   std::priority_queue<pending, std::vector<pending>, std::greater<pending>> queue_;
   std::uint64_t seq_ = 0;
   double now_ = 0;

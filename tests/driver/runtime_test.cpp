@@ -1,0 +1,252 @@
+// heterograd-run's real runtimes: "threads" (workers are threads of this process) and "mpi"
+// (mpirun -np K heterograd-run ...) against the simulated cluster ("sim") on the same
+// configuration and seed.
+//
+// What must be equal (tools/driver/runtimes.hpp): virtual time is the worker-time model's on
+// every runtime, the asynchronous servers hand results over in the simulator's order
+// (arrival_order::virtual_time) and the round methods run exactly the rounds the simulator
+// finishes by each evaluation, so threads gives bitwise the simulator's parameters,
+// evaluations, update counts, events and trace hash; so does MPI for the asynchronous family,
+// and for the round family up to the MPI allreduce's summation order (within 1e-6).
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config.hpp"
+#include "heterograd/data/idx.hpp"
+#include "run.hpp"
+
+namespace fs = std::filesystem;
+using hgrun::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-runtime-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Heterogeneous workers (tau_i = 1 + i permuted, half-normal noise, an outage), a quadratic
+// whose model is larger than the inproc eager limit (rendezvous sends, as real models).
+json quadratic_experiment(std::size_t dim) {
+  json j = json::parse(R"({
+    "name": "runtime", "data": {"dataset": "worst_case_quadratic", "noise": 0.1},
+    "workers": {"count": 4, "time": {"base": "linear", "noise": "half_normal",
+                                     "outages": [{"worker": 1, "begin": 5, "end": 12}]}},
+    "horizon": {"time": 40}, "eval_interval": 5, "optimizer": {"lr": 0.1},
+    "target": {"metric": "loss", "value": 0.05, "below": true},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"},
+                {"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"},
+                {"label": "SSP", "algorithm": "ssp", "staleness": 1},
+                {"label": "BSP", "algorithm": "bsp"},
+                {"label": "local SGD", "algorithm": "local_sgd", "local_steps": [3, 2, 2, 1]}]})");
+  j["data"]["dim"] = dim;
+  return j;
+}
+
+json run(json raw, const std::string& runtime, const fs::path& dir, std::size_t method) {
+  raw["runtime"] = runtime;
+  const json cfg = hgrun::resolve(raw);
+  hgrun::run_request req{cfg, method, cfg["seed"].get<std::uint64_t>(), dir / runtime, false, 0, {}};
+  return hgrun::run_method(req);
+}
+
+std::string table(const fs::path& file) {  // a CSV without its '#' header lines
+  std::ifstream in(file);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.empty() || line[0] != '#') out += line + "\n";
+  return out;
+}
+
+// Every number the simulator's run reports, except wall-clock seconds.
+void same_run(const json& a, const json& b, const fs::path& da, const fs::path& db, bool bitwise) {
+  const std::string m = a["label"];
+  BOOST_TEST(a["events"] == b["events"], m);
+  BOOST_TEST(a["trace_hash"] == b["trace_hash"], m);
+  BOOST_TEST(a["updates"] == b["updates"], m);
+  BOOST_TEST(a["max_staleness"] == b["max_staleness"], m);
+  BOOST_TEST(a["end_time"] == b["end_time"], m);
+  BOOST_TEST(table(da / "workers.csv") == table(db / "workers.csv"), m);
+  BOOST_TEST(table(da / "staleness.csv") == table(db / "staleness.csv"), m);
+  if (bitwise) {
+    BOOST_TEST(a["params_hash"] == b["params_hash"], m);
+    BOOST_TEST(a["final"] == b["final"], m);
+    BOOST_TEST(a["time_to_target"] == b["time_to_target"], m);
+    BOOST_TEST(table(da / "evaluations.csv") == table(db / "evaluations.csv"), m);
+  } else {
+    for (auto it = a["final"].begin(); it != a["final"].end(); ++it) {
+      const double x = it.value().get<double>(), y = b["final"][it.key()].get<double>();
+      BOOST_TEST(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)), m << " " << it.key() << ": " << x << " vs " << y);
+    }
+  }
+}
+
+void threads_equal_sim(const json& raw, const std::string& name) {
+  const auto dir = scratch(name);
+  for (std::size_t i = 0; i < raw["methods"].size(); ++i) {
+    const auto d = dir / std::to_string(i);
+    const json a = run(raw, "sim", d, i), b = run(raw, "threads", d, i);
+    BOOST_TEST_MESSAGE(name << " " << a["label"].get<std::string>() << ": " << a["updates"]["applied"]
+                            << " updates, sim " << a["wall_seconds"] << " s, threads " << b["wall_seconds"] << " s");
+    BOOST_TEST(b["extra"]["runtime"] == "threads");
+    same_run(a, b, d / "sim", d / "threads", true);
+  }
+}
+
+std::string error_of(const json& raw) {
+  try {
+    hgrun::resolve(raw);
+  } catch (const hgrun::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(threads_runtime)
+
+BOOST_AUTO_TEST_CASE(threads_give_the_simulators_parameters_metrics_and_trace_bit_for_bit) {
+  // 20000 floats = 80 kB per model: above the inproc eager limit (64 kB).
+  threads_equal_sim(quadratic_experiment(20000), "time-horizon");
+}
+
+BOOST_AUTO_TEST_CASE(horizons_in_updates_and_epochs_end_where_the_simulator_ends) {
+  json u = quadratic_experiment(64);
+  u["horizon"] = json{{"updates", 30}};
+  threads_equal_sim(u, "updates-horizon");
+  json e = quadratic_experiment(64);
+  e["horizon"] = json{{"epochs", 12}};  // the quadratic's "training set" is one sample per worker
+  e["eval_interval"] = 2;
+  threads_equal_sim(e, "epochs-horizon");
+}
+
+BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_scratch) {
+  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
+      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
+    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+    return;
+  }
+  json j = quadratic_experiment(1);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
+  j["model"] = json::parse(R"({"hidden": [16]})");
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  j["horizon"] = json{{"time", 120}};
+  j["eval_interval"] = 30;
+  j["methods"] = json::parse(R"([{"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"},
+                                  {"label": "BSP", "algorithm": "bsp"}])");
+  threads_equal_sim(j, "fashion");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(runtime_checks)
+
+BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming_runtime) {
+  for (const char* a : {"omnilearn", "eager", "selsync", "biased_local_sgd"}) {
+    json j = quadratic_experiment(8);
+    j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
+    if (std::string(a) == "biased_local_sgd") j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
+    for (const char* rt : {"threads", "mpi"}) {
+      j["runtime"] = rt;
+      const std::string e = error_of(j);
+      BOOST_TEST(e.find("'runtime'") != std::string::npos, a << " on " << rt << ": " << e);
+      BOOST_TEST(e.find(std::string("\"") + rt + "\"") != std::string::npos, e);
+      BOOST_TEST(e.find(a) != std::string::npos, e);
+      BOOST_TEST(e.find("asgd, delay_adaptive") != std::string::npos, e);  // what is allowed
+    }
+    j["runtime"] = "sim";
+    BOOST_TEST(error_of(j).empty(), a << ": " << error_of(j));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_need_the_simulated_cluster) {
+  json j = quadratic_experiment(8);
+  j["checkpoint_every"] = 2;
+  j["runtime"] = "threads";
+  const std::string e = error_of(j);
+  BOOST_TEST(e.find("'checkpoint_every'") != std::string::npos, e);
+  BOOST_TEST(e.find("expected 0 with runtime \"threads\"") != std::string::npos, e);
+  j["runtime"] = "sim";
+  BOOST_TEST(error_of(j).empty());
+}
+
+BOOST_AUTO_TEST_CASE(mpi_needs_workers_plus_one_ranks_for_a_server_and_workers_ranks_for_rounds) {
+  json j = quadratic_experiment(8);
+  j["workers"]["count"] = 6;
+  j["workers"]["time"].erase("outages");
+  j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "r", "algorithm": "rescaled"}])");
+  BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 7);
+  j["methods"] = json::parse(R"([{"label": "b", "algorithm": "bsp"}, {"label": "l", "algorithm": "local_sgd"}])");
+  BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 6);
+  j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "b", "algorithm": "bsp"}])");
+  BOOST_CHECK_THROW(hgrun::mpi_ranks_needed(hgrun::resolve(j)), hgrun::config_error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// Under mpirun: the CTest entry driver_runtime_mpi (label mpi) sets HG_RUNTIME_TEST_MPIEXEC
+// (and the process-count flag) from CMake's FindMPI variables; elsewhere the suite is skipped.
+
+namespace {
+
+boost::test_tools::assertion_result mpi_available(boost::unit_test::test_unit_id) {
+  return std::getenv("HG_RUNTIME_TEST_MPIEXEC") != nullptr;
+}
+
+json mpirun(json raw, int np, const fs::path& dir) {
+  raw["runtime"] = "mpi";
+  raw["output"] = dir.string();
+  const auto cfg = dir.parent_path() / (dir.filename().string() + ".json");
+  std::ofstream(cfg) << raw.dump(2);
+  std::string cmd = std::string(std::getenv("HG_RUNTIME_TEST_MPIEXEC")) + " " +
+                    std::getenv("HG_RUNTIME_TEST_NP_FLAG") + " " + std::to_string(np) + " --oversubscribe " +
+                    std::getenv("HG_RUNTIME_TEST_PREFLAGS") + " " + HG_RUN_EXE + " " + cfg.string() +
+                    " --quiet --no-plots > " + (dir.string() + ".log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::stringstream log;
+  log << std::ifstream(dir.string() + ".log").rdbuf();
+  BOOST_TEST_REQUIRE(rc == 0, cmd << "\n" << log.str());
+  json out = json::object();
+  for (const auto& m : raw["methods"]) {
+    std::ifstream in(dir / hgrun::slug(m["label"]) / "summary.json");
+    out[m["label"].get<std::string>()] = json::parse(in);
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(mpi_runtime, *boost::unit_test::precondition(mpi_available))
+
+BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and_to_1e_6_for_rounds) {
+  const auto dir = scratch("mpi");
+  json raw = quadratic_experiment(20000);
+  const std::size_t n = raw["workers"]["count"];
+  json servers = raw, rounds = raw;
+  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});
+  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4]});
+  const json a = mpirun(servers, static_cast<int>(n + 1), dir / "servers");  // rank 0 serves
+  const json r = mpirun(rounds, static_cast<int>(n), dir / "rounds");        // a rank per worker
+  for (auto [cfg, got, bitwise] : {std::tuple{servers, a, true}, std::tuple{rounds, r, false}}) {
+    const auto sub = bitwise ? dir / "servers" : dir / "rounds";
+    for (std::size_t i = 0; i < cfg["methods"].size(); ++i) {
+      const std::string label = cfg["methods"][i]["label"];
+      const json s = run(cfg, "sim", sub / "sim" / std::to_string(i), i);
+      BOOST_TEST(got[label]["extra"]["runtime"] == "mpi");
+      same_run(s, got[label], sub / "sim" / std::to_string(i) / "sim", sub / hgrun::slug(label), bitwise);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

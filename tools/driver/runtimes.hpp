@@ -1,0 +1,419 @@
+#pragma once
+// The threads and MPI runtimes of heterograd-run: the same policy objects as on the simulated
+// cluster, with real workers (threads of this process over comm::inproc, or MPI ranks), under
+// the shared evaluation loop.
+//
+// Virtual time stays the configured worker-time model's, so horizons, evaluation times and
+// the summary mean what they mean under sim. A "shadow" simulator engine is driven by exactly
+// the calls the simulated runtime would make (job starts, holds, releases, interruptions,
+// deliveries, clock moves to evaluation times), which gives the recorder the simulator's
+// per-worker accounting, update counts, staleness histograms, event count and trace hash.
+//
+// Asynchronous family (algorithms/async/remote.hpp): the server hands results to the policy
+// in arrival_order::virtual_time, which is the simulator's order, so a deterministic policy
+// ends with bitwise the simulator's parameters. The server runs on its own thread; the policy
+// is wrapped ("gated") so that before it is handed a result that arrives after the next
+// evaluation time, the server parks; the evaluation loop (this thread) evaluates and moves the
+// target on. Workers keep computing their jobs while the server is parked.
+//
+// Round family (algorithms/sync/drive.hpp): a shadow sim::round_runtime with a timing-only
+// policy says how many rounds finish by the next evaluation time; the real runtime
+// (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers.
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "drive.hpp"
+#include "heterograd/algorithms/async/remote.hpp"
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/threads.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/nn/gemm.hpp"
+#include "heterograd/sim/engine.hpp"
+#include "heterograd/sim/recorder.hpp"
+#include "heterograd/sim/runtime.hpp"
+#ifdef HG_HAS_MPI
+#include "heterograd/algorithms/sync/mpi.hpp"
+#include "heterograd/comm/mpi.hpp"
+#endif
+
+namespace hgrun {
+
+/// Deadline of every receive of the real runtimes (a failing run ends instead of hanging).
+inline constexpr double runtime_timeout_s = 300.0;
+
+namespace rt_detail {
+
+namespace hg = heterograd;
+namespace sim = heterograd::sim;
+namespace as = heterograd::algorithms::async;
+namespace hs = heterograd::algorithms::sync;
+
+// ---------------------------------------------------------------------------------------------
+// Asynchronous family.
+
+/// The simulator's engine and recorder, fed by the remote server's calls (server thread only,
+/// or the evaluation thread while the server is parked).
+struct shadow {
+  sim::engine eng;
+  sim::recorder rec;
+  std::uint64_t started = 0;  ///< jobs started (each computes one mini-batch gradient)
+  std::function<std::uint64_t()> version;
+  explicit shadow(std::size_t n) : eng(n), rec(n) {}
+};
+
+/// The worker-time model as the remote server sees it: the configured model at the method's
+/// batch (the server asks with batch 1), which also starts the job in the shadow engine with
+/// the simulator's tag (the model version).
+struct shadow_model {
+  const sim::any_time_model* base;
+  std::size_t batch;
+  shadow* s;
+  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t) const {
+    const double d = base->duration(w, k, t, batch);
+    if (std::isnan(d) || d < 0) return d;  // the server rejects it
+    if (t != s->eng.now() || k != s->eng.next_job_index(w))
+      throw std::logic_error("threads/mpi runtime: the shadow simulator diverged from the server");
+    s->eng.start(w, d, s->version());
+    ++s->started;
+    return d;
+  }
+};
+
+/// The control handle the policy sees: the remote server's, mirrored into the shadow engine
+/// and recorder in the order the simulator's control makes them.
+template <class Ctl>
+struct shadow_control {
+  Ctl& c;
+  shadow& s;
+  double now() const { return c.now(); }
+  std::size_t workers() const { return c.workers(); }
+  bool busy(sim::worker_id w) const { return c.busy(w); }
+  bool waiting(sim::worker_id w) const { return c.waiting(w); }
+  std::uint64_t version_of(sim::worker_id w) const { return c.version_of(w); }
+  void restart(sim::worker_id w) { c.restart(w); }
+  void hold(sim::worker_id w) {
+    c.hold(w);
+    s.eng.wait(w);
+  }
+  void release(sim::worker_id w) {
+    s.eng.release(w);
+    c.release(w);
+  }
+  void interrupt(sim::worker_id w) {
+    s.rec.record_update(w, s.version() - c.version_of(w), sim::update_outcome::interrupted);
+    s.eng.cancel(w);
+    c.interrupt(w);
+  }
+  void applied(sim::worker_id w, std::uint64_t st) {
+    s.rec.record_update(w, st, sim::update_outcome::applied);
+    c.applied(w, st);
+  }
+  void buffered(sim::worker_id w, std::uint64_t st) {
+    s.rec.record_update(w, st, sim::update_outcome::buffered);
+    c.buffered(w, st);
+  }
+  void discarded(sim::worker_id w, std::uint64_t st) {
+    s.rec.record_update(w, st, sim::update_outcome::discarded);
+    c.discarded(w, st);
+  }
+};
+
+/// The handshake between the server thread and the evaluation loop.
+struct gate {
+  std::mutex m;
+  std::condition_variable cv;
+  double target = 0;             ///< the server may hand over arrivals at or before this time
+  std::uint64_t want = 0;        ///< advance() calls so far
+  std::uint64_t parked_for = 0;  ///< the advance() the server last parked for
+  bool finished = false, stop = false;
+  std::exception_ptr error;
+};
+
+/// The policy as the remote server drives it: parks before an arrival later than the gate's
+/// target; after stop, holds every worker that reports (the run is over, nothing is applied).
+template <class Policy>
+class gated {
+ public:
+  gated(Policy& p, shadow& s, gate& g) : p_(p), s_(s), g_(g) {}
+  std::size_t workers() const { return p_.workers(); }
+  std::size_t dim() const { return p_.dim(); }
+  std::uint64_t version() const { return p_.version(); }
+  auto params() const { return p_.params(); }
+
+  template <class Ctl>
+  void on_start(Ctl& c) {
+    shadow_control<Ctl> sc{c, s_};
+    if constexpr (requires { p_.on_start(sc); }) {
+      p_.on_start(sc);
+    } else {
+      for (std::size_t w = 0; w < c.workers(); ++w) sc.restart(static_cast<sim::worker_id>(w));
+    }
+  }
+
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    if (!wait_until(a.time)) {
+      c.hold(a.worker);
+      return;
+    }
+    sim::event ev;
+    if (!s_.eng.next(ev) || ev.kind != sim::event_kind::job_finished || ev.worker != a.worker ||
+        ev.time != a.time)
+      throw std::logic_error("threads/mpi runtime: the shadow simulator diverged from the server");
+    shadow_control<Ctl> sc{c, s_};
+    p_.on_arrival(sc, a, g);
+  }
+
+ private:
+  bool wait_until(double t) {
+    std::unique_lock l(g_.m);
+    while (!g_.stop && t > g_.target) {
+      if (g_.parked_for != g_.want) {
+        // sim::run's clock move to its horizon (the evaluation time) before parking.
+        sim::event ev;
+        if (g_.target > s_.eng.now()) s_.eng.next(ev, g_.target);
+        g_.parked_for = g_.want;
+        g_.cv.notify_all();
+      }
+      g_.cv.wait(l);
+    }
+    return !g_.stop;
+  }
+  Policy& p_;
+  shadow& s_;
+  gate& g_;
+};
+
+inline as::remote_options remote_options_of() {
+  as::remote_options o;
+  o.order = as::arrival_order::virtual_time;
+  o.timeout = hg::seconds{runtime_timeout_s};
+  return o;
+}
+
+/// Runs policy `p` under the evaluation loop with `launch(gated&, const shadow_model&)`
+/// serving it (returning when the server stops) on a thread of its own.
+template <class Policy, class Launch>
+json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch launch) {
+  shadow s(ctx.workers());
+  s.version = [&p] { return static_cast<std::uint64_t>(p.version()); };
+  const shadow_model sm{&model, ctx.batch(), &s};
+  gate g;
+  gated<Policy> gp(p, s, g);
+  detail::describe(ctx, s.rec);
+  std::thread server;
+  auto stop = [&] {
+    if (!server.joinable()) return;
+    {
+      std::lock_guard l(g.m);
+      g.stop = true;
+    }
+    g.cv.notify_all();
+    server.join();
+  };
+  struct joiner {
+    std::function<void()> f;
+    ~joiner() { f(); }
+  } guard{stop};
+
+  loop_hooks h;
+  h.advance = [&](double t) {
+    std::unique_lock l(g.m);
+    if (g.error) std::rethrow_exception(g.error);
+    if (s.eng.events_delivered() > 0 && s.eng.next_time() == sim::never) return false;
+    g.target = t;
+    ++g.want;
+    if (!server.joinable()) {
+      server = std::thread([&] {
+        single_threaded_here();
+        try {
+          launch(gp, sm);
+        } catch (...) {
+          std::lock_guard l2(g.m);
+          g.error = std::current_exception();
+        }
+        std::lock_guard l2(g.m);
+        g.finished = true;
+        g.cv.notify_all();
+      });
+    } else {
+      g.cv.notify_all();
+    }
+    g.cv.wait(l, [&] { return g.parked_for == g.want || g.finished; });
+    if (g.error) std::rethrow_exception(g.error);
+    if (g.finished && t > s.eng.now()) {  // nothing left to run: the clock still moves to t
+      sim::event ev;
+      s.eng.next(ev, t);
+    }
+    return true;
+  };
+  h.params = [&] {
+    const auto x = p.params();
+    return std::vector<float>(x.begin(), x.end());
+  };
+  h.updates = [&] { return static_cast<std::uint64_t>(p.version()); };
+  h.events = [&] { return s.eng.events_delivered(); };
+  h.epochs_done = [&] {
+    return static_cast<double>(s.started * ctx.prob.samples_per_gradient(ctx.batch())) /
+           static_cast<double>(ctx.prob.train_size());
+  };
+  h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  const auto x = evaluation_loop(ctx, s.rec, h);
+  s.rec.capture(s.eng);
+  stop();
+  if (g.error) std::rethrow_exception(g.error);
+  return finish(ctx, s.rec, x);
+}
+
+/// The workers' gradient: at the parameters the job carries, on the worker's sample stream.
+inline auto remote_compute(context& ctx) {
+  const std::size_t b = ctx.batch(), d = ctx.prob.dim();
+  problem* prob = &ctx.prob;
+  return [prob, b, d](sim::worker_id w, std::uint64_t, std::uint64_t, hg::span<const float> x,
+                      std::vector<float>& g) {
+    single_threaded_here();
+    g.resize(d);
+    prob->gradient(w, b, std::span<const float>(x.data(), x.size()), std::span<float>(g.data(), g.size()));
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round family.
+
+/// The timing-only policy of the shadow round runtime: the real policy's batches and
+/// communication times (data-independent for the methods wired here), the simulator's
+/// recorder calls, and the count of samples the simulated run would have drawn.
+template <class Policy>
+struct round_timing {
+  Policy& p;
+  std::uint64_t samples = 0;
+  std::uint64_t rounds_done = 0;  ///< rounds whose end (on_round) the shadow has reached
+  std::size_t batch(std::size_t w) const { return p.batch(w); }
+  double communication_time(std::uint64_t r) const { return p.communication_time(r); }
+  template <class Ctl>
+  void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
+    for (std::size_t w = 0; w < res.size(); ++w)
+      if (res[w].steps > 0) c.applied(static_cast<std::uint32_t>(w), 0);
+    rounds_done = r + 1;
+  }
+};
+
+/// `steps(w, round)`: local steps of worker w in a round; `run(k)` runs k more rounds of the
+/// real runtime.
+template <class Policy, class Params, class Steps, class Run>
+json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model, Steps steps,
+                         Run run) {
+  sim::round_runtime<hs::round_stats, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
+  detail::describe(ctx, rt.recorder());
+  round_timing<Policy> timing{p};
+  auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t, hs::round_stats& out) {
+    out.steps = steps(w, round);
+    out.loss = 0;
+    timing.samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(w))) * out.steps;
+  };
+  std::uint64_t done = 0;
+  loop_hooks h;
+  h.advance = [&](double t) {
+    if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
+    sim::run_options o;
+    o.horizon = t;
+    rt.run(timing, compute, o);
+    if (timing.rounds_done > done) {
+      run(timing.rounds_done - done);
+      done = timing.rounds_done;
+    }
+    return true;
+  };
+  h.params = [&] {
+    const auto x = params();
+    return std::vector<float>(x.begin(), x.end());
+  };
+  h.updates = [&] { return rt.round(); };
+  h.events = [&] { return rt.engine().events_delivered(); };
+  h.epochs_done = [&] {
+    return static_cast<double>(timing.samples) / static_cast<double>(ctx.prob.train_size());
+  };
+  h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  const auto x = evaluation_loop(ctx, rt.recorder(), h);
+  rt.recorder().capture(rt.engine());
+  ctx.extra["rounds"] = rt.round();
+  return finish(ctx, rt.recorder(), x);
+}
+
+inline void no_mpi() {
+  throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
+}
+
+}  // namespace rt_detail
+
+/// An asynchronous policy (a server of algorithms/async) on the configured real runtime.
+template <class Policy>
+json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model model) {
+  namespace as = heterograd::algorithms::async;
+  namespace d = rt_detail;
+  const auto o = d::remote_options_of();
+  auto compute = d::remote_compute(ctx);
+  ctx.extra["runtime"] = ctx.runtime();
+  if (ctx.runtime() == "threads") {
+    const int n = static_cast<int>(ctx.workers());
+    return d::drive_remote(ctx, p, std::move(model), [&](auto& gp, const d::shadow_model& sm) {
+      heterograd::comm::inproc::spawn(n + 1, [&](heterograd::comm::inproc::communicator c) {
+        single_threaded_here();
+        if (c.rank() == 0) as::serve<float>(gp, c, o, sm);
+        else as::work<float>(c, ctx.prob.dim(), compute, o);
+      });
+    });
+  }
+#ifdef HG_HAS_MPI
+  // Rank 0 serves (on a thread beside the evaluation loop); ranks 1..n are the workers.
+  const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+  if (c.rank() != 0) {
+    as::work<float>(c, ctx.prob.dim(), compute, o);
+    return json();
+  }
+  return d::drive_remote(ctx, p, std::move(model),
+                         [&](auto& gp, const d::shadow_model& sm) { as::serve<float>(gp, c, o, sm); });
+#else
+  d::no_mpi();
+  return json();
+#endif
+}
+
+/// A round policy (bsp, local_sgd) on the configured real runtime; `params()` is the model
+/// evaluated (worker 0's replica or the anchor), `steps(w, round)` its local steps.
+template <class Policy, class Params, class Steps>
+json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
+                       Steps steps) {
+  namespace hs = heterograd::algorithms::sync;
+  namespace d = rt_detail;
+  ctx.extra["runtime"] = ctx.runtime();
+  hs::worker_options wo;
+  wo.timeout = heterograd::seconds{runtime_timeout_s};
+  if (ctx.runtime() == "threads") {
+    return d::drive_rounds_remote(ctx, p, params, std::move(model), steps, [&](std::uint64_t k) {
+      // The oracle sets each worker thread's OpenMP team on its first call (oracle::operator()).
+      hs::run_threads(p, k, wo);
+    });
+  }
+#ifdef HG_HAS_MPI
+  // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
+  const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+  return d::drive_rounds_remote(ctx, p, params, std::move(model), steps,
+                                [&](std::uint64_t k) { hs::run_mpi(p, c, k, wo); });
+#else
+  d::no_mpi();
+  return json();
+#endif
+}
+
+}  // namespace hgrun
