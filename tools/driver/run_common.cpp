@@ -603,6 +603,7 @@ int mpi_ranks_needed(const json& c) {
 }
 
 bool algorithm_checkpointable(const std::string& a) {
+  if (a == "local_learning") return true;  // run_local.cpp saves its modules and optimizers
   if (is_async_algorithm(a)) return async_checkpointable(a);
   if (is_sync_algorithm(a)) return sync_checkpointable(a);
   return false;

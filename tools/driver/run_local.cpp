@@ -14,19 +14,24 @@ namespace {
 namespace hg = heterograd;
 namespace dc = heterograd::algorithms::decoupled;
 
-// The configured optimizer as a module stepper (a copyable value, state created on first use).
+// The configured optimizer as a module stepper (a copyable value; the optimizer state is
+// created on the first step and saved in checkpoints).
 struct stepper {
-  json cfg;
   std::optional<dc::optim_stepper<hg::optim::sgd>> sgd;
   std::optional<dc::optim_stepper<hg::optim::momentum>> mom;
+  explicit stepper(const json& cfg) {
+    const double lr = cfg["lr"].get<double>(), wd = cfg["weight_decay"].get<double>();
+    if (cfg["kind"] == "sgd") sgd.emplace(hg::optim::sgd({.lr = lr, .weight_decay = wd}));
+    else mom.emplace(hg::optim::momentum({.lr = lr, .momentum = cfg["momentum"].get<double>(), .weight_decay = wd}));
+  }
   void step(hg::span<float> p, hg::span<const float> g) {
-    if (!sgd && !mom) {
-      const double lr = cfg["lr"].get<double>(), wd = cfg["weight_decay"].get<double>();
-      if (cfg["kind"] == "sgd") sgd.emplace(hg::optim::sgd({.lr = lr, .weight_decay = wd}));
-      else mom.emplace(hg::optim::momentum({.lr = lr, .momentum = cfg["momentum"].get<double>(), .weight_decay = wd}));
-    }
     if (sgd) sgd->step(p, g);
     else mom->step(p, g);
+  }
+  template <class Archive>
+  void serialize(Archive& ar) {
+    if (sgd) sgd->serialize(ar);
+    else mom->serialize(ar);
   }
 };
 
@@ -49,7 +54,7 @@ json run_local_learning(context& ctx) {
   cfg.pgl.total_epochs = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(epochs)));
   cfg.seed = ctx.seed;
   dc::local_learning<stepper> ll(net, ctx.prob.initial(), cfg,
-                                 [&](std::size_t) { return stepper{m["optimizer"], {}, {}}; });
+                                 [&](std::size_t) { return stepper(m["optimizer"]); });
   heterograd::sim::recorder rec(1);
   rec.set_seed(ctx.seed);
   std::uint64_t it = 0;
@@ -72,8 +77,16 @@ json run_local_learning(context& ctx) {
   h.updates = [&] { return it; };
   h.events = [&] { return it; };
   h.epochs_done = [&] { return static_cast<double>(it) / static_cast<double>(per_epoch); };
-  h.save = [](writer&) { throw std::runtime_error("local_learning cannot be checkpointed"); };
-  h.load = [](reader&) { throw std::runtime_error("local_learning cannot be checkpointed"); };
+  // The modules' parameters, heads and optimizer states, and the loop's counters (the batch
+  // sampler's position is the problem's, saved by the evaluation loop).
+  h.save = [&](writer& w) {
+    ll.serialize(w);
+    w(it, global_steps);
+  };
+  h.load = [&](reader& r) {
+    ll.serialize(r);
+    r(it, global_steps);
+  };
   const auto params = evaluation_loop(ctx, rec, h, /*time_is_epochs=*/true);
   ctx.extra["time_unit"] = "epochs";
   ctx.extra["iterations"] = it;
