@@ -1,7 +1,11 @@
 // heterograd's mpi transport: allreduce (sum) of floats, timed like the raw MPI peer.
-//   hg_mpi_allreduce [algorithm]   automatic (default), native, ring, recursive_halving_doubling, tree
+//   hg_mpi_allreduce [algorithm]   automatic (default), native, ring, recursive_halving_doubling,
+//                                  tree, or blocking (the opt-in blocking mode: timeout =
+//                                  comm::no_wait_limit, MPI_Allreduce; no deadline)
+//   environment: HG_SEGMENT_BYTES (pipelining segment), HG_COMM_SIZES (comma-separated floats)
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,11 +23,14 @@ int main(int argc, char** argv) {
     std::string name = "hg_mpi";
     if (argc > 1) {
       const std::string a = argv[1];
+      if (a == "blocking") o.timeout = hc::no_wait_limit;
       for (auto x : {hc::algorithm::automatic, hc::algorithm::native, hc::algorithm::ring,
                      hc::algorithm::recursive_halving_doubling, hc::algorithm::tree})
         if (a == hc::algorithm_name(x)) o.algo = x;
       name += "_" + a;
     }
+    // HG_SEGMENT_BYTES: the pipelining segment (allreduce_options::segment_bytes), for tuning.
+    if (const char* seg = std::getenv("HG_SEGMENT_BYTES")) o.segment_bytes = std::strtoull(seg, nullptr, 10);
     comm_peers::run(name.c_str(), [&](std::vector<float>& b) {
       c.allreduce(heterograd::span<float>(b), o).wait();
     });

@@ -107,9 +107,10 @@ class request_state {
 
   /// Drives the operation until it finishes or `timeout` (or its own deadline) passes.
   void wait(seconds timeout) {
-    if (done_) return;
-    const seconds start = clock_.now();
-    const bool by_wait = start + timeout < deadline_;
+    if (step()) return;  // often done already: no clock read
+    const bool unlimited = timeout == seconds::max();
+    const seconds start = unlimited ? seconds{0} : clock_.now();
+    const bool by_wait = !unlimited && start + timeout < deadline_;
     const seconds until = by_wait ? start + timeout : deadline_;
     for (int i = 0; i < policy_.spin_polls; ++i) {
       if (step()) return;
