@@ -2,7 +2,7 @@
 //   hg_mpi_allreduce [algorithm]   automatic (default), native, ring, recursive_halving_doubling,
 //                                  tree, or blocking (the opt-in blocking mode: timeout =
 //                                  comm::no_wait_limit, MPI_Allreduce; no deadline)
-//   environment: HG_SEGMENT_BYTES (pipelining segment), HG_COMM_SIZES (comma-separated floats)
+//   environment: HG_COMM_SIZES (comma-separated floats), and the tuning knobs below
 #include <mpi.h>
 
 #include <cstdlib>
@@ -29,8 +29,16 @@ int main(int argc, char** argv) {
         if (a == hc::algorithm_name(x)) o.algo = x;
       name += "_" + a;
     }
-    // HG_SEGMENT_BYTES: the pipelining segment (allreduce_options::segment_bytes), for tuning.
-    if (const char* seg = std::getenv("HG_SEGMENT_BYTES")) o.segment_bytes = std::strtoull(seg, nullptr, 10);
+    // Tuning knobs (to measure the alternatives): HG_SEGMENT_BYTES (allreduce_options::
+    // segment_bytes), HG_DOUBLING_MAX_BYTES, HG_RHD_MAX_BYTES, HG_NATIVE_MAX_BYTES (the
+    // communicator's mpi_allreduce_tuning).
+    auto env = [](const char* k, std::size_t& v) {
+      if (const char* x = std::getenv(k)) v = std::strtoull(x, nullptr, 10);
+    };
+    env("HG_SEGMENT_BYTES", o.segment_bytes);
+    env("HG_DOUBLING_MAX_BYTES", c.tuning.doubling_max_bytes);
+    env("HG_RHD_MAX_BYTES", c.tuning.rhd_max_bytes);
+    env("HG_NATIVE_MAX_BYTES", c.tuning.native_max_bytes);
     comm_peers::run(name.c_str(), [&](std::vector<float>& b) {
       c.allreduce(heterograd::span<float>(b), o).wait();
     });

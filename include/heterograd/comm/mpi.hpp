@@ -145,12 +145,9 @@ struct comm_state {
   std::map<int, std::tuple<std::size_t, int, int, int>> shapes;  // last shape per collective
   int sched_tag = 0;
   std::vector<MPI_Request> orphans;  // requests of collectives abandoned after a timeout
-  // Receive buffers of the allreduce schedules over MPI_Isend/MPI_Irecv: one per allreduce
-  // in flight, taken at post and given back when it ends, so a training loop allocates none
-  // after its first call. A buffer that a cancelled receive might still write into is never
-  // reused (kept in lost_scratch until the handle goes).
-  std::vector<std::vector<std::byte>> free_scratch;
-  std::vector<std::vector<std::byte>> lost_scratch;
+  // Receive buffers that a cancelled receive might still write into (after a failure): kept
+  // until the handle goes.
+  std::vector<std::unique_ptr<std::byte[]>> lost_scratch;
   // The schedules of the last shapes (building one allocates; a training loop repeats a few).
   struct cached_schedule {
     int algo = 0;
@@ -158,6 +155,10 @@ struct comm_state {
     std::shared_ptr<const schedule> s;
   };
   std::vector<cached_schedule> schedules;
+  std::shared_ptr<const schedule> uncached;  // the last one of a non-default grouping
+  // The last allreduce state per element type, reused by the next call once finished and
+  // dropped (no allocation per call). A finished state holds no reference to this one.
+  std::shared_ptr<comm::detail::request_state> spare[8];
   bool owns = true;                  // frees comm and coll when destroyed
   // Abort notices from peers: one any-source receive on coll, tag abort_tag.
   static constexpr int abort_tag = 32767;
@@ -371,12 +372,29 @@ inline schedule recursive_doubling_allreduce(int rank, int size, std::size_t cou
 template <class T>
 class p2p_state final : public request_state {
  public:
-  /// `inner` aliases the handle's shared state (keeping `outer`, its owner, alive).
-  p2p_state(std::shared_ptr<comm_state> inner, comm_state* outer, span<T> data,
-            std::shared_ptr<const schedule> s, reduce_op op, int tag, std::size_t seg_elems,
-            bool doubling)
-      : c_(std::move(inner)), outer_(outer), data_(data), s_(std::move(s)), op_(op),
-        tag_(tag), seg_(std::max<std::size_t>(1, seg_elems)), doubling_(doubling) {
+  p2p_state() = default;
+
+  /// (Re)starts the state on a new call. `inner` aliases the handle's shared state (keeping
+  /// `outer`, its owner, alive) until the call completes. A state is reused by the next call
+  /// of its element type once its request was dropped (see communicator::allreduce): its
+  /// scratch and MPI request arrays are kept, so a training loop allocates nothing per call.
+  void arm(std::shared_ptr<comm_state> inner, comm_state* outer, span<T> data,
+           const std::shared_ptr<const schedule>& s, reduce_op op, int tag, std::size_t seg_elems, bool doubling) {
+    rearm();
+    c_ = std::move(inner);
+    outer_ = outer;
+    data_ = data;
+    if (s_ != s) s_ = s;  // the same cached schedule: no reference counting
+    op_ = op;
+    tag_ = tag;
+    seg_ = std::max<std::size_t>(1, seg_elems);
+    doubling_ = doubling;
+    nreqs_ = first_send_ = nreduces_ = next_reduce_ = step_ = 0;
+    posted_ = false;
+    complete_ = false;
+    pending_ = nullptr;
+    shape_kind_ = -1;
+    shape_posted_ = false;
     std::size_t most = 0, scratch = 0;
     for (const auto& st : s_->steps) {
       std::size_t k = 0, r = 0;
@@ -388,24 +406,37 @@ class p2p_state final : public request_state {
       scratch = std::max(scratch, r);
     }
     if (most > inline_reqs) {
-      heap_reqs_.resize(most);
-      heap_reduces_.resize(most);
-    }
-    reqs_ = most > inline_reqs ? heap_reqs_.data() : inline_reqs_;
-    reduces_ = most > inline_reqs ? heap_reduces_.data() : inline_reduces_;
-    if (scratch * sizeof(T) <= sizeof(small_)) {
-      buf_ = small_;  // small messages: the state's own bytes, no pool
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> l(c_->m);
-      if (!c_->free_scratch.empty()) {
-        scratch_ = std::move(c_->free_scratch.back());
-        c_->free_scratch.pop_back();
+      if (heap_reqs_.size() < most) {
+        heap_reqs_.resize(most);
+        heap_reduces_.resize(most);
       }
+      reqs_ = heap_reqs_.data();
+      reduces_ = heap_reduces_.data();
+    } else {
+      reqs_ = inline_reqs_;
+      reduces_ = inline_reduces_;
     }
-    if (scratch_.size() < scratch * sizeof(T)) scratch_.resize(scratch * sizeof(T));
-    buf_ = scratch_.data();
+    if (scratch_bytes_ < scratch * sizeof(T)) {
+      scratch_bytes_ = scratch * sizeof(T);
+      scratch_.reset(new std::byte[scratch_bytes_]);  // not zeroed: every byte is received first
+    }
+    progress_count_ = 0;
+    seen_count_ = ~0ul;  // the first idle() starts the quiet time
+  }
+
+  /// Posts the first step (or the shape check) now, without reading the clock; an error is
+  /// kept for progress() to throw.
+  void start() {
+    try {
+      if (run()) complete();
+    } catch (...) {
+      pending_ = std::current_exception();
+    }
+  }
+
+  /// Whether the next call may reuse this state: finished successfully, request dropped.
+  static bool reusable(const std::shared_ptr<request_state>& st) {
+    return st && st.use_count() == 1 && st->finished() && !st->error();
   }
 
   /// Adds the cross-rank shape check (a new shape) before the schedule.
@@ -448,12 +479,10 @@ class p2p_state final : public request_state {
         orphan_owner()->orphans.push_back(reqs_[i]);
       }
     }
-    if (scratch_.empty()) return;
-    std::lock_guard<std::mutex> l(c_->m);
-    if (pending || fin) {
+    if (pending && scratch_) {
+      // A receive may still write into it: never freed while the handle lives.
+      std::lock_guard<std::mutex> l(c_->m);
       c_->lost_scratch.push_back(std::move(scratch_));
-    } else {
-      c_->free_scratch.push_back(std::move(scratch_));
     }
   }
 
@@ -467,7 +496,8 @@ class p2p_state final : public request_state {
     if (complete_) return true;
     if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
     try {
-      return complete_ = run();
+      if (run()) complete();
+      return complete_;
     } catch (const mismatch_error&) {
       throw;  // the group stays usable
     } catch (const aborted_error&) {
@@ -518,7 +548,7 @@ class p2p_state final : public request_state {
     if (!spin) std::this_thread::yield();
     for (int i = 0; i < (spin ? 64 : 1) && !complete_ && !pending_; ++i) {
       try {
-        complete_ = run();
+        if (run()) complete();
       } catch (...) {
         pending_ = std::current_exception();  // progress() rethrows it (and fails the group)
       }
@@ -538,6 +568,11 @@ class p2p_state final : public request_state {
     std::size_t src;  // offset in the scratch buffer
     std::size_t count;
   };
+
+  void complete() {
+    complete_ = true;
+    c_.reset();  // a finished state parked for reuse must not keep the handle alive
+  }
 
   comm_state* orphan_owner() const { return c_->outer ? c_->outer : c_.get(); }
   bool is_recv(std::size_t i) const { return i < first_send_; }
@@ -568,7 +603,7 @@ class p2p_state final : public request_state {
   }
 
   void post(const schedule_step& st) {
-    T* scratch = reinterpret_cast<T*>(buf_);
+    T* scratch = reinterpret_cast<T*>(scratch_.get());
     const MPI_Datatype dt = datatype<T>();
     nreqs_ = 0;
     nreduces_ = 0;
@@ -634,22 +669,21 @@ class p2p_state final : public request_state {
 
   void combine_next() {
     const auto& pr = reduces_[next_reduce_++];
-    comm::detail::combine(op_, data_.data() + pr.dst, reinterpret_cast<const T*>(buf_) + pr.src,
+    comm::detail::combine(op_, data_.data() + pr.dst, reinterpret_cast<const T*>(scratch_.get()) + pr.src,
                           pr.count);
     ++progress_count_;
   }
 
-  std::shared_ptr<comm_state> c_;
-  comm_state* outer_;
-  span<T> data_;
+  std::shared_ptr<comm_state> c_;  // null once complete (a parked state holds no handle)
+  comm_state* outer_ = nullptr;
+  span<T> data_{};
   std::shared_ptr<const schedule> s_;
-  reduce_op op_;
-  int tag_;
-  std::size_t seg_;
-  bool doubling_;
-  std::vector<std::byte> scratch_;  // from the pool (larger messages)
-  alignas(64) std::byte small_[4096];
-  std::byte* buf_ = nullptr;  // the receive buffer: small_ or scratch_
+  reduce_op op_ = reduce_op::sum;
+  int tag_ = 0;
+  std::size_t seg_ = 1;
+  bool doubling_ = false;
+  std::unique_ptr<std::byte[]> scratch_;  // the receive buffer, kept across reuses
+  std::size_t scratch_bytes_ = 0;
   MPI_Request inline_reqs_[inline_reqs];
   pending_reduce inline_reduces_[inline_reqs];
   std::vector<MPI_Request> heap_reqs_;
@@ -686,9 +720,18 @@ struct mpi_allreduce_tuning {
   std::size_t doubling_max_bytes = 1024;
   /// Up to this many bytes per rank: recursive halving/doubling (Rabenseifner, 2 log2 p
   /// steps); above: ring (2(n-1) steps, the same volume, each step a neighbour exchange).
-  std::size_t rhd_max_bytes = std::size_t{1} << 30;
+  /// Two ranks always use halving (the two coincide).
+  std::size_t rhd_max_bytes = std::size_t{1} << 20;
   /// Pipelining segment of the schedules over MPI.
   std::size_t segment_bytes = 1 << 20;
+  /// When the node's ranks outnumber its cores, every step costs context switches, so fewer
+  /// steps beat smaller messages: up to oversubscribed_native_max_bytes MPI_Iallreduce, up to
+  /// oversubscribed_tree_max_bytes the binomial tree (each rank takes part in few rounds),
+  /// ring above (4 ranks on 2 cores here: MPI_Iallreduce 28 us at 4 KiB against 34 us for
+  /// the tree and 47 us for halving; the tree 60 us at 64 KiB against 67 us; ring fastest at
+  /// 4 MiB).
+  std::size_t oversubscribed_native_max_bytes = 32 * 1024;
+  std::size_t oversubscribed_tree_max_bytes = std::size_t{1} << 20;
 };
 
 /// A rank's handle on an MPI communicator. Cheap to copy; copies share the duplicates.
@@ -782,16 +825,23 @@ class communicator {
     if (a != algorithm::native && !o.weight) {
       // The deadline-honouring default: a schedule straight over MPI_Isend/MPI_Irecv.
       const bool doubling = o.algo == algorithm::automatic && use_doubling(bytes);
-      auto st = std::make_shared<detail::p2p_state<T>>(
-          std::shared_ptr<detail::comm_state>(s_, s_->inner.get()), s_.get(), data,
-          cached_schedule(doubling ? -1 : static_cast<int>(a), data.size(), o.group_size), o.op,
-          s_->sched_tag, (o.segment_bytes ? o.segment_bytes : tuning.segment_bytes) / sizeof(T), doubling);
+      auto& spare = s_->inner->spare[static_cast<int>(dtype_of_v<T>)];
+      std::shared_ptr<detail::p2p_state<T>> st;
+      if (detail::p2p_state<T>::reusable(spare)) {
+        st = std::static_pointer_cast<detail::p2p_state<T>>(spare);
+      } else {
+        st = std::make_shared<detail::p2p_state<T>>();
+        spare = st;
+      }
+      st->arm(std::shared_ptr<detail::comm_state>(s_, s_->inner.get()), s_.get(), data,
+              cached_schedule(doubling ? -1 : static_cast<int>(a), data.size(), o.group_size), o.op,
+              s_->sched_tag, (o.segment_bytes ? o.segment_bytes : tuning.segment_bytes) / sizeof(T), doubling);
       s_->sched_tag = (s_->sched_tag + 2) % 30000;
       if (note_shape(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2))
         st->check_shape_first(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2);
       // No pause-spin phase before idle(): idle() polls MPI itself.
       st->set_deadline(comm::detail::time_source{}, o.timeout, comm::detail::wait_policy{0, 0});
-      st->test();  // posts the first step now
+      st->start();  // posts the first step now
       return request(std::move(st));
     }
     auto st = make_state("allreduce", data.size(), -1, true, o.timeout);
@@ -1010,16 +1060,24 @@ class communicator {
   /// recursive_halving_doubling).
   algorithm choose(algorithm requested, std::size_t bytes) const {
     if (requested != algorithm::automatic) return requested;
-    if (size() <= 1 || bytes <= tuning.native_max_bytes) return algorithm::native;
+    if (size() <= 1) return algorithm::native;
+    if (oversubscribed()) {
+      if (bytes <= tuning.oversubscribed_native_max_bytes) return algorithm::native;
+      if (bytes <= tuning.oversubscribed_tree_max_bytes) return algorithm::tree;
+      return algorithm::ring;
+    }
+    if (bytes <= tuning.native_max_bytes) return algorithm::native;
     if (size() == 2 || bytes <= tuning.rhd_max_bytes) return algorithm::recursive_halving_doubling;
     return algorithm::ring;
   }
   /// Whether the automatic allreduce of `bytes` per rank runs recursive doubling.
   bool use_doubling(std::size_t bytes) const {
     const int n = size();
-    return n > 1 && (n & (n - 1)) == 0 && bytes <= tuning.doubling_max_bytes &&
+    return n > 1 && (n & (n - 1)) == 0 && !oversubscribed() && bytes <= tuning.doubling_max_bytes &&
            bytes > tuning.native_max_bytes;
   }
+  /// Whether this node runs more ranks of the group than it has cores (waits then yield).
+  bool oversubscribed() const { return s_ && s_->polite; }
   /// Whether options ask for the blocking MPI_Allreduce: an infinite timeout
   /// (comm::no_wait_limit), unweighted, automatic or native algorithm. That mode cannot honour
   /// a deadline: a rank that never arrives blocks the others for good.
@@ -1058,11 +1116,13 @@ class communicator {
   }
 
   /// The schedule of (algo, count) on this group (algo -1: recursive doubling), cached.
-  std::shared_ptr<const schedule> cached_schedule(int algo, std::size_t count, int group_size) const {
+  const std::shared_ptr<const schedule>& cached_schedule(int algo, std::size_t count, int group_size) const {
     auto& cache = s_->inner->schedules;
-    for (std::size_t i = 0; i < cache.size(); ++i) {
+    if (!cache.empty() && cache[0].algo == algo && cache[0].count == count && (group_size == 0 || algo < 0))
+      return cache[0].s;
+    for (std::size_t i = 1; i < cache.size(); ++i) {
       if (cache[i].algo == algo && cache[i].count == count && (group_size == 0 || algo < 0)) {
-        if (i > 0) std::swap(cache[i], cache[0]);  // most recent first
+        std::swap(cache[i], cache[0]);  // most recent first
         return cache[0].s;
       }
     }
@@ -1070,10 +1130,13 @@ class communicator {
         algo < 0 ? detail::recursive_doubling_allreduce(rank(), size(), count)
                  : make_allreduce_schedule(static_cast<algorithm>(algo), rank(), size(), count,
                                            sizeof(float), group_size));
-    if (group_size != 0 && algo >= 0) return sch;  // a non-default grouping: not cached
+    if (group_size != 0 && algo >= 0) {  // a non-default grouping: not cached
+      s_->inner->uncached = std::move(sch);
+      return s_->inner->uncached;
+    }
     if (cache.size() >= 8) cache.pop_back();
-    cache.insert(cache.begin(), {algo, count, sch});
-    return sch;
+    cache.insert(cache.begin(), {algo, count, std::move(sch)});
+    return cache[0].s;
   }
 
   /// The blocking mode (blocking_requested): MPI_Allreduce, completed on return.

@@ -113,14 +113,14 @@ class request_state {
     const bool by_wait = !unlimited && start + timeout < deadline_;
     const seconds until = by_wait ? start + timeout : deadline_;
     for (int i = 0; i < policy_.spin_polls; ++i) {
-      if (step()) return;
       cpu_relax();
+      if (step()) return;
     }
     for (int i = 0; i < policy_.yield_polls; ++i) {
-      if (step()) return;
       std::this_thread::yield();
+      if (step()) return;
     }
-    while (!step()) {
+    for (;;) {
       const seconds now = clock_.now();
       if (now >= until) {
         expire(by_wait ? "wait(timeout) passed" : "its deadline passed");
@@ -131,6 +131,7 @@ class request_state {
       const auto slice = std::chrono::duration_cast<real_clock::duration>(
           clock_.real() ? (until - now) : seconds{0.0005});
       idle(real_clock::now() + slice);
+      if (step()) return;
     }
   }
 
@@ -157,6 +158,13 @@ class request_state {
   bool finish() {
     done_ = true;
     return true;
+  }
+  /// Makes a finished state pending again, for a transport that reuses its states (the caller
+  /// then sets a new deadline).
+  void rearm() {
+    done_ = false;
+    error_ = nullptr;
+    status_ = {};
   }
   void fail(std::exception_ptr e) {
     if (!done_) {
