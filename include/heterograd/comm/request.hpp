@@ -112,10 +112,21 @@ class request_state {
     const seconds start = unlimited ? seconds{0} : clock_.now();
     const bool by_wait = !unlimited && start + timeout < deadline_;
     const seconds until = by_wait ? start + timeout : deadline_;
-    for (int i = 0; i < policy_.spin_polls; ++i) {
+    // Adaptive spinning (a transport may keep a budget per rank): a spin that saw the
+    // operation complete doubles the next budget, one that ran out halves it, within
+    // [spin_polls / 16, 4 * spin_polls]. When the peers run on other cores spinning keeps
+    // succeeding and stays; when the scheduler put a peer on this core (it does after
+    // blocking wake-ups) every spin only delays it, and the budget falls to a few polls.
+    int* budget = policy_.spin_polls >= 16 ? adaptive_spin() : nullptr;
+    const int spins = budget ? *budget : policy_.spin_polls;
+    for (int i = 0; i < spins; ++i) {
       cpu_relax();
-      if (step()) return;
+      if (step()) {
+        if (budget) *budget = std::min(4 * policy_.spin_polls, 2 * *budget);
+        return;
+      }
     }
+    if (budget) *budget = std::max(policy_.spin_polls / 16, *budget / 2);
     for (int i = 0; i < policy_.yield_polls; ++i) {
       std::this_thread::yield();
       if (step()) return;
@@ -152,6 +163,9 @@ class request_state {
   /// Called once when the deadline passes first: the default fails with timeout_error.
   /// Transports override it to withdraw the operation (p2p) or abort the group (collectives).
   virtual void on_timeout(const std::string& what) { fail(std::make_exception_ptr(timeout_error(what))); }
+  /// The spin budget (polls) this operation's rank adapts across waits, or null for the
+  /// policy's fixed budget.
+  virtual int* adaptive_spin() { return nullptr; }
   /// What the operation is, for error messages ("allreduce of 1024 f32 on rank 2").
   virtual std::string describe() const { return "operation"; }
 
