@@ -23,6 +23,15 @@ def targets(bench, peers):
     out.append(Target("comm: inproc 2 ranks 1K floats time", t1k * 1e6, 0.5, op="<=", unit=" us"))
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 1K floats", peer(peers, "raw_mpi", 2, 1 << 10) / t1k, 3.0,
                       note=f"{us(peer(peers, 'raw_mpi', 2, 1 << 10))} vs {us(t1k)}"))
+    # Context: the per-call distribution, and the two-thread handoff floor of this machine
+    # (flag + the peer's freshly written 4 KiB; BM_handoff_reference).
+    e = bench[f"BM_inproc_allreduce/2/{1 << 10}/0/min_time:0.200/manual_time"]
+    h = bench.get(f"BM_handoff_reference/{1 << 10}/min_time:0.200/manual_time")
+    if "median_us" in e and h is not None:
+        out.append(Target("comm: inproc 2 ranks 1K median / handoff floor median (context)",
+                          e["median_us"] / h["median_us"], 0.0,
+                          note=f"inproc median {e['median_us']:.2f} us (p10 {e['p10_us']:.2f}); floor median "
+                               f"{h['median_us']:.2f} us (p10 {h['p10_us']:.2f}), mean {h['real_time']:.2f} us"))
     # 2 ranks, 16M floats: >= 5x faster than raw MPI, >= 80% of the memory bound.
     t16 = inproc(bench, 2, 1 << 24)
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 16M floats", peer(peers, "raw_mpi", 2, 1 << 24) / t16, 5.0,
