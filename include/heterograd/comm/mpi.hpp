@@ -157,7 +157,8 @@ struct comm_state {
   std::vector<cached_schedule> schedules;
   std::shared_ptr<const schedule> uncached;  // the last one of a non-default grouping
   // The last allreduce state per element type, reused by the next call once finished and
-  // dropped (no allocation per call). A finished state holds no reference to this one.
+  // dropped (no allocation per call). A finished state holds no reference to this one (an
+  // unfinished one does, until the next call of its type replaces it).
   std::shared_ptr<comm::detail::request_state> spare[8];
   bool owns = true;                  // frees comm and coll when destroyed
   // Abort notices from peers: one any-source receive on coll, tag abort_tag.
@@ -176,7 +177,12 @@ struct comm_state {
       MPI_Cancel(&abort_req);
       MPI_Wait(&abort_req, MPI_STATUS_IGNORE);
     }
-    if (!orphans.empty()) return;  // an abandoned collective still references them
+    if (!orphans.empty()) {
+      // An abandoned operation still references them, and a withdrawn receive that did not
+      // complete may still write into its buffer: both are leaked on purpose.
+      for (auto& b : lost_scratch) (void)b.release();
+      return;
+    }
     if (coll != MPI_COMM_NULL) MPI_Comm_free(&coll);
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
@@ -362,9 +368,9 @@ inline schedule recursive_doubling_allreduce(int rank, int size, std::size_t cou
 /// An allreduce schedule run straight over MPI_Isend/MPI_Irecv on the internal communicator:
 /// the deadline-honouring allreduce of the mpi transport.
 ///
-/// Per call it allocates the state only: the schedule comes from a per-shape cache, the
-/// receive buffer from the communicator's pool, the MPI requests live in the state (inline up
-/// to 8 per step). Each step posts its receives, then its sends (segments of `seg` elements),
+/// Nothing is allocated per call once warm: the schedule comes from a per-shape cache, and
+/// the state (with its receive buffer and its MPI requests, inline up to 8 per step) is
+/// reused by the next call of its element type. Each step posts its receives, then its sends (segments of `seg` elements),
 /// and is polled with one MPI_Testall per poll; received segments are combined in order as
 /// they complete (when no send of the step reads the combined range). Waiting polls MPI
 /// without sleeping while progress is recent, the way a blocking MPI call spins inside the
@@ -828,7 +834,9 @@ class communicator {
     if (a != algorithm::native && !o.weight) {
       // The deadline-honouring default: a schedule straight over MPI_Isend/MPI_Irecv.
       const bool doubling = o.algo == algorithm::automatic && use_doubling(bytes);
-      auto& spare = s_->inner->spare[static_cast<int>(dtype_of_v<T>)];
+      // The internal state carries the traffic (an internal() handle is its own).
+      detail::comm_state* home = s_->inner ? s_->inner.get() : s_.get();
+      auto& spare = home->spare[static_cast<int>(dtype_of_v<T>)];
       std::shared_ptr<detail::p2p_state<T>> st;
       if (detail::p2p_state<T>::reusable(spare)) {
         st = std::static_pointer_cast<detail::p2p_state<T>>(spare);
@@ -836,7 +844,7 @@ class communicator {
         st = std::make_shared<detail::p2p_state<T>>();
         spare = st;
       }
-      st->arm(std::shared_ptr<detail::comm_state>(s_, s_->inner.get()), s_.get(), data,
+      st->arm(std::shared_ptr<detail::comm_state>(s_, home), s_.get(), data,
               cached_schedule(doubling ? -1 : static_cast<int>(a), data.size(), o.group_size), o.op,
               s_->sched_tag, (o.segment_bytes ? o.segment_bytes : tuning.segment_bytes) / sizeof(T), doubling);
       s_->sched_tag = (s_->sched_tag + 2) % 30000;
@@ -1120,7 +1128,7 @@ class communicator {
 
   /// The schedule of (algo, count) on this group (algo -1: recursive doubling), cached.
   const std::shared_ptr<const schedule>& cached_schedule(int algo, std::size_t count, int group_size) const {
-    auto& cache = s_->inner->schedules;
+    auto& cache = (s_->inner ? s_->inner : s_)->schedules;
     if (!cache.empty() && cache[0].algo == algo && cache[0].count == count && (group_size == 0 || algo < 0))
       return cache[0].s;
     for (std::size_t i = 1; i < cache.size(); ++i) {
@@ -1134,8 +1142,9 @@ class communicator {
                  : make_allreduce_schedule(static_cast<algorithm>(algo), rank(), size(), count,
                                            sizeof(float), group_size));
     if (group_size != 0 && algo >= 0) {  // a non-default grouping: not cached
-      s_->inner->uncached = std::move(sch);
-      return s_->inner->uncached;
+      auto& home = s_->inner ? s_->inner : s_;
+      home->uncached = std::move(sch);
+      return home->uncached;
     }
     if (cache.size() >= 8) cache.pop_back();
     cache.insert(cache.begin(), {algo, count, std::move(sch)});
