@@ -137,7 +137,8 @@ struct comm_state {
   MPI_Comm comm = MPI_COMM_NULL;  // user traffic
   MPI_Comm coll = MPI_COMM_NULL;  // schedules and shape checks
   int rank = 0, size = 1;
-  bool polite = false;
+  bool polite = false;        // this node runs more ranks than it has cores: waits yield
+  bool group_polite = false;  // some node of the group does (the algorithm choice uses it)
   wait_policy policy{};
   std::atomic<bool> failed{false};
   std::mutex m;
@@ -768,6 +769,11 @@ class communicator {
       MPI_Comm_free(&local);
     }
     s->polite = detail::oversubscribed(local_size);
+    // The allreduce algorithm depends on it, and every rank must pick the same one: the
+    // choice uses whether any node of the group is oversubscribed.
+    int any = s->polite ? 1 : 0;
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, s->comm), "MPI_Allreduce");
+    s->group_polite = any != 0;
     // MPI progresses only inside MPI calls, so waits keep polling; past a short spin they
     // yield between polls (a loaded or oversubscribed node then still runs the peer).
     s->policy = s->polite ? comm::detail::wait_policy{8, 2} : comm::detail::wait_policy{256, 0};
@@ -781,6 +787,7 @@ class communicator {
     s->inner->rank = s->rank;
     s->inner->size = s->size;
     s->inner->polite = s->polite;
+    s->inner->group_polite = s->group_polite;
     s->inner->policy = s->policy;
     s_ = std::move(s);
   }
@@ -1087,8 +1094,9 @@ class communicator {
     return n > 1 && (n & (n - 1)) == 0 && !oversubscribed() && bytes <= tuning.doubling_max_bytes &&
            bytes > tuning.native_max_bytes;
   }
-  /// Whether this node runs more ranks of the group than it has cores (waits then yield).
-  bool oversubscribed() const { return s_ && s_->polite; }
+  /// Whether some node of the group runs more of its ranks than it has cores (the same on
+  /// every rank, so that every rank picks the same algorithm; waits yield on such nodes).
+  bool oversubscribed() const { return s_ && s_->group_polite; }
   /// Whether options ask for the blocking MPI_Allreduce: an infinite timeout
   /// (comm::no_wait_limit), unweighted, automatic or native algorithm. That mode cannot honour
   /// a deadline: a rank that never arrives blocks the others for good.
