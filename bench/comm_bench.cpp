@@ -1,6 +1,7 @@
 // The comm suite: inproc allreduce (sum of floats, 1K..16M, 2 and 4 ranks) and its
-// alternatives, the partial (solo) allreduce with a delayed rank, and the in-place update
-// bandwidth that the memory bound of the owner-computes reduction is taken against.
+// alternatives, the partial (solo) allreduce with a delayed rank, the in-place update
+// bandwidth that the memory bound of the owner-computes reduction is taken against, and the
+// two-thread handoff that bounds a small allreduce from below on this machine.
 //
 // Method (the same in the MPI peers, bench/compare/comm_mpi_harness.hpp): before every call
 // each rank rewrites its whole buffer, as a backward pass would (back-to-back calls on a
@@ -57,6 +58,15 @@ void call(int variant, const hi::communicator& c, std::vector<float>& buf, std::
   }
 }
 
+/// Median and 10th percentile of per-call times, in microseconds (the mean, Google
+/// Benchmark's figure, is dominated by descheduled calls on a shared machine).
+void set_quantiles(benchmark::State& state, std::vector<double> t) {
+  if (t.empty()) return;
+  std::sort(t.begin(), t.end());
+  state.counters["median_us"] = t[t.size() / 2] * 1e6;
+  state.counters["p10_us"] = t[t.size() / 10] * 1e6;
+}
+
 void set_counters(benchmark::State& state, int n, std::size_t m, double seconds, long iters) {
   const double bytes = static_cast<double>(m) * sizeof(float);
   const double t = seconds / static_cast<double>(std::max(1L, iters));
@@ -87,6 +97,7 @@ void BM_inproc_allreduce(benchmark::State& state) {
   std::vector<float> buf(m), tmp(m / static_cast<std::size_t>(n));
   double total = 0;
   long it = 0;
+  std::vector<double> times;
   for (auto _ : state) {
     rewrite(buf, 0, it++);
     const auto t0 = clk::now();
@@ -94,7 +105,9 @@ void BM_inproc_allreduce(benchmark::State& state) {
     const double dt = std::chrono::duration<double>(clk::now() - t0).count();
     state.SetIterationTime(dt);
     total += dt;
+    times.push_back(dt);
   }
+  set_quantiles(state, std::move(times));
   rewrite(buf, 0, it);
   buf[0] = std::numeric_limits<float>::quiet_NaN();
   call(variant, c, buf, tmp);  // the helpers' last call
@@ -168,6 +181,51 @@ void BM_update_reference(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(k * 12));
 }
 
+/// The floor of a small allreduce between two threads on this machine: per round, each
+/// thread rewrites its m floats, raises its flag, spins until the peer's flag is up, and
+/// reads the peer's freshly written buffer (m*4 bytes cross cores, plus two flag lines).
+/// No allocation, no checks, and a plain wait (spin, yielding every 64 polls): what any
+/// shared-memory allreduce pays at least. Thread 0 times the round from raising its flag to
+/// the end of its read.
+void BM_handoff_reference(benchmark::State& state) {
+  const auto m = static_cast<std::size_t>(state.range(0));
+  struct alignas(64) flag {
+    std::atomic<long> v{0};
+  };
+  flag f[2];
+  std::vector<float> buf[2] = {std::vector<float>(m), std::vector<float>(m)};
+  std::atomic<long> stop{-1};
+  auto round = [&](int me, long it) {
+    const int peer = 1 - me;
+    std::fill(buf[me].begin(), buf[me].end(), static_cast<float>(it & 7));  // m*4 bytes written
+    const auto t0 = clk::now();
+    f[me].v.store(it, std::memory_order_release);
+    for (int polls = 1; f[peer].v.load(std::memory_order_acquire) < it; ++polls) {
+      if (stop.load(std::memory_order_relaxed) >= 0 && stop.load() < it) return 0.0;
+      // Yield now and then: when the scheduler puts both threads on one core, a pure spin
+      // would wait out a whole time slice.
+      if (polls % 64 == 0) std::this_thread::yield(); else hc::detail::cpu_relax();
+    }
+    float acc = 0;
+    for (float x : buf[peer]) acc += x;  // m*4 bytes read from the other core
+    benchmark::DoNotOptimize(acc);
+    return std::chrono::duration<double>(clk::now() - t0).count();
+  };
+  std::thread helper([&] {
+    for (long it = 1; stop.load() < 0 || it <= stop.load(); ++it) round(1, it);
+  });
+  long it = 0;
+  std::vector<double> times;
+  for (auto _ : state) {
+    times.push_back(round(0, ++it));
+    state.SetIterationTime(times.back());
+  }
+  stop.store(it);
+  set_quantiles(state, std::move(times));
+  helper.join();
+  state.counters["floats"] = static_cast<double>(m);
+}
+
 void allreduce_args(benchmark::internal::Benchmark* b) {
   for (int n : {2, 4})
     for (long m : {1L << 10, 1L << 16, 1L << 20, 1L << 24})
@@ -178,6 +236,7 @@ void allreduce_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_update_reference)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_inproc_allreduce)->Apply(allreduce_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_handoff_reference)->Arg(1 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_inproc_partial_solo_delayed)
     ->Args({2, 1L << 16})
     ->Args({4, 1L << 16})

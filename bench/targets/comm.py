@@ -23,6 +23,15 @@ def targets(bench, peers):
     out.append(Target("comm: inproc 2 ranks 1K floats time", t1k * 1e6, 0.5, op="<=", unit=" us"))
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 1K floats", peer(peers, "raw_mpi", 2, 1 << 10) / t1k, 3.0,
                       note=f"{us(peer(peers, 'raw_mpi', 2, 1 << 10))} vs {us(t1k)}"))
+    # Context: the per-call distribution, and the two-thread handoff floor of this machine
+    # (flag + the peer's freshly written 4 KiB; BM_handoff_reference).
+    e = bench[f"BM_inproc_allreduce/2/{1 << 10}/0/min_time:0.200/manual_time"]
+    h = bench.get(f"BM_handoff_reference/{1 << 10}/min_time:0.200/manual_time")
+    if "median_us" in e and h is not None:
+        out.append(Target("comm: inproc 2 ranks 1K median / handoff floor median (context)",
+                          e["median_us"] / h["median_us"], 0.0,
+                          note=f"inproc median {e['median_us']:.2f} us (p10 {e['p10_us']:.2f}); floor median "
+                               f"{h['median_us']:.2f} us (p10 {h['p10_us']:.2f}), mean {h['real_time']:.2f} us"))
     # 2 ranks, 16M floats: >= 5x faster than raw MPI, >= 80% of the memory bound.
     t16 = inproc(bench, 2, 1 << 24)
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 16M floats", peer(peers, "raw_mpi", 2, 1 << 24) / t16, 5.0,
@@ -40,12 +49,22 @@ def targets(bench, peers):
         t = inproc(bench, 4, m)
         r = peer(peers, "raw_mpi", 4, m)
         out.append(Target(f"comm: raw MPI / inproc, 4 ranks, {m} floats", r / t, 2.0, note=f"{us(r)} vs {us(t)}"))
-    # heterograd's mpi transport within 10% of raw MPI_Allreduce.
+    # heterograd's mpi transport (its default, deadline-honouring path) within 10% of raw
+    # MPI_Allreduce; peers' "seconds" is the median call (the slowest rank's time per call).
     for n in (2, 4):
         for m in SIZES:
             h, r = peer(peers, "hg_mpi", n, m), peer(peers, "raw_mpi", n, m)
             out.append(Target(f"comm: hg mpi / raw MPI, {n} ranks, {m} floats", h / r, 1.10, op="<=",
-                              note=f"{us(h)} vs {us(r)}"))
+                              note=f"{us(h)} vs {us(r)} (medians)"))
+    # The opt-in blocking mode (timeout = no_wait_limit: MPI_Allreduce, no deadline): context.
+    for n in (2, 4):
+        for m in SIZES:
+            try:
+                b, r = peer(peers, "hg_mpi_blocking", n, m), peer(peers, "raw_mpi", n, m)
+                out.append(Target(f"comm: hg mpi blocking mode / raw MPI (context), {n} ranks, {m} floats",
+                                  b / r, 0.0, note=f"{us(b)} vs {us(r)}"))
+            except KeyError:
+                pass
     # Solo partial allreduce, one rank 10 ms late: on-time latency < 1 ms + transfer time.
     for n, m in ((2, 1 << 16), (4, 1 << 16), (2, 1 << 20)):
         lat = bench[f"BM_inproc_partial_solo_delayed/{n}/{m}/iterations:25/manual_time"]["real_time"] * 1e-6

@@ -33,6 +33,17 @@ BOOST_AUTO_TEST_CASE(mismatched_sizes_and_types_throw_on_every_rank_and_leave_th
   BOOST_TEST(ok[0] == c.size());
 }
 
+BOOST_AUTO_TEST_CASE(the_blocking_mode_also_throws_mismatch_on_every_rank) {
+  hm::communicator c(MPI_COMM_WORLD);
+  hc::allreduce_options o;
+  o.timeout = hc::no_wait_limit;
+  std::vector<float> f(c.rank() == 0 ? 7 : 9, 1.0f);
+  BOOST_CHECK_THROW(c.allreduce(hg::span<float>(f), o).wait(), hc::mismatch_error);
+  std::vector<float> g(9, 1.0f);
+  c.allreduce(hg::span<float>(g), o).wait();
+  BOOST_TEST(g[0] == static_cast<float>(c.size()));
+}
+
 BOOST_AUTO_TEST_CASE(a_receive_into_a_too_small_buffer_throws_truncation_error) {
   hm::communicator c(MPI_COMM_WORLD);
   if (c.rank() == 0) {
@@ -89,6 +100,23 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives_gives_the_others_a_timeout_then_u
     MPI_Request q;
     MPI_Iallreduce(MPI_IN_PLACE, v.data(), 10, MPI_INT32_T, MPI_SUM, c.native(), &q);
     MPI_Wait(&q, MPI_STATUS_IGNORE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+BOOST_AUTO_TEST_CASE(the_schedule_path_times_out_too_when_a_rank_never_arrives) {
+  hm::communicator c(MPI_COMM_WORLD);
+  std::vector<int> v(10, 1);
+  c.allreduce(hg::span<int>(v)).wait();  // automatic: a schedule over MPI_Isend/MPI_Irecv
+  BOOST_TEST(v[0] == c.size());
+#if defined(NDEBUG)
+  hc::allreduce_options o;
+  o.timeout = hg::seconds{0.5};
+  if (c.rank() != 1) {
+    BOOST_CHECK_THROW(c.allreduce(hg::span<int>(v), o).wait(), hc::timeout_error);
+    BOOST_CHECK_THROW(c.allreduce(hg::span<int>(v), o).wait(), hc::aborted_error);
+    BOOST_TEST(c.failed());
   }
   MPI_Barrier(MPI_COMM_WORLD);
 #endif

@@ -108,6 +108,92 @@ BOOST_AUTO_TEST_CASE(float_allreduce_matches_the_reference_within_reordering_tol
   for (double x : w) BOOST_TEST(x == num / den, boost::test_tools::tolerance(1e-14));
 }
 
+BOOST_AUTO_TEST_CASE(automatic_allreduce_picks_its_algorithm_by_size_and_each_equals_the_reference_bitwise) {
+  auto& c = mpi_test::world();
+  const auto seed = shared_seed();
+  const int n = c.size();
+  const bool pow2 = (n & (n - 1)) == 0;
+  const auto& t = c.tuning;
+  // Sizes on both sides of every threshold (bytes of int64 elements), each run twice so the
+  // second call reuses the first one's state and cached schedule.
+  std::vector<std::size_t> bytes{8, t.doubling_max_bytes, t.doubling_max_bytes + 8, 64 * 1024,
+                                 t.rhd_max_bytes, t.rhd_max_bytes + 8,
+                                 t.oversubscribed_native_max_bytes + 8, t.oversubscribed_tree_max_bytes + 8};
+  for (std::size_t b : bytes) {
+    const std::size_t m = b / sizeof(std::int64_t);
+    const hc::algorithm a = c.choose(hc::algorithm::automatic, b);
+    if (c.oversubscribed()) {
+      BOOST_TEST((a == (b <= t.oversubscribed_native_max_bytes  ? hc::algorithm::native
+                        : b <= t.oversubscribed_tree_max_bytes ? hc::algorithm::tree
+                                                               : hc::algorithm::ring)));
+      BOOST_TEST(!c.use_doubling(b));
+    } else {
+      BOOST_TEST((a == (n == 2 || b <= t.rhd_max_bytes ? hc::algorithm::recursive_halving_doubling
+                                                        : hc::algorithm::ring)));
+      BOOST_TEST(c.use_doubling(b) == (pow2 && b <= t.doubling_max_bytes));
+    }
+    std::vector<std::int64_t> expected(m, 0);
+    for (int r = 0; r < n; ++r) {
+      const auto in = comm_test::integer_input<std::int64_t>(seed, r, m, -1000, 1000);
+      for (std::size_t i = 0; i < m; ++i) expected[i] += in[i];
+    }
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      auto v = comm_test::integer_input<std::int64_t>(seed, c.rank(), m, -1000, 1000);
+      c.allreduce(hg::span<std::int64_t>(v)).wait();
+      BOOST_TEST(v == expected, "bytes=" << b << " algorithm " << hc::algorithm_name(a) << " repeat " << repeat);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(allreduces_in_flight_together_each_get_their_own_state_and_scratch) {
+  auto& c = mpi_test::world();
+  const int n = c.size(), r = c.rank();
+  // Three of one element type posted before any is waited for (none may reuse another's
+  // state or receive buffer), one of another type, then waited for in reverse order.
+  const std::size_t m = 30000;
+  std::vector<std::vector<std::int32_t>> v(3);
+  std::vector<double> d(m, 0.5 * r);
+  std::vector<hc::request> q;
+  for (int k = 0; k < 3; ++k) {
+    v[static_cast<std::size_t>(k)].assign(m, (k + 1) * (r + 1));
+    q.push_back(c.allreduce(hg::span<std::int32_t>(v[static_cast<std::size_t>(k)])));
+  }
+  q.push_back(c.allreduce(hg::span<double>(d)));
+  for (auto it = q.rbegin(); it != q.rend(); ++it) it->wait();
+  const std::int32_t tri = n * (n + 1) / 2;
+  for (int k = 0; k < 3; ++k)
+    BOOST_TEST(std::count(v[static_cast<std::size_t>(k)].begin(), v[static_cast<std::size_t>(k)].end(), (k + 1) * tri) ==
+               static_cast<std::ptrdiff_t>(m));
+  BOOST_TEST(std::count(d.begin(), d.end(), 0.25 * n * (n - 1)) == static_cast<std::ptrdiff_t>(m));
+  // A request kept alive (not dropped) while the next call runs: the next call must not
+  // take its state.
+  std::vector<std::int32_t> a(100, r), b(100, 2 * r);
+  hc::request kept = c.allreduce(hg::span<std::int32_t>(a));
+  kept.wait();
+  c.allreduce(hg::span<std::int32_t>(b)).wait();
+  kept.wait();  // still reports its own (successful) completion
+  BOOST_TEST(a[0] == n * (n - 1) / 2);
+  BOOST_TEST(b[99] == n * (n - 1));
+}
+
+BOOST_AUTO_TEST_CASE(the_blocking_mode_equals_the_deadline_path_bitwise) {
+  auto& c = mpi_test::world();
+  const auto seed = shared_seed();
+  for (std::size_t m : {std::size_t{1}, std::size_t{777}, std::size_t{70001}}) {
+    for (auto op : {hc::reduce_op::sum, hc::reduce_op::max, hc::reduce_op::avg}) {
+      auto x = comm_test::integer_input<std::int64_t>(seed, c.rank(), m, 0, 1000);
+      auto y = x;
+      hc::allreduce_options o;
+      o.op = op;
+      c.allreduce(hg::span<std::int64_t>(x), o).wait();
+      o.timeout = hc::no_wait_limit;  // opts into MPI_Allreduce
+      BOOST_TEST(hm::communicator::blocking_requested(o));
+      c.allreduce(hg::span<std::int64_t>(y), o).wait();
+      BOOST_TEST(x == y, "m=" << m << " " << hc::reduce_op_name(op));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(reduce_scatter_allgather_broadcast_gather_and_barrier) {
   auto& c = mpi_test::world();
   const int n = c.size(), r = c.rank();

@@ -217,6 +217,7 @@ struct alignas(64) rank_local {
   int sched_tag = 0;
   std::uint64_t splits = 0;
   std::uint64_t shared = 0;
+  int spin = 64;  // this rank's adaptive spin budget (request_state::wait)
 };
 
 struct split_entry {
@@ -340,6 +341,8 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
   void idle(real_clock::time_point until) override {
     g_->world->note.block([this] { return ready(); }, until);
   }
+
+  int* adaptive_spin() override { return &g_->locals[static_cast<std::size_t>(r_)].spin; }
 
   void on_timeout(const std::string& what) override {
     g_->world->abort(r_, what);

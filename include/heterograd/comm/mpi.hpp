@@ -25,11 +25,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -135,7 +137,8 @@ struct comm_state {
   MPI_Comm comm = MPI_COMM_NULL;  // user traffic
   MPI_Comm coll = MPI_COMM_NULL;  // schedules and shape checks
   int rank = 0, size = 1;
-  bool polite = false;
+  bool polite = false;        // this node runs more ranks than it has cores: waits yield
+  bool group_polite = false;  // some node of the group does (the algorithm choice uses it)
   wait_policy policy{};
   std::atomic<bool> failed{false};
   std::mutex m;
@@ -143,7 +146,21 @@ struct comm_state {
   std::map<int, std::tuple<std::size_t, int, int, int>> shapes;  // last shape per collective
   int sched_tag = 0;
   std::vector<MPI_Request> orphans;  // requests of collectives abandoned after a timeout
-  std::vector<std::byte> scratch;     // receive buffer of the recursive-doubling fast path
+  // Receive buffers that a cancelled receive might still write into (after a failure): kept
+  // until the handle goes.
+  std::vector<std::unique_ptr<std::byte[]>> lost_scratch;
+  // The schedules of the last shapes (building one allocates; a training loop repeats a few).
+  struct cached_schedule {
+    int algo = 0;
+    std::size_t count = 0;
+    std::shared_ptr<const schedule> s;
+  };
+  std::vector<cached_schedule> schedules;
+  std::shared_ptr<const schedule> uncached;  // the last one of a non-default grouping
+  // The last allreduce state per element type, reused by the next call once finished and
+  // dropped (no allocation per call). A finished state holds no reference to this one (an
+  // unfinished one does, until the next call of its type replaces it).
+  std::shared_ptr<comm::detail::request_state> spare[8];
   bool owns = true;                  // frees comm and coll when destroyed
   // Abort notices from peers: one any-source receive on coll, tag abort_tag.
   static constexpr int abort_tag = 32767;
@@ -161,7 +178,12 @@ struct comm_state {
       MPI_Cancel(&abort_req);
       MPI_Wait(&abort_req, MPI_STATUS_IGNORE);
     }
-    if (!orphans.empty()) return;  // an abandoned collective still references them
+    if (!orphans.empty()) {
+      // An abandoned operation still references them, and a withdrawn receive that did not
+      // complete may still write into its buffer: both are leaked on purpose.
+      for (auto& b : lost_scratch) (void)b.release();
+      return;
+    }
     if (coll != MPI_COMM_NULL) MPI_Comm_free(&coll);
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
@@ -175,6 +197,13 @@ struct comm_state {
     if (outer) outer->fail(why);
   }
   bool is_failed() { return failed.load() || (outer && outer->failed.load()) || poll_abort(); }
+  /// is_failed() that polls for abort notices on one call in 16 only (an MPI_Test runs the
+  /// progress engine: a tenth of a small allreduce); operations in flight poll them anyway.
+  bool is_failed_cheap() {
+    if (failed.load() || (outer && outer->failed.load())) return true;
+    return (++cheap_polls & 15) == 0 && poll_abort();
+  }
+  unsigned cheap_polls = 0;
 
   /// Checks for an abort notice from a peer (see communicator::abort).
   bool poll_abort() {
@@ -310,86 +339,409 @@ class op_state final : public request_state {
   unsigned polls_ = 0;
 };
 
-/// Small allreduce on a power-of-two group by recursive doubling: log2 n steps, each an
-/// exchange of the whole buffer with rank ^ d and a combine (reads 2S, writes S). Both
-/// partners combine the same two operands (commutative operators), so every rank ends with
-/// the same bits. Scratch lives in the communicator's state: no allocation per call.
-template <class T>
-class doubling_state final : public request_state {
- public:
-  doubling_state(std::shared_ptr<comm_state> inner, span<T> data, reduce_op op, int tag)
-      : c_(std::move(inner)), data_(data), op_(op), tag_(tag) {}
+/// The mismatch message of a shape check (pairs (x, -x) reduced with MPI_MAX: equal on every
+/// rank iff max(x) == min(x)), or an empty string when the ranks agree.
+inline std::string shape_mismatch(const std::int64_t* b, int rank) {
+  static const char* field[] = {"collective", "element count", "element type", "operator or root"};
+  for (int i = 0; i < 8; i += 2) {
+    if (b[i] != -b[i + 1])
+      return "heterograd: comm: mismatched collective on rank " + std::to_string(rank) +
+             ": ranks passed different " + field[i / 2] + " (from " + std::to_string(-b[i + 1]) +
+             " to " + std::to_string(b[i]) + ")";
+  }
+  return {};
+}
 
-  void cancel() override {
-    for (auto& r : reqs_) {
-      if (r == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
+/// Recursive doubling as a schedule (powers of two): log2 n steps, each an exchange of the
+/// whole buffer with rank ^ d. Fewest steps, but every message is the whole buffer: past
+/// OpenMPI's eager limit (4 KiB on shared memory) each one pays a rendezvous.
+inline schedule recursive_doubling_allreduce(int rank, int size, std::size_t count) {
+  schedule s{algorithm::recursive_halving_doubling, rank, size, count, {}};
+  for (int d = 1; d < size; d *= 2) {
+    schedule_step st;
+    st.transfers.push_back({transfer::kind::send, rank ^ d, 0, count});
+    st.transfers.push_back({transfer::kind::recv_reduce, rank ^ d, 0, count});
+    s.steps.push_back(std::move(st));
+  }
+  return s;
+}
+
+/// An allreduce schedule run straight over MPI_Isend/MPI_Irecv on the internal communicator:
+/// the deadline-honouring allreduce of the mpi transport.
+///
+/// Nothing is allocated per call once warm: the schedule comes from a per-shape cache, and
+/// the state (with its receive buffer and its MPI requests, inline up to 8 per step) is
+/// reused by the next call of its element type. Each step posts its receives, then its sends (segments of `seg` elements),
+/// and is polled with one MPI_Testall per poll; received segments are combined in order as
+/// they complete (when no send of the step reads the combined range). Waiting polls MPI
+/// without sleeping while progress is recent, the way a blocking MPI call spins inside the
+/// library, and checks the deadline between polls (see idle()).
+template <class T>
+class p2p_state final : public request_state {
+ public:
+  p2p_state() = default;
+
+  /// (Re)starts the state on a new call. `inner` aliases the handle's shared state (keeping
+  /// `outer`, its owner, alive) until the call completes. A state is reused by the next call
+  /// of its element type once its request was dropped (see communicator::allreduce): its
+  /// scratch and MPI request arrays are kept, so a training loop allocates nothing per call.
+  void arm(std::shared_ptr<comm_state> inner, comm_state* outer, span<T> data,
+           const std::shared_ptr<const schedule>& s, reduce_op op, int tag, std::size_t seg_elems, bool doubling) {
+    rearm();
+    c_ = std::move(inner);
+    outer_ = outer;
+    data_ = data;
+    if (s_ != s) s_ = s;  // the same cached schedule: no reference counting
+    op_ = op;
+    tag_ = tag;
+    seg_ = std::max<std::size_t>(1, seg_elems);
+    doubling_ = doubling;
+    nreqs_ = first_send_ = nreduces_ = next_reduce_ = step_ = 0;
+    posted_ = false;
+    complete_ = false;
+    pending_ = nullptr;
+    shape_kind_ = -1;
+    shape_posted_ = false;
+    std::size_t most = 0, scratch = 0;
+    for (const auto& st : s_->steps) {
+      std::size_t k = 0, r = 0;
+      for (const auto& tr : st.transfers) {
+        k += (tr.count + seg_ - 1) / seg_;
+        if (tr.what == transfer::kind::recv_reduce) r += tr.count;
+      }
+      most = std::max(most, k);
+      scratch = std::max(scratch, r);
+    }
+    if (most > inline_reqs) {
+      if (heap_reqs_.size() < most) {
+        heap_reqs_.resize(most);
+        heap_reduces_.resize(most);
+      }
+      reqs_ = heap_reqs_.data();
+      reduces_ = heap_reduces_.data();
+    } else {
+      reqs_ = inline_reqs_;
+      reduces_ = inline_reduces_;
+    }
+    if (scratch_bytes_ < scratch * sizeof(T)) {
+      scratch_bytes_ = scratch * sizeof(T);
+      scratch_.reset(new std::byte[scratch_bytes_]);  // not zeroed: every byte is received first
+    }
+    progress_count_ = 0;
+    seen_count_ = ~0ul;  // the first idle() starts the quiet time
+  }
+
+  /// Posts the first step (or the shape check) now, without reading the clock; an error is
+  /// kept for progress() to throw.
+  void start() {
+    try {
+      if (run()) complete();
+    } catch (...) {
+      pending_ = std::current_exception();
+    }
+  }
+
+  /// Whether the next call may reuse this state: finished successfully, request dropped.
+  static bool reusable(const std::shared_ptr<request_state>& st) {
+    return st && st.use_count() == 1 && st->finished() && !st->error();
+  }
+
+  /// Adds the cross-rank shape check (a new shape) before the schedule.
+  void check_shape_first(int kind, std::size_t count, dtype dt, int extra) {
+    shape_kind_ = kind;
+    const std::int64_t v[4] = {kind, static_cast<std::int64_t>(count), static_cast<int>(dt), extra};
+    for (int i = 0; i < 4; ++i) {
+      shape_[2 * i] = v[i];
+      shape_[2 * i + 1] = -v[i];
+    }
+  }
+
+  ~p2p_state() override {
+    int fin = 0;
+    bool pending = false;
+    if (nreqs_ > 0 || shape_req_ != MPI_REQUEST_NULL) MPI_Finalized(&fin);
+    if (!fin && (nreqs_ > 0 || shape_req_ != MPI_REQUEST_NULL)) {
+      // Withdraw this call's receives (they may still target the pool's buffer); sends of a
+      // collective cannot be withdrawn and are left to complete.
+      for (std::size_t i = 0; i < nreqs_; ++i) {
+        if (reqs_[i] != MPI_REQUEST_NULL && is_recv(i)) MPI_Cancel(&reqs_[i]);
+      }
+      const auto stop = real_clock::now() + std::chrono::milliseconds(100);
+      for (std::size_t i = 0; i < nreqs_; ++i) {
+        if (!is_recv(i)) continue;
+        int flag = 0;
+        while (reqs_[i] != MPI_REQUEST_NULL &&
+               MPI_Test(&reqs_[i], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag &&
+               real_clock::now() < stop) {
+        }
+      }
+      if (shape_req_ != MPI_REQUEST_NULL) {
+        std::lock_guard<std::mutex> l(orphan_owner()->m);
+        orphan_owner()->orphans.push_back(shape_req_);
+      }
+      for (std::size_t i = 0; i < nreqs_; ++i) {
+        if (reqs_[i] == MPI_REQUEST_NULL) continue;
+        if (is_recv(i)) pending = true;
+        std::lock_guard<std::mutex> l(orphan_owner()->m);
+        orphan_owner()->orphans.push_back(reqs_[i]);
+      }
+    }
+    if (pending && scratch_) {
+      // A receive may still write into it: never freed while the handle lives.
+      std::lock_guard<std::mutex> l(c_->m);
+      c_->lost_scratch.push_back(std::move(scratch_));
     }
   }
 
  protected:
   std::string describe() const override {
-    return "allreduce (recursive doubling) of " + std::to_string(data_.size()) + " elements on rank " +
-           std::to_string(c_->rank);
+    return std::string(doubling_ ? "recursive doubling" : algorithm_name(s_->algo)) + " allreduce of " +
+           std::to_string(data_.size()) + " elements on rank " + std::to_string(c_->rank);
   }
+
   bool progress() override {
-    while (d_ < c_->size) {
-      if (!posted_) {
-        const int partner = c_->rank ^ d_;
-        auto& scratch = c_->scratch;
-        if (scratch.size() < data_.size_bytes()) scratch.resize(data_.size_bytes());
-        const int n = static_cast<int>(data_.size());
-        check(MPI_Irecv(scratch.data(), n, datatype<T>(), partner, tag_, c_->comm, &reqs_[0]), "MPI_Irecv");
-        check(MPI_Isend(data_.data(), n, datatype<T>(), partner, tag_, c_->comm, &reqs_[1]), "MPI_Isend");
-        posted_ = true;
-      }
-      int flag = 0;
-      check(MPI_Testall(2, reqs_, &flag, MPI_STATUSES_IGNORE), "MPI_Testall");
-      if (!flag) {
-        if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
-        return false;
-      }
-      comm::detail::combine(op_, data_.data(), reinterpret_cast<const T*>(c_->scratch.data()), data_.size());
+    if (complete_) return true;
+    if (pending_) std::rethrow_exception(std::exchange(pending_, nullptr));
+    try {
+      if (run()) complete();
+      return complete_;
+    } catch (const mismatch_error&) {
+      throw;  // the group stays usable
+    } catch (const aborted_error&) {
+      throw;  // already failed
+    } catch (...) {
+      // Peers may wait for this rank's messages: the collective is broken for the group.
+      c_->fail(describe() + " failed");
+      throw;
+    }
+  }
+
+  /// Advances as far as the messages that arrived allow: true when the allreduce completed.
+  bool run() {
+    if (shape_kind_ >= 0 && !shape_done()) return poll_failed();
+    const auto& steps = s_->steps;
+    while (step_ < steps.size()) {
+      if (!posted_) post(steps[step_]);
+      if (!advance()) return poll_failed();
+      ++step_;
+      ++progress_count_;
       posted_ = false;
-      d_ *= 2;
+      nreqs_ = 0;
     }
     if (op_ == reduce_op::avg) comm::detail::divide(data_.data(), c_->size, data_.size());
     return true;
   }
+
+  /// The wait between deadline checks. MPI advances only inside MPI calls, so a waiter keeps
+  /// polling: while the last progress is under 2 ms old it runs the schedule up to 64 polls
+  /// back to back (one MPI_Testall each; a completed step is combined and the next one posted
+  /// on the spot, with no pause and no clock read: a blocking MPI_Allreduce spins the same
+  /// way, and anything between polls delays every step), then it yields between polls, and
+  /// past 20 ms without progress (a straggler) sleeps 50 us between polls. When the node's
+  /// ranks outnumber its cores every poll yields: the peer we wait for needs this core
+  /// (OpenMPI's mpi_yield_when_idle does the same).
   void idle(real_clock::time_point until) override {
-    (void)until;
-    std::this_thread::yield();
+    const auto now = real_clock::now();
+    if (progress_count_ != seen_count_) {
+      seen_count_ = progress_count_;
+      quiet_since_ = now;
+    }
+    const auto quiet = now - quiet_since_;
+    if (quiet > std::chrono::milliseconds(20)) {
+      std::this_thread::sleep_until(std::min(until, now + std::chrono::microseconds(50)));
+      return;
+    }
+    const bool spin = !c_->polite && quiet < std::chrono::milliseconds(2);
+    if (!spin) std::this_thread::yield();
+    for (int i = 0; i < (spin ? 64 : 1) && !complete_ && !pending_; ++i) {
+      try {
+        if (run()) complete();
+      } catch (...) {
+        pending_ = std::current_exception();  // progress() rethrows it (and fails the group)
+      }
+    }
   }
+
   void on_timeout(const std::string& what) override {
     c_->fail(what);
     fail(std::make_exception_ptr(timeout_error(what)));
   }
 
  private:
-  std::shared_ptr<comm_state> c_;
-  span<T> data_;
-  reduce_op op_;
-  int tag_;
-  int d_ = 1;
+  static constexpr std::size_t inline_reqs = 8;
+  struct pending_reduce {
+    std::size_t req;  // index in reqs_
+    std::size_t dst;  // offset in data_
+    std::size_t src;  // offset in the scratch buffer
+    std::size_t count;
+  };
+
+  void complete() {
+    complete_ = true;
+    c_.reset();  // a finished state parked for reuse must not keep the handle alive
+  }
+
+  comm_state* orphan_owner() const { return c_->outer ? c_->outer : c_.get(); }
+  bool is_recv(std::size_t i) const { return i < first_send_; }
+
+  bool poll_failed() {
+    if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
+    return false;
+  }
+
+  bool shape_done() {
+    if (!shape_posted_) {
+      check(MPI_Iallreduce(MPI_IN_PLACE, shape_, 8, MPI_INT64_T, MPI_MAX, c_->comm, &shape_req_),
+            "MPI_Iallreduce (shape check)");
+      shape_posted_ = true;
+    }
+    int flag = 0;
+    check(MPI_Test(&shape_req_, &flag, MPI_STATUS_IGNORE), "MPI_Test (shape check)");
+    if (!flag) return false;
+    shape_kind_ = -1;
+    ++progress_count_;
+    const std::string why = shape_mismatch(shape_, c_->rank);
+    if (!why.empty()) {
+      // Forget the shape so that the next call checks again.
+      outer_->shapes.erase(static_cast<int>(shape_[0]));
+      throw mismatch_error(why);
+    }
+    return true;
+  }
+
+  void post(const schedule_step& st) {
+    T* scratch = reinterpret_cast<T*>(scratch_.get());
+    const MPI_Datatype dt = datatype<T>();
+    nreqs_ = 0;
+    nreduces_ = 0;
+    next_reduce_ = 0;
+    first_send_ = std::numeric_limits<std::size_t>::max();  // until the sends are posted
+    std::size_t toff = 0;
+    // Receives first, so that a peer's send finds them posted.
+    for (const auto& tr : st.transfers) {
+      if (tr.what == transfer::kind::send) continue;
+      for (std::size_t k = 0; k < tr.count; k += seg_) {
+        const int n = static_cast<int>(std::min(seg_, tr.count - k));
+        T* dst = data_.data() + tr.offset + k;
+        if (tr.what == transfer::kind::recv_reduce) {
+          reduces_[nreduces_++] = {nreqs_, tr.offset + k, toff, static_cast<std::size_t>(n)};
+          dst = scratch + toff;
+          toff += static_cast<std::size_t>(n);
+        }
+        check(MPI_Irecv(dst, n, dt, tr.peer, tag_, c_->comm, &reqs_[nreqs_++]), "MPI_Irecv");
+      }
+    }
+    first_send_ = nreqs_;
+    for (const auto& tr : st.transfers) {
+      if (tr.what != transfer::kind::send) continue;
+      for (std::size_t k = 0; k < tr.count; k += seg_) {
+        const int n = static_cast<int>(std::min(seg_, tr.count - k));
+        check(MPI_Isend(data_.data() + tr.offset + k, n, dt, tr.peer, tag_, c_->comm, &reqs_[nreqs_++]),
+              "MPI_Isend");
+      }
+    }
+    // Combining during the step is safe only if no send of the step reads the combined ranges
+    // (true of every schedule here; checked, not assumed).
+    reduce_early_ = true;
+    for (const auto& x : st.transfers) {
+      if (x.what != transfer::kind::recv_reduce) continue;
+      for (const auto& y : st.transfers)
+        if (y.what == transfer::kind::send && x.offset < y.offset + y.count && y.offset < x.offset + x.count)
+          reduce_early_ = false;
+    }
+    posted_ = true;
+  }
+
+  /// Polls the step once; true when it is complete (every segment received and combined).
+  bool advance() {
+    int all = 0;
+    check(MPI_Testall(static_cast<int>(nreqs_), reqs_, &all, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (!all && nreduces_ > 1 && reduce_early_) {
+      // Segmented: combine the prefix of segments already received (MPI_Test per segment,
+      // in order, so the combination order stays fixed).
+      while (next_reduce_ < nreduces_) {
+        auto& r = reqs_[reduces_[next_reduce_].req];
+        int flag = 1;
+        if (r != MPI_REQUEST_NULL) check(MPI_Test(&r, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+        if (!flag) break;
+        combine_next();
+      }
+      return false;
+    }
+    if (!all) return false;
+    // Each combine reads 2n and writes n elements (n = the segment).
+    while (next_reduce_ < nreduces_) combine_next();
+    return true;
+  }
+
+  void combine_next() {
+    const auto& pr = reduces_[next_reduce_++];
+    comm::detail::combine(op_, data_.data() + pr.dst, reinterpret_cast<const T*>(scratch_.get()) + pr.src,
+                          pr.count);
+    ++progress_count_;
+  }
+
+  std::shared_ptr<comm_state> c_;  // null once complete (a parked state holds no handle)
+  comm_state* outer_ = nullptr;
+  span<T> data_{};
+  std::shared_ptr<const schedule> s_;
+  reduce_op op_ = reduce_op::sum;
+  int tag_ = 0;
+  std::size_t seg_ = 1;
+  bool doubling_ = false;
+  std::unique_ptr<std::byte[]> scratch_;  // the receive buffer, kept across reuses
+  std::size_t scratch_bytes_ = 0;
+  MPI_Request inline_reqs_[inline_reqs];
+  pending_reduce inline_reduces_[inline_reqs];
+  std::vector<MPI_Request> heap_reqs_;
+  std::vector<pending_reduce> heap_reduces_;
+  MPI_Request* reqs_ = nullptr;
+  pending_reduce* reduces_ = nullptr;
+  std::size_t nreqs_ = 0, first_send_ = 0, nreduces_ = 0, next_reduce_ = 0;
+  std::size_t step_ = 0;
   bool posted_ = false;
+  bool reduce_early_ = true;
   unsigned polls_ = 0;
-  MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  bool complete_ = false;
+  std::exception_ptr pending_{};  // an error met in idle(), thrown by the next progress()
+  unsigned long progress_count_ = 0, seen_count_ = 0;  // steps and segments done; seen by idle()
+  real_clock::time_point quiet_since_ = real_clock::now();
+  int shape_kind_ = -1;
+  bool shape_posted_ = false;
+  std::int64_t shape_[8] = {};
+  MPI_Request shape_req_ = MPI_REQUEST_NULL;
 };
 
 }  // namespace detail
 
-/// Size thresholds of the mpi transport's automatic allreduce.
+/// Size thresholds of the mpi transport's automatic allreduce (measured on OpenMPI 4.1 over
+/// shared memory; see docs/performance.md, "Transports").
 struct mpi_allreduce_tuning {
   /// Up to this many bytes per rank: MPI_Iallreduce; above: heterograd's schedules over
   /// point-to-point messages (OpenMPI's non-blocking allreduce, libnbc, is 2-5x slower than
   /// its blocking one here). 0: never MPI_Iallreduce unless asked (algorithm::native).
   std::size_t native_max_bytes = 0;
-  /// Up to this many bytes per rank on a power-of-two group: recursive doubling over
-  /// MPI_Isend/MPI_Irecv with no allocation per call.
-  std::size_t doubling_max_bytes = 64 * 1024;
-  /// Pipelining segment of the schedules over MPI (large messages go single-copy).
+  /// Up to this many bytes per rank on a power-of-two group: recursive doubling (whole-buffer
+  /// exchanges, log2 n steps). Just under OpenMPI's shared-memory eager limit
+  /// (btl_vader_eager_limit, 4 KiB with headers): past it every whole-buffer message pays a
+  /// rendezvous and halving (messages of S/2, S/4, ...) is faster. Measured on 2 ranks:
+  /// doubling 0.31 / 0.73 us at 256 / 4000 bytes against 0.54 / 1.11 us for halving, and
+  /// 2.8 us against 1.1 us at 4096 bytes.
+  std::size_t doubling_max_bytes = 4000;
+  /// Up to this many bytes per rank: recursive halving/doubling (Rabenseifner, 2 log2 p
+  /// steps); above: ring (2(n-1) steps, the same volume, each step a neighbour exchange).
+  /// Two ranks always use halving (the two coincide).
+  std::size_t rhd_max_bytes = std::size_t{1} << 20;
+  /// Pipelining segment of the schedules over MPI.
   std::size_t segment_bytes = 1 << 20;
+  /// When the node's ranks outnumber its cores, every step costs context switches, so fewer
+  /// steps beat smaller messages: up to oversubscribed_native_max_bytes MPI_Iallreduce, up to
+  /// oversubscribed_tree_max_bytes the binomial tree (each rank takes part in few rounds),
+  /// ring above (4 ranks on 2 cores here: MPI_Iallreduce 28 us at 4 KiB against 34 us for
+  /// the tree and 47 us for halving; the tree 60 us at 64 KiB against 67 us; ring fastest at
+  /// 4 MiB).
+  std::size_t oversubscribed_native_max_bytes = 32 * 1024;
+  std::size_t oversubscribed_tree_max_bytes = std::size_t{1} << 20;
 };
 
 /// A rank's handle on an MPI communicator. Cheap to copy; copies share the duplicates.
@@ -417,6 +769,11 @@ class communicator {
       MPI_Comm_free(&local);
     }
     s->polite = detail::oversubscribed(local_size);
+    // The allreduce algorithm depends on it, and every rank must pick the same one: the
+    // choice uses whether any node of the group is oversubscribed.
+    int any = s->polite ? 1 : 0;
+    detail::check(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, s->comm), "MPI_Allreduce");
+    s->group_polite = any != 0;
     // MPI progresses only inside MPI calls, so waits keep polling; past a short spin they
     // yield between polls (a loaded or oversubscribed node then still runs the peer).
     s->policy = s->polite ? comm::detail::wait_policy{8, 2} : comm::detail::wait_policy{256, 0};
@@ -430,6 +787,7 @@ class communicator {
     s->inner->rank = s->rank;
     s->inner->size = s->size;
     s->inner->polite = s->polite;
+    s->inner->group_polite = s->group_polite;
     s->inner->policy = s->policy;
     s_ = std::move(s);
   }
@@ -476,16 +834,32 @@ class communicator {
     require(!o.weight || std::is_floating_point_v<T>, "allreduce_options.weight",
             o.weight.value_or(0.0), "weights need a floating-point element type");
     check_valid();
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
-    const algorithm a = choose(o.algo, data.size() * sizeof(T));
-    const int n = size();
-    if (o.algo == algorithm::automatic && !o.weight && n > 1 && (n & (n - 1)) == 0 &&
-        data.size() * sizeof(T) <= tuning.doubling_max_bytes && !shape_changes(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2)) {
-      auto st = std::make_shared<detail::doubling_state<T>>(
-          std::shared_ptr<detail::comm_state>(s_, s_->inner.get()), data, o.op, s_->sched_tag);
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
+    const std::size_t bytes = data.size() * sizeof(T);
+    if (blocking_requested(o)) return blocking_allreduce(data, o);
+    const algorithm a = choose(o.algo, bytes);
+    if (a != algorithm::native && !o.weight) {
+      // The deadline-honouring default: a schedule straight over MPI_Isend/MPI_Irecv.
+      const bool doubling = o.algo == algorithm::automatic && use_doubling(bytes);
+      // The internal state carries the traffic (an internal() handle is its own).
+      detail::comm_state* home = s_->inner ? s_->inner.get() : s_.get();
+      auto& spare = home->spare[static_cast<int>(dtype_of_v<T>)];
+      std::shared_ptr<detail::p2p_state<T>> st;
+      if (detail::p2p_state<T>::reusable(spare)) {
+        st = std::static_pointer_cast<detail::p2p_state<T>>(spare);
+      } else {
+        st = std::make_shared<detail::p2p_state<T>>();
+        spare = st;
+      }
+      st->arm(std::shared_ptr<detail::comm_state>(s_, home), s_.get(), data,
+              cached_schedule(doubling ? -1 : static_cast<int>(a), data.size(), o.group_size), o.op,
+              s_->sched_tag, (o.segment_bytes ? o.segment_bytes : tuning.segment_bytes) / sizeof(T), doubling);
       s_->sched_tag = (s_->sched_tag + 2) % 30000;
-      st->set_deadline(comm::detail::time_source{}, o.timeout, s_->policy);
-      st->test();
+      if (note_shape(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2))
+        st->check_shape_first(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2);
+      // No pause-spin phase before idle(): idle() polls MPI itself.
+      st->set_deadline(comm::detail::time_source{}, o.timeout, comm::detail::wait_policy{0, 0});
+      st->start();  // posts the first step now
       return request(std::move(st));
     }
     auto st = make_state("allreduce", data.size(), -1, true, o.timeout);
@@ -699,11 +1073,36 @@ class communicator {
     return c;
   }
 
-  /// The allreduce algorithm used for `bytes` per rank.
+  /// The allreduce algorithm used for `bytes` per rank (automatic: a schedule over
+  /// point-to-point messages; recursive doubling, when use_doubling(bytes), reports
+  /// recursive_halving_doubling).
   algorithm choose(algorithm requested, std::size_t bytes) const {
     if (requested != algorithm::automatic) return requested;
-    if (size() <= 1 || bytes <= tuning.native_max_bytes) return algorithm::native;
-    return choose_schedule_algorithm(size(), bytes);
+    if (size() <= 1) return algorithm::native;
+    if (oversubscribed()) {
+      if (bytes <= tuning.oversubscribed_native_max_bytes) return algorithm::native;
+      if (bytes <= tuning.oversubscribed_tree_max_bytes) return algorithm::tree;
+      return algorithm::ring;
+    }
+    if (bytes <= tuning.native_max_bytes) return algorithm::native;
+    if (size() == 2 || bytes <= tuning.rhd_max_bytes) return algorithm::recursive_halving_doubling;
+    return algorithm::ring;
+  }
+  /// Whether the automatic allreduce of `bytes` per rank runs recursive doubling.
+  bool use_doubling(std::size_t bytes) const {
+    const int n = size();
+    return n > 1 && (n & (n - 1)) == 0 && !oversubscribed() && bytes <= tuning.doubling_max_bytes &&
+           bytes > tuning.native_max_bytes;
+  }
+  /// Whether some node of the group runs more of its ranks than it has cores (the same on
+  /// every rank, so that every rank picks the same algorithm; waits yield on such nodes).
+  bool oversubscribed() const { return s_ && s_->group_polite; }
+  /// Whether options ask for the blocking MPI_Allreduce: an infinite timeout
+  /// (comm::no_wait_limit), unweighted, automatic or native algorithm. That mode cannot honour
+  /// a deadline: a rank that never arrives blocks the others for good.
+  static bool blocking_requested(const allreduce_options& o) {
+    return (o.timeout == no_wait_limit || std::isinf(o.timeout.count())) && !o.weight &&
+           (o.algo == algorithm::automatic || o.algo == algorithm::native);
   }
 
   mpi_allreduce_tuning tuning{};
@@ -721,6 +1120,72 @@ class communicator {
     auto st = std::make_shared<detail::op_state>(s_, what, count, peer, collective);
     st->set_deadline(comm::detail::time_source{}, timeout, s_->policy);
     return st;
+  }
+
+  /// Records (kind, count, dtype, extra) as the last shape of its collective; true when it is
+  /// new (or always, in debug builds), i.e. when the call must check it across ranks.
+  bool note_shape(int kind, std::size_t count, dtype dt, int extra) const {
+    auto shape = std::make_tuple(count, static_cast<int>(dt), extra, 0);
+#if defined(NDEBUG)
+    auto it = s_->shapes.find(kind);
+    if (it != s_->shapes.end() && it->second == shape) return false;
+#endif
+    s_->shapes[kind] = shape;
+    return true;
+  }
+
+  /// The schedule of (algo, count) on this group (algo -1: recursive doubling), cached.
+  const std::shared_ptr<const schedule>& cached_schedule(int algo, std::size_t count, int group_size) const {
+    auto& cache = (s_->inner ? s_->inner : s_)->schedules;
+    if (!cache.empty() && cache[0].algo == algo && cache[0].count == count && (group_size == 0 || algo < 0))
+      return cache[0].s;
+    for (std::size_t i = 1; i < cache.size(); ++i) {
+      if (cache[i].algo == algo && cache[i].count == count && (group_size == 0 || algo < 0)) {
+        std::swap(cache[i], cache[0]);  // most recent first
+        return cache[0].s;
+      }
+    }
+    auto sch = std::make_shared<const schedule>(
+        algo < 0 ? detail::recursive_doubling_allreduce(rank(), size(), count)
+                 : make_allreduce_schedule(static_cast<algorithm>(algo), rank(), size(), count,
+                                           sizeof(float), group_size));
+    if (group_size != 0 && algo >= 0) {  // a non-default grouping: not cached
+      auto& home = s_->inner ? s_->inner : s_;
+      home->uncached = std::move(sch);
+      return home->uncached;
+    }
+    if (cache.size() >= 8) cache.pop_back();
+    cache.insert(cache.begin(), {algo, count, std::move(sch)});
+    return cache[0].s;
+  }
+
+  /// The blocking mode (blocking_requested): MPI_Allreduce, completed on return.
+  template <class T>
+  request blocking_allreduce(span<T> data, const allreduce_options& o) const {
+    if (note_shape(1, data.size(), dtype_of_v<T>, static_cast<int>(o.op) * 2)) {
+      std::int64_t b[8] = {1, -1, static_cast<std::int64_t>(data.size()), -static_cast<std::int64_t>(data.size()),
+                           static_cast<int>(dtype_of_v<T>), -static_cast<int>(dtype_of_v<T>),
+                           static_cast<int>(o.op) * 2, -static_cast<int>(o.op) * 2};
+      const int rc = MPI_Allreduce(MPI_IN_PLACE, b, 8, MPI_INT64_T, MPI_MAX, s_->coll);
+      if (rc != MPI_SUCCESS) {
+        s_->fail("blocking allreduce (shape check) failed");
+        return request::failed(std::make_exception_ptr(comm_error(detail::error_string(rc))));
+      }
+      const std::string why = detail::shape_mismatch(b, rank());
+      if (!why.empty()) {
+        s_->shapes.erase(1);
+        return request::failed(std::make_exception_ptr(mismatch_error(why)));
+      }
+    }
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), detail::datatype<T>(),
+                                 detail::mpi_op(o.op), s_->comm);
+    if (rc != MPI_SUCCESS) {
+      s_->fail("blocking allreduce failed");
+      return request::failed(std::make_exception_ptr(
+          comm_error("heterograd: comm: MPI_Allreduce: " + detail::error_string(rc))));
+    }
+    if (o.op == reduce_op::avg) comm::detail::divide(data.data(), size(), data.size());
+    return request::completed();
   }
 
   /// Whether this call needs the cross-rank shape check (a new shape, or a debug build).

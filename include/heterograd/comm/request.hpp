@@ -107,19 +107,31 @@ class request_state {
 
   /// Drives the operation until it finishes or `timeout` (or its own deadline) passes.
   void wait(seconds timeout) {
-    if (done_) return;
-    const seconds start = clock_.now();
-    const bool by_wait = start + timeout < deadline_;
+    if (step()) return;  // often done already: no clock read
+    const bool unlimited = timeout == seconds::max();
+    const seconds start = unlimited ? seconds{0} : clock_.now();
+    const bool by_wait = !unlimited && start + timeout < deadline_;
     const seconds until = by_wait ? start + timeout : deadline_;
-    for (int i = 0; i < policy_.spin_polls; ++i) {
-      if (step()) return;
+    // Adaptive spinning (a transport may keep a budget per rank): a spin that saw the
+    // operation complete doubles the next budget, one that ran out halves it, within
+    // [spin_polls / 16, 4 * spin_polls]. When the peers run on other cores spinning keeps
+    // succeeding and stays; when the scheduler put a peer on this core (it does after
+    // blocking wake-ups) every spin only delays it, and the budget falls to a few polls.
+    int* budget = policy_.spin_polls >= 16 ? adaptive_spin() : nullptr;
+    const int spins = budget ? *budget : policy_.spin_polls;
+    for (int i = 0; i < spins; ++i) {
       cpu_relax();
+      if (step()) {
+        if (budget) *budget = std::min(4 * policy_.spin_polls, 2 * *budget);
+        return;
+      }
     }
+    if (budget) *budget = std::max(policy_.spin_polls / 16, *budget / 2);
     for (int i = 0; i < policy_.yield_polls; ++i) {
-      if (step()) return;
       std::this_thread::yield();
+      if (step()) return;
     }
-    while (!step()) {
+    for (;;) {
       const seconds now = clock_.now();
       if (now >= until) {
         expire(by_wait ? "wait(timeout) passed" : "its deadline passed");
@@ -130,6 +142,7 @@ class request_state {
       const auto slice = std::chrono::duration_cast<real_clock::duration>(
           clock_.real() ? (until - now) : seconds{0.0005});
       idle(real_clock::now() + slice);
+      if (step()) return;
     }
   }
 
@@ -150,12 +163,22 @@ class request_state {
   /// Called once when the deadline passes first: the default fails with timeout_error.
   /// Transports override it to withdraw the operation (p2p) or abort the group (collectives).
   virtual void on_timeout(const std::string& what) { fail(std::make_exception_ptr(timeout_error(what))); }
+  /// The spin budget (polls) this operation's rank adapts across waits, or null for the
+  /// policy's fixed budget.
+  virtual int* adaptive_spin() { return nullptr; }
   /// What the operation is, for error messages ("allreduce of 1024 f32 on rank 2").
   virtual std::string describe() const { return "operation"; }
 
   bool finish() {
     done_ = true;
     return true;
+  }
+  /// Makes a finished state pending again, for a transport that reuses its states (the caller
+  /// then sets a new deadline).
+  void rearm() {
+    done_ = false;
+    error_ = nullptr;
+    status_ = {};
   }
   void fail(std::exception_ptr e) {
     if (!done_) {
