@@ -309,18 +309,31 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
   const auto dir = scratch("mpi");
   json raw = quadratic_experiment(20000);
   const std::size_t n = raw["workers"]["count"];
+  const json selsync = json::parse(R"({"label": "SelSync", "algorithm": "selsync", "threshold": 0.3, "window": 3,
+                                       "alpha": 0.3})");
+  const json omnilearn = json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})");
   json servers = raw, rounds = raw;
   servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});
-  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4]});
-  const json a = mpirun(servers, static_cast<int>(n + 1), dir / "servers");  // rank 0 serves
-  const json r = mpirun(rounds, static_cast<int>(n), dir / "rounds");        // a rank per worker
-  for (auto [cfg, got, bitwise] : {std::tuple{servers, a, true}, std::tuple{rounds, r, false}}) {
-    const auto sub = bitwise ? dir / "servers" : dir / "rounds";
+  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn});
+  // Exact updates horizons (stop_rule): 17 applied updates, 17 rounds.
+  json servers_n = servers, rounds_n = rounds;
+  servers_n["horizon"] = rounds_n["horizon"] = json{{"updates", 17}};
+  servers_n["eval_interval"] = rounds_n["eval_interval"] = 7.5;
+  rounds_n["methods"] = json::array({raw["methods"][3], selsync});
+  const int np_server = static_cast<int>(n + 1), np_rounds = static_cast<int>(n);  // rank 0 serves
+  for (auto [name, cfg, np, bitwise] : {std::tuple{"servers", servers, np_server, true},
+                                        std::tuple{"rounds", rounds, np_rounds, false},
+                                        std::tuple{"servers-17", servers_n, np_server, true},
+                                        std::tuple{"rounds-17", rounds_n, np_rounds, false}}) {
+    const auto sub = dir / name;
+    const json got = mpirun(cfg, np, sub);
     for (std::size_t i = 0; i < cfg["methods"].size(); ++i) {
       const std::string label = cfg["methods"][i]["label"];
       const json s = run(cfg, "sim", sub / "sim" / std::to_string(i), i);
       BOOST_TEST(got[label]["extra"]["runtime"] == "mpi");
       same_run(s, got[label], sub / "sim" / std::to_string(i) / "sim", sub / hgrun::slug(label), bitwise);
+      if (cfg["horizon"].contains("updates"))
+        BOOST_TEST((bitwise ? got[label]["updates"]["applied"] : got[label]["extra"]["rounds"]) == 17, label);
     }
   }
 }
