@@ -180,9 +180,9 @@ BOOST_AUTO_TEST_CASE(an_updates_horizon_ends_at_exactly_that_many_updates_or_rou
   }
 }
 
-BOOST_AUTO_TEST_CASE(an_epochs_horizon_stops_at_the_first_event_that_draws_enough_samples) {
+BOOST_AUTO_TEST_CASE(an_epochs_horizon_stops_at_the_first_event_that_processes_enough_samples) {
   // The quadratic's training set is one sample per worker and a job draws one sample: a
-  // server's event starts one job, a round of local SGD [3, 2, 2, 1] draws 8 samples.
+  // server's event delivers one result, a round of local SGD [3, 2, 2, 1] processes 8.
   const double epochs = 9.75;  // 39 samples
   json j = quadratic_experiment(16);
   j["horizon"] = json{{"epochs", epochs}};

@@ -128,11 +128,13 @@ struct context {
 /// The exact stopping rule of horizon.updates and horizon.epochs, which every runtime applies
 /// event by event: the run stops right after the first event at which the model version
 /// (applied updates; rounds for the round methods) reaches `updates`, or at which the samples
-/// drawn (a gradient's samples count when its job starts, as the simulator computes it then)
-/// reach `epochs` passes over the training set. So the update count equals horizon.updates
-/// exactly (one event applies at most one update or one round), and the samples exceed
-/// epochs x training-set size by less than what one event starts: one job's batch for a
-/// server, one round's samples (every worker's batch x local steps) for the round methods.
+/// processed reach `epochs` passes over the training set. A sample counts as processed when
+/// the result of its gradient arrives (servers: every delivered job, applied, buffered or
+/// discarded; interrupted jobs never arrive) or its round ends (round methods: every worker's
+/// batch x local steps). So the update count equals horizon.updates exactly (one event applies
+/// at most one update or ends one round), and the samples processed reach epochs x
+/// training-set size and exceed it by less than one event's: one job's batch for a server,
+/// one round's samples for the round methods.
 struct stop_rule {
   std::uint64_t updates = std::numeric_limits<std::uint64_t>::max();
   double epochs = std::numeric_limits<double>::infinity();
@@ -140,8 +142,6 @@ struct stop_rule {
   bool reached(std::uint64_t u, double e) const { return u >= updates || e >= epochs; }
 };
 stop_rule stop_rule_of(const context& ctx);
-/// Passes over the training set so far by the problem's sample count (the simulated runs').
-double epochs_of(const context& ctx);
 
 /// The evaluation loop every runner shares. `advance(t)` runs the method up to virtual time t
 /// (returns false when nothing is left to run), `params()` the model to evaluate, `updates()`

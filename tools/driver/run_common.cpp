@@ -434,10 +434,6 @@ stop_rule stop_rule_of(const context& ctx) {
   return r;
 }
 
-double epochs_of(const context& ctx) {
-  return static_cast<double>(ctx.prob.samples) / static_cast<double>(ctx.prob.train_size());
-}
-
 std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs) {
   const json& hz = ctx.config["horizon"];
@@ -523,7 +519,7 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
     if (stop) break;
   }
   (void)time_is_epochs;
-  ctx.extra["epochs"] = epochs_done();  // passes over the training set drawn (stop_rule)
+  ctx.extra["epochs"] = epochs_done();  // passes over the training set (stop_rule's count)
   ctx.extra["time_to_target"] = target.reached ? json(*target.reached) : json(nullptr);
   ctx.extra["best"] = target.best ? json(*target.best) : json(nullptr);
   report(rec.evaluations().empty() ? 0.0 : rec.evaluations().back().time, true);

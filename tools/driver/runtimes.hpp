@@ -215,8 +215,8 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   const shadow_model sm{&model, ctx.batch(), &s};
   gate g;
   const stop_rule rule = stop_rule_of(ctx);
-  auto epochs = [&] {
-    return static_cast<double>(s.started * ctx.prob.samples_per_gradient(ctx.batch())) /
+  auto epochs = [&] {  // stop_rule: a delivered result counts its batch
+    return static_cast<double>(s.eng.events_delivered() * ctx.prob.samples_per_gradient(ctx.batch())) /
            static_cast<double>(ctx.prob.train_size());
   };
   auto reached = [&] { return rule.reached(static_cast<std::uint64_t>(p.version()), epochs()); };
@@ -370,12 +370,14 @@ json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_m
     timing.catch_up(r + 1);
     return wiring.communication(r);
   };
+  std::uint64_t ended = 0;  // samples of the rounds that ended (stop_rule; drive_rounds')
   auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t, hs::round_stats& out) {
+    if (w == 0) ended = timing.samples;
     out.steps = steps(w, round);
     out.loss = 0;
     timing.samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(w))) * out.steps;
   };
-  auto epochs = [&] { return static_cast<double>(timing.samples) / static_cast<double>(ctx.prob.train_size()); };
+  auto epochs = [&] { return static_cast<double>(ended) / static_cast<double>(ctx.prob.train_size()); };
   const stop_rule rule = stop_rule_of(ctx);
   loop_hooks h;
   h.advance = [&](double t) {
