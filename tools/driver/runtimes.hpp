@@ -18,7 +18,14 @@
 //
 // Round family (algorithms/sync/drive.hpp): a shadow sim::round_runtime with a timing-only
 // policy says how many rounds finish by the next evaluation time; the real runtime
-// (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers.
+// (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers. A
+// round_wiring lets a method act between real rounds (OmniLearn's controller at a round's
+// end, biased local SGD's redraws) or run a round before the shadow ends it (SelSync: the
+// step's vote decides its communication time; evaluations keep the model before the step
+// until the shadow reaches its end).
+//
+// Horizons in updates or epochs (stop_rule) stop the shadow right after the event that meets
+// them, as the simulated run stops; a gated server parks before the next arrival.
 
 #include <condition_variable>
 #include <cstdint>
