@@ -8,6 +8,7 @@
 // finishes by each evaluation, so threads gives bitwise the simulator's parameters,
 // evaluations, update counts, events and trace hash; so does MPI for the asynchronous family,
 // and for the round family up to the MPI allreduce's summation order (within 1e-6).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -130,6 +131,74 @@ BOOST_AUTO_TEST_CASE(horizons_in_updates_and_epochs_end_where_the_simulator_ends
   threads_equal_sim(e, "epochs-horizon");
 }
 
+BOOST_AUTO_TEST_CASE(selsync_and_omnilearn_on_threads_equal_the_simulator_bit_for_bit) {
+  json j = quadratic_experiment(64);
+  j["workers"]["time"]["batch_scaling"] = true;  // OmniLearn's batches change the round times
+  j["data"]["batch"] = 8;
+  j["horizon"] = json{{"time", 60}};
+  j["methods"] = json::parse(R"([
+    {"label": "SelSync", "algorithm": "selsync", "threshold": 0.3, "window": 3, "alpha": 0.3},
+    {"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2, "min_batch": 2, "max_batch": 32,
+     "deadband": 0.05}])");
+  threads_equal_sim(j, "selsync-omnilearn");
+  // Both mechanisms are exercised: SelSync both synchronises and steps locally, OmniLearn
+  // rebalances.
+  const auto d = scratch("selsync-omnilearn-sim");
+  const json sel = run(j, "sim", d, 0), omni = run(j, "sim", d / "1", 1);
+  const double local = sel["extra"]["local_fraction"];
+  BOOST_TEST(local > 0.0);
+  BOOST_TEST(local < 1.0);
+  BOOST_TEST(omni["extra"]["rebalances"].get<std::size_t>() > 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_updates_horizon_ends_at_exactly_that_many_updates_or_rounds) {
+  // An evaluation interval covers many updates, and the count is not a multiple of what one
+  // gives: the run stops right after the N-th update (round), the last evaluation is there.
+  for (std::uint64_t n : {17u, 31u}) {
+    json j = quadratic_experiment(16);
+    j["horizon"] = json{{"updates", n}};
+    j["eval_interval"] = 7.5;
+    j["methods"].push_back(json::parse(R"({"label": "SelSync", "algorithm": "selsync", "threshold": 0.3,
+                                           "window": 3, "alpha": 0.3})"));
+    j["methods"].push_back(json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})"));
+    threads_equal_sim(j, "exact-updates-" + std::to_string(n));
+    const auto dir = scratch("exact-updates-sim-" + std::to_string(n));
+    for (std::size_t i = 0; i < j["methods"].size(); ++i) {
+      const json s = run(j, "sim", dir / std::to_string(i), i);
+      const std::string a = j["methods"][i]["algorithm"];
+      const bool rounds = a == "bsp" || a == "local_sgd" || a == "selsync" || a == "omnilearn";
+      const std::uint64_t got = rounds ? s["extra"]["rounds"].get<std::uint64_t>()
+                                       : s["updates"]["applied"].get<std::uint64_t>();
+      BOOST_TEST(got == n, a << ": " << got << " updates, horizon " << n);
+      // The last evaluation is at the virtual time of the N-th update, before the grid's next.
+      const double end = s["end_time"];
+      const std::string evs = table(dir / std::to_string(i) / "sim" / "evaluations.csv");
+      const auto evals = static_cast<std::size_t>(std::count(evs.begin(), evs.end(), '\n')) - 1;  // header
+      BOOST_TEST(end <= 7.5 * static_cast<double>(evals - 1), a);
+      BOOST_TEST(end > 7.5 * static_cast<double>(evals - 2), a);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_epochs_horizon_stops_at_the_first_event_that_processes_enough_samples) {
+  // The quadratic's training set is one sample per worker and a job draws one sample: a
+  // server's event delivers one result, a round of local SGD [3, 2, 2, 1] processes 8.
+  const double epochs = 9.75;  // 39 samples
+  json j = quadratic_experiment(16);
+  j["horizon"] = json{{"epochs", epochs}};
+  j["eval_interval"] = 7.5;
+  threads_equal_sim(j, "exact-epochs");
+  const auto dir = scratch("exact-epochs-sim");
+  for (std::size_t i = 0; i < j["methods"].size(); ++i) {
+    const json s = run(j, "sim", dir / std::to_string(i), i);
+    const std::string a = j["methods"][i]["algorithm"];
+    const double per_event = a == "local_sgd" ? 8.0 / 4.0 : a == "bsp" ? 4.0 / 4.0 : 1.0 / 4.0;
+    const double got = s["extra"]["epochs"];
+    BOOST_TEST(got >= epochs, a << ": " << got);
+    BOOST_TEST(got < epochs + per_event, a << ": " << got);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_scratch) {
   if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
       !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
@@ -143,7 +212,9 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_s
   j["horizon"] = json{{"time", 120}};
   j["eval_interval"] = 30;
   j["methods"] = json::parse(R"([{"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"},
-                                  {"label": "BSP", "algorithm": "bsp"}])");
+                                  {"label": "BSP", "algorithm": "bsp"},
+                                  {"label": "biased", "algorithm": "biased_local_sgd", "slow_workers": [3],
+                                   "local_steps": [3, 2, 2, 1], "shuffle_rounds": 2}])");
   threads_equal_sim(j, "fashion");
 }
 
@@ -152,12 +223,17 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(runtime_checks)
 
 BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming_runtime) {
-  for (const char* a : {"omnilearn", "eager", "selsync", "biased_local_sgd"}) {
+  for (const char* a : {"eager", "biased_local_sgd"}) {
     json j = quadratic_experiment(8);
     j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
-    if (std::string(a) == "biased_local_sgd") j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
+    const bool biased = std::string(a) == "biased_local_sgd";
+    if (biased) j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
     for (const char* rt : {"threads", "mpi"}) {
       j["runtime"] = rt;
+      if (biased && std::string(rt) == "threads") {  // biased local SGD runs on threads, not MPI
+        BOOST_TEST(error_of(j).empty(), error_of(j));
+        continue;
+      }
       const std::string e = error_of(j);
       BOOST_TEST(e.find("'runtime'") != std::string::npos, a << " on " << rt << ": " << e);
       BOOST_TEST(e.find(std::string("\"") + rt + "\"") != std::string::npos, e);
@@ -233,18 +309,31 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
   const auto dir = scratch("mpi");
   json raw = quadratic_experiment(20000);
   const std::size_t n = raw["workers"]["count"];
+  const json selsync = json::parse(R"({"label": "SelSync", "algorithm": "selsync", "threshold": 0.3, "window": 3,
+                                       "alpha": 0.3})");
+  const json omnilearn = json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})");
   json servers = raw, rounds = raw;
   servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});
-  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4]});
-  const json a = mpirun(servers, static_cast<int>(n + 1), dir / "servers");  // rank 0 serves
-  const json r = mpirun(rounds, static_cast<int>(n), dir / "rounds");        // a rank per worker
-  for (auto [cfg, got, bitwise] : {std::tuple{servers, a, true}, std::tuple{rounds, r, false}}) {
-    const auto sub = bitwise ? dir / "servers" : dir / "rounds";
+  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn});
+  // Exact updates horizons (stop_rule): 17 applied updates, 17 rounds.
+  json servers_n = servers, rounds_n = rounds;
+  servers_n["horizon"] = rounds_n["horizon"] = json{{"updates", 17}};
+  servers_n["eval_interval"] = rounds_n["eval_interval"] = 7.5;
+  rounds_n["methods"] = json::array({raw["methods"][3], selsync});
+  const int np_server = static_cast<int>(n + 1), np_rounds = static_cast<int>(n);  // rank 0 serves
+  for (auto [name, cfg, np, bitwise] : {std::tuple{"servers", servers, np_server, true},
+                                        std::tuple{"rounds", rounds, np_rounds, false},
+                                        std::tuple{"servers-17", servers_n, np_server, true},
+                                        std::tuple{"rounds-17", rounds_n, np_rounds, false}}) {
+    const auto sub = dir / name;
+    const json got = mpirun(cfg, np, sub);
     for (std::size_t i = 0; i < cfg["methods"].size(); ++i) {
       const std::string label = cfg["methods"][i]["label"];
       const json s = run(cfg, "sim", sub / "sim" / std::to_string(i), i);
       BOOST_TEST(got[label]["extra"]["runtime"] == "mpi");
       same_run(s, got[label], sub / "sim" / std::to_string(i) / "sim", sub / hgrun::slug(label), bitwise);
+      if (cfg["horizon"].contains("updates"))
+        BOOST_TEST((bitwise ? got[label]["updates"]["applied"] : got[label]["extra"]["rounds"]) == 17, label);
     }
   }
 }

@@ -474,31 +474,33 @@ double get_num(const json& j, const char* k, double d = 0) {
 }
 
 // Methods wired to real workers (runtime "threads" and "mpi", tools/driver/runtimes.hpp): the
-// asynchronous servers (algorithms/async/remote.hpp) and the round methods whose round time
-// does not depend on the data (algorithms/sync/drive.hpp).
+// asynchronous servers (algorithms/async/remote.hpp) and the round methods
+// (algorithms/sync/drive.hpp); biased local SGD on threads only (its redraw merges every
+// worker's score table, which under MPI lives on the worker's own rank).
 const std::vector<std::string>& real_runtime_list() {
   static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
                                           "rennala", "ia2sgd",         "malenia",    "ringleader",
-                                          "ssp",     "dssp",           "bsp",        "local_sgd"};
+                                          "ssp",     "dssp",           "bsp",        "local_sgd",
+                                          "selsync", "omnilearn",      "biased_local_sgd"};
   return v;
 }
-bool runs_on_real_workers(const std::string& a) {
+bool runs_on_real_workers(const std::string& a, const std::string& runtime) {
+  if (a == "biased_local_sgd") return runtime != "mpi";
   const auto& v = real_runtime_list();
   return std::find(v.begin(), v.end(), a) != v.end();
 }
-std::string real_runtime_algorithms() {
+std::string real_runtime_algorithms(const std::string& runtime) {
   std::string s;
-  for (const auto& a : real_runtime_list()) s += (s.empty() ? "" : ", ") + a;
+  for (const auto& a : real_runtime_list())
+    if (runs_on_real_workers(a, runtime)) s += (s.empty() ? "" : ", ") + a;
   return s;
 }
 std::string why_sim_only(const std::string& a) {
   if (a == "local_learning") return "local_learning is the sequential reference (no workers)";
-  if (a == "eager") return "eager-SGD's partial rounds depend on real arrival times on real workers";
-  if (a == "selsync") return "SelSync's round time depends on each step's vote, which the driver does not "
-                             "yet interleave with real workers";
-  if (a == "omnilearn") return "OmniLearn's controller reads the simulated engine's busy times";
-  if (a == "biased_local_sgd") return "biased local SGD's shared data plan is redrawn by whichever worker "
-                                      "gets there first";
+  if (a == "eager") return "eager-SGD's partial rounds depend on real arrival times on real workers, which "
+                           "the driver does not yet tie to the worker-time model";
+  if (a == "biased_local_sgd") return "biased local SGD's redraw merges every worker's score table, which under "
+                                      "MPI stays on the worker's rank (run it on \"threads\")";
   return "it is not wired to real workers";
 }
 
@@ -582,10 +584,10 @@ void check_cross(json& c) {
         throw config_error(p + ".modules", "expected at most the number of dense layers (" +
                                                std::to_string(layers) + "), got " + m["modules"].dump());
     }
-    if (c["runtime"] != "sim" && !runs_on_real_workers(a))
+    if (c["runtime"] != "sim" && !runs_on_real_workers(a, c["runtime"]))
       throw config_error("runtime", "expected \"sim\" for " + p + " (" + a + "): got " + c["runtime"].dump() +
-                                        "; " + why_sim_only(a) + ". On \"threads\" and \"mpi\" run: " +
-                                        real_runtime_algorithms());
+                                        "; " + why_sim_only(a) + ". On " + c["runtime"].dump() + " run: " +
+                                        real_runtime_algorithms(c["runtime"]));
     // The method's optimizer: the experiment's, with the method's keys on top.
     json o = c["optimizer"];
     for (auto it = m["optimizer"].begin(); it != m["optimizer"].end(); ++it)

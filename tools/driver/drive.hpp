@@ -66,6 +66,27 @@ inline void describe(context& ctx, heterograd::sim::recorder& rec) {
   rec.set("batch", ctx.batch());
 }
 
+/// Runs `rt` (an async_runtime or round_runtime) up to virtual time t and, when the horizon
+/// has an updates/epochs stop rule, event by event so that it stops right after the event at
+/// which the rule holds (stop_rule). The events, their order and the clock are those of one
+/// run(t) call up to there.
+template <class Runtime, class Policy, class Compute, class Reached>
+bool advance_runtime(Runtime& rt, Policy& p, Compute& compute, double t, const stop_rule& rule,
+                     Reached reached) {
+  namespace sim = heterograd::sim;
+  if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
+  sim::run_options o;
+  o.horizon = t;
+  if (!rule.active()) {
+    rt.run(p, compute, o);
+    return true;
+  }
+  o.max_events = 1;
+  while (!reached())
+    if (rt.run(p, compute, o).events == 0) break;  // the clock is at t
+  return true;
+}
+
 }  // namespace detail
 
 /// An asynchronous-runtime policy: `compute(w, version, k, out)` fills a worker's result when
@@ -77,14 +98,20 @@ json drive_async(context& ctx, Policy& p, Compute compute, Params params,
   sim::async_runtime<std::vector<float>, sim::any_time_model> rt(ctx.workers(), std::move(model),
                                                                  ctx.batch());
   detail::describe(ctx, rt.recorder());
+  const stop_rule rule = stop_rule_of(ctx);
+  // Samples processed: a delivered result (every event of this runtime) counts its batch.
+  auto epochs = [&] {
+    return static_cast<double>(rt.engine().events_delivered() * ctx.prob.samples_per_gradient(ctx.batch())) /
+           static_cast<double>(ctx.prob.train_size());
+  };
   loop_hooks h;
   h.advance = [&](double t) {
-    if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
-    sim::run_options o;
-    o.horizon = t;
-    rt.run(p, compute, o);
-    return true;
+    return detail::advance_runtime(rt, p, compute, t, rule, [&] {
+      return rule.reached(static_cast<std::uint64_t>(p.version()), epochs());
+    });
   };
+  h.epochs_done = epochs;
+  h.now = [&] { return rt.engine().now(); };
   h.params = [&] {
     const auto x = params();
     return std::vector<float>(x.begin(), x.end());
@@ -113,17 +140,22 @@ json drive_rounds(context& ctx, Policy& p, Params params, heterograd::sim::any_t
   sim::round_runtime<Result, sim::any_time_model> rt(
       ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
-  auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t k,
-                     Result& out) { p.compute(w, round, k, out); };
+  // Samples processed: those drawn by the rounds that ended (the problem counts a gradient's
+  // samples when its round starts; the round in progress started with worker 0's job).
+  std::uint64_t ended = 0;
+  auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t k, Result& out) {
+    if (w == 0) ended = ctx.prob.samples;
+    p.compute(w, round, k, out);
+  };
+  auto epochs = [&] { return static_cast<double>(ended) / static_cast<double>(ctx.prob.train_size()); };
   if constexpr (requires { p.attach(rt.engine()); }) p.attach(rt.engine());
+  const stop_rule rule = stop_rule_of(ctx);
   loop_hooks h;
   h.advance = [&](double t) {
-    if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
-    sim::run_options o;
-    o.horizon = t;
-    rt.run(p, compute, o);
-    return true;
+    return detail::advance_runtime(rt, p, compute, t, rule, [&] { return rule.reached(rt.round(), epochs()); });
   };
+  h.epochs_done = epochs;
+  h.now = [&] { return rt.engine().now(); };
   h.params = [&] {
     const auto x = params();
     return std::vector<float>(x.begin(), x.end());
@@ -133,10 +165,12 @@ json drive_rounds(context& ctx, Policy& p, Params params, heterograd::sim::any_t
   h.save = [&](writer& w) {
     detail::save_policy(w, p);
     rt.serialize(w);
+    w(ended);
   };
   h.load = [&](reader& r) {
     detail::load_policy(r, p);
     rt.serialize(r);
+    r(ended);
   };
   const auto x = evaluation_loop(ctx, rt.recorder(), h);
   rt.recorder().capture(rt.engine());

@@ -5,6 +5,8 @@
 // tables.
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -74,8 +76,9 @@ class problem {
   /// stream: deterministic in the order of calls); returns the batch's mean loss.
   virtual double gradient(std::size_t w, std::size_t batch, std::span<const float> x,
                           std::span<float> g) = 0;
-  /// Gradient on given samples, with per-sample losses (biased local SGD's scores).
-  virtual double gradient_on(std::span<const std::size_t> indices, std::span<const float> x,
+  /// Gradient on given samples for worker w (its own scratch: workers may call concurrently),
+  /// with per-sample losses (biased local SGD's scores).
+  virtual double gradient_on(std::size_t w, std::span<const std::size_t> indices, std::span<const float> x,
                              std::span<float> g, std::span<float> per_sample_loss);
   /// Worker w's next mini-batch itself (for methods that run their own model code).
   virtual void next_batch(std::size_t w, std::size_t batch, std::vector<float>& x,
@@ -122,6 +125,24 @@ struct context {
   std::size_t batch() const { return method["batch"].get<std::size_t>(); }
 };
 
+/// The exact stopping rule of horizon.updates and horizon.epochs, which every runtime applies
+/// event by event: the run stops right after the first event at which the model version
+/// (applied updates; rounds for the round methods) reaches `updates`, or at which the samples
+/// processed reach `epochs` passes over the training set. A sample counts as processed when
+/// the result of its gradient arrives (servers: every delivered job, applied, buffered or
+/// discarded; interrupted jobs never arrive) or its round ends (round methods: every worker's
+/// batch x local steps). So the update count equals horizon.updates exactly (one event applies
+/// at most one update or ends one round), and the samples processed reach epochs x
+/// training-set size and exceed it by less than one event's: one job's batch for a server,
+/// one round's samples for the round methods.
+struct stop_rule {
+  std::uint64_t updates = std::numeric_limits<std::uint64_t>::max();
+  double epochs = std::numeric_limits<double>::infinity();
+  bool active() const { return updates != std::numeric_limits<std::uint64_t>::max() || std::isfinite(epochs); }
+  bool reached(std::uint64_t u, double e) const { return u >= updates || e >= epochs; }
+};
+stop_rule stop_rule_of(const context& ctx);
+
 /// The evaluation loop every runner shares. `advance(t)` runs the method up to virtual time t
 /// (returns false when nothing is left to run), `params()` the model to evaluate, `updates()`
 /// the model version, `save/load` the method's state for checkpoints.
@@ -134,6 +155,11 @@ struct loop_hooks {
   std::function<void(reader&)> load;
   /// Passes over the training set so far (default: samples / training-set size).
   std::function<double()> epochs_done;
+  /// Virtual time the method has reached. Runners that apply stop_rule_of(ctx) inside
+  /// advance() set it: when the rule stops a run before the evaluation time t, the final
+  /// evaluation is recorded at now() (< t), the time the horizon was reached. Without it the
+  /// horizon is checked at evaluation times only.
+  std::function<double()> now;
 };
 /// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
 std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,

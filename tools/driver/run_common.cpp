@@ -26,7 +26,7 @@ namespace hgrun {
 namespace hg = heterograd;
 namespace sim = heterograd::sim;
 
-double problem::gradient_on(std::span<const std::size_t>, std::span<const float>, std::span<float>,
+double problem::gradient_on(std::size_t, std::span<const std::size_t>, std::span<const float>, std::span<float>,
                             std::span<float>) {
   throw config_error("data.dataset", "this method needs per-sample losses (fashion_mnist)");
 }
@@ -118,9 +118,9 @@ class classification final : public problem {
     draw(w, b, s.idx);
     hg::data::gather(train_, hg::span<const std::size_t>(s.idx.data(), s.idx.size()), x, y);
   }
-  double gradient_on(std::span<const std::size_t> idx, std::span<const float> x, std::span<float> g,
-                     std::span<float> losses) override {
-    return gradient_with(shared_, idx, x, g, losses);
+  double gradient_on(std::size_t w, std::span<const std::size_t> idx, std::span<const float> x,
+                     std::span<float> g, std::span<float> losses) override {
+    return gradient_with(scratch_of(w), idx, x, g, losses);
   }
   std::size_t train_size() const override { return train_.size(); }
   void serialize(writer& w) override { w(samples, epoch_, pos_); }
@@ -175,8 +175,7 @@ class classification final : public problem {
   std::vector<std::uint64_t> epoch_, pos_;
   std::vector<std::vector<std::size_t>> perm_;
   const hg::nn::mlp<float> proto_{net_};            // copied by workers, never run (net_ is evaluate's)
-  scratch shared_{net_, {}, {}, {}};                // gradient_on's (one caller at a time)
-  std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's and next_batch's
+  std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's, gradient_on's and next_batch's
 };
 
 // --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (papers.md E1) --------------------------------
@@ -427,6 +426,14 @@ void write_file(const std::filesystem::path& p, const std::vector<std::byte>& b)
 
 }  // namespace
 
+stop_rule stop_rule_of(const context& ctx) {
+  const json& hz = ctx.config["horizon"];
+  stop_rule r;
+  if (hz.contains("updates")) r.updates = hz["updates"].get<std::uint64_t>();
+  if (hz.contains("epochs")) r.epochs = hz["epochs"].get<double>();
+  return r;
+}
+
 std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs) {
   const json& hz = ctx.config["horizon"];
@@ -493,22 +500,26 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
   // An evaluation at t sees every event at or before t and none after (sim::run's rule).
   for (;;) {
     const double t = std::min(static_cast<double>(e) * dt, t_end);
+    double te = t;  // the evaluation's time
     if (e > 0) {
       const double prev = std::min(static_cast<double>(e - 1) * dt, t_end);
       if (t <= prev) break;  // the horizon was evaluated already
       if (!h.advance(t)) break;
+      // An updates/epochs horizon reached inside advance(): evaluate where it was reached.
+      if (h.now && (h.updates() >= updates || epochs_done() >= epochs)) te = std::min(t, h.now());
     }
     auto v = ctx.root ? ctx.prob.evaluate(h.params()) : std::vector<double>(ctx.prob.metrics().size(), 0.0);
-    target.observe(t, v);
-    rec.record_evaluation(t, std::move(v));
+    target.observe(te, v);
+    rec.record_evaluation(te, std::move(v));
     ++e;
-    report(t, false);
+    report(te, false);
     const bool stop = t >= t_end || epochs_done() >= epochs || h.updates() >= updates;
     if (every && e % every == 0 && !stop) save();
     if (ctx.halt_after && e == ctx.halt_after && !stop) throw halted{};
     if (stop) break;
   }
   (void)time_is_epochs;
+  ctx.extra["epochs"] = epochs_done();  // passes over the training set (stop_rule's count)
   ctx.extra["time_to_target"] = target.reached ? json(*target.reached) : json(nullptr);
   ctx.extra["best"] = target.best ? json(*target.best) : json(nullptr);
   report(rec.evaluations().empty() ? 0.0 : rec.evaluations().back().time, true);

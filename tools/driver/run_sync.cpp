@@ -2,6 +2,7 @@
 // dynamic batching (balance/ over sync's BSP): one adapter each, on drive_rounds or, for
 // eager-SGD's partial rounds, drive_async.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -57,6 +58,13 @@ class omnilearn_policy {
   template <class Ctl>
   void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
     bsp_.on_round(c, r, res);
+    control(r);
+  }
+  /// The controller's part of round r's end: every `every` rounds it observes the engine's
+  /// busy time per worker since the last observation and may change the batches of the
+  /// rounds after r (the threads and MPI runtimes call it between real rounds, on the shadow
+  /// engine, whose busy times are the simulator's).
+  void control(std::uint64_t r) {
     if ((r + 1) % every_ != 0) return;
     const auto iters = static_cast<std::size_t>(r + 1 - round0_);
     for (std::size_t w = 0; w < busy0_.size(); ++w) {
@@ -100,7 +108,7 @@ struct biased_data {
   std::vector<std::size_t> steps;  // H_i
   std::size_t rounds_per_redraw;
   std::uint64_t period = 0;
-  std::vector<float> losses;
+  std::vector<std::vector<float>> losses;  // per worker (threads runtime: concurrent workers)
 };
 struct biased_oracle {
   biased_data* d;
@@ -112,13 +120,15 @@ struct biased_oracle {
       d->period = p;
     }
     const std::uint64_t k = s - p * d->rounds_per_redraw * d->steps[w];
+    single_threaded_here();  // worker threads of the threads runtime
     const auto idx = d->plan.batch(w, static_cast<std::size_t>(k));
-    d->losses.resize(b);
-    const double l = d->prob->gradient_on(std::span<const std::size_t>(idx.data(), idx.size()),
+    auto& losses = d->losses.at(w);
+    losses.resize(b);
+    const double l = d->prob->gradient_on(w, std::span<const std::size_t>(idx.data(), idx.size()),
                                           std::span<const float>(x.data(), x.size()),
-                                          std::span<float>(g.data(), g.size()), d->losses);
-    d->plan.record(w, idx, hg::span<const float>(d->losses));
-    d->prob->samples += b;
+                                          std::span<float>(g.data(), g.size()), losses);
+    d->plan.record(w, idx, hg::span<const float>(losses));  // worker w's own table
+    std::atomic_ref<std::uint64_t>(d->prob->samples).fetch_add(b, std::memory_order_relaxed);
     return l;
   }
 };
@@ -198,7 +208,20 @@ json run_with(context& ctx, O opt) {
     std::size_t every = m["rebalance_every"].get<std::size_t>();
     if (every == 0) every = std::max<std::size_t>(1, ctx.prob.train_size() / (n * b));  // one epoch
     omnilearn_policy<decltype(inner)> p(inner, hg::balance::omnilearn_bsp(batches, oc), every);
-    json s = drive_rounds<hs::round_stats>(ctx, p, [&inner] { return inner.params(0); }, model);
+    auto params = [&inner] { return inner.params(0); };
+    json s;
+    if (ctx.runtime() != "sim") {
+      // Real BSP rounds between the controller's rebalances; the controller reads the shadow
+      // engine's busy times (the simulator's), so the batches, hence the run, are sim's.
+      rt_detail::round_wiring wiring;
+      wiring.run = real_rounds(ctx, inner);
+      wiring.after_round = [&p](std::uint64_t r) { p.control(r); };
+      s = drive_rounds_real(ctx, p, params, model, [](std::size_t, std::uint64_t) { return std::size_t{1}; },
+                            wiring);
+      if (s.is_null()) return s;  // an MPI rank other than 0
+    } else {
+      s = drive_rounds<hs::round_stats>(ctx, p, params, model);
+    }
     const auto final_b = p.controller().batch_sizes();
     s["extra"]["final_batches"] = std::vector<std::size_t>(final_b.begin(), final_b.end());
     s["extra"]["rebalances"] = p.changes();
@@ -237,7 +260,7 @@ json run_with(context& ctx, O opt) {
     bc.biased = m["biased"].get<bool>();
     bc.seed = ctx.seed;
     biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
-                     bc.shuffle_rounds, 0, {}};
+                     bc.shuffle_rounds, 0, std::vector<std::vector<float>>(n)};
     hs::local_sgd_config cfg;
     cfg.local_steps = bc.local_steps;
     cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
@@ -245,8 +268,28 @@ json run_with(context& ctx, O opt) {
     hs::local_sgd_schedule sched(n, cfg);
     hs::local_sgd<float, O, biased_oracle> inner(n, x0, opt, biased_oracle{&data}, batches, cfg);
     biased_policy<decltype(inner)> p(inner, data);
-    return drive_rounds<hs::round_stats>(ctx, p, [&inner] { return hg::span<const float>(inner.anchor()); },
-                                         hs::steps_time<sim::any_time_model>(model, sched));
+    auto anchor = [&inner] { return hg::span<const float>(inner.anchor()); };
+    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, sched);
+    if (ctx.runtime() == "sim") return drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
+    // Threads: the redraw that the simulated run makes at the first step of round
+    // k * shuffle_rounds (after every worker's last step of the round before) is made here,
+    // between real rounds, so the workers only read the plan and record into their own tables.
+    rt_detail::round_wiring wiring;
+    wiring.run = [&, rounds = real_rounds(ctx, inner)](std::uint64_t from, std::uint64_t to) {
+      const std::uint64_t R = data.rounds_per_redraw;
+      while (from < to) {
+        const std::uint64_t period = from / R;
+        if (period > data.period) {
+          data.plan.redraw(period);
+          data.period = period;
+        }
+        const std::uint64_t end = std::min(to, (period + 1) * R);
+        rounds(from, end);
+        from = end;
+      }
+    };
+    return drive_rounds_real(ctx, p, anchor, timed,
+                             [&sched](std::size_t w, std::uint64_t r) { return sched.steps(w, r); }, wiring);
   }
   if (a == "selsync") {
     hs::selsync_config cfg;
@@ -256,7 +299,22 @@ json run_with(context& ctx, O opt) {
     cfg.mode = aggregation_of(m);
     cfg.sync_time = sync;
     hs::selsync<float, O, oracle> p(n, x0, opt, g, batches, cfg);
-    json s = drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
+    auto params = [&p] { return p.params(0); };
+    json s;
+    if (ctx.runtime() != "sim") {
+      // A step's time depends on its vote: the shadow's step r, when its last worker finishes,
+      // runs the real step r and reads its decision (vote, then synchronisation or not).
+      rt_detail::round_wiring wiring;
+      wiring.run = real_rounds(ctx, p);
+      wiring.communication = [&p, cfg](std::uint64_t) {
+        return cfg.vote_time + (p.decisions().back() ? cfg.sync_time : 0.0);
+      };
+      s = drive_rounds_real(ctx, p, params, model, [](std::size_t, std::uint64_t) { return std::size_t{1}; },
+                            wiring);
+      if (s.is_null()) return s;  // an MPI rank other than 0
+    } else {
+      s = drive_rounds<hs::round_stats>(ctx, p, params, model);
+    }
     const double steps = static_cast<double>(p.decisions().size());
     s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
     rewrite_summary(ctx, s);

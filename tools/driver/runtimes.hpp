@@ -18,7 +18,14 @@
 //
 // Round family (algorithms/sync/drive.hpp): a shadow sim::round_runtime with a timing-only
 // policy says how many rounds finish by the next evaluation time; the real runtime
-// (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers.
+// (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers. A
+// round_wiring lets a method act between real rounds (OmniLearn's controller at a round's
+// end, biased local SGD's redraws) or run a round before the shadow ends it (SelSync: the
+// step's vote decides its communication time; evaluations keep the model before the step
+// until the shadow reaches its end).
+//
+// Horizons in updates or epochs (stop_rule) stop the shadow right after the event that meets
+// them, as the simulated run stops; a gated server parks before the next arrival.
 
 #include <condition_variable>
 #include <cstdint>
@@ -134,6 +141,10 @@ struct gate {
   std::uint64_t want = 0;        ///< advance() calls so far
   std::uint64_t parked_for = 0;  ///< the advance() the server last parked for
   bool finished = false, stop = false;
+  /// The horizon's stop rule (stop_rule) held when the server came to its next arrival: the
+  /// run ended at the shadow clock's time, the arrival is not handed over.
+  bool limited = false;
+  std::function<bool()> reached;  ///< the stop rule (empty: none); server thread only
   std::exception_ptr error;
 };
 
@@ -175,11 +186,14 @@ class gated {
  private:
   bool wait_until(double t) {
     std::unique_lock l(g_.m);
-    while (!g_.stop && t > g_.target) {
+    // The previous arrival (and the job restarts after it) met the stop rule: the simulated
+    // run stops right after that event, so this arrival is never delivered.
+    if (!g_.stop && !g_.limited && g_.reached && g_.reached()) g_.limited = true;
+    while (!g_.stop && (g_.limited || t > g_.target)) {
       if (g_.parked_for != g_.want) {
         // sim::run's clock move to its horizon (the evaluation time) before parking.
         sim::event ev;
-        if (g_.target > s_.eng.now()) s_.eng.next(ev, g_.target);
+        if (!g_.limited && g_.target > s_.eng.now()) s_.eng.next(ev, g_.target);
         g_.parked_for = g_.want;
         g_.cv.notify_all();
       }
@@ -207,6 +221,13 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   s.version = [&p] { return static_cast<std::uint64_t>(p.version()); };
   const shadow_model sm{&model, ctx.batch(), &s};
   gate g;
+  const stop_rule rule = stop_rule_of(ctx);
+  auto epochs = [&] {  // stop_rule: a delivered result counts its batch
+    return static_cast<double>(s.eng.events_delivered() * ctx.prob.samples_per_gradient(ctx.batch())) /
+           static_cast<double>(ctx.prob.train_size());
+  };
+  auto reached = [&] { return rule.reached(static_cast<std::uint64_t>(p.version()), epochs()); };
+  if (rule.active()) g.reached = reached;
   gated<Policy> gp(p, s, g);
   detail::describe(ctx, s.rec);
   std::thread server;
@@ -249,6 +270,7 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
     }
     g.cv.wait(l, [&] { return g.parked_for == g.want || g.finished; });
     if (g.error) std::rethrow_exception(g.error);
+    if (g.limited || (rule.active() && reached())) return true;  // the horizon: the clock stays
     if (g.finished && t > s.eng.now()) {  // nothing left to run: the clock still moves to t
       sim::event ev;
       s.eng.next(ev, t);
@@ -261,10 +283,8 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   };
   h.updates = [&] { return static_cast<std::uint64_t>(p.version()); };
   h.events = [&] { return s.eng.events_delivered(); };
-  h.epochs_done = [&] {
-    return static_cast<double>(s.started * ctx.prob.samples_per_gradient(ctx.batch())) /
-           static_cast<double>(ctx.prob.train_size());
-  };
+  h.epochs_done = epochs;
+  h.now = [&] { return s.eng.now(); };
   h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   const auto x = evaluation_loop(ctx, s.rec, h);
@@ -289,59 +309,95 @@ inline auto remote_compute(context& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Round family.
 
+/// How a round method runs on real workers (besides the shadow's timing).
+struct round_wiring {
+  /// Runs the real rounds [from, to) (SelSync: steps) on the workers; the adapter may act
+  /// between rounds (biased local SGD's redraws). Empty: sync::run_threads / run_mpi on the
+  /// policy given to drive_rounds_real.
+  std::function<void(std::uint64_t, std::uint64_t)> run;
+  /// Optional: the shadow ended round r (at its virtual time), after the real rounds up to
+  /// r + 1 ran; OmniLearn's controller acts here, between real rounds.
+  std::function<void(std::uint64_t)> after_round;
+  /// Optional: round r's communication time, read after the real round r ran (SelSync: the
+  /// step's vote decides whether it synchronises). The model the evaluations see stays the
+  /// one before round r until the shadow reaches its end.
+  std::function<double(std::uint64_t)> communication;
+};
+
 /// The timing-only policy of the shadow round runtime: the real policy's batches and
-/// communication times (data-independent for the methods wired here), the simulator's
-/// recorder calls, and the count of samples the simulated run would have drawn.
+/// communication times, the simulator's recorder calls, and the count of samples the
+/// simulated run would have drawn.
 template <class Policy>
 struct round_timing {
   Policy& p;
+  const round_wiring& wiring;
+  std::function<void(std::uint64_t)> catch_up;   ///< runs the real rounds up to (excluding) r
+  std::function<double(std::uint64_t)> ahead;    ///< runs real round r before the shadow ends it
   std::uint64_t samples = 0;
   std::uint64_t rounds_done = 0;  ///< rounds whose end (on_round) the shadow has reached
   std::size_t batch(std::size_t w) const { return p.batch(w); }
-  double communication_time(std::uint64_t r) const { return p.communication_time(r); }
+  double communication_time(std::uint64_t r) {
+    if (wiring.communication) return ahead(r);
+    return p.communication_time(r);
+  }
   template <class Ctl>
   void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
     for (std::size_t w = 0; w < res.size(); ++w)
       if (res[w].steps > 0) c.applied(static_cast<std::uint32_t>(w), 0);
     rounds_done = r + 1;
+    if (wiring.after_round) {
+      catch_up(r + 1);
+      wiring.after_round(r);
+    }
   }
 };
 
-/// `steps(w, round)`: local steps of worker w in a round; `run(k)` runs k more rounds of the
-/// real runtime.
-template <class Policy, class Params, class Steps, class Run>
+/// `steps(w, round)`: local steps of worker w in a round.
+template <class Policy, class Params, class Steps>
 json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model, Steps steps,
-                         Run run) {
+                         const round_wiring& wiring) {
   sim::round_runtime<hs::round_stats, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
-  round_timing<Policy> timing{p};
+  if constexpr (requires { p.attach(rt.engine()); }) p.attach(rt.engine());
+  std::uint64_t done = 0;     // real rounds run
+  std::vector<float> before;  // the model before the real rounds the shadow has not ended yet
+  auto current = [&] {
+    const auto x = params();
+    return std::vector<float>(x.begin(), x.end());
+  };
+  round_timing<Policy> timing{p, wiring, {}, {}};
+  timing.catch_up = [&](std::uint64_t to) {
+    if (to <= done) return;
+    wiring.run(done, to);
+    done = to;
+  };
+  timing.ahead = [&](std::uint64_t r) {
+    timing.catch_up(r);
+    before = current();
+    timing.catch_up(r + 1);
+    return wiring.communication(r);
+  };
+  std::uint64_t ended = 0;  // samples of the rounds that ended (stop_rule; drive_rounds')
   auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t, hs::round_stats& out) {
+    if (w == 0) ended = timing.samples;
     out.steps = steps(w, round);
     out.loss = 0;
     timing.samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(w))) * out.steps;
   };
-  std::uint64_t done = 0;
+  auto epochs = [&] { return static_cast<double>(ended) / static_cast<double>(ctx.prob.train_size()); };
+  const stop_rule rule = stop_rule_of(ctx);
   loop_hooks h;
   h.advance = [&](double t) {
-    if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
-    sim::run_options o;
-    o.horizon = t;
-    rt.run(timing, compute, o);
-    if (timing.rounds_done > done) {
-      run(timing.rounds_done - done);
-      done = timing.rounds_done;
-    }
-    return true;
+    const bool more = detail::advance_runtime(rt, timing, compute, t, rule,
+                                              [&] { return rule.reached(rt.round(), epochs()); });
+    if (more) timing.catch_up(timing.rounds_done);
+    return more;
   };
-  h.params = [&] {
-    const auto x = params();
-    return std::vector<float>(x.begin(), x.end());
-  };
+  h.now = [&] { return rt.engine().now(); };
+  h.params = [&] { return done > timing.rounds_done ? before : current(); };
   h.updates = [&] { return rt.round(); };
   h.events = [&] { return rt.engine().events_delivered(); };
-  h.epochs_done = [&] {
-    return static_cast<double>(timing.samples) / static_cast<double>(ctx.prob.train_size());
-  };
+  h.epochs_done = epochs;
   h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   const auto x = evaluation_loop(ctx, rt.recorder(), h);
@@ -389,31 +445,41 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
 #endif
 }
 
-/// A round policy (bsp, local_sgd) on the configured real runtime; `params()` is the model
-/// evaluated (worker 0's replica or the anchor), `steps(w, round)` its local steps.
-template <class Policy, class Params, class Steps>
-json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
-                       Steps steps) {
+/// Runs `rounds(from, to)` of `real` (a policy of algorithms/sync: bsp, local_sgd, selsync)
+/// on the configured real runtime: threads of this process, or this MPI rank's worker.
+template <class Real>
+std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real& real) {
   namespace hs = heterograd::algorithms::sync;
-  namespace d = rt_detail;
-  ctx.extra["runtime"] = ctx.runtime();
   hs::worker_options wo;
   wo.timeout = heterograd::seconds{runtime_timeout_s};
-  if (ctx.runtime() == "threads") {
-    return d::drive_rounds_remote(ctx, p, params, std::move(model), steps, [&](std::uint64_t k) {
-      // The oracle sets each worker thread's OpenMP team on its first call (oracle::operator()).
-      hs::run_threads(p, k, wo);
-    });
-  }
+  if (ctx.runtime() == "threads")
+    // The oracle sets each worker thread's OpenMP team on its first call (oracle::operator()).
+    return [&real, wo](std::uint64_t from, std::uint64_t to) { hs::run_threads(real, to - from, wo); };
 #ifdef HG_HAS_MPI
   // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
-  const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
-  return d::drive_rounds_remote(ctx, p, params, std::move(model), steps,
-                                [&](std::uint64_t k) { hs::run_mpi(p, c, k, wo); });
+  return [&real, wo](std::uint64_t from, std::uint64_t to) {
+    const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+    hs::run_mpi(real, c, to - from, wo);
+  };
 #else
-  d::no_mpi();
-  return json();
+  rt_detail::no_mpi();
+  return {};
 #endif
+}
+
+/// A round policy on the configured real runtime; `params()` is the model evaluated (worker
+/// 0's replica or the anchor), `steps(w, round)` its local steps. `p` gives the timing
+/// (batch(w), communication_time(r)); `wiring` how the real rounds run (default: p's own
+/// rounds on sync::run_threads / run_mpi).
+template <class Policy, class Params, class Steps>
+json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
+                       Steps steps, rt_detail::round_wiring wiring = {}) {
+  ctx.extra["runtime"] = ctx.runtime();
+  if (!wiring.run) {
+    if constexpr (requires { heterograd::algorithms::sync::start_of(p); }) wiring.run = real_rounds(ctx, p);
+    else throw std::logic_error("drive_rounds_real: no real runner for this policy");
+  }
+  return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), steps, wiring);
 }
 
 }  // namespace hgrun
