@@ -5,6 +5,13 @@ SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24)
 
 
 def inproc(bench, n, m, variant=0):
+    """Median seconds per call (the statistic the MPI peers report; on a shared machine the
+    mean is dominated by descheduled calls), or the mean where no median was recorded."""
+    e = bench[f"BM_inproc_allreduce/{n}/{m}/{variant}/min_time:0.200/manual_time"]
+    return e["median_us"] * 1e-6 if "median_us" in e else e["real_time"] * 1e-6
+
+
+def inproc_mean(bench, n, m, variant=0):
     return bench[f"BM_inproc_allreduce/{n}/{m}/{variant}/min_time:0.200/manual_time"]["real_time"] * 1e-6
 
 
@@ -20,7 +27,8 @@ def targets(bench, peers):
     us = lambda s: f"{s * 1e6:.2f} us"
     # 2 ranks, 1K floats: under 0.5 us and >= 3x faster than raw MPI.
     t1k = inproc(bench, 2, 1 << 10)
-    out.append(Target("comm: inproc 2 ranks 1K floats time", t1k * 1e6, 0.5, op="<=", unit=" us"))
+    out.append(Target("comm: inproc 2 ranks 1K floats time (median call)", t1k * 1e6, 0.5, op="<=", unit=" us",
+                      note=f"mean {us(inproc_mean(bench, 2, 1 << 10))}"))
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 1K floats", peer(peers, "raw_mpi", 2, 1 << 10) / t1k, 3.0,
                       note=f"{us(peer(peers, 'raw_mpi', 2, 1 << 10))} vs {us(t1k)}"))
     # Context: the per-call distribution, and the two-thread handoff floor of this machine
@@ -48,7 +56,8 @@ def targets(bench, peers):
     for m in SIZES:
         t = inproc(bench, 4, m)
         r = peer(peers, "raw_mpi", 4, m)
-        out.append(Target(f"comm: raw MPI / inproc, 4 ranks, {m} floats", r / t, 2.0, note=f"{us(r)} vs {us(t)}"))
+        out.append(Target(f"comm: raw MPI / inproc, 4 ranks, {m} floats", r / t, 2.0,
+                          note=f"{us(r)} vs {us(t)} (medians; inproc mean {us(inproc_mean(bench, 4, m))})"))
     # heterograd's mpi transport (its default, deadline-honouring path) within 10% of raw
     # MPI_Allreduce; peers' "seconds" is the median call (the slowest rank's time per call).
     for n in (2, 4):
