@@ -151,6 +151,45 @@ BOOST_AUTO_TEST_CASE(selsync_and_omnilearn_on_threads_equal_the_simulator_bit_fo
   BOOST_TEST(omni["extra"]["rebalances"].get<std::size_t>() > 0);
 }
 
+// eager-SGD with injected imbalance (one random worker per step is 3 time units late) and a
+// small staleness bound, so rounds fire without every worker, late gradients are carried to the
+// next round and the bound holds fresh workers back.
+json eager_experiment() {
+  json j = quadratic_experiment(64);
+  j["workers"]["time"]["subset_delay"] = json{{"count", 1}, {"delay", 3.0}};
+  j["methods"] = json::parse(R"([
+    {"label": "eager majority", "algorithm": "eager", "mode": "majority", "staleness_bound": 2},
+    {"label": "eager solo", "algorithm": "eager", "mode": "solo", "staleness_bound": 1}])");
+  return j;
+}
+
+BOOST_AUTO_TEST_CASE(eager_sgd_on_threads_equals_the_simulator_bit_for_bit_fresh_and_late) {
+  // Real workers compute the gradients at their own replicas; which contributions are fresh
+  // or late in each round follows the worker-time model, so every round, every replica and
+  // every count is the simulator's.
+  const json j = eager_experiment();
+  threads_equal_sim(j, "eager");
+  json u = j;
+  u["horizon"] = json{{"updates", 23}};  // 23 fired rounds
+  u["eval_interval"] = 7.5;
+  threads_equal_sim(u, "eager-updates");
+  const auto d = scratch("eager-extra");
+  for (std::size_t i = 0; i < j["methods"].size(); ++i) {
+    json a = run(j, "sim", d / std::to_string(i), i), b = run(j, "threads", d / std::to_string(i), i);
+    const std::string m = a["label"];
+    // Both mechanisms are exercised: rounds fire with fewer than n fresh contributions, and
+    // late contributions are folded into later rounds; the threads run counts the same.
+    const double fresh = a["extra"]["mean_fresh_per_round"];
+    BOOST_TEST(fresh > 0.0, m);
+    BOOST_TEST(fresh < static_cast<double>(j["workers"]["count"].get<std::size_t>()), m);
+    BOOST_TEST(a["extra"]["late_contributions"].get<std::uint64_t>() > 0u, m);
+    BOOST_TEST(a["extra"]["late_contributions"] == b["extra"]["late_contributions"], m);
+    BOOST_TEST(a["extra"]["mean_fresh_per_round"] == b["extra"]["mean_fresh_per_round"], m);
+    const json u1 = run(u, "threads", d / ("u" + std::to_string(i)), i);
+    BOOST_TEST(u1["updates"]["applied"].get<std::uint64_t>() > 0u, m);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(an_updates_horizon_ends_at_exactly_that_many_updates_or_rounds) {
   // An evaluation interval covers many updates, and the count is not a multiple of what one
   // gives: the run stops right after the N-th update (round), the last evaluation is there.
@@ -223,7 +262,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(runtime_checks)
 
 BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming_runtime) {
-  for (const char* a : {"eager", "biased_local_sgd"}) {
+  for (const char* a : {"biased_local_sgd"}) {
     json j = quadratic_experiment(8);
     j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
     const bool biased = std::string(a) == "biased_local_sgd";
@@ -262,6 +301,8 @@ BOOST_AUTO_TEST_CASE(mpi_needs_workers_plus_one_ranks_for_a_server_and_workers_r
   j["workers"]["time"].erase("outages");
   j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "r", "algorithm": "rescaled"}])");
   BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 7);
+  j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "e", "algorithm": "eager"}])");
+  BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 7);  // eager: rank 0 plays the rounds
   j["methods"] = json::parse(R"([{"label": "b", "algorithm": "bsp"}, {"label": "l", "algorithm": "local_sgd"}])");
   BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 6);
   j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "b", "algorithm": "bsp"}])");
@@ -313,7 +354,8 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
                                        "alpha": 0.3})");
   const json omnilearn = json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})");
   json servers = raw, rounds = raw;
-  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});
+  const json eager = json::parse(R"({"label": "eager", "algorithm": "eager", "staleness_bound": 2})");
+  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1], eager});
   rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn});
   // Exact updates horizons (stop_rule): 17 applied updates, 17 rounds.
   json servers_n = servers, rounds_n = rounds;

@@ -481,7 +481,8 @@ const std::vector<std::string>& real_runtime_list() {
   static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
                                           "rennala", "ia2sgd",         "malenia",    "ringleader",
                                           "ssp",     "dssp",           "bsp",        "local_sgd",
-                                          "selsync", "omnilearn",      "biased_local_sgd"};
+                                          "selsync", "omnilearn",      "biased_local_sgd",
+                                          "eager"};
   return v;
 }
 bool runs_on_real_workers(const std::string& a, const std::string& runtime) {

@@ -156,6 +156,25 @@ class biased_policy {
   biased_data& d_;
 };
 
+// eager-SGD served to real workers (runtime threads, mpi): the policy as
+// algorithms/async/remote.hpp's server sees it. A job carries its worker's own replica
+// (params_for); the evaluations see replica 0, as under sim.
+template <class Eager>
+struct eager_remote {
+  Eager& p;
+  std::vector<float> buf;  // the arrived gradient (eager_sgd::on_arrival takes it mutable)
+  std::size_t workers() const { return p.workers(); }
+  std::size_t dim() const { return p.params(0).size(); }
+  std::uint64_t version() const { return p.version(); }
+  hg::span<const float> params() const { return p.params(0); }
+  hg::span<const float> params_for(std::uint32_t w) const { return p.params(w); }
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    buf.assign(g.begin(), g.end());
+    p.on_arrival(c, a, buf);
+  }
+};
+
 std::vector<std::size_t> local_steps_of(context& ctx) {
   const json& m = ctx.method;
   const std::size_t n = ctx.workers();
@@ -329,7 +348,18 @@ json run_with(context& ctx, O opt) {
   auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {
     p.compute(w, v, k, out);
   };
-  json s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, model);
+  json s;
+  if (ctx.runtime() != "sim") {
+    // Real workers compute the gradients (at their own replica, which the job carries); which
+    // contributions are fresh or late in each round is decided by the worker-time model: the
+    // policy is served in the simulator's arrival order (runtimes.hpp's drive_remote), so the
+    // rounds fire exactly as in the simulated run and the replicas are sim's bit for bit.
+    eager_remote<decltype(p)> r{p, {}};
+    s = drive_server_real(ctx, r, model);
+    if (s.is_null()) return s;  // an MPI rank other than 0 (a worker)
+  } else {
+    s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, model);
+  }
   const auto& fresh = p.fresh_counts();
   double mean_fresh = 0;
   for (auto f : fresh) mean_fresh += static_cast<double>(f);
