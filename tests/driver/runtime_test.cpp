@@ -262,17 +262,26 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(runtime_checks)
 
 BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming_runtime) {
-  for (const char* a : {"biased_local_sgd"}) {
+  // Every method of the driver runs on threads and MPI but local learning (the sequential
+  // reference, which has no workers).
+  for (const char* a : {"eager", "biased_local_sgd"}) {
     json j = quadratic_experiment(8);
     j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
-    const bool biased = std::string(a) == "biased_local_sgd";
-    if (biased) j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
+    if (std::string(a) == "biased_local_sgd") j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
     for (const char* rt : {"threads", "mpi"}) {
       j["runtime"] = rt;
-      if (biased && std::string(rt) == "threads") {  // biased local SGD runs on threads, not MPI
-        BOOST_TEST(error_of(j).empty(), error_of(j));
-        continue;
-      }
+      BOOST_TEST(error_of(j).empty(), a << " on " << rt << ": " << error_of(j));
+    }
+  }
+  for (const char* a : {"local_learning"}) {
+    json j = quadratic_experiment(8);
+    j["data"] = json::parse(R"({"dataset": "fashion_mnist"})");
+    j["model"] = json::parse(R"({"kind": "mlp", "hidden": [16]})");
+    j["horizon"] = json{{"epochs", 1}};
+    j["eval_interval"] = 0.5;
+    j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
+    for (const char* rt : {"threads", "mpi"}) {
+      j["runtime"] = rt;
       const std::string e = error_of(j);
       BOOST_TEST(e.find("'runtime'") != std::string::npos, a << " on " << rt << ": " << e);
       BOOST_TEST(e.find(std::string("\"") + rt + "\"") != std::string::npos, e);
@@ -374,10 +383,35 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
       const json s = run(cfg, "sim", sub / "sim" / std::to_string(i), i);
       BOOST_TEST(got[label]["extra"]["runtime"] == "mpi");
       same_run(s, got[label], sub / "sim" / std::to_string(i) / "sim", sub / hgrun::slug(label), bitwise);
-      if (cfg["horizon"].contains("updates"))
+      // (eager's version is its fired rounds; updates.applied counts its contributions)
+      if (cfg["horizon"].contains("updates") && label != "eager")
         BOOST_TEST((bitwise ? got[label]["updates"]["applied"] : got[label]["extra"]["rounds"]) == 17, label);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(biased_local_sgd_under_mpirun_redraws_from_every_ranks_scores_like_the_simulator) {
+  // Worker w's score table fills on rank w; the redraw allgathers them, so every rank draws the
+  // simulator's plan (the numbers agree to the round family's 1e-6).
+  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
+      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
+    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+    return;
+  }
+  const auto dir = scratch("mpi-biased");
+  json j = quadratic_experiment(1);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
+  j["model"] = json::parse(R"({"hidden": [16]})");
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  j["horizon"] = json{{"time", 120}};
+  j["eval_interval"] = 30;
+  j["methods"] = json::parse(R"([{"label": "biased", "algorithm": "biased_local_sgd", "slow_workers": [3],
+                                   "local_steps": [3, 2, 2, 1], "shuffle_rounds": 2}])");
+  const json got = mpirun(j, static_cast<int>(j["workers"]["count"].get<std::size_t>()), dir / "mpi");
+  const json s = run(j, "sim", dir / "sim", 0);
+  BOOST_TEST(got["biased"]["extra"]["runtime"] == "mpi");
+  BOOST_TEST(s["extra"]["rounds"].get<std::uint64_t>() > 2u);  // several redraws (every 2 rounds)
+  same_run(s, got["biased"], dir / "sim" / "sim", dir / "mpi" / "biased", false);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
