@@ -257,6 +257,32 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_s
   threads_equal_sim(j, "fashion");
 }
 
+BOOST_AUTO_TEST_CASE(local_learning_on_threads_runs_its_modules_as_a_pipeline_equal_to_the_sequential_loop) {
+  // One thread per module (decoupled/pipeline.hpp); PGL's global steps drain the pipeline and
+  // run between its segments. Parameters, evaluations and counts are the sequential run's.
+  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
+      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
+    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+    return;
+  }
+  json j = quadratic_experiment(1);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
+  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [32, 16]})");
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  j["horizon"] = json{{"epochs", 2}};
+  j["eval_interval"] = 0.3;  // evaluations fall inside pipeline segments
+  j["methods"] = json::parse(R"([
+    {"label": "DGL", "algorithm": "local_learning", "modules": 3, "head_hidden": [8]},
+    {"label": "PGL", "algorithm": "local_learning", "modules": 3, "pgl_period": 7, "pgl_epoch_fraction": 0.5},
+    {"label": "end-to-end", "algorithm": "local_learning", "modules": 1}])");
+  threads_equal_sim(j, "local-learning");
+  const auto d = scratch("local-learning-extra");
+  const json pgl = run(j, "threads", d, 1);
+  BOOST_TEST(pgl["extra"]["global_steps"].get<std::size_t>() > 0u);
+  BOOST_TEST(pgl["extra"]["global_steps"].get<std::size_t>() < pgl["extra"]["iterations"].get<std::size_t>());
+  BOOST_TEST(pgl["extra"]["pipeline_busy_seconds"].size() == 3u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(runtime_checks)
@@ -280,7 +306,9 @@ BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming
     j["horizon"] = json{{"epochs", 1}};
     j["eval_interval"] = 0.5;
     j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
-    for (const char* rt : {"threads", "mpi"}) {
+    j["runtime"] = "threads";  // the modules as a pipeline of threads
+    BOOST_TEST(error_of(j).empty(), error_of(j));
+    for (const char* rt : {"mpi"}) {
       j["runtime"] = rt;
       const std::string e = error_of(j);
       BOOST_TEST(e.find("'runtime'") != std::string::npos, a << " on " << rt << ": " << e);

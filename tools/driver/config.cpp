@@ -476,17 +476,18 @@ double get_num(const json& j, const char* k, double d = 0) {
 // Methods wired to real workers (runtime "threads" and "mpi", tools/driver/runtimes.hpp): the
 // asynchronous servers (algorithms/async/remote.hpp) and the round methods
 // (algorithms/sync/drive.hpp), eager-SGD (served like the asynchronous methods) and biased
-// local SGD (under MPI its redraw allgathers the ranks' score tables).
+// local SGD (under MPI its redraw allgathers the ranks' score tables); local learning on
+// threads only (decoupled/pipeline.hpp: one thread per module).
 const std::vector<std::string>& real_runtime_list() {
   static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
                                           "rennala", "ia2sgd",         "malenia",    "ringleader",
                                           "ssp",     "dssp",           "bsp",        "local_sgd",
                                           "selsync", "omnilearn",      "biased_local_sgd",
-                                          "eager"};
+                                          "eager",   "local_learning"};
   return v;
 }
 bool runs_on_real_workers(const std::string& a, const std::string& runtime) {
-  (void)runtime;  // every listed method runs on both real runtimes
+  if (a == "local_learning") return runtime == "threads";  // a pipeline of threads in one process
   const auto& v = real_runtime_list();
   return std::find(v.begin(), v.end(), a) != v.end();
 }
@@ -497,7 +498,8 @@ std::string real_runtime_algorithms(const std::string& runtime) {
   return s;
 }
 std::string why_sim_only(const std::string& a) {
-  if (a == "local_learning") return "local_learning is the sequential reference (no workers)";
+  if (a == "local_learning") return "local_learning runs its modules as a pipeline of threads in one process "
+                                    "(runtime \"threads\"); it has no MPI transport in heterograd-run";
   return "it is not wired to real workers";
 }
 
