@@ -151,6 +151,45 @@ BOOST_AUTO_TEST_CASE(selsync_and_omnilearn_on_threads_equal_the_simulator_bit_fo
   BOOST_TEST(omni["extra"]["rebalances"].get<std::size_t>() > 0);
 }
 
+// eager-SGD with injected imbalance (one random worker per step is 3 time units late) and a
+// small staleness bound, so rounds fire without every worker, late gradients are carried to the
+// next round and the bound holds fresh workers back.
+json eager_experiment() {
+  json j = quadratic_experiment(64);
+  j["workers"]["time"]["subset_delay"] = json{{"count", 1}, {"delay", 3.0}};
+  j["methods"] = json::parse(R"([
+    {"label": "eager majority", "algorithm": "eager", "mode": "majority", "staleness_bound": 2},
+    {"label": "eager solo", "algorithm": "eager", "mode": "solo", "staleness_bound": 1}])");
+  return j;
+}
+
+BOOST_AUTO_TEST_CASE(eager_sgd_on_threads_equals_the_simulator_bit_for_bit_fresh_and_late) {
+  // Real workers compute the gradients at their own replicas; which contributions are fresh
+  // or late in each round follows the worker-time model, so every round, every replica and
+  // every count is the simulator's.
+  const json j = eager_experiment();
+  threads_equal_sim(j, "eager");
+  json u = j;
+  u["horizon"] = json{{"updates", 23}};  // 23 fired rounds
+  u["eval_interval"] = 7.5;
+  threads_equal_sim(u, "eager-updates");
+  const auto d = scratch("eager-extra");
+  for (std::size_t i = 0; i < j["methods"].size(); ++i) {
+    json a = run(j, "sim", d / std::to_string(i), i), b = run(j, "threads", d / std::to_string(i), i);
+    const std::string m = a["label"];
+    // Both mechanisms are exercised: rounds fire with fewer than n fresh contributions, and
+    // late contributions are folded into later rounds; the threads run counts the same.
+    const double fresh = a["extra"]["mean_fresh_per_round"];
+    BOOST_TEST(fresh > 0.0, m);
+    BOOST_TEST(fresh < static_cast<double>(j["workers"]["count"].get<std::size_t>()), m);
+    BOOST_TEST(a["extra"]["late_contributions"].get<std::uint64_t>() > 0u, m);
+    BOOST_TEST(a["extra"]["late_contributions"] == b["extra"]["late_contributions"], m);
+    BOOST_TEST(a["extra"]["mean_fresh_per_round"] == b["extra"]["mean_fresh_per_round"], m);
+    const json u1 = run(u, "threads", d / ("u" + std::to_string(i)), i);
+    BOOST_TEST(u1["updates"]["applied"].get<std::uint64_t>() > 0u, m);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(an_updates_horizon_ends_at_exactly_that_many_updates_or_rounds) {
   // An evaluation interval covers many updates, and the count is not a multiple of what one
   // gives: the run stops right after the N-th update (round), the last evaluation is there.
@@ -218,22 +257,59 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_s
   threads_equal_sim(j, "fashion");
 }
 
+BOOST_AUTO_TEST_CASE(local_learning_on_threads_runs_its_modules_as_a_pipeline_equal_to_the_sequential_loop) {
+  // One thread per module (decoupled/pipeline.hpp); PGL's global steps drain the pipeline and
+  // run between its segments. Parameters, evaluations and counts are the sequential run's.
+  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
+      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
+    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+    return;
+  }
+  json j = quadratic_experiment(1);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
+  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [32, 16]})");
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  j["horizon"] = json{{"epochs", 2}};
+  j["eval_interval"] = 0.3;  // evaluations fall inside pipeline segments
+  j["methods"] = json::parse(R"([
+    {"label": "DGL", "algorithm": "local_learning", "modules": 3, "head_hidden": [8]},
+    {"label": "PGL", "algorithm": "local_learning", "modules": 3, "pgl_period": 7, "pgl_epoch_fraction": 0.5},
+    {"label": "end-to-end", "algorithm": "local_learning", "modules": 1}])");
+  threads_equal_sim(j, "local-learning");
+  const auto d = scratch("local-learning-extra");
+  const json pgl = run(j, "threads", d, 1);
+  BOOST_TEST(pgl["extra"]["global_steps"].get<std::size_t>() > 0u);
+  BOOST_TEST(pgl["extra"]["global_steps"].get<std::size_t>() < pgl["extra"]["iterations"].get<std::size_t>());
+  BOOST_TEST(pgl["extra"]["pipeline_busy_seconds"].size() == 3u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(runtime_checks)
 
 BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming_runtime) {
+  // Every method of the driver runs on threads and MPI but local learning (the sequential
+  // reference, which has no workers).
   for (const char* a : {"eager", "biased_local_sgd"}) {
     json j = quadratic_experiment(8);
     j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
-    const bool biased = std::string(a) == "biased_local_sgd";
-    if (biased) j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
+    if (std::string(a) == "biased_local_sgd") j["methods"][0]["local_steps"] = json::array({1, 1, 1, 1});
     for (const char* rt : {"threads", "mpi"}) {
       j["runtime"] = rt;
-      if (biased && std::string(rt) == "threads") {  // biased local SGD runs on threads, not MPI
-        BOOST_TEST(error_of(j).empty(), error_of(j));
-        continue;
-      }
+      BOOST_TEST(error_of(j).empty(), a << " on " << rt << ": " << error_of(j));
+    }
+  }
+  for (const char* a : {"local_learning"}) {
+    json j = quadratic_experiment(8);
+    j["data"] = json::parse(R"({"dataset": "fashion_mnist"})");
+    j["model"] = json::parse(R"({"kind": "mlp", "hidden": [16]})");
+    j["horizon"] = json{{"epochs", 1}};
+    j["eval_interval"] = 0.5;
+    j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
+    j["runtime"] = "threads";  // the modules as a pipeline of threads
+    BOOST_TEST(error_of(j).empty(), error_of(j));
+    for (const char* rt : {"mpi"}) {
+      j["runtime"] = rt;
       const std::string e = error_of(j);
       BOOST_TEST(e.find("'runtime'") != std::string::npos, a << " on " << rt << ": " << e);
       BOOST_TEST(e.find(std::string("\"") + rt + "\"") != std::string::npos, e);
@@ -262,6 +338,8 @@ BOOST_AUTO_TEST_CASE(mpi_needs_workers_plus_one_ranks_for_a_server_and_workers_r
   j["workers"]["time"].erase("outages");
   j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "r", "algorithm": "rescaled"}])");
   BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 7);
+  j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "e", "algorithm": "eager"}])");
+  BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 7);  // eager: rank 0 plays the rounds
   j["methods"] = json::parse(R"([{"label": "b", "algorithm": "bsp"}, {"label": "l", "algorithm": "local_sgd"}])");
   BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 6);
   j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "b", "algorithm": "bsp"}])");
@@ -313,7 +391,8 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
                                        "alpha": 0.3})");
   const json omnilearn = json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})");
   json servers = raw, rounds = raw;
-  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});
+  const json eager = json::parse(R"({"label": "eager", "algorithm": "eager", "staleness_bound": 2})");
+  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1], eager});
   rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn});
   // Exact updates horizons (stop_rule): 17 applied updates, 17 rounds.
   json servers_n = servers, rounds_n = rounds;
@@ -332,10 +411,35 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
       const json s = run(cfg, "sim", sub / "sim" / std::to_string(i), i);
       BOOST_TEST(got[label]["extra"]["runtime"] == "mpi");
       same_run(s, got[label], sub / "sim" / std::to_string(i) / "sim", sub / hgrun::slug(label), bitwise);
-      if (cfg["horizon"].contains("updates"))
+      // (eager's version is its fired rounds; updates.applied counts its contributions)
+      if (cfg["horizon"].contains("updates") && label != "eager")
         BOOST_TEST((bitwise ? got[label]["updates"]["applied"] : got[label]["extra"]["rounds"]) == 17, label);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(biased_local_sgd_under_mpirun_redraws_from_every_ranks_scores_like_the_simulator) {
+  // Worker w's score table fills on rank w; the redraw allgathers them, so every rank draws the
+  // simulator's plan (the numbers agree to the round family's 1e-6).
+  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
+      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
+    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+    return;
+  }
+  const auto dir = scratch("mpi-biased");
+  json j = quadratic_experiment(1);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
+  j["model"] = json::parse(R"({"hidden": [16]})");
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  j["horizon"] = json{{"time", 120}};
+  j["eval_interval"] = 30;
+  j["methods"] = json::parse(R"([{"label": "biased", "algorithm": "biased_local_sgd", "slow_workers": [3],
+                                   "local_steps": [3, 2, 2, 1], "shuffle_rounds": 2}])");
+  const json got = mpirun(j, static_cast<int>(j["workers"]["count"].get<std::size_t>()), dir / "mpi");
+  const json s = run(j, "sim", dir / "sim", 0);
+  BOOST_TEST(got["biased"]["extra"]["runtime"] == "mpi");
+  BOOST_TEST(s["extra"]["rounds"].get<std::uint64_t>() > 2u);  // several redraws (every 2 rounds)
+  same_run(s, got["biased"], dir / "sim" / "sim", dir / "mpi" / "biased", false);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

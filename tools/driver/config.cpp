@@ -475,17 +475,19 @@ double get_num(const json& j, const char* k, double d = 0) {
 
 // Methods wired to real workers (runtime "threads" and "mpi", tools/driver/runtimes.hpp): the
 // asynchronous servers (algorithms/async/remote.hpp) and the round methods
-// (algorithms/sync/drive.hpp); biased local SGD on threads only (its redraw merges every
-// worker's score table, which under MPI lives on the worker's own rank).
+// (algorithms/sync/drive.hpp), eager-SGD (served like the asynchronous methods) and biased
+// local SGD (under MPI its redraw allgathers the ranks' score tables); local learning on
+// threads only (decoupled/pipeline.hpp: one thread per module).
 const std::vector<std::string>& real_runtime_list() {
   static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
                                           "rennala", "ia2sgd",         "malenia",    "ringleader",
                                           "ssp",     "dssp",           "bsp",        "local_sgd",
-                                          "selsync", "omnilearn",      "biased_local_sgd"};
+                                          "selsync", "omnilearn",      "biased_local_sgd",
+                                          "eager",   "local_learning"};
   return v;
 }
 bool runs_on_real_workers(const std::string& a, const std::string& runtime) {
-  if (a == "biased_local_sgd") return runtime != "mpi";
+  if (a == "local_learning") return runtime == "threads";  // a pipeline of threads in one process
   const auto& v = real_runtime_list();
   return std::find(v.begin(), v.end(), a) != v.end();
 }
@@ -496,11 +498,8 @@ std::string real_runtime_algorithms(const std::string& runtime) {
   return s;
 }
 std::string why_sim_only(const std::string& a) {
-  if (a == "local_learning") return "local_learning is the sequential reference (no workers)";
-  if (a == "eager") return "eager-SGD's partial rounds depend on real arrival times on real workers, which "
-                           "the driver does not yet tie to the worker-time model";
-  if (a == "biased_local_sgd") return "biased local SGD's redraw merges every worker's score table, which under "
-                                      "MPI stays on the worker's rank (run it on \"threads\")";
+  if (a == "local_learning") return "local_learning runs its modules as a pipeline of threads in one process "
+                                    "(runtime \"threads\"); it has no MPI transport in heterograd-run";
   return "it is not wired to real workers";
 }
 

@@ -598,13 +598,15 @@ int mpi_ranks_needed(const json& c) {
   std::string first;
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     const std::string a = c["methods"][i]["algorithm"];
-    const int k = is_async_algorithm(a) ? n + 1 : n;
+    // eager-SGD is served like the asynchronous methods (its rounds fire in the worker-time
+    // model's arrival order on rank 0; runtimes.hpp).
+    const int k = is_async_algorithm(a) || a == "eager" ? n + 1 : n;
     const std::string here = "methods[" + std::to_string(i) + "] (" + a + ")";
     if (need && k != need)
       throw config_error("runtime", "expected methods that need one MPI rank count: " + first + " needs -np " +
                                         std::to_string(need) + ", " + here + " needs -np " + std::to_string(k) +
-                                        " (asynchronous methods: workers.count + 1, rank 0 serves; round "
-                                        "methods: workers.count); run them apart with --methods");
+                                        " (asynchronous methods and eager: workers.count + 1, rank 0 serves; "
+                                        "round methods: workers.count); run them apart with --methods");
     if (!need) {
       need = k;
       first = here;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "run.hpp"
 
@@ -62,14 +63,38 @@ json run_local_learning(context& ctx) {
   std::vector<std::int32_t> y;
   std::size_t global_steps = 0;
   loop_hooks h;
+  // Runtime "threads": the modules' local steps run as a pipeline, one thread per module
+  // (decoupled/pipeline.hpp), whose parameters after T batches are the sequential loop's bit
+  // for bit. PGL's global steps backpropagate through every module, so the pipeline runs the
+  // local iterations between two global steps and drains; the global step runs here.
+  const bool pipelined = ctx.runtime() == "threads";
+  std::vector<double> busy(ll.modules(), 0.0);  // pipeline: real seconds per module
+  auto global = [&](std::uint64_t i) { return cfg.pgl.global(i, i / per_epoch); };
   // Virtual time is epochs here: advance(t) trains until t * (iterations per epoch).
   h.advance = [&](double t) {
     const auto until = static_cast<std::uint64_t>(std::llround(t * static_cast<double>(per_epoch)));
-    for (; it < until; ++it) {
-      ctx.prob.next_batch(0, b, x, y);
-      const std::size_t epoch = it / per_epoch;
-      if (cfg.pgl.global(it, epoch)) ++global_steps;
-      ll.step(hg::nn::batch<float>{x, y}, it, epoch);
+    while (it < until) {
+      if (!pipelined || global(it)) {
+        ctx.prob.next_batch(0, b, x, y);
+        const std::size_t epoch = it / per_epoch;
+        if (global(it)) ++global_steps;
+        ll.step(hg::nn::batch<float>{x, y}, it, epoch);
+        ++it;
+        continue;
+      }
+      std::uint64_t end = it + 1;  // the local iterations [it, end) before the next global one
+      while (end < until && !global(end)) ++end;
+      const std::uint64_t first = it;
+      const auto rep = dc::run_pipeline(
+          ll,
+          [&, first](std::size_t k) {
+            single_threaded_here();  // module 0's thread draws the batches, in order
+            ctx.prob.next_batch(0, b, x, y);
+            return dc::activation_message{static_cast<std::size_t>(first + k), x, y};
+          },
+          static_cast<std::size_t>(end - it), {.queue_capacity = 4, .timeout = std::chrono::duration<double>(300.0)});
+      for (std::size_t k = 0; k < busy.size(); ++k) busy[k] += rep.busy_seconds[k];
+      it = end;
     }
     return true;
   };
@@ -92,6 +117,10 @@ json run_local_learning(context& ctx) {
   ctx.extra["iterations"] = it;
   ctx.extra["global_steps"] = global_steps;
   ctx.extra["modules"] = ll.modules();
+  if (pipelined) {
+    ctx.extra["runtime"] = ctx.runtime();
+    ctx.extra["pipeline_busy_seconds"] = busy;
+  }
   return finish(ctx, rec, params);
 }
 

@@ -133,6 +133,39 @@ struct biased_oracle {
   }
 };
 
+// The per-worker score tables of a biased_data_plan, in the order its serialize() visits them
+// (every worker's table, then the merged table and the assignment, which are skipped here).
+struct score_table_refs {
+  std::size_t workers;
+  std::vector<std::vector<float>*> tables;
+  void operator()(std::vector<float>& t) {
+    if (tables.size() < workers) tables.push_back(&t);
+  }
+  template <class... A>
+  void operator()(A&...) {}
+};
+
+#ifdef HG_HAS_MPI
+// Every rank's own score table (worker rank's, the only one its worker records into) to every
+// rank: 4 B per training sample per worker, once per redraw.
+void allgather_score_tables(hs::biased_data_plan& plan) {
+  const hg::comm::mpi::communicator c(MPI_COMM_WORLD);
+  score_table_refs refs{plan.workers(), {}};
+  plan.serialize(refs);
+  const auto n = refs.tables.size();
+  const auto w = static_cast<std::size_t>(c.rank());
+  if (n != static_cast<std::size_t>(c.size()) || w >= n)
+    throw std::logic_error("biased local SGD under MPI: one rank per worker expected");
+  const std::size_t S = refs.tables[w]->size();
+  std::vector<float> all(n * S);
+  c.allgather(hg::span<const float>(refs.tables[w]->data(), S), hg::span<float>(all.data(), all.size()))
+      .wait(hg::seconds{runtime_timeout_s});
+  for (std::size_t j = 0; j < n; ++j)
+    std::copy(all.begin() + static_cast<std::ptrdiff_t>(j * S), all.begin() + static_cast<std::ptrdiff_t>((j + 1) * S),
+              refs.tables[j]->begin());
+}
+#endif
+
 // Biased local SGD's policy with its data plan, so that a checkpoint holds both: the plan's
 // score tables and assignment and the current redraw period are the method's sampler state.
 template <class Local>
@@ -154,6 +187,25 @@ class biased_policy {
  private:
   Local& p_;
   biased_data& d_;
+};
+
+// eager-SGD served to real workers (runtime threads, mpi): the policy as
+// algorithms/async/remote.hpp's server sees it. A job carries its worker's own replica
+// (params_for); the evaluations see replica 0, as under sim.
+template <class Eager>
+struct eager_remote {
+  Eager& p;
+  std::vector<float> buf;  // the arrived gradient (eager_sgd::on_arrival takes it mutable)
+  std::size_t workers() const { return p.workers(); }
+  std::size_t dim() const { return p.params(0).size(); }
+  std::uint64_t version() const { return p.version(); }
+  hg::span<const float> params() const { return p.params(0); }
+  hg::span<const float> params_for(std::uint32_t w) const { return p.params(w); }
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    buf.assign(g.begin(), g.end());
+    p.on_arrival(c, a, buf);
+  }
 };
 
 std::vector<std::size_t> local_steps_of(context& ctx) {
@@ -271,15 +323,23 @@ json run_with(context& ctx, O opt) {
     auto anchor = [&inner] { return hg::span<const float>(inner.anchor()); };
     const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, sched);
     if (ctx.runtime() == "sim") return drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
-    // Threads: the redraw that the simulated run makes at the first step of round
+    // Threads and MPI: the redraw that the simulated run makes at the first step of round
     // k * shuffle_rounds (after every worker's last step of the round before) is made here,
     // between real rounds, so the workers only read the plan and record into their own tables.
+    // Under MPI worker w's table is filled on rank w only: every rank's own table is first
+    // allgathered into every rank's plan, so all ranks merge the same tables and draw the same
+    // plan (the simulator's).
+    std::function<void()> gather_tables = [] {};
+#ifdef HG_HAS_MPI
+    if (ctx.runtime() == "mpi") gather_tables = [&data] { allgather_score_tables(data.plan); };
+#endif
     rt_detail::round_wiring wiring;
     wiring.run = [&, rounds = real_rounds(ctx, inner)](std::uint64_t from, std::uint64_t to) {
       const std::uint64_t R = data.rounds_per_redraw;
       while (from < to) {
         const std::uint64_t period = from / R;
         if (period > data.period) {
+          gather_tables();
           data.plan.redraw(period);
           data.period = period;
         }
@@ -329,7 +389,18 @@ json run_with(context& ctx, O opt) {
   auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {
     p.compute(w, v, k, out);
   };
-  json s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, model);
+  json s;
+  if (ctx.runtime() != "sim") {
+    // Real workers compute the gradients (at their own replica, which the job carries); which
+    // contributions are fresh or late in each round is decided by the worker-time model: the
+    // policy is served in the simulator's arrival order (runtimes.hpp's drive_remote), so the
+    // rounds fire exactly as in the simulated run and the replicas are sim's bit for bit.
+    eager_remote<decltype(p)> r{p, {}};
+    s = drive_server_real(ctx, r, model);
+    if (s.is_null()) return s;  // an MPI rank other than 0 (a worker)
+  } else {
+    s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, model);
+  }
   const auto& fresh = p.fresh_counts();
   double mean_fresh = 0;
   for (auto f : fresh) mean_fresh += static_cast<double>(f);

@@ -72,6 +72,10 @@ struct shadow {
   sim::engine eng;
   sim::recorder rec;
   std::uint64_t started = 0;  ///< jobs started (each computes one mini-batch gradient)
+  /// The worker whose job the server is starting (set by shadow_model::duration, which the
+  /// server calls right before it sends the job's parameters): eager-SGD sends that worker's
+  /// own replica (params_for).
+  sim::worker_id starting = 0;
   std::function<std::uint64_t()> version;
   explicit shadow(std::size_t n) : eng(n), rec(n) {}
 };
@@ -88,6 +92,7 @@ struct shadow_model {
     if (std::isnan(d) || d < 0) return d;  // the server rejects it
     if (t != s->eng.now() || k != s->eng.next_job_index(w))
       throw std::logic_error("threads/mpi runtime: the shadow simulator diverged from the server");
+    s->starting = w;
     s->eng.start(w, d, s->version());
     ++s->started;
     return d;
@@ -157,7 +162,12 @@ class gated {
   std::size_t workers() const { return p_.workers(); }
   std::size_t dim() const { return p_.dim(); }
   std::uint64_t version() const { return p_.version(); }
-  auto params() const { return p_.params(); }
+  /// The parameters a starting job carries: the policy's model, or (a policy with one
+  /// replica per worker, eager-SGD) the starting worker's replica.
+  auto params() const {
+    if constexpr (requires { p_.params_for(sim::worker_id{}); }) return p_.params_for(s_.starting);
+    else return p_.params();
+  }
 
   template <class Ctl>
   void on_start(Ctl& c) {
