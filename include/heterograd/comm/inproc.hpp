@@ -116,8 +116,14 @@ class notifier {
 struct world_state {
   world_state(int n, time_source c) : size(n), clock(std::move(c)) {
     policy = wait_policy::for_threads(static_cast<unsigned>(n));
+#ifdef HG_INPROC_CLAIM_ALWAYS
+    oversubscribed = true;
+#else
+    oversubscribed = static_cast<unsigned>(n) > std::max(1u, std::thread::hardware_concurrency());
+#endif
   }
   int size;
+  bool oversubscribed = false;  // ranks outnumber cores
   time_source clock;
   wait_policy policy;
   notifier note;
@@ -183,6 +189,31 @@ struct coll_meta {
   void* out = nullptr;
 };
 
+/// A collective's shared chunk counters (owner-computes allreduce): `next` hands out chunks,
+/// `done` counts finished ones. Each word is tagged with the collective's sequence number
+/// (high bits), so a slot reused `window` collectives later starts from zero without a reset.
+struct alignas(64) chunk_counter {
+  std::atomic<std::uint64_t> word{0};
+  static constexpr int count_bits = 24;
+  static constexpr std::uint64_t count_mask = (std::uint64_t{1} << count_bits) - 1;
+  /// Adds one unless the count reached `limit`; returns the count before the call.
+  std::uint64_t add(std::uint64_t seq, std::uint64_t limit) {
+    const std::uint64_t tag = (seq + 1) << count_bits;
+    std::uint64_t v = word.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t cur = (v & ~count_mask) == tag ? (v & count_mask) : 0;
+      if (cur >= limit) return cur;
+      if (word.compare_exchange_weak(v, tag | (cur + 1), std::memory_order_acq_rel,
+                                     std::memory_order_relaxed))
+        return cur;
+    }
+  }
+  std::uint64_t get(std::uint64_t seq) const {
+    const std::uint64_t v = word.load(std::memory_order_acquire);
+    return (v & ~count_mask) == ((seq + 1) << count_bits) ? (v & count_mask) : 0;
+  }
+};
+
 struct alignas(64) counters {
   std::atomic<std::uint64_t> arrived{0};   // collectives published
   std::atomic<std::uint64_t> finished{0};  // collectives whose work this rank finished
@@ -234,7 +265,9 @@ struct group_state {
         meta(static_cast<std::size_t>(n) * window),
         stage(new (std::align_val_t(64)) std::byte[static_cast<std::size_t>(n) * window * stage_bytes]),
         boxes(new mailbox[2 * static_cast<std::size_t>(n)]),
-        locals(static_cast<std::size_t>(n)) {}
+        locals(static_cast<std::size_t>(n)),
+        next_chunk(new chunk_counter[window]),
+        done_chunks(new chunk_counter[window]) {}
   ~group_state() { ::operator delete[](stage, std::align_val_t(64)); }
   group_state(const group_state&) = delete;
   group_state& operator=(const group_state&) = delete;
@@ -254,6 +287,7 @@ struct group_state {
   std::byte* stage;
   std::unique_ptr<mailbox[]> boxes;
   std::vector<rank_local> locals;
+  std::unique_ptr<chunk_counter[]> next_chunk, done_chunks;  // per window slot
   std::mutex split_m;
   std::map<std::pair<std::uint64_t, int>, split_entry> splits;
   // Objects shared by all ranks of the group (e.g. a partial collective's state), created by
@@ -305,7 +339,7 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
       case phase::posted:
         return all_at_least(*g_, &counters::finished, seq_ + 1 >= window ? seq_ + 1 - window : 0);
       case phase::published: return all_at_least(*g_, &counters::arrived, seq_ + 1);
-      case phase::computed: return all_at_least(*g_, &counters::finished, seq_ + 1);
+      case phase::computed: return departed();
     }
     return true;
   }
@@ -376,7 +410,12 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
     g_->slot(r_, seq_) = m;
     ++loc.published;
     g_->ctr[static_cast<std::size_t>(r_)].arrived.store(seq_ + 1, std::memory_order_release);
-    g_->world->note.notify();
+    // Wake sleepers only when their condition became true: the rank that completes the
+    // arrivals notifies (the fence makes two racing last arrivals see each other, so at least
+    // one notifies). Waking the world at every arrival makes 4 ranks on 2 cores trade the
+    // cores among sleepers that only go back to sleep.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (all_at_least(*g_, &counters::arrived, seq_ + 1)) g_->world->note.notify();
     phase_ = phase::published;
   }
 
@@ -430,10 +469,18 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
         throw;
       }
       c.finished.store(seq_ + 1, std::memory_order_release);
-      g_->world->note.notify();
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (last_chunk_ || all_at_least(*g_, &counters::finished, seq_ + 1)) g_->world->note.notify();
       phase_ = phase::computed;
       if (!depart) return true;
     }
+    return departed();
+  }
+
+  /// True when no peer will write this rank's buffers any more: every chunk is done (chunked
+  /// owner-computes) or every rank finished its share.
+  bool departed() const {
+    if (chunks_ > 0) return g_->done_chunks[seq_ % window].get(seq_) >= chunks_;
     return all_at_least(*g_, &counters::finished, seq_ + 1);
   }
 
@@ -561,9 +608,18 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
       if (me_.op == reduce_op::avg) comm::detail::divide(out, div, m);
       return false;
     }
-    // Owner-computes: chunk r of every buffer, in blocks that stay in L1. Per block of b
-    // elements: n*b read, n*b written (the accumulator stays in cache).
-    const std::size_t lo = owner_lo<T>(m, n, r_), hi = owner_lo<T>(m, n, r_ + 1);
+    if (g_->world->oversubscribed) return claimed_owner_computes<T>(weighted, div);
+    // Owner-computes: chunk r of every buffer, in blocks that stay in L1.
+    reduce_range<T>(owner_lo<T>(m, n, r_), owner_lo<T>(m, n, r_ + 1), weighted, div);
+    return true;
+  }
+
+  /// Reduces elements [lo, hi) of every rank's buffer and writes the result into all of
+  /// them, in blocks that stay in L1. Per block of b elements: n*b read, n*b written (the
+  /// accumulator stays in cache).
+  template <class T>
+  void reduce_range(std::size_t lo, std::size_t hi, bool weighted, double div) {
+    const int n = g_->size;
     constexpr std::size_t block = 8192 / sizeof(T);
     alignas(64) T acc[block];
     for (std::size_t b = lo; b < hi; b += block) {
@@ -579,6 +635,31 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
       if (me_.op == reduce_op::avg) comm::detail::divide(acc, div, len);
       for (int q = 0; q < n; ++q) std::memcpy(out_of<T>(q) + b, acc, len * sizeof(T));
     }
+  }
+
+  /// Owner-computes when ranks outnumber cores: chunks are claimed from a shared counter by
+  /// whichever ranks run, instead of chunk r waiting for rank r to be scheduled. A rank that
+  /// wakes after the work is done claims nothing and leaves; so a descheduled rank costs its
+  /// peers no second wake-up at the departure. Same bytes as the static split (2*N*S), same
+  /// per-element summation order, so the result is bitwise the same.
+  template <class T>
+  bool claimed_owner_computes(bool weighted, double div) {
+    const std::size_t m = me_.count;
+    constexpr std::size_t block = 8192 / sizeof(T);
+    // About 8 chunks per rank (whole L1 blocks): enough for the running ranks to share the
+    // work, few enough that the counter's cache line is not contended.
+    const std::size_t want = m / (8 * static_cast<std::size_t>(g_->size)) + 1;
+    const std::size_t grain = (want + block - 1) / block * block;
+    chunks_ = (m + grain - 1) / grain;
+    auto& next = g_->next_chunk[seq_ % window];
+    auto& done = g_->done_chunks[seq_ % window];
+    for (;;) {
+      const std::uint64_t k = next.add(seq_, chunks_);
+      if (k >= chunks_) break;
+      const std::size_t lo = static_cast<std::size_t>(k) * grain;
+      reduce_range<T>(lo, std::min(m, lo + grain), weighted, div);
+      if (done.add(seq_, chunks_) + 1 == chunks_) last_chunk_ = true;
+    }
     return true;
   }
 
@@ -593,6 +674,8 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
   int r_;
   coll_meta me_;
   std::uint64_t seq_ = 0;
+  std::uint64_t chunks_ = 0;  // chunked owner-computes: chunks of this collective
+  bool last_chunk_ = false;   // this rank finished the last chunk (it wakes the others)
   phase phase_ = phase::posted;
 };
 
