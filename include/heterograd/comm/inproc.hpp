@@ -116,11 +116,7 @@ class notifier {
 struct world_state {
   world_state(int n, time_source c) : size(n), clock(std::move(c)) {
     policy = wait_policy::for_threads(static_cast<unsigned>(n));
-#ifdef HG_INPROC_CLAIM_ALWAYS
-    oversubscribed = true;
-#else
     oversubscribed = static_cast<unsigned>(n) > std::max(1u, std::thread::hardware_concurrency());
-#endif
   }
   int size;
   bool oversubscribed = false;  // ranks outnumber cores
