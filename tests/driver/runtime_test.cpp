@@ -287,9 +287,9 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(runtime_checks)
 
-BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming_runtime) {
-  // Every method of the driver runs on threads and MPI but local learning (the sequential
-  // reference, which has no workers).
+BOOST_AUTO_TEST_CASE(every_method_including_local_learning_is_accepted_on_threads_and_mpi) {
+  // Every method of the driver runs on threads and MPI; local learning as a pipeline of its
+  // modules (threads of one process, or one MPI rank per module).
   for (const char* a : {"eager", "biased_local_sgd"}) {
     json j = quadratic_experiment(8);
     j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
@@ -299,25 +299,15 @@ BOOST_AUTO_TEST_CASE(methods_that_cannot_run_on_real_workers_are_rejected_naming
       BOOST_TEST(error_of(j).empty(), a << " on " << rt << ": " << error_of(j));
     }
   }
-  for (const char* a : {"local_learning"}) {
-    json j = quadratic_experiment(8);
-    j["data"] = json::parse(R"({"dataset": "fashion_mnist"})");
-    j["model"] = json::parse(R"({"kind": "mlp", "hidden": [16]})");
-    j["horizon"] = json{{"epochs", 1}};
-    j["eval_interval"] = 0.5;
-    j["methods"] = json::array({json{{"label", "m"}, {"algorithm", a}}});
-    j["runtime"] = "threads";  // the modules as a pipeline of threads
-    BOOST_TEST(error_of(j).empty(), error_of(j));
-    for (const char* rt : {"mpi"}) {
-      j["runtime"] = rt;
-      const std::string e = error_of(j);
-      BOOST_TEST(e.find("'runtime'") != std::string::npos, a << " on " << rt << ": " << e);
-      BOOST_TEST(e.find(std::string("\"") + rt + "\"") != std::string::npos, e);
-      BOOST_TEST(e.find(a) != std::string::npos, e);
-      BOOST_TEST(e.find("asgd, delay_adaptive") != std::string::npos, e);  // what is allowed
-    }
-    j["runtime"] = "sim";
-    BOOST_TEST(error_of(j).empty(), a << ": " << error_of(j));
+  json j = quadratic_experiment(8);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist"})");
+  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [16]})");
+  j["horizon"] = json{{"epochs", 1}};
+  j["eval_interval"] = 0.5;
+  j["methods"] = json::array({json{{"label", "m"}, {"algorithm", "local_learning"}, {"pgl_period", 3}}});
+  for (const char* rt : {"sim", "threads", "mpi"}) {
+    j["runtime"] = rt;
+    BOOST_TEST(error_of(j).empty(), "local_learning on " << rt << ": " << error_of(j));
   }
 }
 
@@ -344,6 +334,34 @@ BOOST_AUTO_TEST_CASE(mpi_needs_workers_plus_one_ranks_for_a_server_and_workers_r
   BOOST_TEST(hgrun::mpi_ranks_needed(hgrun::resolve(j)) == 6);
   j["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "b", "algorithm": "bsp"}])");
   BOOST_CHECK_THROW(hgrun::mpi_ranks_needed(hgrun::resolve(j)), hgrun::config_error);
+}
+
+BOOST_AUTO_TEST_CASE(local_learning_under_mpi_needs_one_rank_per_module_and_says_which_key_sets_it) {
+  json j = quadratic_experiment(8);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist"})");
+  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [16, 16, 16]})");
+  j["horizon"] = json{{"epochs", 1}};
+  j["eval_interval"] = 0.5;
+  j["runtime"] = "mpi";
+  for (std::size_t k : {1u, 3u, 4u}) {  // workers.count (4) plays no part
+    j["methods"] = json::array({json{{"label", "m"}, {"algorithm", "local_learning"}, {"modules", k}}});
+    const json cfg = hgrun::resolve(j);
+    BOOST_TEST(hgrun::mpi_ranks_needed(cfg) == static_cast<int>(k));
+    const std::string e = hgrun::mpi_ranks_mismatch(cfg, 2).what();
+    BOOST_TEST(e.find("'methods[0].modules'") != std::string::npos, e);
+    BOOST_TEST(e.find("-np " + std::to_string(k)) != std::string::npos, e);
+    BOOST_TEST(e.find("got -np 2") != std::string::npos, e);
+  }
+  // Beside a round method with another rank count: one mpirun cannot run both.
+  j["methods"] = json::parse(R"([{"label": "b", "algorithm": "bsp"}, {"label": "m", "algorithm": "local_learning", "modules": 2}])");
+  try {
+    hgrun::mpi_ranks_needed(hgrun::resolve(j));
+    BOOST_TEST(false, "expected a config_error");
+  } catch (const hgrun::config_error& e) {
+    const std::string w = e.what();
+    BOOST_TEST(w.find("needs -np 4") != std::string::npos, w);
+    BOOST_TEST(w.find("methods[1] (local_learning) needs -np 2") != std::string::npos, w);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -440,6 +458,42 @@ BOOST_AUTO_TEST_CASE(biased_local_sgd_under_mpirun_redraws_from_every_ranks_scor
   BOOST_TEST(got["biased"]["extra"]["runtime"] == "mpi");
   BOOST_TEST(s["extra"]["rounds"].get<std::uint64_t>() > 2u);  // several redraws (every 2 rounds)
   same_run(s, got["biased"], dir / "sim" / "sim", dir / "mpi" / "biased", false);
+}
+
+BOOST_AUTO_TEST_CASE(local_learning_under_mpirun_runs_one_module_per_rank_bitwise_like_the_simulator) {
+  // Rank k runs module k (decoupled/transport_pipeline.hpp); PGL's global steps broadcast the
+  // batch and every slice, so the parameters rank 0 gathers at each evaluation are the
+  // sequential loop's bit for bit: params_hash, evaluations and final metrics equal sim's.
+  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
+      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
+    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+    return;
+  }
+  const auto dir = scratch("mpi-local-learning");
+  json j = quadratic_experiment(1);
+  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 640, "test_samples": 200, "batch": 16})");
+  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [32, 16]})");
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  j["horizon"] = json{{"epochs", 2}};
+  j["eval_interval"] = 0.3;  // evaluations fall inside pipeline segments
+  j["optimizer"] = json::parse(R"({"kind": "momentum", "lr": 0.05, "momentum": 0.9})");
+  j["methods"] = json::parse(R"([
+    {"label": "DGL", "algorithm": "local_learning", "modules": 2, "head_hidden": [8]},
+    {"label": "PGL", "algorithm": "local_learning", "modules": 2, "pgl_period": 7, "pgl_epoch_fraction": 0.5}])");
+  const json got = mpirun(j, 2, dir / "mpi");
+  for (std::size_t i = 0; i < j["methods"].size(); ++i) {
+    const std::string label = j["methods"][i]["label"];
+    const auto d = dir / "sim" / std::to_string(i);
+    const json s = run(j, "sim", d, i);
+    BOOST_TEST(got[label]["extra"]["runtime"] == "mpi");
+    BOOST_TEST(got[label]["extra"]["pipeline_busy_seconds"].size() == 2u);
+    BOOST_TEST(got[label]["extra"]["iterations"] == s["extra"]["iterations"], label);
+    BOOST_TEST(got[label]["extra"]["global_steps"] == s["extra"]["global_steps"], label);
+    same_run(s, got[label], d / "sim", dir / "mpi" / hgrun::slug(label), true);
+  }
+  BOOST_TEST(got["PGL"]["extra"]["global_steps"].get<std::size_t>() > 0u);
+  BOOST_TEST(got["PGL"]["extra"]["global_steps"].get<std::size_t>() <
+             got["PGL"]["extra"]["iterations"].get<std::size_t>());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

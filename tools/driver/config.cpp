@@ -476,8 +476,9 @@ double get_num(const json& j, const char* k, double d = 0) {
 // Methods wired to real workers (runtime "threads" and "mpi", tools/driver/runtimes.hpp): the
 // asynchronous servers (algorithms/async/remote.hpp) and the round methods
 // (algorithms/sync/drive.hpp), eager-SGD (served like the asynchronous methods) and biased
-// local SGD (under MPI its redraw allgathers the ranks' score tables); local learning on
-// threads only (decoupled/pipeline.hpp: one thread per module).
+// local SGD (under MPI its redraw allgathers the ranks' score tables); local learning (a
+// pipeline of modules: threads of one process, decoupled/pipeline.hpp, or one MPI rank per
+// module, decoupled/transport_pipeline.hpp).
 const std::vector<std::string>& real_runtime_list() {
   static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
                                           "rennala", "ia2sgd",         "malenia",    "ringleader",
@@ -487,7 +488,7 @@ const std::vector<std::string>& real_runtime_list() {
   return v;
 }
 bool runs_on_real_workers(const std::string& a, const std::string& runtime) {
-  if (a == "local_learning") return runtime == "threads";  // a pipeline of threads in one process
+  (void)runtime;  // every wired method runs on both real runtimes
   const auto& v = real_runtime_list();
   return std::find(v.begin(), v.end(), a) != v.end();
 }
@@ -497,9 +498,7 @@ std::string real_runtime_algorithms(const std::string& runtime) {
     if (runs_on_real_workers(a, runtime)) s += (s.empty() ? "" : ", ") + a;
   return s;
 }
-std::string why_sim_only(const std::string& a) {
-  if (a == "local_learning") return "local_learning runs its modules as a pipeline of threads in one process "
-                                    "(runtime \"threads\"); it has no MPI transport in heterograd-run";
+std::string why_sim_only(const std::string&) {
   return "it is not wired to real workers";
 }
 

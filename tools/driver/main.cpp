@@ -350,17 +350,7 @@ int main(int argc, char** argv) {
       const int need = mpi_ranks_needed(cfg);
       mpi.emplace(argc, argv);
       rank = mpi->rank();
-      if (mpi->size() != need) {
-        const int n = cfg["workers"]["count"].get<int>();
-        const bool async = need == n + 1;
-        throw config_error("runtime", "mpi: workers.count = " + std::to_string(n) + " needs mpirun -np " +
-                                          std::to_string(need) +
-                                          (async ? " (rank 0 serves, ranks 1.." + std::to_string(n) + " are the workers)"
-                                                 : " (one rank per worker)") +
-                                          ", got -np " + std::to_string(mpi->size()) + "; run with -np " +
-                                          std::to_string(need) + " or set workers.count = " +
-                                          std::to_string(async ? mpi->size() - 1 : mpi->size()));
-      }
+      if (mpi->size() != need) throw mpi_ranks_mismatch(cfg, mpi->size());
       quiet = quiet || rank != 0;
     }
     if (runtime == "threads" && jobs > 1) {

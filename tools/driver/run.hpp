@@ -179,6 +179,10 @@ void rewrite_summary(const context& ctx, const json& s);
 /// + 1 for the asynchronous family, whose rank 0 serves; workers for the round family);
 /// throws config_error when the methods need different counts.
 int mpi_ranks_needed(const json& config);
+/// The error when mpirun started `got` ranks and the methods need mpi_ranks_needed(): it names
+/// the key that sets the count (methods[i].modules for local learning, else runtime with
+/// workers.count in the text) and the -np to use.
+config_error mpi_ranks_mismatch(const json& config, int got);
 
 // Per-family entry points (each returns the summary); `algorithm` is config's name.
 json run_async_family(context& ctx);

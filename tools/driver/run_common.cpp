@@ -600,19 +600,42 @@ int mpi_ranks_needed(const json& c) {
     const std::string a = c["methods"][i]["algorithm"];
     // eager-SGD is served like the asynchronous methods (its rounds fire in the worker-time
     // model's arrival order on rank 0; runtimes.hpp).
-    const int k = is_async_algorithm(a) || a == "eager" ? n + 1 : n;
+    // local learning: one rank per module (decoupled/transport_pipeline.hpp).
+    const int k = a == "local_learning"                 ? c["methods"][i]["modules"].get<int>()
+                  : is_async_algorithm(a) || a == "eager" ? n + 1
+                                                          : n;
     const std::string here = "methods[" + std::to_string(i) + "] (" + a + ")";
     if (need && k != need)
       throw config_error("runtime", "expected methods that need one MPI rank count: " + first + " needs -np " +
                                         std::to_string(need) + ", " + here + " needs -np " + std::to_string(k) +
                                         " (asynchronous methods and eager: workers.count + 1, rank 0 serves; "
-                                        "round methods: workers.count); run them apart with --methods");
+                                        "round methods: workers.count; local_learning: methods[i].modules, one "
+                                        "rank per module); run them apart with --methods");
     if (!need) {
       need = k;
       first = here;
     }
   }
   return need;
+}
+
+config_error mpi_ranks_mismatch(const json& c, int got) {
+  const int need = mpi_ranks_needed(c);
+  const std::string np = std::to_string(need), g = std::to_string(got);
+  for (std::size_t i = 0; i < c["methods"].size(); ++i)
+    if (c["methods"][i]["algorithm"] == "local_learning") {
+      const std::string key = "methods[" + std::to_string(i) + "].modules";
+      return config_error(key, "runtime \"mpi\": " + key + " = " + np +
+                                   " (local_learning: one rank per module, rank 0 evaluates) needs mpirun -np " + np +
+                                   ", got -np " + g + "; run with -np " + np + " or set " + key + " = " + g);
+    }
+  const int n = c["workers"]["count"].get<int>();
+  const bool async = need == n + 1;
+  return config_error("runtime", "mpi: workers.count = " + std::to_string(n) + " needs mpirun -np " + np +
+                                      (async ? " (rank 0 serves, ranks 1.." + std::to_string(n) + " are the workers)"
+                                             : " (one rank per worker)") +
+                                      ", got -np " + g + "; run with -np " + np +
+                                      " or set workers.count = " + std::to_string(async ? got - 1 : got));
 }
 
 bool algorithm_checkpointable(const std::string& a) {

@@ -5,8 +5,13 @@
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
+#include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "run.hpp"
+#include "runtimes.hpp"
+#ifdef HG_HAS_MPI
+#include "heterograd/comm/mpi.hpp"
+#endif
 
 namespace hgrun {
 
@@ -67,13 +72,51 @@ json run_local_learning(context& ctx) {
   // (decoupled/pipeline.hpp), whose parameters after T batches are the sequential loop's bit
   // for bit. PGL's global steps backpropagate through every module, so the pipeline runs the
   // local iterations between two global steps and drains; the global step runs here.
-  const bool pipelined = ctx.runtime() == "threads";
+  //
+  // Runtime "mpi" (mpirun -np K, K = modules): rank k owns module k (its slice, head and
+  // optimizers) and runs it in the pipeline over the ranks (decoupled/transport_pipeline.hpp);
+  // only rank 0 draws batches. A PGL global step needs every slice: rank 0 broadcasts the
+  // batch, each rank k broadcasts its slice, every rank takes the same end-to-end step on the
+  // same parameters, and keeps its own slice (stepped by its own optimizer, whose state is the
+  // sequential loop's); the other slices it computed are overwritten before they are read.
+  // After each advance the slices and heads are gathered on rank 0, which evaluates.
+  const bool threads = ctx.runtime() == "threads", mpi = ctx.runtime() == "mpi";
+  const bool pipelined = threads || mpi;
+  const dc::pipeline_options popt{.queue_capacity = 4, .timeout = std::chrono::duration<double>(runtime_timeout_s)};
+#ifdef HG_HAS_MPI
+  std::optional<hg::comm::mpi::communicator> comm;
+  if (mpi) comm.emplace(MPI_COMM_WORLD);  // -np = modules: checked by mpi_ranks_needed
+  auto global_step_mpi = [&](std::uint64_t i) {
+    const hg::comm::broadcast_options bo{.timeout = popt.timeout};
+    std::int64_t rows = 0;
+    if (comm->rank() == 0) {
+      ctx.prob.next_batch(0, b, x, y);
+      rows = static_cast<std::int64_t>(y.size());
+    }
+    comm->broadcast(hg::span<std::int64_t>(&rows, 1), 0, bo).wait();
+    x.resize(static_cast<std::size_t>(rows) * sizes[0]);
+    y.resize(static_cast<std::size_t>(rows));
+    comm->broadcast(hg::span<float>(x), 0, bo).wait();
+    comm->broadcast(hg::span<std::int32_t>(y), 0, bo).wait();
+    for (std::size_t k = 0; k < ll.modules(); ++k) comm->broadcast(ll.module_params(k), static_cast<int>(k), bo).wait();
+    ll.step(hg::nn::batch<float>{x, y}, i, i / per_epoch);
+  };
+#else
+  if (mpi) rt_detail::no_mpi();
+  auto global_step_mpi = [](std::uint64_t) {};
+#endif
   std::vector<double> busy(ll.modules(), 0.0);  // pipeline: real seconds per module
   auto global = [&](std::uint64_t i) { return cfg.pgl.global(i, i / per_epoch); };
   // Virtual time is epochs here: advance(t) trains until t * (iterations per epoch).
   h.advance = [&](double t) {
     const auto until = static_cast<std::uint64_t>(std::llround(t * static_cast<double>(per_epoch)));
     while (it < until) {
+      if (mpi && global(it)) {
+        ++global_steps;
+        global_step_mpi(it);
+        ++it;
+        continue;
+      }
       if (!pipelined || global(it)) {
         ctx.prob.next_batch(0, b, x, y);
         const std::size_t epoch = it / per_epoch;
@@ -85,17 +128,23 @@ json run_local_learning(context& ctx) {
       std::uint64_t end = it + 1;  // the local iterations [it, end) before the next global one
       while (end < until && !global(end)) ++end;
       const std::uint64_t first = it;
-      const auto rep = dc::run_pipeline(
-          ll,
-          [&, first](std::size_t k) {
-            single_threaded_here();  // module 0's thread draws the batches, in order
-            ctx.prob.next_batch(0, b, x, y);
-            return dc::activation_message{static_cast<std::size_t>(first + k), x, y};
-          },
-          static_cast<std::size_t>(end - it), {.queue_capacity = 4, .timeout = std::chrono::duration<double>(300.0)});
+      auto draw = [&, first](std::size_t k) {
+        single_threaded_here();  // module 0's thread (rank 0) draws the batches, in order
+        ctx.prob.next_batch(0, b, x, y);
+        return dc::activation_message{static_cast<std::size_t>(first + k), x, y};
+      };
+      const auto n = static_cast<std::size_t>(end - it);
+#ifdef HG_HAS_MPI
+      const auto rep = mpi ? dc::run_pipeline_over(*comm, ll, draw, n, popt) : dc::run_pipeline(ll, draw, n, popt);
+#else
+      const auto rep = dc::run_pipeline(ll, draw, n, popt);
+#endif
       for (std::size_t k = 0; k < busy.size(); ++k) busy[k] += rep.busy_seconds[k];
       it = end;
     }
+#ifdef HG_HAS_MPI
+    if (mpi) dc::gather_modules(*comm, ll, popt);  // rank 0 evaluates the whole network
+#endif
     return true;
   };
   h.params = [&] { return ll.params(); };
@@ -119,6 +168,15 @@ json run_local_learning(context& ctx) {
   ctx.extra["modules"] = ll.modules();
   if (pipelined) {
     ctx.extra["runtime"] = ctx.runtime();
+#ifdef HG_HAS_MPI
+    if (mpi) {  // rank k timed module k only
+      std::vector<double> all(ll.modules(), 0.0);
+      const double mine = busy[static_cast<std::size_t>(comm->rank())];
+      comm->allgather(hg::span<const double>(&mine, 1), hg::span<double>(all),
+                      {.timeout = popt.timeout}).wait();
+      busy = all;
+    }
+#endif
     ctx.extra["pipeline_busy_seconds"] = busy;
   }
   return finish(ctx, rec, params);
