@@ -473,35 +473,6 @@ double get_num(const json& j, const char* k, double d = 0) {
   return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
 }
 
-// Methods wired to real workers (runtime "threads" and "mpi", tools/driver/runtimes.hpp): the
-// asynchronous servers (algorithms/async/remote.hpp) and the round methods
-// (algorithms/sync/drive.hpp), eager-SGD (served like the asynchronous methods) and biased
-// local SGD (under MPI its redraw allgathers the ranks' score tables); local learning (a
-// pipeline of modules: threads of one process, decoupled/pipeline.hpp, or one MPI rank per
-// module, decoupled/transport_pipeline.hpp).
-const std::vector<std::string>& real_runtime_list() {
-  static const std::vector<std::string> v{"asgd",    "delay_adaptive", "ringmaster", "rescaled",
-                                          "rennala", "ia2sgd",         "malenia",    "ringleader",
-                                          "ssp",     "dssp",           "bsp",        "local_sgd",
-                                          "selsync", "omnilearn",      "biased_local_sgd",
-                                          "eager",   "local_learning"};
-  return v;
-}
-bool runs_on_real_workers(const std::string& a, const std::string& runtime) {
-  (void)runtime;  // every wired method runs on both real runtimes
-  const auto& v = real_runtime_list();
-  return std::find(v.begin(), v.end(), a) != v.end();
-}
-std::string real_runtime_algorithms(const std::string& runtime) {
-  std::string s;
-  for (const auto& a : real_runtime_list())
-    if (runs_on_real_workers(a, runtime)) s += (s.empty() ? "" : ", ") + a;
-  return s;
-}
-std::string why_sim_only(const std::string&) {
-  return "it is not wired to real workers";
-}
-
 void check_cross(json& c) {
   const std::size_t n = c["workers"]["count"].get<std::size_t>();
   const json& t = c["workers"]["time"];
@@ -582,10 +553,6 @@ void check_cross(json& c) {
         throw config_error(p + ".modules", "expected at most the number of dense layers (" +
                                                std::to_string(layers) + "), got " + m["modules"].dump());
     }
-    if (c["runtime"] != "sim" && !runs_on_real_workers(a, c["runtime"]))
-      throw config_error("runtime", "expected \"sim\" for " + p + " (" + a + "): got " + c["runtime"].dump() +
-                                        "; " + why_sim_only(a) + ". On " + c["runtime"].dump() + " run: " +
-                                        real_runtime_algorithms(c["runtime"]));
     // The method's optimizer: the experiment's, with the method's keys on top.
     json o = c["optimizer"];
     for (auto it = m["optimizer"].begin(); it != m["optimizer"].end(); ++it)
