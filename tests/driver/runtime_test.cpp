@@ -28,6 +28,14 @@ using hgrun::json;
 
 namespace {
 
+/// Whether Debian's Fashion-MNIST files are installed (./hg deps); says so when not.
+bool have_fashion_mnist() {
+  const auto d = heterograd::data::fashion_mnist_dir();
+  if (fs::exists(d / "t10k-labels-idx1-ubyte") || fs::exists(d / "t10k-labels-idx1-ubyte.gz")) return true;
+  BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
+  return false;
+}
+
 fs::path scratch(const std::string& name) {
   const auto p = fs::temp_directory_path() / ("hg-runtime-test-" + std::to_string(::getpid())) / name;
   fs::remove_all(p);
@@ -239,11 +247,7 @@ BOOST_AUTO_TEST_CASE(an_epochs_horizon_stops_at_the_first_event_that_processes_e
 }
 
 BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_scratch) {
-  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
-      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
-    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
-    return;
-  }
+  if (!have_fashion_mnist()) return;
   json j = quadratic_experiment(1);
   j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
   j["model"] = json::parse(R"({"hidden": [16]})");
@@ -260,11 +264,7 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_s
 BOOST_AUTO_TEST_CASE(local_learning_on_threads_runs_its_modules_as_a_pipeline_equal_to_the_sequential_loop) {
   // One thread per module (decoupled/pipeline.hpp); PGL's global steps drain the pipeline and
   // run between its segments. Parameters, evaluations and counts are the sequential run's.
-  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
-      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
-    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
-    return;
-  }
+  if (!have_fashion_mnist()) return;
   json j = quadratic_experiment(1);
   j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
   j["model"] = json::parse(R"({"kind": "mlp", "hidden": [32, 16]})");
@@ -439,11 +439,7 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
 BOOST_AUTO_TEST_CASE(biased_local_sgd_under_mpirun_redraws_from_every_ranks_scores_like_the_simulator) {
   // Worker w's score table fills on rank w; the redraw allgathers them, so every rank draws the
   // simulator's plan (the numbers agree to the round family's 1e-6).
-  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
-      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
-    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
-    return;
-  }
+  if (!have_fashion_mnist()) return;
   const auto dir = scratch("mpi-biased");
   json j = quadratic_experiment(1);
   j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
@@ -464,11 +460,7 @@ BOOST_AUTO_TEST_CASE(local_learning_under_mpirun_runs_one_module_per_rank_bitwis
   // Rank k runs module k (decoupled/transport_pipeline.hpp); PGL's global steps broadcast the
   // batch and every slice, so the parameters rank 0 gathers at each evaluation are the
   // sequential loop's bit for bit: params_hash, evaluations and final metrics equal sim's.
-  if (!fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte") &&
-      !fs::exists(heterograd::data::fashion_mnist_dir() / "t10k-labels-idx1-ubyte.gz")) {
-    BOOST_TEST_MESSAGE("no Fashion-MNIST files (./hg deps): skipped");
-    return;
-  }
+  if (!have_fashion_mnist()) return;
   const auto dir = scratch("mpi-local-learning");
   json j = quadratic_experiment(1);
   j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 640, "test_samples": 200, "batch": 16})");
