@@ -121,7 +121,6 @@ void BM_inproc_partial_solo_delayed(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const auto m = static_cast<std::size_t>(state.range(1));
   hi::world w(n);
-  std::atomic<bool> stop{false};
   std::vector<std::thread> helpers;
   auto body = [&](int r, benchmark::State* st) {
     auto c = w.rank(r);
@@ -129,14 +128,14 @@ void BM_inproc_partial_solo_delayed(benchmark::State& state) {
     std::vector<float> buf(m);
     double total = 0;
     long it = 0;
+    hc::allreduce_options at_most;
+    at_most.op = hc::reduce_op::max;
     for (;;) {
-      if (st) {
-        if (!st->KeepRunning()) {
-          stop = true;
-        }
-      }
-      c.barrier().wait();  // untimed: every round starts together
-      if (stop.load()) break;
+      // Untimed: every round starts together, and rank 0's decision to stop travels with the
+      // start (a flag read after a barrier could already belong to the next round).
+      int stop = (st && !st->KeepRunning()) ? 1 : 0;
+      c.allreduce(hg::span<int>(&stop, 1), at_most).wait();
+      if (stop) break;
       rewrite(buf, r, it++);
       if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       const auto t0 = clk::now();

@@ -8,7 +8,7 @@ if(NOT TARGET hg-kernels-capi AND TARGET heterograd::openmp)
   hg_internal_target(hg-kernels-capi)
   target_link_libraries(hg-kernels-capi PRIVATE heterograd::openmp)
   target_compile_options(hg-kernels-capi PRIVATE
-    $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-march=native>)
+    $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-march=${HG_BENCH_ARCH}>)
 endif()
 if(HG_ENABLE_CUDA AND NOT TARGET hg-bench-kernels-cuda)
   add_executable(hg-bench-kernels-cuda "${CMAKE_CURRENT_SOURCE_DIR}/kernels_cuda_bench.cu")

@@ -3,7 +3,7 @@
 
     report.py OUTDIR [suite ...]   reads OUTDIR/<suite>.json (Google Benchmark) and
                                    OUTDIR/<suite>-peers.json, evaluates bench/targets/<suite>.py
-    report.py --gpu FILE.json      prints the GPU benchmark figures of one file
+    report.py --gpu FILE.json ...  prints GPU benchmark figures, as fractions of device copy bandwidth
 
 Each bench/targets/<suite>.py defines targets(bench, peers) -> list of Target, where bench
 maps a benchmark's name to its Google Benchmark entry and peers is the peer JSON (or {}).
@@ -61,11 +61,22 @@ def load_targets(suite):
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == "--gpu":
-        bench, ctx = load_bench(argv[1])
-        print(f"{os.path.basename(argv[1])}: {ctx.get('host_name', '')}")
-        for name, b in bench.items():
-            bw = f"{gbps(b):8.1f} GB/s" if "bytes_per_second" in b else ""
-            print(f"  {name:50s} {b['real_time']:10.3f} {b['time_unit']}  {bw}")
+        # GPU figures, each as a fraction of the device copy bandwidth (the kernels issue's
+        # reference) when one of the files holds BM_device_copy.
+        files = []
+        for path in argv[1:]:
+            try:
+                files.append(load_bench(path) + (path,))
+            except (OSError, ValueError) as e:
+                print(f"{os.path.basename(path)}: unreadable ({e})")
+        copy = next((e for b, _, _ in files for n, e in b.items() if n.startswith("BM_device_copy")), None)
+        for bench, ctx, path in files:
+            print(f"{os.path.basename(path)}: {ctx.get('host_name', '')}")
+            for name, b in bench.items():
+                bw = f"{gbps(b):8.1f} GB/s" if "bytes_per_second" in b else ""
+                frac = (f"  {b['bytes_per_second'] / copy['bytes_per_second']:.2f} of copy"
+                        if copy and "bytes_per_second" in b else "")
+                print(f"  {name:50s} {b['real_time']:10.3f} {b['time_unit']}  {bw}{frac}")
         return 0
     outdir = argv[0] if argv else "out/bench"
     suites = argv[1:] or sorted(

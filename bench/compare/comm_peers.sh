@@ -8,10 +8,13 @@
 # Times: "seconds" is the median call (the slowest rank's time per call), "mean_seconds" the mean.
 #   gloo      torch.distributed over gloo (Debian python3-torch; context only, not a target)
 # Usage: comm_peers.sh OUT.json   (run by ./hg bench comm after the build)
+#   HG_BENCH_BIN  folder of the peer programs (default build/cpu-omp/bench; ./hg gpu-check
+#                 passes its prebuilt ones)
+#   HG_SKIP_GLOO  set to skip gloo (context only)
 set -eu
 out=${1:-out/bench/comm-peers.json}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=$root/build/cpu-omp/bench
+bin=${HG_BENCH_BIN:-$root/build/cpu-omp/bench}
 lines=$(mktemp)
 notes=$(mktemp)
 trap 'rm -f "$lines" "$notes"' EXIT
@@ -39,7 +42,9 @@ fi
 # Debian's torch lives in the system python (a pyenv python on PATH would not see it).
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
-if "$py" -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1; then
+if [ -n "${HG_SKIP_GLOO:-}" ]; then
+  echo "gloo skipped (HG_SKIP_GLOO); context only" >>"$notes"
+elif "$py" -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1; then
   for np in 2 4; do
     "$py" "$root/bench/compare/comm_gloo.py" "$np" $((29500 + np)) >>"$lines" 2>/dev/null ||
       echo "gloo with $np ranks failed" >>"$notes"
