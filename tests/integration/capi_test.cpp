@@ -119,11 +119,13 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(every_optimizer_through_the_c_api_equals_the_cpp_o
       BOOST_TEST(count == static_cast<std::int64_t>(steps));
       BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(opt), HG_OK);
 
+      // HG_DEVICE_HOST runs on the C API's host policy, also in a CUDA build (where the
+      // default policy is the device's and would refuse host vectors).
+      const auto& host = heterograd::c_api::detail::host_policy();
       with_cpp_optimizer(c, [&](const auto& o) {
-        auto st = o.init(hg::exec::default_policy(), p_cpp);
+        auto st = o.init(host, p_cpp);
         for (std::size_t s = 0; s < steps; ++s)
-          o.update(hg::exec::default_policy(), hg::span<const T>(g.data() + s * n, n), st,
-                   hg::span<T>(p_cpp));
+          o.update(host, hg::span<const T>(g.data() + s * n, n), st, hg::span<T>(p_cpp));
       });
       BOOST_TEST(bitwise_equal(p_c, p_cpp));
     }

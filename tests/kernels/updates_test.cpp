@@ -191,7 +191,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(lamb_uses_one_trust_ratio_per_tensor, B, hg_test::
 BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_adam_equals_one_call_per_tensor_bitwise, B,
                               hg_test::backends) {
   using T = float;
-  const std::vector<std::size_t> sz = {0, 1, 7, 8193, 100, 3, 1024, 20000, 1025};
+  // Sizes around the GPU's chunk of 256 elements (one block each) and larger.
+  const std::vector<std::size_t> sz = {0, 1, 7, 8193, 100, 3, 255, 256, 257, 1024, 20000, 1025};
   std::vector<typename B::template vector<T>> p, g, m, v, p2, m2, v2;
   for (std::size_t k = 0; k < sz.size(); ++k) {
     p.push_back(kt::to_backend<B>(kt::random_vector<T>(sz[k], 100 + k)));
@@ -263,6 +264,37 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_sgd_and_momentum_equal_one_call_per_t
       BOOST_TEST(hg_test::to_host(p3[k]) == hg_test::to_host(p4));
     }
   }
+}
+
+// More tensors than one GPU launch carries in its parameters (a few hundred), packed into one
+// buffer at every offset modulo a cache line: the list is split into several launches, each
+// tensor's chunks start on the line before it, and every element is updated exactly once.
+BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_lists_longer_than_one_launch_equal_one_call_per_tensor,
+                              B, hg_test::backends) {
+  using T = float;
+  const std::size_t pattern[] = {0, 1, 127, 128, 129, 255, 3, 40};
+  std::vector<std::size_t> offset, size;
+  std::size_t total = 0;
+  for (std::size_t k = 0; k < 1000; ++k) {
+    offset.push_back(total);
+    size.push_back(pattern[k % std::size(pattern)]);
+    total += size.back() + k % 5;  // gaps of 0-4 elements shift the line offsets
+  }
+  auto p = kt::to_backend<B>(kt::random_vector<T>(total, 900));
+  const auto g = kt::to_backend<B>(kt::random_vector<T>(total, 901));
+  auto q = p;
+  std::vector<hk::sgd_tensor<T, typename B::space>> list;
+  for (std::size_t k = 0; k < size.size(); ++k)
+    list.push_back({kt::span_of<B>(p).subspan(offset[k], size[k]),
+                    kt::cspan_of<B>(g).subspan(offset[k], size[k])});
+  const hk::sgd_args a{0.05, 0.01};
+  hk::multi_tensor_sgd(B::policy(), std::span<const hk::sgd_tensor<T, typename B::space>>(list), a);
+  for (std::size_t k = 0; k < size.size(); ++k)
+    hk::sgd(B::policy(), kt::span_of<B>(q).subspan(offset[k], size[k]),
+            kt::cspan_of<B>(g).subspan(offset[k], size[k]), a);
+  // The gaps stay untouched in both.
+  BOOST_TEST(hg_test::to_host(p) == hg_test::to_host(q));
+  BOOST_TEST(hg_test::to_host(p) != kt::random_vector<T>(total, 900));
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(mismatched_sizes_throw_before_anything_is_written, B,

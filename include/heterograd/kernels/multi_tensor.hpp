@@ -69,7 +69,8 @@ void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>
                       t.params.size());
     tasks.push_back(
         {{t.params.data(), t.grads.data(), static_cast<T>(a.lr), static_cast<T>(a.weight_decay)},
-         t.params.size()});
+         t.params.size(),
+         detail::line_offset_of(t.params.data())});
   }
   detail::launch_multi(policy, std::span<const tensor_task<detail::sgd_body<T>>>(tasks));
 }
@@ -92,7 +93,8 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
       tasks.push_back({{t.params.data(), t.grads.data(), t.velocity.data(), static_cast<T>(a.lr),
                         static_cast<T>(a.momentum), static_cast<T>(1.0 - a.dampening),
                         static_cast<T>(a.weight_decay)},
-                       t.params.size()});
+                       t.params.size(),
+                       detail::line_offset_of(t.params.data())});
     }
     detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
   };
@@ -118,7 +120,9 @@ void multi_tensor_adam(const Policy& policy, std::span<const adam_tensor<T, Spac
                       "params", n);
     require_same_size(detail::tensor_name("multi_tensor_adam", "m", k), t.m.size(), "params", n);
     require_same_size(detail::tensor_name("multi_tensor_adam", "v", k), t.v.size(), "params", n);
-    tasks.push_back({{t.params.data(), t.grads.data(), t.m.data(), t.v.data(), c}, n});
+    tasks.push_back({{t.params.data(), t.grads.data(), t.m.data(), t.v.data(), c},
+                     n,
+                     detail::line_offset_of(t.params.data())});
   }
   detail::launch_multi(policy, std::span<const tensor_task<detail::adam_body<T>>>(tasks));
 }

@@ -91,7 +91,10 @@ namespace detail {
 template <class T>
 HG_HOST_DEVICE inline T mul_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return __fmul_rn(a, b); else return __dmul_rn(a, b);
+  if constexpr (std::is_same_v<T, float>)
+    return __fmul_rn(a, b);
+  else
+    return __dmul_rn(a, b);
 #else
   return a * b;
 #endif
@@ -99,7 +102,10 @@ HG_HOST_DEVICE inline T mul_rn(T a, T b) {
 template <class T>
 HG_HOST_DEVICE inline T add_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return __fadd_rn(a, b); else return __dadd_rn(a, b);
+  if constexpr (std::is_same_v<T, float>)
+    return __fadd_rn(a, b);
+  else
+    return __dadd_rn(a, b);
 #else
   return a + b;
 #endif
@@ -107,7 +113,10 @@ HG_HOST_DEVICE inline T add_rn(T a, T b) {
 template <class T>
 HG_HOST_DEVICE inline T div_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return __fdiv_rn(a, b); else return __ddiv_rn(a, b);
+  if constexpr (std::is_same_v<T, float>)
+    return __fdiv_rn(a, b);
+  else
+    return __ddiv_rn(a, b);
 #else
   return a / b;
 #endif
@@ -362,7 +371,7 @@ void lamb(const Policy& policy, span<T, Space> params,
     const double pn = std::sqrt(norms.p2), rn = std::sqrt(norms.r2);
     const double ratio = (pn > 0.0 && rn > 0.0) ? pn / rn : 1.0;
     if (!ratios_out.empty()) ratios_out[k] = ratio;
-    tasks.push_back({{p, mk, vk, c, static_cast<T>(a.lr * ratio)}, n});
+    tasks.push_back({{p, mk, vk, c, static_cast<T>(a.lr * ratio)}, n, detail::line_offset_of(p)});
     off += n;
   }
   detail::launch_multi(policy, std::span<const detail::tensor_task<detail::lamb_apply_body<T>>>(

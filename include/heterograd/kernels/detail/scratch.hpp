@@ -5,9 +5,11 @@
 // descriptors); kernels never allocate per element.
 // The plain CUDA policies (thrust::cuda::par and par.on(stream)) carry no allocator, and
 // Thrust serves them with cudaMalloc and cudaFree, whose cost (cudaFree waits for the whole
-// device) lands inside every reduction and multi-tensor call. For those two policies the
-// scratch is stream-ordered instead (cudaMallocAsync / cudaFreeAsync on the policy's stream,
-// served from the device's memory pool), as Thrust itself does for its nosync policies.
+// device) lands inside every reduction. For those two policies the scratch is stream-ordered
+// instead (cudaMallocFromPoolAsync / cudaFreeAsync on the policy's stream) from heterograd's
+// own memory pool per device, which keeps what it frees. The device's default pool would
+// return its memory to the driver at every synchronisation (release threshold 0): on an H200
+// that cost an L2 norm of 256M floats 0.09 ms on top of 0.25 ms.
 
 #include <cstddef>
 #include <cstring>
@@ -18,12 +20,48 @@
 #include "heterograd/core/execution.hpp"
 
 #if defined(__CUDACC__)
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
 #include <cuda_runtime.h>
 #include <thrust/system/cuda/detail/util.h>
 #include <thrust/system/cuda/execution_policy.h>
 #endif
 
 namespace heterograd::kernels::detail {
+
+#if defined(__CUDACC__)
+/// heterograd's stream-ordered pool on the current device (created on first use, unlimited
+/// release threshold, never destroyed), or null if the device has no memory pools.
+inline cudaMemPool_t scratch_pool() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  static std::mutex m;
+  static std::vector<cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(m);
+  const auto d = static_cast<std::size_t>(device);
+  if (pools.size() <= d) pools.resize(d + 1, nullptr);
+  if (pools[d] == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    std::uint64_t keep = ~std::uint64_t{0};
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    pools[d] = pool;
+  }
+  return pools[d];
+}
+#endif
 
 template <class T, class Policy>
 class scratch {
@@ -36,7 +74,9 @@ class scratch {
     if constexpr (stream_ordered) {
       stream_ = thrust::cuda_cub::stream(policy_);
       void* p = nullptr;
-      if (cudaMallocAsync(&p, n_ * sizeof(T), stream_) != cudaSuccess) {
+      cudaMemPool_t pool = scratch_pool();
+      if (pool == nullptr ||
+          cudaMallocFromPoolAsync(&p, n_ * sizeof(T), pool, stream_) != cudaSuccess) {
         cudaGetLastError();  // clear the error; fall back to Thrust's allocation below
       } else {
         raw_ = static_cast<T*>(p);
@@ -65,7 +105,9 @@ class scratch {
 #endif
     return thrust::raw_pointer_cast(ptr_);
   }
-  std::size_t size() const { return n_; }
+  std::size_t size() const {
+    return n_;
+  }
 
  private:
   using pointer =
