@@ -87,6 +87,9 @@ struct multi_body {
 inline constexpr unsigned multi_block_threads = 128;
 inline constexpr std::size_t multi_chunk = multi_block_threads;  // one element per thread
 // Kernel parameters may take 32764 bytes (Volta and newer, CUDA 12.1 and newer).
+static_assert(CUDART_VERSION >= 12010,
+              "heterograd: the multi-tensor launch passes 30 KiB of kernel parameters, which "
+              "needs CUDA 12.1 or newer");
 inline constexpr std::size_t multi_param_bytes = 30 * 1024;
 
 /// One launch's share of the task list, passed by value as the kernel's parameter: the task
