@@ -105,9 +105,7 @@ class scratch {
 #endif
     return thrust::raw_pointer_cast(ptr_);
   }
-  std::size_t size() const {
-    return n_;
-  }
+  std::size_t size() const { return n_; }
 
  private:
   using pointer =
