@@ -26,7 +26,17 @@ using comm_test::expect;
 namespace {
 
 // Sizes around the staging threshold and the owner-computes chunking.
-const std::size_t kSizes[] = {0, 1, 17, 1000, hi::stage_bytes / 4, hi::stage_bytes / 4 + 1, 50001};
+// Sizes on both sides of the staging limits (in 4-byte elements; 8-byte types cross them at
+// half the count).
+const std::size_t kSizes[] = {0,
+                              1,
+                              17,
+                              hi::stage_bytes_two_ranks / 4,
+                              hi::stage_bytes_two_ranks / 4 + 1,
+                              1000,
+                              hi::stage_bytes / 4,
+                              hi::stage_bytes / 4 + 1,
+                              50001};
 
 template <class T>
 T apply(hc::reduce_op op, T a, T b) {

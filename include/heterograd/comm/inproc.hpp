@@ -6,9 +6,10 @@
 // operator, buffer pointers) in a slot of its own, then bumps its `arrived` counter. Once every
 // rank arrived, each rank checks that all descriptors agree (a mismatch throws on every rank)
 // and does its share of the work directly on the other ranks' buffers:
-//   allreduce, small (<= stage_bytes): every rank copies its input into a staging slot when it
-//     posts, then reduces all slots into its own buffer. One synchronisation, no departure wait.
-//   allreduce, large: single-pass owner-computes. Rank r reduces chunk r of all N buffers and
+//   allreduce, small (staged_allreduce: <= 16 KiB per rank, 2 KiB for two ranks): every rank
+//     copies its input into a staging slot when it posts, then reduces all slots into its own
+//     buffer. One synchronisation, no departure wait.
+//   allreduce, larger: single-pass owner-computes. Rank r reduces chunk r of all N buffers and
 //     writes the result into chunk r of all N buffers: N*S/N reads + N*S/N writes per rank,
 //     2*N*S bytes in total, against (3N-1)*S for a reduce-scatter + allgather through copies.
 //   reduce_scatter, allgather, broadcast, gather: each rank reads what it needs from the
@@ -62,8 +63,22 @@ namespace heterograd::comm::inproc {
 
 /// Collectives in flight per rank.
 inline constexpr int window = 4;
-/// Largest allreduce (bytes per rank) that goes through the staging copy.
+/// Largest allreduce (bytes per rank) that goes through the staging copy (the size of a
+/// staging slot).
 inline constexpr std::size_t stage_bytes = 16 * 1024;
+/// The same limit for two ranks. Above it, owner-computes is faster for two ranks even for
+/// small buffers: each rank moves half of the peer's data instead of all of it and copies
+/// nothing, at the price of a second synchronisation (the departure wait). On the 2-core
+/// development VM (median per call) staging takes 0.37-0.40 us at 2 KiB against 0.39-0.41 us,
+/// 0.59-0.60 us at 3 KiB against 0.39-0.41 us, and 0.71-0.73 us at 4 KiB against 0.46-0.51 us;
+/// on a 16-vCPU Intel VM the two are equal at 4 KiB (2.4-3.0 us). With 4 ranks on that VM
+/// the second synchronisation cost 19 us at 4 KiB against 5 us staged (a late rank's blocking
+/// wake-up is a VM exit there), so more ranks keep the full staging limit.
+inline constexpr std::size_t stage_bytes_two_ranks = 2 * 1024;
+/// True when an allreduce of `bytes` per rank over `ranks` ranks is staged.
+constexpr bool staged_allreduce(std::size_t bytes, int ranks) {
+  return bytes <= (ranks == 2 ? stage_bytes_two_ranks : stage_bytes);
+}
 /// Largest message a send copies at post (larger ones are rendezvous).
 inline constexpr std::size_t eager_bytes = 64 * 1024;
 
@@ -396,7 +411,7 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
     // The slot of seq_ held collective seq_ - window: every rank must be done with it.
     if (seq_ >= window && !all_at_least(*g_, &counters::finished, seq_ + 1 - window)) return;
     coll_meta m = me_;
-    if (m.kind == coll_kind::allreduce && m.count * dtype_size() <= stage_bytes) {
+    if (m.kind == coll_kind::allreduce && staged_allreduce(m.count * dtype_size(), g_->size)) {
       // Staged small allreduce: copy the input now (S bytes read + S written); peers read the
       // copy, so this rank's buffer is free again as soon as its own reduction is done.
       std::byte* s = g_->stage_slot(r_, seq_);
@@ -590,7 +605,7 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
     const bool weighted = me_.weighted;
     const double wsum = weighted ? weight_sum() : 0.0;
     const double div = comm::detail::average_divisor(weighted, wsum, n);
-    if (m * sizeof(T) <= stage_bytes) {
+    if (staged_allreduce(m * sizeof(T), n)) {
       // Staged: reduce the n staged copies into this rank's buffer (n*m read, m written).
       T* out = static_cast<T*>(me_.out);
       if (weighted) {
