@@ -63,13 +63,21 @@ class time_source {
 /// spins ~3 us: enough for a peer that is running to arrive, short enough that a peer that
 /// was descheduled (ranks outnumber cores, or other processes load the machine) costs one
 /// blocking wake-up (~10 us) instead of a time slice of spinning (~100 us or more).
+///
+/// With a thread per core, the yields then go on for `yield_window` (sched_yield hands the
+/// core to anything runnable, so this costs a loaded machine little) before the waiter blocks.
+/// Blocking is an absorbing state otherwise: once two ranks each sleep until the other wakes
+/// them, every call pays a wake-up (30-45 us on the development VM) and no spin, however long
+/// in polls, outlasts it; one run in 12-36 of a 2-rank benchmark collapsed that way. A window
+/// longer than a wake-up lets the waiter see the woken peer and the pair leaves that state.
 struct wait_policy {
   int spin_polls = 64;
   int yield_polls = 4;
+  double yield_window_us = 0;  ///< keep yielding until this long after the spin (0: off)
   static wait_policy for_threads(unsigned threads_in_use) {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     if (threads_in_use > hw) return {8, 2};
-    return {};
+    return {64, 4, 100.0};
   }
 };
 
@@ -127,7 +135,15 @@ class request_state {
       }
     }
     if (budget) *budget = std::max(policy_.spin_polls / 16, *budget / 2);
-    for (int i = 0; i < policy_.yield_polls; ++i) {
+    const auto yield_end =
+        policy_.yield_window_us > 0
+            ? real_clock::now() +
+                  std::chrono::duration_cast<real_clock::duration>(
+                      std::chrono::duration<double, std::micro>(policy_.yield_window_us))
+            : real_clock::time_point{};
+    for (int i = 0;
+         i < policy_.yield_polls || (policy_.yield_window_us > 0 && real_clock::now() < yield_end);
+         ++i) {
       std::this_thread::yield();
       if (step()) return;
     }
@@ -158,11 +174,14 @@ class request_state {
   virtual bool progress() = 0;
   /// Blocks until `until` (real time) or until the operation may have progressed.
   virtual void idle(real_clock::time_point until) {
-    std::this_thread::sleep_until(std::min(until, real_clock::now() + std::chrono::microseconds(50)));
+    std::this_thread::sleep_until(
+        std::min(until, real_clock::now() + std::chrono::microseconds(50)));
   }
   /// Called once when the deadline passes first: the default fails with timeout_error.
   /// Transports override it to withdraw the operation (p2p) or abort the group (collectives).
-  virtual void on_timeout(const std::string& what) { fail(std::make_exception_ptr(timeout_error(what))); }
+  virtual void on_timeout(const std::string& what) {
+    fail(std::make_exception_ptr(timeout_error(what)));
+  }
   /// The spin budget (polls) this operation's rank adapts across waits, or null for the
   /// policy's fixed budget.
   virtual int* adaptive_spin() { return nullptr; }
@@ -201,7 +220,9 @@ class request_state {
   }
   void expire(const char* why) {
     on_timeout("heterograd: comm: " + describe() + " timed out: " + why);
-    if (!done_) fail(std::make_exception_ptr(timeout_error("heterograd: comm: " + describe() + " timed out")));
+    if (!done_)
+      fail(
+          std::make_exception_ptr(timeout_error("heterograd: comm: " + describe() + " timed out")));
   }
 
   bool done_ = false;
