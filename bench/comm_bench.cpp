@@ -225,6 +225,56 @@ void BM_handoff_reference(benchmark::State& state) {
   state.counters["floats"] = static_cast<double>(m);
 }
 
+/// The bare two-thread owner-computes allreduce of m floats that inproc's two-rank path
+/// implements, with nothing else: an arrival flag, half the sums written into both buffers, a
+/// departure flag. No descriptors, agreement checks, requests, deadlines or sleeping. It
+/// bounds what the transport can reach on this machine.
+void BM_owner_computes_reference(benchmark::State& state) {
+  const auto m = static_cast<std::size_t>(state.range(0));
+  struct alignas(64) flag {
+    std::atomic<long> v{0};
+  };
+  flag arrived[2], finished[2];
+  std::vector<float> buf[2] = {std::vector<float>(m), std::vector<float>(m)};
+  std::atomic<long> stop{-1};
+  auto wait_for = [&](flag& f, long it) {
+    for (int polls = 1; f.v.load(std::memory_order_acquire) < it; ++polls) {
+      if (stop.load(std::memory_order_relaxed) >= 0 && stop.load() < it) return false;
+      if (polls % 64 == 0) std::this_thread::yield(); else hc::detail::cpu_relax();
+    }
+    return true;
+  };
+  auto round = [&](int me, long it) {
+    const int peer = 1 - me;
+    std::fill(buf[me].begin(), buf[me].end(), static_cast<float>((it + me) & 7));
+    const auto t0 = clk::now();
+    arrived[me].v.store(it, std::memory_order_release);
+    if (!wait_for(arrived[peer], it)) return 0.0;
+    const std::size_t lo = static_cast<std::size_t>(me) * (m / 2), hi = me == 0 ? m / 2 : m;
+    for (std::size_t i = lo; i < hi; ++i) {
+      const float x = buf[0][i] + buf[1][i];
+      buf[0][i] = x;
+      buf[1][i] = x;
+    }
+    finished[me].v.store(it, std::memory_order_release);
+    if (!wait_for(finished[peer], it)) return 0.0;
+    return std::chrono::duration<double>(clk::now() - t0).count();
+  };
+  std::thread helper([&] {
+    for (long it = 1; stop.load() < 0 || it <= stop.load(); ++it) round(1, it);
+  });
+  long it = 0;
+  std::vector<double> times;
+  for (auto _ : state) {
+    times.push_back(round(0, ++it));
+    state.SetIterationTime(times.back());
+  }
+  stop.store(it);
+  set_quantiles(state, std::move(times));
+  helper.join();
+  state.counters["floats"] = static_cast<double>(m);
+}
+
 void allreduce_args(benchmark::internal::Benchmark* b) {
   for (int n : {2, 4})
     for (long m : {1L << 10, 1L << 16, 1L << 20, 1L << 24})
@@ -235,6 +285,7 @@ void allreduce_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_update_reference)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_inproc_allreduce)->Apply(allreduce_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_owner_computes_reference)->Arg(1 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_handoff_reference)->Arg(1 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_inproc_partial_solo_delayed)
     ->Args({2, 1L << 16})

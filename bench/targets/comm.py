@@ -40,6 +40,13 @@ def targets(bench, peers):
                           e["median_us"] / h["median_us"], 0.0,
                           note=f"inproc median {e['median_us']:.2f} us (p10 {e['p10_us']:.2f}); floor median "
                                f"{h['median_us']:.2f} us (p10 {h['p10_us']:.2f}), mean {h['real_time']:.2f} us"))
+    # Context: the bare two-thread owner-computes protocol (flags only) on this machine.
+    o = bench.get(f"BM_owner_computes_reference/{1 << 10}/min_time:0.200/manual_time")
+    if "median_us" in e and o is not None:
+        out.append(Target("comm: inproc 2 ranks 1K median / bare owner-computes median (context)",
+                          e["median_us"] / o["median_us"], 0.0,
+                          note=f"bare protocol median {o['median_us']:.2f} us (p10 {o['p10_us']:.2f}); "
+                               f"raw MPI / bare = {peer(peers, 'raw_mpi', 2, 1 << 10) * 1e6 / o['median_us']:.2f}x"))
     # 2 ranks, 16M floats: >= 5x faster than raw MPI, >= 80% of the memory bound.
     t16 = inproc(bench, 2, 1 << 24)
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 16M floats", peer(peers, "raw_mpi", 2, 1 << 24) / t16, 5.0,

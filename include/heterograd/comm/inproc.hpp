@@ -97,6 +97,10 @@ class notifier {
  public:
   void notify() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    notify_fenced();
+  }
+  /// notify() for a caller that issued a seq_cst fence after its last store.
+  void notify_fenced() {
     if (sleepers_.load(std::memory_order_relaxed) > 0) {
       {
         std::lock_guard<std::mutex> l(m_);
@@ -441,7 +445,7 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
     // one notifies). Waking the world at every arrival makes 4 ranks on 2 cores trade the
     // cores among sleepers that only go back to sleep.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (all_at_least(*g_, &counters::arrived, seq_ + 1)) g_->world->note.notify();
+    if (all_at_least(*g_, &counters::arrived, seq_ + 1)) g_->world->note.notify_fenced();
     phase_ = phase::published;
   }
 
@@ -496,7 +500,8 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
       }
       c.finished.store(seq_ + 1, std::memory_order_release);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (last_chunk_ || all_at_least(*g_, &counters::finished, seq_ + 1)) g_->world->note.notify();
+      if (last_chunk_ || all_at_least(*g_, &counters::finished, seq_ + 1))
+        g_->world->note.notify_fenced();
       phase_ = phase::computed;
       if (!depart) return true;
     }
