@@ -180,6 +180,40 @@ void BM_update_reference(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(k * 12));
 }
 
+struct alignas(64) round_flag {
+  std::atomic<long> v{0};
+};
+
+/// Spins until f reaches round `it`, yielding every 64 polls (when the scheduler puts both
+/// threads on one core, a pure spin would wait out a whole time slice). False when the
+/// benchmark stopped before round `it` (stop holds the last round, or -1 while running).
+bool spin_until(const round_flag& f, long it, const std::atomic<long>& stop) {
+  for (int polls = 1; f.v.load(std::memory_order_acquire) < it; ++polls) {
+    if (stop.load(std::memory_order_relaxed) >= 0 && stop.load() < it) return false;
+    if (polls % 64 == 0) std::this_thread::yield(); else hc::detail::cpu_relax();
+  }
+  return true;
+}
+
+/// Runs round(me, it) for it = 1, 2, ... on this thread (me = 0, timed: round returns its
+/// seconds) and a helper thread (me = 1), then records thread 0's quantiles.
+template <class Round>
+void run_two_threads(benchmark::State& state, std::atomic<long>& stop, Round round) {
+  std::thread helper([&] {
+    for (long it = 1; stop.load() < 0 || it <= stop.load(); ++it) round(1, it);
+  });
+  long it = 0;
+  std::vector<double> times;
+  for (auto _ : state) {
+    times.push_back(round(0, ++it));
+    state.SetIterationTime(times.back());
+  }
+  stop.store(it);
+  set_quantiles(state, std::move(times));
+  helper.join();
+  state.counters["floats"] = static_cast<double>(state.range(0));
+}
+
 /// The floor of a small allreduce between two threads on this machine: per round, each
 /// thread rewrites its m floats, raises its flag, spins until the peer's flag is up, and
 /// reads the peer's freshly written buffer (m*4 bytes cross cores, plus two flag lines).
@@ -188,41 +222,20 @@ void BM_update_reference(benchmark::State& state) {
 /// the end of its read.
 void BM_handoff_reference(benchmark::State& state) {
   const auto m = static_cast<std::size_t>(state.range(0));
-  struct alignas(64) flag {
-    std::atomic<long> v{0};
-  };
-  flag f[2];
+  round_flag f[2];
   std::vector<float> buf[2] = {std::vector<float>(m), std::vector<float>(m)};
   std::atomic<long> stop{-1};
-  auto round = [&](int me, long it) {
+  run_two_threads(state, stop, [&](int me, long it) {
     const int peer = 1 - me;
     std::fill(buf[me].begin(), buf[me].end(), static_cast<float>(it & 7));  // m*4 bytes written
     const auto t0 = clk::now();
     f[me].v.store(it, std::memory_order_release);
-    for (int polls = 1; f[peer].v.load(std::memory_order_acquire) < it; ++polls) {
-      if (stop.load(std::memory_order_relaxed) >= 0 && stop.load() < it) return 0.0;
-      // Yield now and then: when the scheduler puts both threads on one core, a pure spin
-      // would wait out a whole time slice.
-      if (polls % 64 == 0) std::this_thread::yield(); else hc::detail::cpu_relax();
-    }
+    if (!spin_until(f[peer], it, stop)) return 0.0;
     float acc = 0;
     for (float x : buf[peer]) acc += x;  // m*4 bytes read from the other core
     benchmark::DoNotOptimize(acc);
     return std::chrono::duration<double>(clk::now() - t0).count();
-  };
-  std::thread helper([&] {
-    for (long it = 1; stop.load() < 0 || it <= stop.load(); ++it) round(1, it);
   });
-  long it = 0;
-  std::vector<double> times;
-  for (auto _ : state) {
-    times.push_back(round(0, ++it));
-    state.SetIterationTime(times.back());
-  }
-  stop.store(it);
-  set_quantiles(state, std::move(times));
-  helper.join();
-  state.counters["floats"] = static_cast<double>(m);
 }
 
 /// The bare two-thread owner-computes allreduce of m floats that inproc's two-rank path
@@ -231,25 +244,15 @@ void BM_handoff_reference(benchmark::State& state) {
 /// bounds what the transport can reach on this machine.
 void BM_owner_computes_reference(benchmark::State& state) {
   const auto m = static_cast<std::size_t>(state.range(0));
-  struct alignas(64) flag {
-    std::atomic<long> v{0};
-  };
-  flag arrived[2], finished[2];
+  round_flag arrived[2], finished[2];
   std::vector<float> buf[2] = {std::vector<float>(m), std::vector<float>(m)};
   std::atomic<long> stop{-1};
-  auto wait_for = [&](flag& f, long it) {
-    for (int polls = 1; f.v.load(std::memory_order_acquire) < it; ++polls) {
-      if (stop.load(std::memory_order_relaxed) >= 0 && stop.load() < it) return false;
-      if (polls % 64 == 0) std::this_thread::yield(); else hc::detail::cpu_relax();
-    }
-    return true;
-  };
-  auto round = [&](int me, long it) {
+  run_two_threads(state, stop, [&](int me, long it) {
     const int peer = 1 - me;
     std::fill(buf[me].begin(), buf[me].end(), static_cast<float>((it + me) & 7));
     const auto t0 = clk::now();
     arrived[me].v.store(it, std::memory_order_release);
-    if (!wait_for(arrived[peer], it)) return 0.0;
+    if (!spin_until(arrived[peer], it, stop)) return 0.0;
     const std::size_t lo = static_cast<std::size_t>(me) * (m / 2), hi = me == 0 ? m / 2 : m;
     for (std::size_t i = lo; i < hi; ++i) {
       const float x = buf[0][i] + buf[1][i];
@@ -257,22 +260,9 @@ void BM_owner_computes_reference(benchmark::State& state) {
       buf[1][i] = x;
     }
     finished[me].v.store(it, std::memory_order_release);
-    if (!wait_for(finished[peer], it)) return 0.0;
+    if (!spin_until(finished[peer], it, stop)) return 0.0;
     return std::chrono::duration<double>(clk::now() - t0).count();
-  };
-  std::thread helper([&] {
-    for (long it = 1; stop.load() < 0 || it <= stop.load(); ++it) round(1, it);
   });
-  long it = 0;
-  std::vector<double> times;
-  for (auto _ : state) {
-    times.push_back(round(0, ++it));
-    state.SetIterationTime(times.back());
-  }
-  stop.store(it);
-  set_quantiles(state, std::move(times));
-  helper.join();
-  state.counters["floats"] = static_cast<double>(m);
 }
 
 void allreduce_args(benchmark::internal::Benchmark* b) {

@@ -61,6 +61,16 @@ json quadratic_experiment(std::size_t dim) {
   return j;
 }
 
+// The same workers on a Fashion-MNIST subset, with an accuracy target.
+json fashion_experiment(std::size_t train_samples, const char* model) {
+  json j = quadratic_experiment(1);
+  j["data"] = {{"dataset", "fashion_mnist"}, {"train_samples", train_samples},
+               {"test_samples", 200}, {"batch", 16}};
+  j["model"] = json::parse(model);
+  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  return j;
+}
+
 json run(json raw, const std::string& runtime, const fs::path& dir, std::size_t method) {
   raw["runtime"] = runtime;
   const json cfg = hgrun::resolve(raw);
@@ -248,10 +258,7 @@ BOOST_AUTO_TEST_CASE(an_epochs_horizon_stops_at_the_first_event_that_processes_e
 
 BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_scratch) {
   if (!have_fashion_mnist()) return;
-  json j = quadratic_experiment(1);
-  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
-  j["model"] = json::parse(R"({"hidden": [16]})");
-  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  json j = fashion_experiment(800, R"({"hidden": [16]})");
   j["horizon"] = json{{"time", 120}};
   j["eval_interval"] = 30;
   j["methods"] = json::parse(R"([{"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"},
@@ -265,10 +272,7 @@ BOOST_AUTO_TEST_CASE(local_learning_on_threads_runs_its_modules_as_a_pipeline_eq
   // One thread per module (decoupled/pipeline.hpp); PGL's global steps drain the pipeline and
   // run between its segments. Parameters, evaluations and counts are the sequential run's.
   if (!have_fashion_mnist()) return;
-  json j = quadratic_experiment(1);
-  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
-  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [32, 16]})");
-  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  json j = fashion_experiment(800, R"({"kind": "mlp", "hidden": [32, 16]})");
   j["horizon"] = json{{"epochs", 2}};
   j["eval_interval"] = 0.3;  // evaluations fall inside pipeline segments
   j["methods"] = json::parse(R"([
@@ -441,10 +445,7 @@ BOOST_AUTO_TEST_CASE(biased_local_sgd_under_mpirun_redraws_from_every_ranks_scor
   // simulator's plan (the numbers agree to the round family's 1e-6).
   if (!have_fashion_mnist()) return;
   const auto dir = scratch("mpi-biased");
-  json j = quadratic_experiment(1);
-  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 800, "test_samples": 200, "batch": 16})");
-  j["model"] = json::parse(R"({"hidden": [16]})");
-  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  json j = fashion_experiment(800, R"({"hidden": [16]})");
   j["horizon"] = json{{"time", 120}};
   j["eval_interval"] = 30;
   j["methods"] = json::parse(R"([{"label": "biased", "algorithm": "biased_local_sgd", "slow_workers": [3],
@@ -462,10 +463,7 @@ BOOST_AUTO_TEST_CASE(local_learning_under_mpirun_runs_one_module_per_rank_bitwis
   // sequential loop's bit for bit: params_hash, evaluations and final metrics equal sim's.
   if (!have_fashion_mnist()) return;
   const auto dir = scratch("mpi-local-learning");
-  json j = quadratic_experiment(1);
-  j["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 640, "test_samples": 200, "batch": 16})");
-  j["model"] = json::parse(R"({"kind": "mlp", "hidden": [32, 16]})");
-  j["target"] = json::parse(R"({"metric": "accuracy", "value": 0.5})");
+  json j = fashion_experiment(640, R"({"kind": "mlp", "hidden": [32, 16]})");
   j["horizon"] = json{{"epochs", 2}};
   j["eval_interval"] = 0.3;  // evaluations fall inside pipeline segments
   j["optimizer"] = json::parse(R"({"kind": "momentum", "lr": 0.05, "momentum": 0.9})");
