@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(pd_asgd_layerwise_updates_converge_with_two_forward_threads
   const auto before = nn::evaluate_dataset(eval, p, data().test);
   const auto r = dc::layerwise_async(net, p, source(32, 11),
                                      {.forward_threads = 2, .backward_threads = 1,
-                                      .iterations = 2400, .lr = 0.05f});
+                                      .iterations = 2400, .lr = 0.03f});
   const auto after = nn::evaluate_dataset(eval, p, data().test);
   std::printf("PD-ASGD: accuracy %.4f -> %.4f (loss %.4f) after %zu batches; mean staleness "
               "per layer:", before.accuracy(), after.accuracy(), after.loss(), r.batches);
@@ -82,9 +82,11 @@ BOOST_AUTO_TEST_CASE(pd_asgd_layerwise_updates_converge_with_two_forward_threads
   // upper layers are fresher).
   for (std::size_t l = 0; l + 1 < r.mean_staleness.size(); ++l)
     BOOST_TEST(r.mean_staleness[l] >= r.mean_staleness[l + 1]);
-  // It trains: from chance (10%) to well above 70%. Thread timing moves the final point by a
-  // few points; the sequential run with the same number of batches is printed for context.
-  const double seq = sequential_sgd(net, 3, 2400, 0.05f, 0.0f);
+  // It trains: from chance (10%) to well above 70%. Thread timing moves the final point: the
+  // staleness is about 5-6 updates, and at lr 0.05 the last iterate ranged 0.69-0.84 over 16
+  // runs (one CI failure at 0.685). At lr 0.03 it ranged 0.77-0.84 over 24 runs, half of them
+  // beside a busy core; the sequential run with the same batches (0.84) is printed for context.
+  const double seq = sequential_sgd(net, 3, 2400, 0.03f, 0.0f);
   std::printf("  sequential SGD with the same batches: %.4f\n", seq);
   BOOST_TEST(after.accuracy() > 0.7);
 }
