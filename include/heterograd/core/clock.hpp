@@ -17,6 +17,8 @@ class steady_clock {
  public:
   steady_clock() : origin_(std::chrono::steady_clock::now()) {}
   seconds now() const { return std::chrono::steady_clock::now() - origin_; }
+  /// The real time this clock counts from.
+  std::chrono::steady_clock::time_point origin() const { return origin_; }
   static constexpr bool is_manual = false;
 
  private:
