@@ -338,11 +338,82 @@ BOOST_AUTO_TEST_CASE(test_polls_without_blocking_until_the_last_rank_arrives) {
       polled = true;
       r.wait();
     } else {
-      while (!polled) std::this_thread::yield();
+      while (!polled && !c.aborted()) std::this_thread::yield();  // rank 0 may fail first
       c.allreduce(hg::span<int>(v)).wait();
     }
     expect(v[0] == 2, "sum");
   });
+}
+
+BOOST_AUTO_TEST_CASE(finished_requests_kept_by_the_caller_keep_their_outcome_while_later_calls_reuse_states) {
+  // Collective states are pooled per rank and reused once nothing refers to them: a request
+  // the caller still holds must keep its error or its success through any number of calls.
+  hi::spawn(2, [](hi::communicator c) {
+    std::vector<int> bad(static_cast<std::size_t>(3 + c.rank()), 1), ok(5, c.rank());
+    hc::request r_bad = c.allreduce(hg::span<int>(bad));
+    bool mismatch = false;
+    try {
+      r_bad.wait();
+    } catch (const hc::mismatch_error&) {
+      mismatch = true;
+    }
+    expect(mismatch, "count mismatch detected");
+    hc::request r_ok = c.allreduce(hg::span<int>(ok));
+    r_ok.wait();
+    for (int k = 0; k < 4 * hi::window; ++k) {
+      std::vector<int> v(static_cast<std::size_t>(1 + k * 300), k + c.rank());
+      c.allreduce(hg::span<int>(v)).wait();
+      for (int x : v) expect(x == 2 * k + 1, "later allreduce");
+    }
+    expect(r_bad.test() && r_bad.error() != nullptr, "the failed request keeps its error");
+    bool still = false;
+    try {
+      r_bad.wait();
+    } catch (const hc::mismatch_error&) {
+      still = true;
+    }
+    expect(still, "and rethrows it");
+    expect(r_ok.test() && r_ok.error() == nullptr, "the completed request stays completed");
+    for (int x : ok) expect(x == 1, "its result is untouched");
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_pending_collective_outlives_every_handle_of_its_group) {
+  // Both sizes: staged (one synchronisation) and owner-computes (peers write each other's
+  // buffers until the departure).
+  for (std::size_t m : {std::size_t{4}, hi::stage_bytes / 4 + 1}) {
+    std::vector<std::vector<int>> bufs(2, std::vector<int>(m, 0));
+    for (int r = 0; r < 2; ++r) std::fill(bufs[r].begin(), bufs[r].end(), r + 1);
+    std::vector<hc::request> rs(2);
+    {
+      hi::world w(2);
+      for (int r = 0; r < 2; ++r) rs[r] = w.rank(r).allreduce(hg::span<int>(bufs[r]));
+    }  // the world and every communicator are gone
+    std::thread peer([&] { rs[1].wait(); });
+    rs[0].wait();
+    peer.join();
+    for (const auto& b : bufs)
+      for (int x : b) BOOST_TEST(x == 3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_real_time_source_counts_from_its_clocks_origin_and_a_manual_one_follows_its_clock) {
+  const hg::steady_clock clock;
+  const hc::detail::time_source real(clock);
+  for (int i = 0; i < 1000; ++i) {
+    const double before = clock.now().count();
+    const double t = real.now().count();
+    const double after = clock.now().count();
+    BOOST_TEST_REQUIRE(before <= t);
+    BOOST_TEST_REQUIRE(t <= after);
+  }
+  hg::manual_clock manual(hg::seconds{2.0});
+  const hc::detail::time_source m(manual);
+  BOOST_TEST(m.now().count() == 2.0);
+  manual.advance(hg::seconds{1.5});
+  BOOST_TEST(m.now().count() == 3.5);
+  BOOST_TEST(!m.real());
+  BOOST_TEST(real.real());
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument_before_anything_is_posted) {

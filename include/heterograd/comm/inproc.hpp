@@ -359,7 +359,7 @@ std::size_t owner_lo(std::size_t count, int parts, int k) {
 
 // --- collectives ---------------------------------------------------------------------------
 
-class coll_state : public request_state, public std::enable_shared_from_this<coll_state> {
+class coll_state : public request_state {
  public:
   coll_state(std::shared_ptr<group_state> g, int rank, coll_meta me)
       : g_(std::move(g)), r_(rank), me_(me) {}
@@ -378,10 +378,10 @@ class coll_state : public request_state, public std::enable_shared_from_this<col
   }
 
   /// Called by the poster: sequence number, FIFO entry, publication if the window allows.
-  void post() {
+  void post(const std::shared_ptr<coll_state>& self) {
     auto& loc = g_->locals[static_cast<std::size_t>(r_)];
     seq_ = loc.next++;
-    loc.fifo.push_back(shared_from_this());
+    loc.fifo.push_back(self);
     try_publish();
   }
 
@@ -1122,15 +1122,11 @@ class communicator {
     auto st = std::make_shared<detail::coll_state>(g_, rank_, m);
     st->set_deadline(g_->world->clock, o.timeout, g_->world->policy);
     if (g_->world->is_aborted()) throw g_->world->error();
-    st->post();
+    st->post(st);
     request(st).wait();
     ++g_->locals[static_cast<std::size_t>(rank_)].splits;
-    communicator c;
-    if (st->split_result) {
-      c.g_ = st->split_result;
-      c.rank_ = st->split_rank;
-    }
-    return c;
+    if (st->split_result) return communicator(st->split_result, st->split_rank);
+    return communicator();
   }
 
   /// Internal: the world's clock, notifier and abort flag (for objects built on the group).
@@ -1163,7 +1159,13 @@ class communicator {
 
  private:
   friend class world;
-  communicator(std::shared_ptr<detail::group_state> g, int rank) : g_(std::move(g)), rank_(rank) {}
+  // Each rank's handle owns the group through a control block of its own: the states of its
+  // calls copy and release it on every call, and a block shared by all ranks would be a
+  // cache line that every rank writes on every call.
+  communicator(std::shared_ptr<detail::group_state> g, int rank) : rank_(rank) {
+    detail::group_state* p = g.get();
+    g_ = std::shared_ptr<detail::group_state>(p, [keep = std::move(g)](detail::group_state*) {});
+  }
 
   void check_valid() const { require(valid(), "communicator", "empty", "must be a valid communicator"); }
 
@@ -1188,7 +1190,7 @@ class communicator {
       }
     }
     st->set_deadline(g_->world->clock, timeout, g_->world->policy);
-    st->post();
+    st->post(st);
     return request(std::move(st));
   }
 

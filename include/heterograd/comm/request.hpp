@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -44,8 +43,8 @@ inline void cpu_relax() {
 using real_clock = std::chrono::steady_clock;
 
 /// The clock a group measures deadlines with: real time (steady_clock) or any injected
-/// clock (a manual_clock in tests). Type-erased, except real time: that is read directly, and
-/// a deadline set at post reads the coarse clock (about 3 ns instead of 25 here, per call).
+/// clock (a manual_clock in tests). Type-erased, except real time, which is read directly
+/// (every collective reads it once, to set its deadline).
 class time_source {
  public:
   time_source() = default;
@@ -57,28 +56,6 @@ class time_source {
       now_ = [c]() { return seconds{c.now()}; };
   }
   seconds now() const { return real_ ? seconds{real_clock::now() - origin_} : now_(); }
-  /// A deadline `timeout` from now, never earlier. For real time it comes from the coarse
-  /// clock plus one of its ticks, so it may be late by up to a tick (1-4 ms).
-  seconds deadline_after(seconds timeout) const {
-#if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE)
-    if (real_ && std::is_same_v<real_clock, std::chrono::steady_clock>) {
-      static const auto tick = [] {
-        timespec r{};
-        return clock_getres(CLOCK_MONOTONIC_COARSE, &r) == 0
-                   ? std::chrono::seconds{r.tv_sec} + std::chrono::nanoseconds{r.tv_nsec}
-                   : std::chrono::nanoseconds{-1};
-      }();
-      timespec t{};
-      if (tick.count() >= 0 && clock_gettime(CLOCK_MONOTONIC_COARSE, &t) == 0) {
-        // libstdc++'s and libc++'s steady_clock read CLOCK_MONOTONIC: the same time line.
-        const real_clock::time_point coarse{std::chrono::duration_cast<real_clock::duration>(
-            std::chrono::seconds{t.tv_sec} + std::chrono::nanoseconds{t.tv_nsec} + tick)};
-        return seconds{coarse - origin_} + timeout;
-      }
-    }
-#endif
-    return now() + timeout;
-  }
   /// True when the clock follows real time, so a blocking wait can sleep until the deadline.
   bool real() const { return real_; }
 
@@ -193,7 +170,7 @@ class request_state {
 
   void set_deadline(const time_source& clock, seconds timeout, wait_policy policy) {
     clock_ = clock;
-    deadline_ = clock_.deadline_after(timeout);
+    deadline_ = clock_.now() + timeout;
     policy_ = policy;
   }
   seconds deadline() const { return deadline_; }
