@@ -109,7 +109,7 @@ class request_state {
       fail(std::current_exception());
       return true;
     }
-    if (clock_.now() >= deadline_) expire("its deadline passed");
+    if (anchor(clock_.now()) >= deadline_) expire("its deadline passed");
     return done_;
   }
 
@@ -123,7 +123,7 @@ class request_state {
   void wait(seconds timeout) {
     if (step()) return;  // often done already: no clock read
     const bool unlimited = timeout == seconds::max();
-    const seconds start = unlimited ? seconds{0} : clock_.now();
+    const seconds start = anchor(clock_.now());
     const bool by_wait = !unlimited && start + timeout < deadline_;
     const seconds until = by_wait ? start + timeout : deadline_;
     // Adaptive spinning (a transport may keep a budget per rank): a spin that saw the
@@ -168,12 +168,22 @@ class request_state {
     }
   }
 
+  /// The operation's deadline: `timeout` after its post. On a manual clock it is read at the
+  /// post. In real time it is read when first needed, by the first test() or wait() that
+  /// finds the operation unfinished (at or after the post): a deadline may be late by the
+  /// time between the post and that call, never early, and an operation that completes at
+  /// once costs no clock read (about 25 ns of a 0.35 us allreduce here).
   void set_deadline(const time_source& clock, seconds timeout, wait_policy policy) {
     clock_ = clock;
-    deadline_ = clock_.now() + timeout;
+    timeout_ = timeout;
+    anchored_ = !clock_.real();
+    if (anchored_) deadline_ = clock_.now() + timeout;
     policy_ = policy;
   }
-  seconds deadline() const { return deadline_; }
+  seconds deadline() {
+    if (!anchored_) anchor(clock_.now());
+    return deadline_;
+  }
 
  protected:
   /// Advances the operation; returns true when it completed. May throw (stored as error).
@@ -231,9 +241,21 @@ class request_state {
           std::make_exception_ptr(timeout_error("heterograd: comm: " + describe() + " timed out")));
   }
 
+  /// Sets a real-time deadline from `now` (a reading at or after the post) if not yet set;
+  /// returns `now`.
+  seconds anchor(seconds now) {
+    if (!anchored_) {
+      deadline_ = timeout_ == seconds::max() ? seconds::max() : now + timeout_;
+      anchored_ = true;
+    }
+    return now;
+  }
+
   bool done_ = false;
+  bool anchored_ = true;
   std::exception_ptr error_{};
   time_source clock_{};
+  seconds timeout_{seconds::max()};
   seconds deadline_{seconds::max()};
   wait_policy policy_{};
 };
