@@ -2,6 +2,7 @@
 // never as a hang (this executable runs under a 30 s CTest timeout).
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -114,6 +115,44 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives_times_out_on_the_manual_clock_and
   BOOST_TEST(timeouts >= 1);
   BOOST_TEST(out.kind[2] == "aborted");
   BOOST_TEST(out.what[2].find("timed out") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_real_time_deadline_is_never_early_and_counts_from_the_first_unfinished_check) {
+  // Rank 1 never arrives. Rank 0 posts with a 0.2 s timeout, works 0.1 s, then waits: the
+  // deadline is read at that wait (the post's own clock read is skipped), so the timeout
+  // comes at least 0.2 s after the wait began, and never before 0.2 s after the post.
+  const double timeout = 0.2, work = 0.1;
+  using clk = std::chrono::steady_clock;
+  outcomes out(2);
+  double from_post = 0, from_wait = 0;
+  std::atomic<bool> done{false};
+  hi::spawn(2, [&](hi::communicator c) {
+    out.run(c.rank(), [&] {
+      if (c.rank() == 1) {
+        while (!done && !c.aborted()) std::this_thread::yield();
+        return;
+      }
+      std::vector<int> v(4, 1);
+      hc::allreduce_options o;
+      o.timeout = hg::seconds{timeout};
+      const auto t0 = clk::now();
+      auto r = c.allreduce(hg::span<int>(v), o);
+      std::this_thread::sleep_for(std::chrono::duration<double>(work));
+      const auto t1 = clk::now();
+      try {
+        r.wait();
+      } catch (...) {
+        from_post = std::chrono::duration<double>(clk::now() - t0).count();
+        from_wait = std::chrono::duration<double>(clk::now() - t1).count();
+        done = true;
+        throw;
+      }
+    });
+  });
+  BOOST_TEST(out.kind[0] == "timeout");
+  BOOST_TEST(from_post >= timeout);
+  BOOST_TEST(from_wait >= timeout);
+  BOOST_TEST(from_wait < timeout + 5.0);  // it does come (a loaded machine may delay it)
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_sizes_types_and_operators_throw_on_every_rank_and_leave_the_group_usable) {
