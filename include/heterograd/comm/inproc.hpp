@@ -3,9 +3,10 @@
 // reference every other transport is tested against.
 //
 // Collectives. Each rank publishes a small descriptor of its call (kind, element type, count,
-// operator, buffer pointers) in a slot of its own, then bumps its `arrived` counter. Once every
-// rank arrived, each rank checks that all descriptors agree (a mismatch throws on every rank)
-// and does its share of the work directly on the other ranks' buffers:
+// operator, buffer pointers) in a slot of its own, beside the slot's publication word in one
+// cache line (a peer that sees the word has the descriptor). Once every rank arrived, each
+// rank checks that all descriptors agree (a mismatch throws on every rank) and does its share
+// of the work directly on the other ranks' buffers:
 //   allreduce, small (staged_allreduce: <= 16 KiB per rank, 2 KiB for two ranks): every rank
 //     copies its input into a staging slot when it posts, then reduces all slots into its own
 //     buffer. One synchronisation, no departure wait.
