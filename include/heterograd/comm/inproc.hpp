@@ -362,8 +362,9 @@ std::size_t owner_lo(std::size_t count, int parts, int k) {
 
 class coll_state : public request_state {
  public:
-  coll_state(std::shared_ptr<group_state> g, int rank, coll_meta me)
-      : g_(std::move(g)), r_(rank), me_(me) {}
+  /// `pooled`: held by its rank's pool, which reuses it (see communicator::post_collective).
+  coll_state(std::shared_ptr<group_state> g, int rank, coll_meta me, bool pooled = false)
+      : g_(std::move(g)), r_(rank), me_(me), pooled_(pooled) {}
 
   /// Makes a finished state (held by nothing but its rank's pool) a new collective's.
   void reuse(std::shared_ptr<group_state> g, coll_meta me) {
@@ -752,9 +753,7 @@ class coll_state : public request_state {
   std::uint64_t chunks_ = 0;  // chunked owner-computes: chunks of this collective
   bool last_chunk_ = false;   // this rank finished the last chunk (it wakes the others)
   phase phase_ = phase::posted;
-
- public:
-  bool pooled_ = false;  // held by its rank's pool (set once, by post_collective)
+  const bool pooled_;
 };
 
 inline void coll_state::compute_split() {
@@ -1184,11 +1183,9 @@ class communicator {
       }
     }
     if (!st) {
-      st = std::make_shared<detail::coll_state>(g_, rank_, m);
-      if (pool.size() < 2 * window) {
-        st->pooled_ = true;
-        pool.push_back(st);
-      }
+      const bool pooled = pool.size() < 2 * window;
+      st = std::make_shared<detail::coll_state>(g_, rank_, m, pooled);
+      if (pooled) pool.push_back(st);
     }
     st->set_deadline(g_->world->clock, timeout, g_->world->policy);
     st->post(st);
