@@ -92,7 +92,7 @@ class reader {
 
   void raw(void* p, std::size_t n) {
     if (n > in_.size() - pos_) throw std::runtime_error("checkpoint: truncated data");
-    std::memcpy(p, in_.data() + pos_, n);
+    if (n > 0) std::memcpy(p, in_.data() + pos_, n);  // an empty vector's data() may be null
     pos_ += n;
   }
   template <class T>
