@@ -147,6 +147,9 @@ struct world_state {
   mutable std::mutex abort_m;
   int abort_rank = -1;
   std::string abort_what;
+  // Every group of this world (the world's own and the splits'), for spawn's cleanup.
+  std::mutex groups_m;
+  std::vector<std::weak_ptr<struct group_state>> groups;
 
   /// The first abort wins; later ones are ignored.
   void abort(int rank, std::string what) {
@@ -365,6 +368,15 @@ class coll_state : public request_state {
   /// `pooled`: held by its rank's pool, which reuses it (see communicator::post_collective).
   coll_state(std::shared_ptr<group_state> g, int rank, coll_meta me, bool pooled = false)
       : g_(std::move(g)), r_(rank), me_(me), pooled_(pooled) {}
+
+  /// Fails a collective that no rank will drive any more (spawn's ranks all returned) and, if
+  /// pooled, lets go of the group: a pending state in the FIFO or the pool holds the group that
+  /// holds it, a cycle nothing else breaks.
+  void abandon() {
+    fail(std::make_exception_ptr(comm_error(
+        "heterograd: comm: " + describe() + " was still pending when every rank had returned")));
+    if (pooled_) g_.reset();
+  }
 
   /// Makes a finished state (held by nothing but its rank's pool) a new collective's.
   void reuse(std::shared_ptr<group_state> g, coll_meta me) {
@@ -771,6 +783,10 @@ inline void coll_state::compute_split() {
   auto& e = g_->splits[{id, me_.color}];
   if (!e.group) {
     e.group = std::make_shared<group_state>(g_->world, static_cast<int>(members.size()));
+    {
+      std::lock_guard<std::mutex> lw(g_->world->groups_m);
+      g_->world->groups.push_back(e.group);
+    }
     e.remaining = static_cast<int>(members.size());
   }
   split_result = e.group;
@@ -1206,6 +1222,7 @@ class world {
     require(n >= 1, "world.size", n, "must be >= 1");
     w_ = std::make_shared<detail::world_state>(n, comm::detail::time_source(clock));
     g_ = std::make_shared<detail::group_state>(w_, n);
+    w_->groups.push_back(g_);
   }
   int size() const { return w_->size; }
   communicator rank(int r) const {
@@ -1214,6 +1231,29 @@ class world {
   }
   void abort(int by_rank, std::string what) const { w_->abort(by_rank, std::move(what)); }
   bool aborted() const { return w_->is_aborted(); }
+
+  /// Internal (spawn, once every rank's thread has ended): fails the collectives and drops the
+  /// messages the ranks left pending, in every group of the world. A pending operation's state
+  /// holds its group while the group's queues hold the state; nothing would free either.
+  void detail_end() const {
+    std::vector<std::shared_ptr<detail::group_state>> gs;
+    {
+      std::lock_guard<std::mutex> l(w_->groups_m);
+      for (auto& wg : w_->groups)
+        if (auto g = wg.lock()) gs.push_back(std::move(g));
+    }
+    for (auto& g : gs) {
+      for (auto& loc : g->locals) {
+        for (auto& st : loc.fifo) st->abandon();
+        loc.fifo.clear();
+      }
+      for (int b = 0; b < 2 * g->size; ++b) {
+        std::lock_guard<std::mutex> l(g->boxes[static_cast<std::size_t>(b)].m);
+        g->boxes[static_cast<std::size_t>(b)].posted.clear();
+        g->boxes[static_cast<std::size_t>(b)].unexpected.clear();
+      }
+    }
+  }
 
  private:
   std::shared_ptr<detail::world_state> w_;
@@ -1253,6 +1293,7 @@ void spawn(int n, Fn&& fn, Clock clock) {
   for (int r = 1; r < n; ++r) threads.emplace_back(body, r);
   body(0);
   for (auto& t : threads) t.join();
+  w.detail_end();
   if (first) std::rethrow_exception(first);
 }
 
