@@ -784,7 +784,9 @@ inline void coll_state::compute_split() {
   if (!e.group) {
     e.group = std::make_shared<group_state>(g_->world, static_cast<int>(members.size()));
     {
+      // Expired entries go first: a weak_ptr would keep a dead group's allocation alive.
       std::lock_guard<std::mutex> lw(g_->world->groups_m);
+      std::erase_if(g_->world->groups, [](const auto& w) { return w.expired(); });
       g_->world->groups.push_back(e.group);
     }
     e.remaining = static_cast<int>(members.size());
