@@ -31,22 +31,21 @@ def targets(bench, peers):
                       note=f"mean {us(inproc_mean(bench, 2, 1 << 10))}"))
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 1K floats", peer(peers, "raw_mpi", 2, 1 << 10) / t1k, 3.0,
                       note=f"{us(peer(peers, 'raw_mpi', 2, 1 << 10))} vs {us(t1k)}"))
-    # Context: the per-call distribution, and the two-thread handoff floor of this machine
-    # (flag + the peer's freshly written 4 KiB; BM_handoff_reference).
+    # Context: inproc's per-call median against two bare two-thread references of this machine:
+    # the handoff floor (flag + the peer's freshly written 4 KiB; BM_handoff_reference) and the
+    # owner-computes protocol with flags only (BM_owner_computes_reference).
     e = bench[f"BM_inproc_allreduce/2/{1 << 10}/0/min_time:0.200/manual_time"]
-    h = bench.get(f"BM_handoff_reference/{1 << 10}/min_time:0.200/manual_time")
-    if "median_us" in e and h is not None:
-        out.append(Target("comm: inproc 2 ranks 1K median / handoff floor median (context)",
-                          e["median_us"] / h["median_us"], 0.0,
-                          note=f"inproc median {e['median_us']:.2f} us (p10 {e['p10_us']:.2f}); floor median "
-                               f"{h['median_us']:.2f} us (p10 {h['p10_us']:.2f}), mean {h['real_time']:.2f} us"))
-    # Context: the bare two-thread owner-computes protocol (flags only) on this machine.
-    o = bench.get(f"BM_owner_computes_reference/{1 << 10}/min_time:0.200/manual_time")
-    if "median_us" in e and o is not None:
-        out.append(Target("comm: inproc 2 ranks 1K median / bare owner-computes median (context)",
-                          e["median_us"] / o["median_us"], 0.0,
-                          note=f"bare protocol median {o['median_us']:.2f} us (p10 {o['p10_us']:.2f}); "
-                               f"raw MPI / bare = {peer(peers, 'raw_mpi', 2, 1 << 10) * 1e6 / o['median_us']:.2f}x"))
+    raw1k = peer(peers, "raw_mpi", 2, 1 << 10)
+    for label, name, extra in (
+            ("handoff floor", "BM_handoff_reference", lambda r: f", mean {r['real_time']:.2f} us"),
+            ("bare owner-computes", "BM_owner_computes_reference",
+             lambda r: f"; raw MPI / bare = {raw1k * 1e6 / r['median_us']:.2f}x")):
+        r = bench.get(f"{name}/{1 << 10}/min_time:0.200/manual_time")
+        if "median_us" in e and r is not None:
+            out.append(Target(f"comm: inproc 2 ranks 1K median / {label} median (context)",
+                              e["median_us"] / r["median_us"], 0.0,
+                              note=f"inproc median {e['median_us']:.2f} us (p10 {e['p10_us']:.2f}); {label} "
+                                   f"median {r['median_us']:.2f} us (p10 {r['p10_us']:.2f}){extra(r)}"))
     # 2 ranks, 16M floats: >= 5x faster than raw MPI, >= 80% of the memory bound.
     t16 = inproc(bench, 2, 1 << 24)
     out.append(Target("comm: raw MPI / inproc, 2 ranks, 16M floats", peer(peers, "raw_mpi", 2, 1 << 24) / t16, 5.0,

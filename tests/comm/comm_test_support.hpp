@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,18 @@ namespace comm_test {
 /// Throws from a rank thread when a condition fails (spawn rethrows it in the test thread).
 inline void expect(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error("rank check failed: " + what);
+}
+
+/// The message of the E that waiting on `r` throws; nothing if the wait returns. Other
+/// exceptions propagate.
+template <class E, class Request>
+std::optional<std::string> wait_error(Request& r) {
+  try {
+    r.wait();
+  } catch (const E& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
 }
 
 /// Integer-valued inputs: exact in float and double, so sums can be compared bitwise.

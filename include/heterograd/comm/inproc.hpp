@@ -1250,9 +1250,10 @@ class world {
         loc.fifo.clear();
       }
       for (int b = 0; b < 2 * g->size; ++b) {
-        std::lock_guard<std::mutex> l(g->boxes[static_cast<std::size_t>(b)].m);
-        g->boxes[static_cast<std::size_t>(b)].posted.clear();
-        g->boxes[static_cast<std::size_t>(b)].unexpected.clear();
+        detail::mailbox& mb = g->boxes[static_cast<std::size_t>(b)];
+        std::lock_guard<std::mutex> l(mb.m);
+        mb.posted.clear();
+        mb.unexpected.clear();
       }
     }
   }
