@@ -1,10 +1,15 @@
 #!/bin/sh
 # Peers of the comm suite, measured like bench/comm_bench.cpp (every rank rewrites its buffer
 # before each call; allreduce sum of 1K, 64K, 1M, 16M floats; 2 and 4 ranks on this machine):
-#   raw_mpi   MPI_Allreduce in a small C++ program (bench/compare/raw_mpi_allreduce.cpp)
-#   hg_mpi    heterograd's mpi transport, same harness (bench/compare/hg_mpi_allreduce.cpp)
+#   raw_mpi   MPI_Allreduce in a small C++ program (bench/compare/raw_mpi_allreduce.cpp),
+#             alone (run "raw_mpi": the peer of the inproc targets)
+#   hg_mpi    heterograd's mpi transport, same harness (bench/compare/hg_mpi_allreduce.cpp),
+#             interleaved call by call with MPI_Allreduce in one process (run
+#             "raw_mpi+hg_mpi": this machine's speed changes from second to second, and
+#             only calls made side by side compare like with like)
 #   hg_mpi_blocking  its opt-in blocking mode (timeout = no_wait_limit: MPI_Allreduce, no
-#             deadline); context, not the target
+#             deadline), interleaved the same way (run "raw_mpi+hg_mpi_blocking"); context,
+#             not the target
 # Times: "seconds" is the median call (the slowest rank's time per call), "mean_seconds" the mean.
 #   gloo      torch.distributed over gloo (Debian python3-torch; context only, not a target)
 # Usage: comm_peers.sh OUT.json   (run by ./hg bench comm after the build)
@@ -30,10 +35,10 @@ if command -v mpirun >/dev/null 2>&1 && [ -x "$bin/hg-bench-comm-raw-mpi-allredu
     # shellcheck disable=SC2086
     mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-raw-mpi-allreduce" >>"$lines"
     # shellcheck disable=SC2086
-    mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-hg-mpi-allreduce" >>"$lines"
+    mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-hg-mpi-allreduce" raw automatic >>"$lines"
     # The opt-in blocking mode (no deadline), reported apart from the target.
     # shellcheck disable=SC2086
-    mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-hg-mpi-allreduce" blocking >>"$lines"
+    mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-hg-mpi-allreduce" raw blocking >>"$lines"
   done
 else
   echo "MPI peers skipped: mpirun or the peer programs (built with the mpi component) missing" >>"$notes"
@@ -60,7 +65,8 @@ runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 notes = [l.strip() for l in open(sys.argv[2]) if l.strip()]
 json.dump({"runs": runs, "notes": notes}, open(sys.argv[3], "w"), indent=1)
 for r in runs:
-    print(f"  {r['name']:16s} {r['ranks']} ranks {r['floats']:>9d} floats  median {r['seconds']*1e6:12.2f} us"
+    print(f"  {r['name']:16s} {'(in ' + r['run'] + ')' if r.get('run', r['name']) != r['name'] else '':34s}"
+          f" {r['ranks']} ranks {r['floats']:>9d} floats  median {r['seconds']*1e6:12.2f} us"
           f"  mean {r.get('mean_seconds', r['seconds'])*1e6:12.2f} us")
 for n in notes:
     print("  note:", n)

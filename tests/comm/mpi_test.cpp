@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -108,6 +110,25 @@ BOOST_AUTO_TEST_CASE(float_allreduce_matches_the_reference_within_reordering_tol
   for (double x : w) BOOST_TEST(x == num / den, boost::test_tools::tolerance(1e-14));
 }
 
+BOOST_AUTO_TEST_CASE(waits_yield_between_polls_only_when_ranks_outnumber_cores_and_mpi_does_not_yield_itself) {
+  auto& c = mpi_test::world();
+  // OpenMPI's mpirun sets mpi_oversubscribe when it places more ranks than slots, and then
+  // mpi_yield_when_idle defaults to true unless given explicitly.
+  const char* over = std::getenv("OMPI_MCA_mpi_oversubscribe");
+  const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
+  const hm::thread_level granted = hm::query_thread_level();
+  (void)hm::detail::library_yields_when_idle();
+  BOOST_TEST(hm::query_thread_level() == granted);  // the tool interface leaves it alone
+  if (yield != nullptr) {
+    BOOST_TEST(hm::detail::library_yields_when_idle() == (std::string(yield) == "1" || std::string(yield) == "true"));
+  } else if (over != nullptr) {
+    BOOST_TEST(hm::detail::library_yields_when_idle() == (std::string(over) == "1"));
+  }
+  const bool crowded = c.size() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  BOOST_TEST(c.oversubscribed() == crowded);  // one node here
+  BOOST_TEST(c.yields_between_polls() == (crowded && !hm::detail::library_yields_when_idle()));
+}
+
 BOOST_AUTO_TEST_CASE(automatic_allreduce_picks_its_algorithm_by_size_and_each_equals_the_reference_bitwise) {
   auto& c = mpi_test::world();
   const auto seed = shared_seed();
@@ -118,15 +139,22 @@ BOOST_AUTO_TEST_CASE(automatic_allreduce_picks_its_algorithm_by_size_and_each_eq
   // second call reuses the first one's state and cached schedule.
   std::vector<std::size_t> bytes{8, t.doubling_max_bytes, t.doubling_max_bytes + 8, 64 * 1024,
                                  t.rhd_max_bytes, t.rhd_max_bytes + 8,
-                                 t.oversubscribed_native_max_bytes + 8, t.oversubscribed_tree_max_bytes + 8};
+                                 t.oversubscribed_doubling_max_bytes, t.oversubscribed_doubling_max_bytes + 8,
+                                 t.oversubscribed_native_max_bytes + 8, t.oversubscribed_tree_max_bytes,
+                                 t.oversubscribed_tree_max_bytes + 8};
   for (std::size_t b : bytes) {
     const std::size_t m = b / sizeof(std::int64_t);
     const hc::algorithm a = c.choose(hc::algorithm::automatic, b);
     if (c.oversubscribed()) {
-      BOOST_TEST((a == (b <= t.oversubscribed_native_max_bytes  ? hc::algorithm::native
-                        : b <= t.oversubscribed_tree_max_bytes ? hc::algorithm::tree
-                                                               : hc::algorithm::ring)));
-      BOOST_TEST(!c.use_doubling(b));
+      // Doubling (reported as halving/doubling) first, then MPI_Iallreduce, the tree, and the
+      // sizes of the uncrowded rule.
+      const bool doubling = pow2 && b <= t.oversubscribed_doubling_max_bytes;
+      BOOST_TEST(c.use_doubling(b) == doubling);
+      BOOST_TEST((a == (doubling                                 ? hc::algorithm::recursive_halving_doubling
+                        : b <= t.oversubscribed_native_max_bytes ? hc::algorithm::native
+                        : b <= t.oversubscribed_tree_max_bytes   ? hc::algorithm::tree
+                        : b <= t.rhd_max_bytes                   ? hc::algorithm::recursive_halving_doubling
+                                                                 : hc::algorithm::ring)));
     } else {
       BOOST_TEST((a == (n == 2 || b <= t.rhd_max_bytes ? hc::algorithm::recursive_halving_doubling
                                                         : hc::algorithm::ring)));

@@ -126,10 +126,49 @@ inline MPI_Op mpi_op(reduce_op op) {
   }
 }
 
-/// The ranks on this node outnumber its cores: poll politely (yield between polls).
+/// The ranks on this node outnumber its cores.
 inline bool oversubscribed(int local_ranks) {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   return static_cast<unsigned>(local_ranks) > hw;
+}
+
+/// Whether the MPI library itself yields the core while it waits for messages: OpenMPI's
+/// `mpi_yield_when_idle`, which mpirun turns on when it places more ranks than slots
+/// (--oversubscribe), read through the MPI tool interface. Every MPI_Test then calls
+/// sched_yield when it found nothing to do, so a wait that yields too gives the core away
+/// twice per poll. False when the library has no such variable (other MPI libraries) or the
+/// tool interface is unavailable.
+inline bool library_yields_when_idle() {
+  // OpenMPI 4.1's MPI_T_init_thread overwrites the level MPI_Query_thread reports with the
+  // one it is given: ask for the level MPI granted.
+  int level = MPI_THREAD_SINGLE, provided = 0;
+  MPI_Query_thread(&level);
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return false;
+  bool yields = false;
+  int index = -1;
+  if (MPI_T_cvar_get_index("mpi_yield_when_idle", &index) == MPI_SUCCESS) {
+    char name[128];
+    char desc[8];
+    int name_len = sizeof(name), desc_len = sizeof(desc), verbosity = 0, bind = 0, scope = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_T_enum enumtype;
+    MPI_T_cvar_handle h;
+    int count = 0;
+    if (MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len, &bind,
+                            &scope) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) == MPI_SUCCESS) {
+      // OpenMPI declares it as a C bool; an int is read as an int.
+      int size = 0;
+      if (count == 1 && MPI_Type_size(type, &size) == MPI_SUCCESS && size >= 1 && size <= 8) {
+        unsigned char value[8] = {};
+        if (MPI_T_cvar_read(h, value) == MPI_SUCCESS)
+          for (int i = 0; i < size; ++i) yields = yields || value[i] != 0;
+      }
+      MPI_T_cvar_handle_free(&h);
+    }
+  }
+  MPI_T_finalize();
+  return yields;
 }
 
 /// Shared by all copies of a handle.
@@ -137,8 +176,9 @@ struct comm_state {
   MPI_Comm comm = MPI_COMM_NULL;  // user traffic
   MPI_Comm coll = MPI_COMM_NULL;  // schedules and shape checks
   int rank = 0, size = 1;
-  bool polite = false;        // this node runs more ranks than it has cores: waits yield
-  bool group_polite = false;  // some node of the group does (the algorithm choice uses it)
+  bool polite = false;        // waits yield between polls (see the constructor)
+  bool group_polite = false;  // some node of the group runs more ranks than it has cores
+                              // (the algorithm choice uses it)
   wait_policy policy{};
   std::atomic<bool> failed{false};
   std::mutex m;
@@ -734,14 +774,19 @@ struct mpi_allreduce_tuning {
   std::size_t rhd_max_bytes = std::size_t{1} << 20;
   /// Pipelining segment of the schedules over MPI.
   std::size_t segment_bytes = 1 << 20;
-  /// When the node's ranks outnumber its cores, every step costs context switches, so fewer
-  /// steps beat smaller messages: up to oversubscribed_native_max_bytes MPI_Iallreduce, up to
-  /// oversubscribed_tree_max_bytes the binomial tree (each rank takes part in few rounds),
-  /// ring above (4 ranks on 2 cores here: MPI_Iallreduce 28 us at 4 KiB against 34 us for
-  /// the tree and 47 us for halving; the tree 60 us at 64 KiB against 67 us; ring fastest at
-  /// 4 MiB).
-  std::size_t oversubscribed_native_max_bytes = 32 * 1024;
-  std::size_t oversubscribed_tree_max_bytes = std::size_t{1} << 20;
+  /// When a node's ranks outnumber its cores, every step costs context switches, so fewer
+  /// steps beat smaller messages: on powers of two recursive doubling up to
+  /// oversubscribed_doubling_max_bytes, MPI_Iallreduce up to oversubscribed_native_max_bytes,
+  /// the binomial tree (each rank takes part in few rounds) up to
+  /// oversubscribed_tree_max_bytes, then halving/doubling up to rhd_max_bytes and ring above,
+  /// as without oversubscription. Measured at 4 ranks on 2 cores, each against MPI_Allreduce
+  /// in the same process (docs/performance.md): doubling 1.03-1.05x up to 1 KiB where the
+  /// tree is 1.2-1.5x and MPI_Iallreduce 1.0-1.5x; the tree 1.0x at 4 KiB, 0.57-0.82x at
+  /// 16-32 KiB and 0.87-1.07x at 128 KiB; halving/doubling 1.00-1.06x at 256 KiB to 1 MiB,
+  /// where the tree is 0.97-1.39x; ring 0.90-0.96x at 4 MiB.
+  std::size_t oversubscribed_doubling_max_bytes = 2048;
+  std::size_t oversubscribed_native_max_bytes = 0;
+  std::size_t oversubscribed_tree_max_bytes = std::size_t{128} << 10;
 };
 
 /// A rank's handle on an MPI communicator. Cheap to copy; copies share the duplicates.
@@ -768,10 +813,14 @@ class communicator {
       MPI_Comm_size(local, &local_size);
       MPI_Comm_free(&local);
     }
-    s->polite = detail::oversubscribed(local_size);
+    const bool crowded = detail::oversubscribed(local_size);
+    // A node with more ranks than cores needs waits that give the core away between polls,
+    // unless MPI already does inside every poll (OpenMPI under --oversubscribe): yielding
+    // twice per poll cost 10-20% at 4 ranks on 2 cores here (docs/performance.md).
+    s->polite = crowded && !detail::library_yields_when_idle();
     // The allreduce algorithm depends on it, and every rank must pick the same one: the
     // choice uses whether any node of the group is oversubscribed.
-    int any = s->polite ? 1 : 0;
+    int any = crowded ? 1 : 0;
     detail::check(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, s->comm), "MPI_Allreduce");
     s->group_polite = any != 0;
     // MPI progresses only inside MPI calls, so waits keep polling; past a short spin they
@@ -1079,21 +1128,26 @@ class communicator {
   algorithm choose(algorithm requested, std::size_t bytes) const {
     if (requested != algorithm::automatic) return requested;
     if (size() <= 1) return algorithm::native;
+    if (use_doubling(bytes)) return algorithm::recursive_halving_doubling;
     if (oversubscribed()) {
       if (bytes <= tuning.oversubscribed_native_max_bytes) return algorithm::native;
       if (bytes <= tuning.oversubscribed_tree_max_bytes) return algorithm::tree;
-      return algorithm::ring;
+    } else if (bytes <= tuning.native_max_bytes) {
+      return algorithm::native;
     }
-    if (bytes <= tuning.native_max_bytes) return algorithm::native;
     if (size() == 2 || bytes <= tuning.rhd_max_bytes) return algorithm::recursive_halving_doubling;
     return algorithm::ring;
   }
   /// Whether the automatic allreduce of `bytes` per rank runs recursive doubling.
   bool use_doubling(std::size_t bytes) const {
     const int n = size();
-    return n > 1 && (n & (n - 1)) == 0 && !oversubscribed() && bytes <= tuning.doubling_max_bytes &&
-           bytes > tuning.native_max_bytes;
+    if (n <= 1 || (n & (n - 1)) != 0) return false;
+    if (oversubscribed()) return bytes <= tuning.oversubscribed_doubling_max_bytes;
+    return bytes <= tuning.doubling_max_bytes && bytes > tuning.native_max_bytes;
   }
+  /// Whether this rank's waits yield the core between polls: its node runs more ranks than it
+  /// has cores and MPI does not yield inside its own polls (library_yields_when_idle()).
+  bool yields_between_polls() const { return s_ && s_->polite; }
   /// Whether some node of the group runs more of its ranks than it has cores (the same on
   /// every rank, so that every rank picks the same algorithm; waits yield on such nodes).
   bool oversubscribed() const { return s_ && s_->group_polite; }
