@@ -578,8 +578,8 @@ class p2p_state final : public request_state {
   /// on the spot, with no pause and no clock read: a blocking MPI_Allreduce spins the same
   /// way, and anything between polls delays every step), then it yields between polls, and
   /// past 20 ms without progress (a straggler) sleeps 50 us between polls. When the node's
-  /// ranks outnumber its cores every poll yields: the peer we wait for needs this core
-  /// (OpenMPI's mpi_yield_when_idle does the same).
+  /// ranks outnumber its cores the peer we wait for needs this core: every poll yields, here
+  /// (polite) or inside MPI (OpenMPI's mpi_yield_when_idle), never in both.
   void idle(real_clock::time_point until) override {
     const auto now = real_clock::now();
     if (progress_count_ != seen_count_) {
@@ -1149,7 +1149,7 @@ class communicator {
   /// has cores and MPI does not yield inside its own polls (library_yields_when_idle()).
   bool yields_between_polls() const { return s_ && s_->polite; }
   /// Whether some node of the group runs more of its ranks than it has cores (the same on
-  /// every rank, so that every rank picks the same algorithm; waits yield on such nodes).
+  /// every rank, so that every rank picks the same algorithm).
   bool oversubscribed() const { return s_ && s_->group_polite; }
   /// Whether options ask for the blocking MPI_Allreduce: an infinite timeout
   /// (comm::no_wait_limit), unweighted, automatic or native algorithm. That mode cannot honour
