@@ -11,6 +11,8 @@
 #             deadline), interleaved the same way (run "raw_mpi+hg_mpi_blocking"); context,
 #             not the target
 # Times: "seconds" is the median call (the slowest rank's time per call), "mean_seconds" the mean.
+#   hg_mpi_pingpong  send/recv ping-pong between rank pairs over the mpi transport,
+#             interleaved with the same over MPI_Send/MPI_Recv (raw_mpi_pingpong); context
 #   gloo      torch.distributed over gloo (Debian python3-torch; context only, not a target)
 # Usage: comm_peers.sh OUT.json   (run by ./hg bench comm after the build)
 #   HG_BENCH_BIN  folder of the peer programs (default build/cpu-omp/bench; ./hg gpu-check
@@ -39,6 +41,11 @@ if command -v mpirun >/dev/null 2>&1 && [ -x "$bin/hg-bench-comm-raw-mpi-allredu
     # The opt-in blocking mode (no deadline), reported apart from the target.
     # shellcheck disable=SC2086
     mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-hg-mpi-allreduce" raw blocking >>"$lines"
+    # Point-to-point context: send/recv ping-pong between rank pairs, hg and raw interleaved.
+    if [ -x "$bin/hg-bench-comm-hg-mpi-pingpong" ]; then
+      # shellcheck disable=SC2086
+      mpirun -np $np $mpirun_flags "$bin/hg-bench-comm-hg-mpi-pingpong" >>"$lines"
+    fi
   done
 else
   echo "MPI peers skipped: mpirun or the peer programs (built with the mpi component) missing" >>"$notes"

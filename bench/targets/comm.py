@@ -93,6 +93,18 @@ def targets(bench, peers):
                                   b / r, 0.0, note=f"{us(b)} vs {us(r)}"))
             except KeyError:
                 pass
+    # Point-to-point: send/recv ping-pong between rank pairs against MPI_Send/MPI_Recv,
+    # interleaved (context).
+    for n in (2, 4):
+        for m in SIZES:
+            try:
+                run = "raw_mpi_pingpong+hg_mpi_pingpong"
+                h = peer(peers, "hg_mpi_pingpong", n, m, run=run)
+                r = peer(peers, "raw_mpi_pingpong", n, m, run=run)
+                out.append(Target(f"comm: hg mpi send/recv ping-pong / raw MPI (context), {n} ranks, {m} floats",
+                                  h / r, 0.0, note=f"{us(h)} vs {us(r)} (medians, interleaved)"))
+            except KeyError:
+                pass
     # Solo partial allreduce, one rank 10 ms late: on-time latency < 1 ms + transfer time.
     for n, m in ((2, 1 << 16), (4, 1 << 16), (2, 1 << 20)):
         lat = bench[f"BM_inproc_partial_solo_delayed/{n}/{m}/iterations:25/manual_time"]["real_time"] * 1e-6

@@ -177,6 +177,7 @@ struct comm_state {
   MPI_Comm coll = MPI_COMM_NULL;  // schedules and shape checks
   int rank = 0, size = 1;
   bool polite = false;        // waits yield between polls (see the constructor)
+  bool mpi_yields = false;    // MPI yields the core inside its own idle polls
   bool group_polite = false;  // some node of the group runs more ranks than it has cores
                               // (the algorithm choice uses it)
   wait_policy policy{};
@@ -237,8 +238,11 @@ struct comm_state {
     if (outer) outer->fail(why);
   }
   bool is_failed() { return failed.load() || (outer && outer->failed.load()) || poll_abort(); }
-  /// is_failed() that polls for abort notices on one call in 16 only (an MPI_Test runs the
-  /// progress engine: a tenth of a small allreduce); operations in flight poll them anyway.
+  /// is_failed() that polls for abort notices on one call in 16 only; operations in flight
+  /// poll them anyway. Every post uses it: an MPI_Test runs the progress engine (a tenth of a
+  /// small allreduce), and on a crowded node one that finds nothing yields the core, so a
+  /// poll before every send and receive made a 1K-float ping-pong between 4 ranks on 2 cores
+  /// 2.4x slower than MPI_Send/MPI_Recv (1.01-1.02x without it).
   bool is_failed_cheap() {
     if (failed.load() || (outer && outer->failed.load())) return true;
     return (++cheap_polls & 15) == 0 && poll_abort();
@@ -349,10 +353,12 @@ class op_state final : public request_state {
   }
 
   void idle(real_clock::time_point until) override {
-    // MPI progresses only inside MPI calls: keep polling, politely when cores are shared.
+    // MPI progresses only inside MPI calls: keep polling, and yield between polls unless MPI
+    // already yields inside them (see comm_state::mpi_yields; twice per poll made a 1K
+    // ping-pong between 4 ranks on 2 cores 2.1x slower than MPI_Send/MPI_Recv).
     ++idles_;
     if (idles_ < 20000) {
-      std::this_thread::yield();
+      if (!c_->mpi_yields) std::this_thread::yield();
     } else {
       // Long waits (a straggler): poll every 20 us instead of burning a core.
       std::this_thread::sleep_until(std::min(until, real_clock::now() + std::chrono::microseconds(20)));
@@ -817,7 +823,8 @@ class communicator {
     // A node with more ranks than cores needs waits that give the core away between polls,
     // unless MPI already does inside every poll (OpenMPI under --oversubscribe): yielding
     // twice per poll cost 10-20% at 4 ranks on 2 cores here (docs/performance.md).
-    s->polite = crowded && !detail::library_yields_when_idle();
+    s->mpi_yields = detail::library_yields_when_idle();
+    s->polite = crowded && !s->mpi_yields;
     // The allreduce algorithm depends on it, and every rank must pick the same one: the
     // choice uses whether any node of the group is oversubscribed.
     int any = crowded ? 1 : 0;
@@ -836,6 +843,7 @@ class communicator {
     s->inner->rank = s->rank;
     s->inner->size = s->size;
     s->inner->polite = s->polite;
+    s->inner->mpi_yields = s->mpi_yields;
     s->inner->group_polite = s->group_polite;
     s->inner->policy = s->policy;
     s_ = std::move(s);
@@ -971,7 +979,7 @@ class communicator {
     check_valid();
     require_same_size("reduce_scatter.in", in.size(), "size() * out.size()",
                       out.size() * static_cast<std::size_t>(size()));
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("reduce_scatter", in.size(), -1, true, o.timeout);
     add_shape_check(*st, 2, in.size(), dtype_of_v<T>, static_cast<int>(o.op));
     auto c = s_;
@@ -996,7 +1004,7 @@ class communicator {
     check_valid();
     require_same_size("allgather.out", out.size(), "size() * in.size()",
                       in.size() * static_cast<std::size_t>(size()));
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("allgather", in.size(), -1, true, o.timeout);
     add_shape_check(*st, 3, in.size(), dtype_of_v<T>, 0);
     auto c = s_;
@@ -1015,7 +1023,7 @@ class communicator {
     comm::detail::validate_timeout("broadcast_options.timeout", o.timeout);
     check_valid();
     require_in_range_co("broadcast.root", root, 0, size());
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("broadcast", data.size(), root, true, o.timeout);
     add_shape_check(*st, 4, data.size(), dtype_of_v<T>, root);
     auto c = s_;
@@ -1037,7 +1045,7 @@ class communicator {
     if (rank() == root)
       require_same_size("gather.out", out.size(), "size() * in.size()",
                         in.size() * static_cast<std::size_t>(size()));
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("gather", in.size(), root, true, o.timeout);
     add_shape_check(*st, 5, in.size(), dtype_of_v<T>, root);
     auto c = s_;
@@ -1054,7 +1062,7 @@ class communicator {
   request barrier(const barrier_options& o = {}) const {
     comm::detail::validate_timeout("barrier_options.timeout", o.timeout);
     check_valid();
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("barrier", 0, -1, true, o.timeout);
     auto c = s_;
     st->stages_.push_back([c](detail::op_state& s) {
@@ -1072,7 +1080,7 @@ class communicator {
     check_valid();
     require_in_range_co("send.dest", dest, 0, size());
     require(tag >= 0 && tag <= 32767, "send.tag", tag, "must be in [0, 32767]");
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("send", data.size(), dest, false, o.timeout);
     st->reqs_.push_back(MPI_REQUEST_NULL);
     st->stats_.resize(1);
@@ -1090,7 +1098,7 @@ class communicator {
             "must be a rank of the communicator or any_source");
     require(tag == any_tag || (tag >= 0 && tag <= 32767), "recv.tag", tag,
             "must be in [0, 32767] or any_tag");
-    if (s_->is_failed()) return request::failed(std::make_exception_ptr(s_->error()));
+    if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("receive", data.size(), source, false, o.timeout);
     st->is_recv_ = true;
     st->reqs_.push_back(MPI_REQUEST_NULL);
