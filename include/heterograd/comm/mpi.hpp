@@ -178,8 +178,8 @@ struct comm_state {
   int rank = 0, size = 1;
   bool polite = false;        // waits yield between polls (see the constructor)
   bool mpi_yields = false;    // MPI yields the core inside its own idle polls
-  bool group_polite = false;  // some node of the group runs more ranks than it has cores
-                              // (the algorithm choice uses it)
+  bool group_crowded = false;  // some node of the group runs more ranks than it has cores
+                               // (the algorithm choice uses it)
   wait_policy policy{};
   std::atomic<bool> failed{false};
   std::mutex m;
@@ -829,7 +829,7 @@ class communicator {
     // choice uses whether any node of the group is oversubscribed.
     int any = crowded ? 1 : 0;
     detail::check(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, s->comm), "MPI_Allreduce");
-    s->group_polite = any != 0;
+    s->group_crowded = any != 0;
     // MPI progresses only inside MPI calls, so waits keep polling; past a short spin they
     // yield between polls (a loaded or oversubscribed node then still runs the peer).
     s->policy = s->polite ? comm::detail::wait_policy{8, 2} : comm::detail::wait_policy{256, 0};
@@ -844,7 +844,7 @@ class communicator {
     s->inner->size = s->size;
     s->inner->polite = s->polite;
     s->inner->mpi_yields = s->mpi_yields;
-    s->inner->group_polite = s->group_polite;
+    s->inner->group_crowded = s->group_crowded;
     s->inner->policy = s->policy;
     s_ = std::move(s);
   }
@@ -1158,7 +1158,7 @@ class communicator {
   bool yields_between_polls() const { return s_ && s_->polite; }
   /// Whether some node of the group runs more of its ranks than it has cores (the same on
   /// every rank, so that every rank picks the same algorithm).
-  bool oversubscribed() const { return s_ && s_->group_polite; }
+  bool oversubscribed() const { return s_ && s_->group_crowded; }
   /// Whether options ask for the blocking MPI_Allreduce: an infinite timeout
   /// (comm::no_wait_limit), unweighted, automatic or native algorithm. That mode cannot honour
   /// a deadline: a rank that never arrives blocks the others for good.
