@@ -12,7 +12,7 @@
 //     data it declares is checked against what the file can hold before anything is inflated:
 //     a plain file's size must be exactly header + data, and a gzip file cannot inflate to
 //     more than 1032 times its size (deflate's maximum ratio, zlib's FAQ);
-//   - the buffer grows with the data actually inflated (doubling, from 1 MiB) and never past
+//   - the buffer grows with the data actually inflated (doubling, from 64 KiB) and never past
 //     the declared size: a gzip bomb under a small header allocates at most what that header
 //     declares plus a 64-byte probe, and a header that lies upwards allocates at most twice
 //     what the stream really holds;
@@ -329,7 +329,7 @@ idx_array decode_idx(Source& src, const std::string& name, int expected_ndims) {
   }
   // Grow with what really arrives, never past the declared count.
   std::size_t have = 0;
-  std::size_t cap = std::min<std::size_t>(count, std::size_t{1} << 20);
+  std::size_t cap = std::min<std::size_t>(count, std::size_t{1} << 16);
   for (;;) {
     out.values.resize(cap);
     const std::size_t k = s.pull(out.values.data() + have, cap - have);
