@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,23 @@ BOOST_AUTO_TEST_CASE(bad_input_to_the_mpi_objects_returns_errors_on_every_rank) 
     BOOST_TEST(hg_async_worker_create_mpi(&wk, world_f(), &ac, HG_FLOAT32, n) ==
                HG_ERROR_INVALID_ARGUMENT);
   }
+  // SIZE_MAX, and a misaligned buffer, fail alike on every rank before the collective.
+  ac.server_rank = 0;
+  constexpr std::size_t huge = std::numeric_limits<std::size_t>::max();
+  BOOST_TEST(hg_local_sgd_create_mpi(&avg, world_f(), &oc, &lc, nullptr, HG_FLOAT32, p.data(),
+                                     huge, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("its byte count (size x 4) must fit in ptrdiff_t") != std::string::npos,
+             message());
+  if (rank() != 0)
+    BOOST_TEST(hg_async_worker_create_mpi(&wk, world_f(), &ac, HG_FLOAT64, huge / 2) ==
+               HG_ERROR_INVALID_ARGUMENT);
+  else
+    BOOST_TEST(hg_async_server_create_mpi(&srv, world_f(), &oc, &ac, HG_FLOAT64, p.data(), huge,
+                                          HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  auto* odd = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(p.data()) + 2);
+  BOOST_TEST(hg_local_sgd_create_mpi(&avg, world_f(), &oc, &lc, nullptr, HG_FLOAT32, odd, n - 1,
+                                     HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("alignof(float)") != std::string::npos, message());
   BOOST_TEST(avg == nullptr);
   BOOST_TEST(srv == nullptr);
   BOOST_TEST(wk == nullptr);
@@ -164,8 +182,29 @@ BOOST_AUTO_TEST_CASE(local_sgd_through_the_c_api_equals_the_sync_layers_worker_b
       hs::local_sgd_worker<float, ho::adam, hg::comm::mpi::communicator> ref(
           mpi_test::world(), ho::adam(), hg::span<float>(p_cpp),
           std::vector<std::size_t>(batches.begin(), batches.end()), cfg);
+      std::vector<float> shifted(n + 1);
+      auto* odd = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(shifted.data()) + 1);
       for (std::size_t s = 0; s < steps; ++s) {
         const auto g = draw<float>(n, seed, 100 + s * 64 + static_cast<std::uint64_t>(rank()));
+        // Failing calls before every step (on this rank alone: they fail before any
+        // collective) change nothing: p_c now, and the trajectory (optimizer state, round and
+        // step counters) checked bitwise against the C++ worker below.
+        const auto p_before = p_c;
+        std::uint64_t r0 = 0, l0 = 0, r1 = 0, l1 = 0;
+        BOOST_REQUIRE_EQUAL(hg_local_sgd_progress(avg, &r0, &l0), HG_OK);
+        BOOST_TEST(hg_local_sgd_step(avg, odd, g.data(), n, HG_DEVICE_HOST, nullptr) ==
+                   HG_ERROR_INVALID_ARGUMENT);
+        BOOST_TEST(hg_local_sgd_step(avg, p_c.data(), odd, n, HG_DEVICE_HOST, nullptr) ==
+                   HG_ERROR_INVALID_ARGUMENT);
+        BOOST_TEST(hg_local_sgd_step(avg, p_c.data(), g.data(), n + 1, HG_DEVICE_HOST, nullptr) ==
+                   HG_ERROR_SIZE_MISMATCH);
+        BOOST_TEST(hg_local_sgd_step(avg, p_c.data(), nullptr, n, HG_DEVICE_HOST, nullptr) ==
+                   HG_ERROR_NULL_POINTER);
+        BOOST_TEST(hg_local_sgd_step(avg, p_c.data(), g.data(), n, HG_DEVICE_CUDA, nullptr) ==
+                   HG_ERROR_UNSUPPORTED);
+        BOOST_TEST(bitwise_equal(p_c, p_before));
+        BOOST_REQUIRE_EQUAL(hg_local_sgd_progress(avg, &r1, &l1), HG_OK);
+        BOOST_TEST((r1 == r0 && l1 == l0));
         std::int32_t averaged = -1;
         BOOST_REQUIRE_EQUAL(
             hg_local_sgd_step(avg, p_c.data(), g.data(), n, HG_DEVICE_HOST, &averaged), HG_OK);
@@ -185,6 +224,40 @@ BOOST_AUTO_TEST_CASE(local_sgd_through_the_c_api_equals_the_sync_layers_worker_b
                  HG_ERROR_UNKNOWN_HANDLE);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_local_sgd_step_whose_average_times_out_changes_nothing_on_that_rank) {
+  // Rank 0 steps into the round's average; the others never join it: its step times out and
+  // must leave params and the progress counters as they were (the optimizer state too:
+  // hg_local_sgd_step puts the whole worker back, tested bitwise in capi_test).
+  constexpr std::size_t n = 64;
+  const std::uint64_t seed = shared_seed();
+  const auto p0 = draw<float>(n, seed, 3);
+  const auto g = draw<float>(n, seed, 4);
+  hg_optimizer_config oc;
+  hg_optimizer_config_init(&oc, HG_OPTIMIZER_MOMENTUM);
+  hg_local_sgd_config lc;
+  hg_local_sgd_config_init(&lc);
+  lc.period = 1;
+  lc.timeout_seconds = 0.5;
+  auto p = p0;
+  hg_local_sgd avg = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_local_sgd_create_mpi(&avg, world_f(), &oc, &lc, nullptr, HG_FLOAT32,
+                                              p.data(), n, HG_DEVICE_HOST),
+                      HG_OK);
+  if (rank() == 0) {
+    std::int32_t averaged = -1;
+    const hg_status st = hg_local_sgd_step(avg, p.data(), g.data(), n, HG_DEVICE_HOST, &averaged);
+    BOOST_TEST((st == HG_ERROR_TIMEOUT || st == HG_ERROR_COMMUNICATION), hg_status_name(st));
+    BOOST_TEST(averaged == -1);
+    BOOST_TEST(bitwise_equal(p, p0));
+    std::uint64_t rounds = 9, steps = 9;
+    BOOST_REQUIRE_EQUAL(hg_local_sgd_progress(avg, &rounds, &steps), HG_OK);
+    BOOST_TEST(rounds == 0u);
+    BOOST_TEST(steps == 0u);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the others wait here, outside the averager's communicator
+  BOOST_REQUIRE_EQUAL(hg_local_sgd_destroy(avg), HG_OK);
 }
 
 BOOST_AUTO_TEST_CASE(the_async_server_converges_on_a_quadratic_and_stops_every_worker) {

@@ -4,14 +4,21 @@
 #define HG_C_API_IMPLEMENTATION
 #include "heterograd/c/heterograd.h"
 
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
 
+#include "heterograd/algorithms/sync/workers.hpp"
+#include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/optim/optimizers.hpp"
@@ -24,6 +31,9 @@
 
 namespace hg = heterograd;
 namespace ho = heterograd::optim;
+namespace hs = heterograd::algorithms::sync;
+namespace hc = heterograd::comm;
+namespace hd = heterograd::c_api::detail;
 
 namespace {
 
@@ -88,6 +98,42 @@ struct adam_fixture {
     return b;
   }
 };
+
+/// `count` Ts starting `offset` bytes into a buffer aligned for T: offset 0 is aligned, the
+/// others are not (the memory behind them must not be touched).
+template <class T>
+struct offset_buffer {
+  std::vector<T> storage;
+  offset_buffer(std::size_t count) : storage(count + 1, T(3)) {}
+  T* at(std::size_t offset) {
+    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(storage.data()) + offset);
+  }
+};
+
+/// Momentum whose update throws on a NaN gradient after it has changed the parameters and
+/// the velocity: the worst a failing update can leave behind.
+struct momentum_failing_late {
+  ho::momentum inner{ho::momentum_params{.lr = 0.05}};
+  template <class E, class T>
+  auto init(const E& e, hg::span<T> p) const {
+    return inner.init(e, p);
+  }
+  template <class E, class G, class S, class P>
+  void update(const E& e, G g, S& st, P p) const {
+    inner.update(e, g, st, p);
+    for (auto v : g)
+      if (std::isnan(v)) throw std::invalid_argument("momentum_failing_late: NaN gradient");
+  }
+};
+
+using failing_worker = hs::local_sgd_worker<float, momentum_failing_late, hc::inproc::communicator>;
+
+/// Everything a local SGD worker holds, bitwise.
+bool same_worker(const failing_worker& a, const failing_worker& b) {
+  return a.optimizer_state() == b.optimizer_state() && bitwise_equal(a.anchor(), b.anchor()) &&
+         a.round() == b.round() && a.local_steps() == b.local_steps() &&
+         a.steps_done() == b.steps_done();
+}
 
 }  // namespace
 
@@ -265,6 +311,164 @@ BOOST_FIXTURE_TEST_CASE(bad_options_return_invalid_argument_naming_the_field, ad
   BOOST_TEST(hg_optimizer_save_state(opt, small.data(), small.size(), &size) ==
              HG_ERROR_INVALID_ARGUMENT);
   BOOST_TEST(steps() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(misaligned_pointers_return_invalid_argument_and_change_nothing,
+                        adam_fixture) {
+  const auto p0 = p;
+  const auto st0 = state();
+  offset_buffer<float> buf(n);
+  const auto untouched = buf.storage;
+  for (std::size_t off : {1, 2, 3}) {
+    BOOST_TEST_CONTEXT("offset " << off) {
+      BOOST_TEST(hg_optimizer_step(opt, buf.at(off), g.data(), n, HG_DEVICE_HOST) ==
+                 HG_ERROR_INVALID_ARGUMENT);
+      BOOST_TEST(message().find("'params' = 0x") != std::string::npos, message());
+      BOOST_TEST(message().find("must be aligned to 4 bytes (alignof(float))") != std::string::npos,
+                 message());
+      BOOST_TEST(hg_optimizer_step(opt, p.data(), buf.at(off), n, HG_DEVICE_HOST) ==
+                 HG_ERROR_INVALID_ARGUMENT);
+      BOOST_TEST(message().find("'grads'") != std::string::npos, message());
+      // Out-parameters and structs too: alignof(int64_t), alignof(hg_optimizer).
+      BOOST_TEST(hg_optimizer_step_count(opt, reinterpret_cast<std::int64_t*>(buf.at(off))) ==
+                 HG_ERROR_INVALID_ARGUMENT);
+      hg_optimizer_config c;
+      hg_optimizer_config_init(&c, HG_OPTIMIZER_SGD);
+      BOOST_TEST(hg_optimizer_create(reinterpret_cast<hg_optimizer*>(buf.at(off)), &c, HG_FLOAT32, n,
+                                     HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+      BOOST_TEST(hg_version(reinterpret_cast<int*>(buf.at(off)), nullptr, nullptr) ==
+                 HG_ERROR_INVALID_ARGUMENT);
+    }
+  }
+  BOOST_TEST(bitwise_equal(buf.storage, untouched));
+  BOOST_TEST(bitwise_equal(p, p0));
+  BOOST_TEST(steps() == 1);
+  BOOST_TEST((state() == st0));
+  // A float64 optimizer needs 8-byte alignment: 4 is not enough.
+  hg_optimizer_config c;
+  hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM);
+  hg_optimizer d = nullptr;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_create(&d, &c, HG_FLOAT64, 8, HG_DEVICE_HOST), HG_OK);
+  offset_buffer<double> p64(8), g64(8);
+  BOOST_TEST(hg_optimizer_step(d, p64.at(4), g64.at(0), 8, HG_DEVICE_HOST) == HG_ERROR_INVALID_ARGUMENT);
+  BOOST_TEST(message().find("must be aligned to 8 bytes (alignof(double))") != std::string::npos,
+             message());
+  std::int64_t k = -1;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_step_count(d, &k), HG_OK);
+  BOOST_TEST(k == 0);
+  BOOST_REQUIRE_EQUAL(hg_optimizer_step(d, p64.at(0), g64.at(0), 8, HG_DEVICE_HOST), HG_OK);
+  BOOST_TEST(hg_optimizer_destroy(d) == HG_OK);
+}
+
+BOOST_AUTO_TEST_CASE(size_max_and_byte_counts_that_overflow_are_one_error_for_every_optimizer) {
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  constexpr auto most = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  for (std::int32_t dtype : {HG_FLOAT32, HG_FLOAT64}) {
+    const std::size_t bytes = dtype == HG_FLOAT64 ? 8 : 4;
+    // SIZE_MAX; the first count whose bytes overflow size_t; the first past ptrdiff_t.
+    for (std::size_t size : {max, max / bytes + 1, most / bytes + 1}) {
+      const std::string expected =
+          "hg_optimizer_create: heterograd: invalid argument 'size' = " + std::to_string(size) +
+          ": must be in [1, " + std::to_string(most / bytes) + "]: its byte count (size x " +
+          std::to_string(bytes) + ") must fit in ptrdiff_t";
+      for (std::int32_t kind = HG_OPTIMIZER_SGD; kind <= HG_OPTIMIZER_ADAMW; ++kind) {
+        BOOST_TEST_CONTEXT("dtype " << dtype << ", size " << size << ", kind " << kind) {
+          hg_optimizer_config c;
+          hg_optimizer_config_init(&c, kind);
+          hg_optimizer h = nullptr;
+          BOOST_TEST(hg_optimizer_create(&h, &c, dtype, size, HG_DEVICE_HOST) ==
+                     HG_ERROR_INVALID_ARGUMENT);
+          BOOST_TEST(message() == expected);
+          BOOST_TEST(h == nullptr);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_local_sgd_step_leaves_params_and_the_worker_bitwise_unchanged) {
+  // hg_local_sgd_step runs local_sgd_worker::step through step_or_nothing; here over inproc
+  // ranks, with a NaN gradient whose update fails after changing params and the velocity.
+  constexpr std::size_t n = 257, period = 2, steps = 6;
+  const auto p0 = random_vector<float>(n, 40);
+  auto grad = [](int r, std::size_t s) {
+    return random_vector<float>(n, 100 + 2 * s + static_cast<std::uint64_t>(r));
+  };
+  std::vector<std::vector<float>> ref(2), got(2);
+  hc::inproc::spawn(2, [&](hc::inproc::communicator c) {
+    auto p = p0;
+    failing_worker w(c, momentum_failing_late{}, hg::span<float>(p), {1, 1}, {.period = period});
+    for (std::size_t s = 0; s < steps; ++s) {
+      const auto g = grad(c.rank(), s);
+      hd::step_or_nothing(w, hg::span<float>(p), hg::span<const float>(g));
+    }
+    ref[static_cast<std::size_t>(c.rank())] = p;
+  });
+  std::vector<int> refused(2, 0), raw_changed(2, 0);
+  hc::inproc::spawn(2, [&](hc::inproc::communicator c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    auto p = p0;
+    failing_worker w(c, momentum_failing_late{}, hg::span<float>(p), {1, 1}, {.period = period});
+    for (std::size_t s = 0; s < steps; ++s) {
+      auto bad = grad(c.rank(), s);
+      bad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      // Without the guarantee the failed update leaves changed parameters behind.
+      {
+        failing_worker raw = w;
+        auto q = p;
+        try {
+          raw.step(hg::span<float>(q), hg::span<const float>(bad));
+        } catch (const std::invalid_argument&) {
+        }
+        if (!bitwise_equal(q, p)) ++raw_changed[r];
+      }
+      const auto p_before = p;
+      const failing_worker w_before = w;
+      try {
+        hd::step_or_nothing(w, hg::span<float>(p), hg::span<const float>(bad));
+      } catch (const std::invalid_argument&) {
+        ++refused[r];
+      }
+      if (!bitwise_equal(p, p_before) || !same_worker(w, w_before)) refused[r] = -1000;
+      const auto g = grad(c.rank(), s);
+      hd::step_or_nothing(w, hg::span<float>(p), hg::span<const float>(g));
+    }
+    got[r] = p;
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    BOOST_TEST(refused[r] == static_cast<int>(steps));
+    BOOST_TEST(raw_changed[r] == static_cast<int>(steps));
+    BOOST_TEST(bitwise_equal(got[r], ref[r]));  // the failed calls changed nothing at all
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_local_sgd_step_whose_average_times_out_leaves_everything_unchanged) {
+  constexpr std::size_t n = 129;
+  const auto p0 = random_vector<float>(n, 50);
+  const auto g = random_vector<float>(n, 51);
+  std::atomic<bool> done{false};
+  bool timed_out = false, unchanged = false;
+  hc::inproc::spawn(2, [&](hc::inproc::communicator c) {
+    auto p = p0;
+    hs::worker_options o;
+    o.timeout = hg::seconds(0.2);
+    failing_worker w(c, momentum_failing_late{}, hg::span<float>(p), {1, 1}, {.period = 1}, {}, {}, o);
+    if (c.rank() == 1) {  // never joins the average
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    const auto p_before = p;
+    const failing_worker w_before = w;
+    try {
+      hd::step_or_nothing(w, hg::span<float>(p), hg::span<const float>(g));
+    } catch (const hc::timeout_error&) {
+      timed_out = true;
+    }
+    unchanged = bitwise_equal(p, p_before) && same_worker(w, w_before) && w.local_steps() == 0;
+    done = true;
+  });
+  BOOST_TEST(timed_out);
+  BOOST_TEST(unchanged);
 }
 
 BOOST_AUTO_TEST_CASE(the_message_is_per_thread_and_survives_successful_calls) {

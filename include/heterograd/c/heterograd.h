@@ -10,6 +10,12 @@
  * argument, its value and the rule it broke, read with hg_last_error() on the same thread.
  * No function aborts the process on bad input: null pointers, size mismatches, unknown or
  * destroyed handles, handles of the wrong kind and out-of-range options are reported as errors.
+ * Pointers must be aligned for what they point to: a float32 buffer to alignof(float), a
+ * float64 buffer to alignof(double), an out-parameter or struct to its type's alignment; a
+ * misaligned one is HG_ERROR_INVALID_ARGUMENT. Element counts (`size`) of every create
+ * function are checked the same way for every optimizer and object: at least 1 and at most
+ * PTRDIFF_MAX / (bytes per element), so SIZE_MAX or a count whose byte count overflows is
+ * HG_ERROR_INVALID_ARGUMENT.
  *
  * Implementation. The functions are implemented in C++ (header-only): exactly one C++
  * translation unit of the program or shared library defines HG_C_API_IMPLEMENTATION before
@@ -197,7 +203,11 @@ HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_com
 
 /* One local optimizer step with this rank's gradient; after the round's last step, the
  * average over the ranks (collective: every rank calls step the same number of times).
- * *averaged (may be NULL) receives 1 when this step ended with an average. */
+ * *averaged (may be NULL) receives 1 when this step ended with an average. A failed step,
+ * including one whose average failed (HG_ERROR_TIMEOUT, HG_ERROR_COMMUNICATION), changes
+ * nothing on this rank: params, the optimizer state, the round and step counters are as
+ * before the call (the step works on a copy it puts back). A failed collective usually leaves
+ * the communicator aborted, so the peers' steps fail too. */
 HG_C_EXPORT hg_status hg_local_sgd_step(hg_local_sgd avg, void* params, const void* grads,
                                         size_t size, int32_t device, int32_t* averaged);
 

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -112,10 +113,43 @@ hg_status guarded(const char* function, F&& body) noexcept {
   }
 }
 
-inline void require_pointer(const void* p, const char* parameter) {
+/// An address as the message shows it.
+inline std::string address_of(const void* p) {
+  char buf[2 + 2 * sizeof(std::uintptr_t) + 1];
+  std::snprintf(buf, sizeof buf, "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+  return buf;
+}
+
+/// A pointer to T must be aligned to alignof(T): reading a misaligned float or struct is
+/// undefined behaviour (and faults on some CPUs and on CUDA), whatever x86 tolerates.
+inline void require_aligned(const void* p, std::size_t alignment, const char* parameter,
+                            const char* type) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0)
+    throw std::invalid_argument(invalid_argument_message(
+        parameter, address_of(p),
+        "must be aligned to " + std::to_string(alignment) + " bytes (alignof(" + type + "))"));
+}
+
+template <class T>
+constexpr std::size_t alignment_of() {
+  if constexpr (std::is_void_v<T>) return 1;
+  else return alignof(T);
+}
+
+/// A required pointer: not null and aligned for what it points to.
+template <class T>
+void require_pointer(const T* p, const char* parameter) {
   if (p == nullptr)
     throw api_error(HG_ERROR_NULL_POINTER,
                     invalid_argument_message(parameter, nullptr, "must not be null"));
+  require_aligned(p, alignment_of<T>(), parameter, "its type");
+}
+
+/// A pointer that may be NULL; if it is not, aligned for what it points to.
+template <class T>
+void require_optional(const T* p, const char* parameter) {
+  if (p != nullptr) require_aligned(p, alignment_of<T>(), parameter, "its type");
 }
 
 inline void require_size(const char* parameter, std::size_t size, std::size_t expected) {
@@ -129,6 +163,26 @@ inline void require_size(const char* parameter, std::size_t size, std::size_t ex
 // ---- memory ---------------------------------------------------------------------------------
 
 inline std::size_t dtype_bytes(std::int32_t dtype) { return dtype == HG_FLOAT64 ? 8 : 4; }
+
+/// A buffer of `dtype` elements: not null, and aligned to alignof(float) or alignof(double).
+inline void require_buffer(const void* p, std::int32_t dtype, const char* parameter) {
+  require_pointer(p, parameter);
+  require_aligned(p, dtype == HG_FLOAT64 ? alignof(double) : alignof(float), parameter,
+                  dtype == HG_FLOAT64 ? "double" : "float");
+}
+
+/// The one check of the element count every handle is created with (optimizers of every
+/// kind, the MPI objects): at least 1, and its byte count must fit in ptrdiff_t, the largest
+/// object there can be. So SIZE_MAX, or a count whose bytes overflow size_t, is the same
+/// HG_ERROR_INVALID_ARGUMENT for SGD (which allocates no state) as for Adam (which would
+/// have failed in its allocation), and no later size * dtype_bytes can overflow.
+inline void require_count(std::size_t size, std::int32_t dtype) {
+  const std::size_t bytes = dtype_bytes(dtype);
+  const std::size_t most = static_cast<std::size_t>(PTRDIFF_MAX) / bytes;
+  require(size >= 1 && size <= most, "size", size,
+          "must be in [1, " + std::to_string(most) + "]: its byte count (size x " +
+              std::to_string(bytes) + ") must fit in ptrdiff_t");
+}
 
 inline void require_dtype(std::int32_t dtype) {
   require(dtype == HG_FLOAT32 || dtype == HG_FLOAT64, "dtype", dtype,
@@ -177,7 +231,7 @@ inline void require_memory(const void* p, std::int32_t device, const char* param
 /// fused kernels read values they already wrote.
 inline void require_no_partial_overlap(const void* a, const void* b, std::size_t bytes) {
   const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  const bool overlap = x < y + bytes && y < x + bytes;
+  const bool overlap = x <= y ? y - x < bytes : x - y < bytes;  // no address + bytes overflow
   require(!overlap || x == y, "grads", "overlapping params",
           "must be the params buffer itself or not overlap it");
 }
@@ -504,6 +558,28 @@ using mpi_exec = std::remove_cvref_t<decltype(thrust::cpp::par)>;
 #endif
 #endif
 
+/// worker.step(params, grads) with the guarantee the C header gives every call: if it
+/// throws, nothing has changed. A local SGD step can fail after it changed things: the
+/// optimizer update may stop half-way (a kernel's error, a non-finite check) and the round's
+/// collectives run on `params` and the optimizer state in place, after the local step and the
+/// step counters moved on (a timeout, a peer's abort). So the step runs on a copy kept aside:
+/// the worker is a value (its transport is a shared handle), and on failure the worker and
+/// the caller's parameters are put back bitwise. Cost: a copy of the parameters, the
+/// optimizer state and the anchor per step (host memory, a few n-element copies next to the
+/// framework's forward and backward passes).
+template <class Worker, class T>
+bool step_or_nothing(Worker& worker, span<T> params, span<const T> grads) {
+  const std::vector<T> params_before(params.begin(), params.end());
+  Worker before = worker;
+  try {
+    return worker.step(params, grads);
+  } catch (...) {
+    std::copy(params_before.begin(), params_before.end(), params.begin());
+    worker = std::move(before);
+    throw;
+  }
+}
+
 struct local_sgd_object : object {
   local_sgd_object(std::int32_t dt, std::size_t n)
       : object(handle_kind::local_sgd), dtype(dt), size(n) {}
@@ -556,8 +632,8 @@ class local_sgd_impl final : public local_sgd_object {
                                       std::move(s), hs::no_outer{}, hs::identity_transform{}, wo);
   }
   bool step(void* params, const void* grads) override {
-    return w_.h->step(span<T>(static_cast<T*>(params), size),
-                      span<const T>(static_cast<const T*>(grads), size));
+    return step_or_nothing(*w_.h, span<T>(static_cast<T*>(params), size),
+                           span<const T>(static_cast<const T*>(grads), size));
   }
   std::uint64_t rounds() const override { return w_.h->round(); }
   std::uint64_t steps() const override { return w_.h->local_steps(); }
@@ -752,10 +828,15 @@ HG_C_EXPORT const char* hg_status_name(int status) {
 }
 
 HG_C_EXPORT hg_status hg_version(int* major, int* minor, int* patch) {
-  if (major) *major = HG_VERSION_MAJOR;
-  if (minor) *minor = HG_VERSION_MINOR;
-  if (patch) *patch = HG_VERSION_PATCH;
-  return HG_OK;
+  namespace d = heterograd::c_api::detail;
+  return d::guarded(__func__, [&] {
+    d::require_optional(major, "major");
+    d::require_optional(minor, "minor");
+    d::require_optional(patch, "patch");
+    if (major) *major = HG_VERSION_MAJOR;
+    if (minor) *minor = HG_VERSION_MINOR;
+    if (patch) *patch = HG_VERSION_PATCH;
+  });
 }
 
 HG_C_EXPORT int hg_has_cuda(void) {
@@ -791,7 +872,7 @@ HG_C_EXPORT hg_status hg_optimizer_create(hg_optimizer* out, const hg_optimizer_
     d::require_kind(config->kind);
     d::require_dtype(dtype);
     d::require_device_supported(device);
-    heterograd::require(size > 0, "size", size, "must be > 0");
+    d::require_count(size, dtype);
     auto o = dtype == HG_FLOAT32 ? d::make_optimizer_object<float>(*config, dtype, device, size)
                                  : d::make_optimizer_object<double>(*config, dtype, device, size);
     *out = d::make_handle<hg_optimizer>(std::move(o));
@@ -803,8 +884,8 @@ HG_C_EXPORT hg_status hg_optimizer_step(hg_optimizer opt, void* params, const vo
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::optimizer_object>(opt, d::handle_kind::optimizer, "opt");
-    d::require_pointer(params, "params");
-    d::require_pointer(grads, "grads");
+    d::require_buffer(params, o->dtype, "params");
+    d::require_buffer(grads, o->dtype, "grads");
     d::require_size("size", size, o->size);
     heterograd::require(device == o->device, "device", device,
                         "must equal the optimizer's device (" + std::to_string(o->device) + ")");
@@ -884,6 +965,7 @@ HG_C_EXPORT hg_status hg_optimizer_destroy(hg_optimizer opt) {
 HG_C_EXPORT hg_status hg_mpi_init(int* provided) {
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
+    d::require_optional(provided, "provided");
 #if defined(HG_HAS_MPI)
     int up = 0, level = 0;
     MPI_Initialized(&up);
@@ -914,6 +996,9 @@ HG_C_EXPORT hg_status hg_mpi_finalize(void) {
 HG_C_EXPORT hg_status hg_mpi_world(int64_t* comm, int* rank, int* size) {
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
+    d::require_optional(comm, "comm");
+    d::require_optional(rank, "rank");
+    d::require_optional(size, "size");
 #if defined(HG_HAS_MPI)
     const MPI_Comm w = d::mpi_comm_of(MPI_Comm_c2f(MPI_COMM_WORLD));
     if (comm) *comm = static_cast<int64_t>(MPI_Comm_c2f(w));
@@ -954,11 +1039,12 @@ HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_com
     d::require_pointer(out, "out");
     d::require_pointer(local_optimizer, "local_optimizer");
     d::require_pointer(config, "config");
-    d::require_pointer(params, "params");
+    d::require_buffer(params, dtype, "params");
+    d::require_optional(batches, "batches");
     d::require_kind(local_optimizer->kind);
     d::require_dtype(dtype);
     d::require_host_only(device, "local SGD over MPI");
-    heterograd::require(size > 0, "size", size, "must be > 0");
+    d::require_count(size, dtype);
 #if defined(HG_HAS_MPI)
     const MPI_Comm c = d::mpi_comm_of(mpi_comm);
     std::vector<std::size_t> b;
@@ -980,8 +1066,9 @@ HG_C_EXPORT hg_status hg_local_sgd_step(hg_local_sgd avg, void* params, const vo
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::local_sgd_object>(avg, d::handle_kind::local_sgd, "avg");
-    d::require_pointer(params, "params");
-    d::require_pointer(grads, "grads");
+    d::require_buffer(params, o->dtype, "params");
+    d::require_buffer(grads, o->dtype, "grads");
+    d::require_optional(averaged, "averaged");
     d::require_size("size", size, o->size);
     d::require_host_only(device, "local SGD over MPI");
     d::require_no_partial_overlap(params, grads, size * d::dtype_bytes(o->dtype));
@@ -995,6 +1082,8 @@ HG_C_EXPORT hg_status hg_local_sgd_progress(hg_local_sgd avg, uint64_t* rounds, 
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::local_sgd_object>(avg, d::handle_kind::local_sgd, "avg");
+    d::require_optional(rounds, "rounds");
+    d::require_optional(steps, "steps");
     std::lock_guard lock(o->mutex);
     if (rounds) *rounds = o->rounds();
     if (steps) *steps = o->steps();
@@ -1032,12 +1121,12 @@ HG_C_EXPORT hg_status hg_async_server_create_mpi(hg_async_server* out, int64_t m
     d::require_pointer(out, "out");
     d::require_pointer(server_optimizer, "server_optimizer");
     d::require_pointer(config, "config");
-    d::require_pointer(initial_params, "initial_params");
+    d::require_buffer(initial_params, dtype, "initial_params");
     d::require_kind(server_optimizer->kind);
     d::require_dtype(dtype);
     d::require_host_only(device, "the asynchronous server over MPI");
     d::require_async_config(*config);
-    heterograd::require(size > 0, "size", size, "must be > 0");
+    d::require_count(size, dtype);
 #if defined(HG_HAS_MPI)
     const MPI_Comm c = d::mpi_comm_of(mpi_comm);
     auto o = dtype == HG_FLOAT32
@@ -1056,6 +1145,8 @@ HG_C_EXPORT hg_status hg_async_server_run(hg_async_server server, uint64_t* upda
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::async_server_object>(server, d::handle_kind::async_server, "server");
+    d::require_optional(updates, "updates");
+    d::require_optional(dropped, "dropped");
     std::lock_guard lock(o->mutex);
     o->run(updates, dropped);
   });
@@ -1066,7 +1157,7 @@ HG_C_EXPORT hg_status hg_async_server_params(hg_async_server server, void* param
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::async_server_object>(server, d::handle_kind::async_server, "server");
-    d::require_pointer(params, "params");
+    d::require_buffer(params, o->dtype, "params");
     d::require_size("size", size, o->size);
     d::require_host_only(device, "the asynchronous server over MPI");
     std::lock_guard lock(o->mutex);
@@ -1088,7 +1179,7 @@ HG_C_EXPORT hg_status hg_async_worker_create_mpi(hg_async_worker* out, int64_t m
     d::require_pointer(config, "config");
     d::require_dtype(dtype);
     d::require_async_config(*config);
-    heterograd::require(size > 0, "size", size, "must be > 0");
+    d::require_count(size, dtype);
 #if defined(HG_HAS_MPI)
     const MPI_Comm c = d::mpi_comm_of(mpi_comm);
     std::shared_ptr<d::async_worker_object> o;
@@ -1107,7 +1198,7 @@ HG_C_EXPORT hg_status hg_async_worker_pull(hg_async_worker worker, void* params,
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::async_worker_object>(worker, d::handle_kind::async_worker, "worker");
-    d::require_pointer(params, "params");
+    d::require_buffer(params, o->dtype, "params");
     d::require_pointer(has_job, "has_job");
     d::require_size("size", size, o->size);
     d::require_host_only(device, "an asynchronous worker over MPI");
@@ -1121,7 +1212,8 @@ HG_C_EXPORT hg_status hg_async_worker_push(hg_async_worker worker, const void* g
   namespace d = heterograd::c_api::detail;
   return d::guarded(__func__, [&] {
     auto o = d::lookup<d::async_worker_object>(worker, d::handle_kind::async_worker, "worker");
-    d::require_pointer(grads, "grads");
+    d::require_buffer(grads, o->dtype, "grads");
+    d::require_optional(accepted, "accepted");
     d::require_size("size", size, o->size);
     d::require_host_only(device, "an asynchronous worker over MPI");
     std::lock_guard lock(o->mutex);
