@@ -39,6 +39,20 @@ int main(void) {
   EXPECT(hg_optimizer_step(opt, NULL, g, n, HG_DEVICE_HOST) == HG_ERROR_NULL_POINTER);
   EXPECT(strstr(hg_last_error(), "'params'") != NULL);
   EXPECT(hg_optimizer_step(opt, p, g, n - 1, HG_DEVICE_HOST) == HG_ERROR_SIZE_MISMATCH);
+  /* A float buffer one byte off its alignment, and a count whose bytes overflow. */
+  EXPECT(hg_optimizer_step(opt, (float*)((char*)p + 1), g, n, HG_DEVICE_HOST) ==
+         HG_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(hg_last_error(), "alignof(float)") != NULL);
+  {
+    hg_optimizer big = NULL;
+    EXPECT(hg_optimizer_create(&big, &cfg, HG_FLOAT32, SIZE_MAX, HG_DEVICE_HOST) ==
+           HG_ERROR_INVALID_ARGUMENT);
+    EXPECT(big == NULL);
+    EXPECT(hg_optimizer_config_init(&cfg, HG_OPTIMIZER_SGD) == HG_OK);
+    EXPECT(hg_optimizer_create(&big, &cfg, HG_FLOAT32, SIZE_MAX / 2, HG_DEVICE_HOST) ==
+           HG_ERROR_INVALID_ARGUMENT);
+    EXPECT(big == NULL);
+  }
   EXPECT(hg_optimizer_destroy(opt) == HG_OK);
   EXPECT(hg_optimizer_step(opt, p, g, n, HG_DEVICE_HOST) == HG_ERROR_UNKNOWN_HANDLE);
   EXPECT(hg_optimizer_destroy(opt) == HG_ERROR_UNKNOWN_HANDLE);
