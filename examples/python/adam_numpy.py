@@ -133,6 +133,20 @@ def main():
             except HeterogradError as e:
                 print(f"  wrong size  -> {e}")
                 assert e.status == 2  # HG_ERROR_SIZE_MISMATCH
+            else:
+                raise AssertionError("a wrong size was accepted")
+            # NumPy makes views at any byte offset; a misaligned one is refused, not read.
+            raw = np.zeros(args.size * params.itemsize + 1, dtype=np.uint8)
+            odd = raw[1:].view(dtype)
+            assert not odd.flags["ALIGNED"]
+            try:
+                opt.step(odd, grads[0])
+            except HeterogradError as e:
+                print(f"  misaligned  -> {e}")
+                assert e.status == 4  # HG_ERROR_INVALID_ARGUMENT
+            else:
+                raise AssertionError("a misaligned array was accepted")
+            assert not raw.any()  # untouched
             opt.close()
             try:
                 opt.handle = ctypes.c_void_p(address)  # a forged handle
