@@ -165,7 +165,7 @@ const json& reference() {
 }
 
 // kill -9 at a random moment of a run and then of its resume, then resume to the end: the
-// results are the uninterrupted run's. Returns how many of the resumes found a checkpoint.
+// results are the uninterrupted run's, and no child outlives a killed parent.
 void kill_trials(unsigned jobs, int trials) {
   const auto d = scratch("kills-" + std::to_string(jobs));
   const auto cfg = write_config(d, tiny_experiment());

@@ -7,6 +7,7 @@
 // a run started with --jobs 2 resumes with --jobs 1 or 4 and from a moved folder.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
