@@ -7,7 +7,9 @@
 //   heterograd-run my.json --set workers.count=32 --seeds 1,2,3 --jobs 2
 //   heterograd-run demo --resume              continue killed runs from their checkpoints
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,7 +33,9 @@
 #endif
 
 #include "config.hpp"
+#include "files.hpp"
 #include "report.hpp"
+#include "resume.hpp"
 #include "run.hpp"
 
 extern char** environ;
@@ -208,6 +212,15 @@ struct unit {
   std::filesystem::path dir;
 };
 
+// A child of --jobs N dies with its parent: a parent killed with SIGKILL cannot stop its
+// children, so the kernel does (the parent-death signal). The signal is armed here, after exec,
+// so a parent that died before this line is seen by its pid no longer being our parent.
+bool follow_parent(long parent) {
+  if (parent <= 0) return true;  // started by hand
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return false;
+  return ::getppid() == static_cast<pid_t>(parent);
+}
+
 int child_main(const std::string& config_path, std::size_t method, std::uint64_t seed, const std::string& dir,
                bool resume, std::uint64_t halt_after) {
 #ifdef _OPENMP
@@ -246,6 +259,7 @@ int main(int argc, char** argv) {
   bool child = false;
   std::size_t child_method = 0;
   std::string child_dir;
+  long parent_pid = 0;
   app.add_option("experiment", experiment, "named experiment (examples/experiments/<name>.json) or a JSON file");
   app.add_flag("--list", list, "list the named experiments");
   app.add_flag("--schema", schema, "print every configuration key (Markdown)");
@@ -264,12 +278,14 @@ int main(int argc, char** argv) {
   app.add_flag("--child", child, "(internal) run one method")->group("");
   app.add_option("--method-index", child_method, "(internal)")->group("");
   app.add_option("--dir", child_dir, "(internal)")->group("");
+  app.add_option("--parent-pid", parent_pid, "(internal) the parent's pid: the child ends when it does")->group("");
   app.add_option("--halt-after", halt_after, "stop as if killed after N evaluations (tests)")->group("");
   CLI11_PARSE(app, argc, argv);
 
   std::optional<mpi_session> mpi;
   int rank = launcher_rank();
   try {
+    if (child && !follow_parent(parent_pid)) return 1;  // the parent is gone already
     if (child) return child_main(experiment, child_method, seed, child_dir, resume, halt_after);
     if (list) {
       for (const auto& n : list_experiments()) {
@@ -373,7 +389,21 @@ int main(int argc, char** argv) {
                               return c;
                             }()}};
     const auto cfg_path = root / "config.json";
-    if (writer) std::ofstream(cfg_path) << resolved.dump(2) << "\n";
+    // --resume continues the run recorded in config.json, never another one: the results
+    // already there would be reported as this configuration's.
+    if (resume && writer && std::filesystem::exists(cfg_path)) {
+      const json saved = json::parse(read_file(cfg_path), nullptr, false);
+      if (saved.is_discarded() || !saved.is_object())
+        throw std::runtime_error("cannot resume: " + cfg_path.string() +
+                                 " is not a JSON object (damaged); run without --resume to start again");
+      const json before = result_inputs(saved), now = result_inputs(resolved);
+      if (before != now)
+        throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
+                                           differences_text(before, now) +
+                                           "); resume with the same configuration, or run without --resume "
+                                           "(another --out keeps these results)");
+    }
+    if (writer) hgrun::write_file(cfg_path, resolved.dump(2) + "\n");  // children read it whole
 
     // Units of work: (method, seed), each in its own directory.
     std::vector<unit> units;
@@ -389,14 +419,25 @@ int main(int argc, char** argv) {
     const auto exe = std::filesystem::read_symlink("/proc/self/exe");
     std::vector<std::size_t> todo;
     for (std::size_t i = 0; i < units.size(); ++i) {
-      if (resume && std::filesystem::exists(units[i].dir / "summary.json")) continue;
+      if (resume && std::filesystem::exists(units[i].dir / "summary.json")) {
+        // A finished unit is skipped, and its summary is what the table reports: check it.
+        const auto sp = units[i].dir / "summary.json";
+        const json s = json::parse(read_file(sp), nullptr, false);
+        if (s.is_discarded() || !s.is_object() || !s.contains("trace_hash") || !s.contains("final"))
+          throw std::runtime_error("cannot resume: " + sp.string() +
+                                   " from the earlier run is damaged (truncated or not a summary); delete it "
+                                   "to run that method again");
+        continue;
+      }
       if (!resume && writer) std::filesystem::remove_all(units[i].dir);
       todo.push_back(i);
     }
     int failures = 0, halts = 0;
     if (jobs == 1) {
       for (auto i : todo) {
-        run_request req{cfg, units[i].method, units[i].seed, units[i].dir, resume, halt_after,
+        // `resolved`, as the children of --jobs N read it from config.json: a checkpoint's
+        // digest (the code revision included) is the same either way.
+        run_request req{resolved, units[i].method, units[i].seed, units[i].dir, resume, halt_after,
                         [&](const progress_info& p) { disp.update(p); }, writer};
         try {
           run_method(req);
@@ -414,7 +455,7 @@ int main(int argc, char** argv) {
           std::filesystem::create_directories(u.dir);
           std::vector<std::string> args{exe.string(), cfg_path.string(), "--child", "--method-index",
                                         std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
-                                        u.dir.string()};
+                                        u.dir.string(), "--parent-pid", std::to_string(::getpid())};
           if (resume) args.push_back("--resume");
           if (halt_after) {
             args.push_back("--halt-after");

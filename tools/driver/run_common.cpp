@@ -15,6 +15,8 @@
 #include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/sim/network.hpp"
+#include "files.hpp"
+#include "resume.hpp"
 #include "run.hpp"
 
 #ifdef _OPENMP
@@ -410,19 +412,10 @@ struct target_tracker {
   void serialize(reader& r) { r(reached, best); }
 };
 
-std::string checkpoint_digest(const context& ctx) {
-  return ctx.config.dump() + "|" + ctx.method.dump() + "|" + std::to_string(ctx.seed);
-}
-
-void write_file(const std::filesystem::path& p, const std::vector<std::byte>& b) {
-  const auto tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, p);  // atomic: a kill never leaves half a checkpoint
-}
+// A checkpoint records what determines its run's results (resume.hpp's unit_inputs): the same
+// whether the run was started with --jobs 1 (the configuration main resolved) or in a child of
+// --jobs N (the same configuration read back from config.json), and whatever the command line.
+std::string checkpoint_digest(const context& ctx) { return unit_inputs(ctx.config, ctx.method, ctx.seed).dump(); }
 
 }  // namespace
 
@@ -450,30 +443,36 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
   std::uint64_t e = 0;  // evaluations done
   auto save = [&] {
     writer w;
-    w(std::string("heterograd-run checkpoint 1"), checkpoint_digest(ctx), e);
+    w(checkpoint_digest(ctx), e);
     const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
     w(wall, target, ctx.extra.dump());
     w(rec);
     ctx.prob.serialize(w);
     h.save(w);
-    write_file(ckpt, w.bytes());
+    // Temporary file, fsync, rename (files.hpp): a kill leaves the previous checkpoint or this one.
+    const std::string sealed = seal_checkpoint(w.bytes());
+    hgrun::write_file(ckpt, sealed);
   };
   if (ctx.resume && std::filesystem::exists(ckpt)) {
-    std::ifstream in(ckpt, std::ios::binary);
-    std::vector<char> raw((std::istreambuf_iterator<char>(in)), {});
-    std::vector<std::byte> bytes(raw.size());
-    std::memcpy(bytes.data(), raw.data(), raw.size());
+    // Every checksum is checked before a byte is used (a flipped byte in the parameters would
+    // otherwise resume to a different run without a word).
+    const std::vector<std::byte> bytes = open_checkpoint(ckpt, read_file(ckpt));
     reader r(bytes);
-    std::string magic, digest, extra;
-    r(magic, digest);
-    if (magic != "heterograd-run checkpoint 1" || digest != checkpoint_digest(ctx))
-      throw std::runtime_error(ckpt.string() + " is a checkpoint of another configuration or seed");
+    std::string digest, extra;
+    r(digest);
+    if (digest != checkpoint_digest(ctx)) {
+      const json saved = json::parse(digest, nullptr, false);
+      throw checkpoint_error(ckpt, "written by a run with other inputs (" +
+                                       (saved.is_discarded() ? std::string("unreadable record")
+                                                             : differences_text(saved, json::parse(checkpoint_digest(ctx)))) +
+                                       ")");
+    }
     r(e, ctx.wall_before, target, extra);
     ctx.extra = json::parse(extra);
     r(rec);
     ctx.prob.serialize(r);
     h.load(r);
-    if (!r.done()) throw std::runtime_error(ckpt.string() + ": trailing bytes");
+    if (!r.done()) throw checkpoint_error(ckpt, "the payload has trailing bytes (another build's layout)");
   }
   auto epochs_done = [&] {
     return h.epochs_done ? h.epochs_done()
@@ -573,7 +572,8 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   ex.erase("time_to_target");
   ex.erase("best");
   s["extra"] = ex;
-  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  // summary.json marks the run finished (--resume skips it): whole or absent, never half.
+  hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
   std::filesystem::remove(ctx.dir / "checkpoint.bin");
   return s;
 }
@@ -589,7 +589,7 @@ void single_threaded_here() {
 }
 
 void rewrite_summary(const context& ctx, const json& s) {
-  if (ctx.root) std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  if (ctx.root) hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
 }
 
 int mpi_ranks_needed(const json& c) {
