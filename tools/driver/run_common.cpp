@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <sstream>
 
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/idx.hpp"
@@ -15,6 +16,7 @@
 #include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/sim/network.hpp"
+#include "files.hpp"
 #include "run.hpp"
 
 #ifdef _OPENMP
@@ -529,21 +531,20 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
 json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& params) {
   if (!ctx.root) return json();
   std::filesystem::create_directories(ctx.dir);
+  // Each table is formatted in memory and written whole (hgrun::write_file): a full disk or a
+  // size limit is an output_error naming the file, never a short file under its name.
+  auto table = [&](const char* name, sim::recorder::table t) {
+    std::ostringstream o;
+    rec.write_csv(o, t);
+    hgrun::write_file(ctx.dir / name, o.str());
+  };
+  table("evaluations.csv", sim::recorder::table::evaluations);
+  table("workers.csv", sim::recorder::table::workers);
+  table("staleness.csv", sim::recorder::table::staleness);
   {
-    std::ofstream o(ctx.dir / "evaluations.csv");
-    rec.write_csv(o, sim::recorder::table::evaluations);
-  }
-  {
-    std::ofstream o(ctx.dir / "workers.csv");
-    rec.write_csv(o, sim::recorder::table::workers);
-  }
-  {
-    std::ofstream o(ctx.dir / "staleness.csv");
-    rec.write_csv(o, sim::recorder::table::staleness);
-  }
-  {
-    std::ofstream o(ctx.dir / "run.json");
+    std::ostringstream o;
     rec.write_json(o);
+    hgrun::write_file(ctx.dir / "run.json", o.str());
   }
   json s = json::object();
   s["label"] = ctx.method["label"];
@@ -573,7 +574,7 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   ex.erase("time_to_target");
   ex.erase("best");
   s["extra"] = ex;
-  std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
   std::filesystem::remove(ctx.dir / "checkpoint.bin");
   return s;
 }
@@ -589,7 +590,7 @@ void single_threaded_here() {
 }
 
 void rewrite_summary(const context& ctx, const json& s) {
-  if (ctx.root) std::ofstream(ctx.dir / "summary.json") << s.dump(2) << "\n";
+  if (ctx.root) hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
 }
 
 int mpi_ranks_needed(const json& c) {
