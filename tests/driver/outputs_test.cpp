@@ -202,6 +202,13 @@ BOOST_AUTO_TEST_CASE(backquotes_macros_quotes_and_backslashes_in_labels_are_draw
     for (const auto& e : fs::directory_iterator(out))
       BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
   }
+  // A folder name with a quote and a newline never reaches the script (gnuplot runs inside it).
+  const auto odd = dir / ("it's\nsystem(\"touch " + x.string() + "\")\n#");
+  fs::create_directories(odd);
+  std::string why;
+  const auto pngs = hgrun::make_plots(plot_config("t", "a", "b"), two_methods(odd, "a", "b"), odd, why);
+  BOOST_TEST(pngs.size() == 3u);
+  for (const auto& p : pngs) BOOST_TEST(complete_png(p), p);
   BOOST_TEST(!fs::exists(x));
   fs::remove_all(dir);
 }
@@ -275,6 +282,17 @@ BOOST_AUTO_TEST_CASE(a_rerun_over_its_own_output_replaces_it_and_an_empty_folder
   BOOST_TEST(fs::exists(dir / "seeds" / "seed-2" / "rescaled-asgd" / "summary.json"));
   const auto again = run_exe(seeds);
   BOOST_TEST(again.code == 0, again.err);
+  fs::remove_all(dir);
+}
+
+// make_plots() empties <out>/plot-data: a method whose folder would be that is refused.
+BOOST_AUTO_TEST_CASE(a_label_whose_folder_is_the_charts_data_folder_is_refused_naming_the_label) {
+  const auto dir = scratch("reserved");
+  const auto r = run_exe({"e1_rescaled", "--tiny", "--quiet", "--set", "methods[1].label=Plot Data", "--methods",
+                          "vanilla ASGD,Plot Data", "--out", (dir / "out").string()});
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.err.find("methods[1].label") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("plot-data") != std::string::npos, r.err);
   fs::remove_all(dir);
 }
 
