@@ -236,6 +236,13 @@ BOOST_AUTO_TEST_CASE(a_user_file_in_a_method_folder_survives_and_the_run_fails_n
   BOOST_TEST(files_under(out / "rescaled-asgd").size() == 1u);
   // Every folder is checked before any is touched: the other method's results are as they were.
   BOOST_TEST(hgrun::read_file(out / "vanilla-asgd" / "summary.json") == before);
+  // --resume (which deletes nothing) still writes into no folder of the user's.
+  auto resume = tiny_e1(out);
+  resume.push_back("--resume");
+  const auto rr = run_exe(resume);
+  BOOST_TEST(rr.code != 0);
+  BOOST_TEST(rr.err.find((out / "rescaled-asgd").string()) != std::string::npos, rr.err);
+  BOOST_TEST(files_under(out / "rescaled-asgd").size() == 1u);
   fs::remove_all(dir);
 }
 
