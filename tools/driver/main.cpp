@@ -13,8 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -34,6 +37,7 @@
 
 #include "config.hpp"
 #include "files.hpp"
+#include "folders.hpp"
 #include "report.hpp"
 #include "resume.hpp"
 #include "run.hpp"
@@ -132,10 +136,7 @@ class display {
 void write_progress(const std::filesystem::path& dir, const progress_info& p) {
   json j{{"label", p.label}, {"virtual_time", p.virtual_time}, {"fraction", p.fraction}, {"best", p.best},
          {"has_best", p.has_best}, {"events", p.events}, {"wall_seconds", p.wall_seconds}, {"done", p.done}};
-  const auto tmp = dir / "progress.json.tmp";
-  std::ofstream(tmp) << j.dump();
-  std::error_code ec;
-  std::filesystem::rename(tmp, dir / "progress.json", ec);
+  write_file(dir / "progress.json", j.dump());
 }
 
 std::optional<progress_info> read_progress(const std::filesystem::path& dir) {
@@ -250,6 +251,9 @@ int child_main(const std::string& config_path, std::size_t method, std::uint64_t
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file size limit then fails the write (EFBIG, an output_error naming the file) instead of
+  // killing the process before it can say which file.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"heterograd-run: heterogeneous-training experiments on a simulated cluster"};
   std::string experiment, out, methods, seeds_text;
   std::vector<std::string> sets;
@@ -381,7 +385,9 @@ int main(int argc, char** argv) {
     const bool writer = rank == 0;
 
     const std::filesystem::path root = cfg["output"].get<std::string>();
-    if (writer) std::filesystem::create_directories(root);
+    // heterograd-run writes only into folders it made or found empty (folders.hpp): a user's
+    // folder is refused before anything in it is touched.
+    if (writer) claim_folder(root);
     json resolved = cfg;
     resolved["resolved"] = {{"seeds", seeds}, {"git_revision", writer ? git_revision() : ""}, {"command", [&] {
                               std::string c;
@@ -403,15 +409,29 @@ int main(int argc, char** argv) {
                                            "); resume with the same configuration, or run without --resume "
                                            "(another --out keeps these results)");
     }
-    if (writer) hgrun::write_file(cfg_path, resolved.dump(2) + "\n");  // children read it whole
 
     // Units of work: (method, seed), each in its own directory.
     std::vector<unit> units;
     for (auto s : seeds)
       for (std::size_t m = 0; m < cfg["methods"].size(); ++m) {
         const auto base = seeds.size() == 1 ? root : root / ("seed-" + std::to_string(s));
-        units.push_back({m, s, base / slug(cfg["methods"][m]["label"])});
+        const std::string name = slug(cfg["methods"][m]["label"]);
+        // The charts' folder sits beside the method folders (make_plots() empties it).
+        if (name == "plot-data")
+          throw config_error("methods[" + std::to_string(m) + "].label",
+                             "expected a label whose folder name is not \"plot-data\" (the charts' data "
+                             "folder sits beside the methods' folders)");
+        units.push_back({m, s, base / name});
       }
+    // Every folder is checked before any is touched: a user's folder among them stops the run
+    // with nothing deleted.
+    if (writer)
+      for (const auto& u : units) {
+        check_folder(u.dir.parent_path());
+        check_folder(u.dir);
+      }
+    if (writer && seeds.size() > 1)
+      for (auto s : seeds) claim_folder(root / ("seed-" + std::to_string(s)));
     display disp(quiet, cfg["target"]["metric"]);
     if (!quiet)
       std::fprintf(stderr, "heterograd-run: %s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
@@ -419,6 +439,8 @@ int main(int argc, char** argv) {
     const auto exe = std::filesystem::read_symlink("/proc/self/exe");
     std::vector<std::size_t> todo;
     for (std::size_t i = 0; i < units.size(); ++i) {
+      // A fresh run deletes a method folder only when it carries heterograd-run's marker.
+      if (writer) resume ? claim_folder(units[i].dir) : reset_folder(units[i].dir);
       if (resume && std::filesystem::exists(units[i].dir / "summary.json")) {
         // A finished unit is skipped, and its summary is what the table reports: check it.
         const auto sp = units[i].dir / "summary.json";
@@ -429,9 +451,9 @@ int main(int argc, char** argv) {
                                    "to run that method again");
         continue;
       }
-      if (!resume && writer) std::filesystem::remove_all(units[i].dir);
       todo.push_back(i);
     }
+    if (writer) write_file(cfg_path, resolved.dump(2) + "\n");
     int failures = 0, halts = 0;
     if (jobs == 1) {
       for (auto i : todo) {
@@ -531,7 +553,9 @@ int main(int argc, char** argv) {
       }
       std::printf("results: %s (config.json, */evaluations.csv, */summary.json, table.md)\n\n", base.c_str());
     }
-    std::ofstream(root / "table.md") << all_tables;
+    write_file(root / "table.md", all_tables);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw std::runtime_error(std::string("cannot write the standard output: ") + std::strerror(errno));
     return 0;
   } catch (const config_error& e) {
     // Every rank meets a configuration error alike: rank 0 says it, all end normally.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <sstream>
 
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/idx.hpp"
@@ -528,21 +529,20 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
 json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& params) {
   if (!ctx.root) return json();
   std::filesystem::create_directories(ctx.dir);
+  // Each table is formatted in memory and written whole (hgrun::write_file): a full disk or a
+  // size limit is an output_error naming the file, never a short file under its name.
+  auto table = [&](const char* name, sim::recorder::table t) {
+    std::ostringstream o;
+    rec.write_csv(o, t);
+    hgrun::write_file(ctx.dir / name, o.str());
+  };
+  table("evaluations.csv", sim::recorder::table::evaluations);
+  table("workers.csv", sim::recorder::table::workers);
+  table("staleness.csv", sim::recorder::table::staleness);
   {
-    std::ofstream o(ctx.dir / "evaluations.csv");
-    rec.write_csv(o, sim::recorder::table::evaluations);
-  }
-  {
-    std::ofstream o(ctx.dir / "workers.csv");
-    rec.write_csv(o, sim::recorder::table::workers);
-  }
-  {
-    std::ofstream o(ctx.dir / "staleness.csv");
-    rec.write_csv(o, sim::recorder::table::staleness);
-  }
-  {
-    std::ofstream o(ctx.dir / "run.json");
+    std::ostringstream o;
     rec.write_json(o);
+    hgrun::write_file(ctx.dir / "run.json", o.str());
   }
   json s = json::object();
   s["label"] = ctx.method["label"];

@@ -1,0 +1,367 @@
+// heterograd-run's outputs under hostile text and faults: chart labels reach gnuplot as text,
+// never as commands; a user's folder is never written into or deleted; a write that fails
+// (a file size limit standing in for a full disk) ends the run naming the file and leaves no
+// partial file under its name. The last two go through the executable (HG_RUN_EXE).
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config.hpp"
+#include "files.hpp"
+#include "report.hpp"
+
+namespace fs = std::filesystem;
+using hgrun::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-outputs-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+bool gnuplot_installed() { return std::system("gnuplot --version > /dev/null 2>&1") == 0; }
+
+boost::test_tools::assertion_result have_gnuplot(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result r(gnuplot_installed());
+  if (!r) r.message() << "gnuplot is not installed (Debian package gnuplot-nox)";
+  return r;
+}
+
+// Two finished methods as make_plots() reads them (evaluations, workers, staleness tables and
+// a summary), labelled `a` and `b`.
+std::vector<hgrun::method_result> two_methods(const fs::path& dir, const std::string& a, const std::string& b) {
+  std::vector<hgrun::method_result> r;
+  int k = 0;
+  for (const auto& label : {a, b}) {
+    std::string name = "method-";  // (not "m" + to_string: GCC 12's -Wrestrict false positive)
+    name += std::to_string(k++);
+    const auto d = dir / name;
+    fs::create_directories(d);
+    std::ofstream(d / "evaluations.csv") << "time,loss,accuracy\n0,2.3,0.1\n10,1.1,0.6\n20,0.7," << 0.7 + 0.05 * k
+                                         << "\n";
+    std::ofstream(d / "workers.csv") << "worker,busy,idle,waiting\n0,8,1,1\n1,5,4,1\n";
+    std::ofstream(d / "staleness.csv") << "staleness,applied\n0,10\n1,6\n3,2\n";
+    r.push_back({json{{"label", label}, {"extra", json::object()}}, d});
+  }
+  return r;
+}
+
+json plot_config(const std::string& title, const std::string& a, const std::string& b) {
+  return json{{"name", "t"},
+              {"title", title},
+              {"target", {{"metric", "accuracy"}, {"value", 0.7}, {"below", false}}},
+              {"methods", json::array({json{{"label", a}}, json{{"label", b}}})}};
+}
+
+bool complete_png(const fs::path& p) {
+  const std::string b = hgrun::read_file(p);
+  return b.size() > 20 && b.compare(0, 4, "\x89PNG") == 0 && b.compare(b.size() - 8, 4, "IEND") == 0;
+}
+
+struct outcome {
+  int code = -1;
+  std::string err;
+};
+
+// Runs heterograd-run with `args`; with `fsize` > 0 under RLIMIT_FSIZE = fsize bytes (what a
+// full disk looks like to write(2): EFBIG part-way). Its output comes back through a pipe,
+// which the limit does not cut short.
+outcome run_exe(const std::vector<std::string>& args, rlim_t fsize = 0) {
+  std::vector<std::string> a{HG_RUN_EXE};
+  a.insert(a.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  BOOST_REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (fsize > 0) {
+      const rlimit lim{fsize, fsize};
+      if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(121);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(122);
+  }
+  ::close(fds[1]);
+  outcome o;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) o.err.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  // A signal (SIGXFSZ not ignored) counts as a failure without a message.
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+// A small experiment (E1 at test size, two asynchronous methods: evaluations, worker and
+// staleness tables, three charts) into `out`.
+std::vector<std::string> tiny_e1(const fs::path& out, bool plots = false) {
+  std::vector<std::string> a{"e1_rescaled", "--tiny", "--quiet", "--methods", "vanilla ASGD,Rescaled ASGD",
+                             "--out", out.string()};
+  if (!plots) a.push_back("--no-plots");
+  return a;
+}
+
+std::map<std::string, std::uintmax_t> files_under(const fs::path& d) {
+  std::map<std::string, std::uintmax_t> m;
+  for (const auto& e : fs::recursive_directory_iterator(d))
+    if (e.is_regular_file()) m[fs::relative(e.path(), d).string()] = e.file_size();
+  return m;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(charts, *boost::unit_test::precondition(have_gnuplot) * boost::unit_test::timeout(60))
+
+// The drill's title: a newline ends gnuplot's string, and the next line would be run.
+BOOST_AUTO_TEST_CASE(a_title_or_label_with_a_newline_is_refused_and_runs_no_gnuplot_command) {
+  const auto dir = scratch("newline");
+  const auto x = dir / "X";
+  const std::string evil = "\nsystem(\"touch " + x.string() + "\")\n#";
+  for (int where = 0; where < 3; ++where) {
+    const auto out = dir / ("out" + std::to_string(where));
+    fs::create_directories(out);
+    const std::string title = where == 0 ? "t" + evil : "plain";
+    const std::string b = where == 1 ? "b" + evil : where == 2 ? "b\rsystem(\"touch " + x.string() + "\")" : "b";
+    const auto results = two_methods(out, "a", b);
+    std::string why, path;
+    try {
+      (void)hgrun::make_plots(plot_config(title, "a", b), results, out, why);
+    } catch (const hgrun::config_error& e) {
+      path = e.path();
+      BOOST_TEST(std::string(e.what()).find("control character") != std::string::npos, e.what());
+    }
+    BOOST_TEST(path == (where == 0 ? "title" : "methods[1].label"));
+    BOOST_TEST(!fs::exists(x));
+    BOOST_TEST(!fs::exists(out / "accuracy_loss.png"));
+  }
+  fs::remove_all(dir);
+}
+
+// Backquotes (command substitution), @ (macros), quotes, backslashes and ; or # reach gnuplot
+// inside single quotes, where it substitutes nothing: what gnuplot prints is the label itself.
+BOOST_AUTO_TEST_CASE(backquotes_macros_quotes_and_backslashes_in_labels_are_drawn_literally) {
+  const auto dir = scratch("literal");
+  const auto x = dir / "X";
+  const std::vector<std::string> labels{
+      "a`touch " + x.string() + "`b", "@m {x}^2_i", "it's'; system(\"touch " + x.string() + "\") # c",
+      "back\\slash\\", "\"dq `touch " + x.string() + "`\""};
+  // gnuplot itself reads each string back.
+  std::ostringstream gp;
+  gp << "set print 'printed.txt'\nm = 'system(\"touch " << x.string() << "\")'\n";
+  for (const auto& l : labels) gp << "print " << hgrun::gnuplot_string(l, "label") << "\n";
+  std::ofstream(dir / "read.gp") << gp.str();
+  BOOST_REQUIRE(std::system(("cd '" + dir.string() + "' && gnuplot read.gp").c_str()) == 0);
+  std::ifstream printed(dir / "printed.txt");
+  for (const auto& l : labels) {
+    std::string line;
+    std::getline(printed, line);
+    BOOST_TEST(line == l);
+  }
+  // The charts: made whole, and no command ran.
+  for (std::size_t k = 0; k + 1 < labels.size(); ++k) {
+    const auto out = dir / ("out" + std::to_string(k));
+    fs::create_directories(out);
+    const auto results = two_methods(out, labels[k], labels[k + 1]);
+    std::string why;
+    const auto pngs = hgrun::make_plots(plot_config(labels[k], labels[k], labels[k + 1]), results, out, why);
+    BOOST_TEST(why == "");
+    BOOST_TEST(pngs.size() == 3u);  // accuracy and loss, utilisation, staleness
+    for (const auto& p : pngs) BOOST_TEST(complete_png(p), p);
+    const std::string script = hgrun::read_file(out / "plot-data" / "plots.gp");
+    BOOST_TEST(script.find("title " + hgrun::gnuplot_string(labels[k + 1], "label")) != std::string::npos);
+    BOOST_TEST(script.find(out.string()) == std::string::npos);  // no folder name reaches gnuplot
+    for (const auto& e : fs::directory_iterator(out))
+      BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
+  }
+  // A folder name with a quote and a newline never reaches the script (gnuplot runs inside it).
+  const auto odd = dir / ("it's\nsystem(\"touch " + x.string() + "\")\n#");
+  fs::create_directories(odd);
+  std::string why;
+  const auto pngs = hgrun::make_plots(plot_config("t", "a", "b"), two_methods(odd, "a", "b"), odd, why);
+  BOOST_TEST(pngs.size() == 3u);
+  for (const auto& p : pngs) BOOST_TEST(complete_png(p), p);
+  BOOST_TEST(!fs::exists(x));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(folders, *boost::unit_test::timeout(60))
+
+// The output folder is heterograd-run's (an earlier run of one method made it); the user made
+// the folder of another method in it.
+BOOST_AUTO_TEST_CASE(a_user_file_in_a_method_folder_survives_and_the_run_fails_naming_the_folder) {
+  const auto dir = scratch("user-method");
+  const auto out = dir / "out";
+  auto one = tiny_e1(out);
+  one[4] = "vanilla ASGD";  // --methods
+  BOOST_TEST_REQUIRE(run_exe(one).code == 0);
+  const std::string before = hgrun::read_file(out / "vanilla-asgd" / "summary.json");
+  fs::create_directories(out / "rescaled-asgd");
+  std::ofstream(out / "rescaled-asgd" / "thesis.tex") << "years of work";
+  const auto r = run_exe(tiny_e1(out));
+  BOOST_TEST(r.code != 0);
+  BOOST_TEST(r.err.find((out / "rescaled-asgd").string()) != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("not empty") != std::string::npos, r.err);
+  BOOST_TEST(hgrun::read_file(out / "rescaled-asgd" / "thesis.tex") == "years of work");
+  BOOST_TEST(files_under(out / "rescaled-asgd").size() == 1u);
+  // Every folder is checked before any is touched: the other method's results are as they were.
+  BOOST_TEST(hgrun::read_file(out / "vanilla-asgd" / "summary.json") == before);
+  // --resume (which deletes nothing) still writes into no folder of the user's.
+  auto resume = tiny_e1(out);
+  resume.push_back("--resume");
+  const auto rr = run_exe(resume);
+  BOOST_TEST(rr.code != 0);
+  BOOST_TEST(rr.err.find((out / "rescaled-asgd").string()) != std::string::npos, rr.err);
+  BOOST_TEST(files_under(out / "rescaled-asgd").size() == 1u);
+  fs::remove_all(dir);
+}
+
+// `--out ~`: the root folder is the user's.
+BOOST_AUTO_TEST_CASE(a_non_empty_output_folder_it_did_not_make_is_refused_and_left_as_it_was) {
+  const auto dir = scratch("user-root");
+  const auto home = dir / "home";
+  fs::create_directories(home);
+  std::ofstream(home / "config.json") << "{\"mine\": true}";
+  const auto r = run_exe(tiny_e1(home));
+  BOOST_TEST(r.code != 0);
+  BOOST_TEST(r.err.find(home.string()) != std::string::npos, r.err);
+  BOOST_TEST(hgrun::read_file(home / "config.json") == "{\"mine\": true}");
+  BOOST_TEST(files_under(home).size() == 1u);
+  // A file where the folder should be is refused too.
+  std::ofstream(dir / "plain") << "x";
+  const auto f = run_exe(tiny_e1(dir / "plain"));
+  BOOST_TEST(f.code != 0);
+  BOOST_TEST(f.err.find((dir / "plain").string()) != std::string::npos, f.err);
+  BOOST_TEST(hgrun::read_file(dir / "plain") == "x");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_rerun_over_its_own_output_replaces_it_and_an_empty_folder_is_adopted) {
+  const auto dir = scratch("rerun");
+  const auto out = dir / "out";
+  fs::create_directories(out);  // empty: adopted
+  const auto first = run_exe(tiny_e1(out));
+  BOOST_TEST_REQUIRE(first.code == 0, first.err);
+  for (const auto* d : {"", "vanilla-asgd", "rescaled-asgd"}) BOOST_TEST(fs::exists(out / d / ".heterograd-run"), d);
+  const std::string summary = hgrun::read_file(out / "vanilla-asgd" / "summary.json");
+  std::ofstream(out / "vanilla-asgd" / "stale.csv") << "from an older run";
+  const auto second = run_exe(tiny_e1(out));
+  BOOST_TEST_REQUIRE(second.code == 0, second.err);
+  BOOST_TEST(!fs::exists(out / "vanilla-asgd" / "stale.csv"));  // its own folder: emptied
+  const json a = json::parse(summary), b = json::parse(hgrun::read_file(out / "vanilla-asgd" / "summary.json"));
+  BOOST_TEST(a["trace_hash"] == b["trace_hash"]);
+  BOOST_TEST(fs::exists(out / "table.md"));
+  // Several seeds: seed-N folders are its own as well, and a rerun works over them.
+  auto seeds = tiny_e1(dir / "seeds");
+  seeds.insert(seeds.end(), {"--seeds", "1,2"});
+  BOOST_TEST_REQUIRE(run_exe(seeds).code == 0);
+  BOOST_TEST(fs::exists(dir / "seeds" / "seed-2" / ".heterograd-run"));
+  BOOST_TEST(fs::exists(dir / "seeds" / "seed-2" / "rescaled-asgd" / "summary.json"));
+  const auto again = run_exe(seeds);
+  BOOST_TEST(again.code == 0, again.err);
+  fs::remove_all(dir);
+}
+
+// make_plots() empties <out>/plot-data: a method whose folder would be that is refused.
+BOOST_AUTO_TEST_CASE(a_label_whose_folder_is_the_charts_data_folder_is_refused_naming_the_label) {
+  const auto dir = scratch("reserved");
+  const auto r = run_exe({"e1_rescaled", "--tiny", "--quiet", "--set", "methods[1].label=Plot Data", "--methods",
+                          "vanilla ASGD,Plot Data", "--out", (dir / "out").string()});
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.err.find("methods[1].label") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("plot-data") != std::string::npos, r.err);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(writes, *boost::unit_test::timeout(60))
+
+// Limits between the sizes of the run's files: each makes a different first write fail (the
+// marker, config.json, a method's evaluations.csv and run.json, a chart). The failed file must
+// be named, must not exist under its name (no partial file), and no file of at least the
+// limit's size (a truncated one) or temporary may be left.
+BOOST_AUTO_TEST_CASE(a_file_size_limit_fails_the_run_naming_the_file_and_leaves_no_partial_file) {
+  const auto dir = scratch("fsize");
+  const bool plots = gnuplot_installed();
+  auto args = [&](const fs::path& out) {
+    auto a = tiny_e1(out, plots);
+    a.insert(a.end(), {"--set", "eval_interval=1000"});  // tables larger than config.json
+    return a;
+  };
+  const auto ref = run_exe(args(dir / "ref"));
+  BOOST_TEST_REQUIRE(ref.code == 0, ref.err);
+  const auto ref_files = files_under(dir / "ref");
+  std::vector<std::uintmax_t> sizes;
+  for (const auto& [name, size] : ref_files) sizes.push_back(size);
+  std::sort(sizes.begin(), sizes.end());
+  // Midpoints of the widest gaps between file sizes (the limit stays away from every size, so a
+  // size that varies a little from run to run, such as summary.json's wall time, cannot cross it).
+  std::vector<std::pair<std::uintmax_t, std::uintmax_t>> gaps;  // (width, midpoint)
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i)
+    if (sizes[i + 1] - sizes[i] > 64) gaps.push_back({sizes[i + 1] - sizes[i], (sizes[i] + sizes[i + 1]) / 2});
+  std::sort(gaps.rbegin(), gaps.rend());
+  gaps.resize(std::min<std::size_t>(gaps.size(), 8));
+  gaps.push_back({0, 40});  // below every file: the first write (the output folder's marker) fails
+  std::set<std::string> failed;
+  for (const auto& [width, limit] : gaps) {
+    const auto out = dir / ("limit-" + std::to_string(limit));
+    const auto r = run_exe(args(out), limit);
+    BOOST_TEST_CONTEXT("limit " << limit << " bytes:\n" << r.err) {
+      BOOST_TEST(r.code == 1);
+      const auto at = r.err.find("cannot write ");
+      BOOST_TEST_REQUIRE(at != std::string::npos);
+      const auto end = r.err.find(": ", at + 13);
+      const fs::path named = r.err.substr(at + 13, end - at - 13);
+      BOOST_TEST_REQUIRE(named.string().rfind(out.string() + "/", 0) == 0u);
+      const auto rel = fs::relative(named, out).string();
+      BOOST_TEST(ref_files.count(rel) == 1u, rel);
+      if (ref_files.count(rel)) BOOST_TEST(ref_files.at(rel) > limit, rel);
+      BOOST_TEST(!fs::exists(named));
+      // The cause: EFBIG from write(2), or (gnuplot reports no write error) a short PNG.
+      const bool png = named.extension() == ".png";
+      BOOST_TEST(r.err.find(png ? "incomplete PNG" : "File too large") != std::string::npos);
+      failed.insert(named.filename().string());
+      if (fs::exists(out))
+        for (const auto& [name, size] : files_under(out)) {
+          BOOST_TEST(size < limit, name);
+          BOOST_TEST(name.find(".tmp-") == std::string::npos, name);
+        }
+    }
+  }
+  for (const char* f : {".heterograd-run", "config.json", "evaluations.csv", "run.json"}) BOOST_TEST(failed.count(f), f);
+  if (plots) BOOST_TEST(failed.count("accuracy_loss.png"));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
