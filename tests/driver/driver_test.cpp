@@ -1,10 +1,15 @@
 // heterograd-run: configuration checks (good and bad), the table format, checkpoint + resume
 // giving the uninterrupted run's trace hash, and the numbers the named experiments reproduce
 // at test size (papers.md E1, E2).
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -168,6 +173,250 @@ BOOST_AUTO_TEST_CASE(the_demo_is_sixteen_heterogeneous_workers_with_one_outage_a
   for (const auto& m : demo["methods"]) algs.push_back(m["algorithm"]);
   const std::vector<std::string> want{"bsp", "asgd", "ringmaster", "rescaled", "local_sgd", "omnilearn", "eager"};
   BOOST_TEST(algs == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input (issue 17): every refusal names the key path, before anything runs.
+
+namespace {
+
+// The message of what `f` throws: config_error's, or "OTHER: " + what() for anything else.
+template <class F>
+std::string refusal_of(F&& f) {
+  try {
+    f();
+  } catch (const hgrun::config_error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("OTHER: ") + e.what();
+  }
+  return "";
+}
+
+// A small simulated experiment on the scalar quadratics (no dataset files needed).
+json quadratics() {
+  return json::parse(R"({
+    "name": "q", "data": {"dataset": "scalar_quadratics", "centers": [0, 1, 2, 3]},
+    "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 2, 4, 8]}},
+    "horizon": {"time": 100}, "eval_interval": 10, "target": {"metric": "loss", "value": 0.1, "below": true},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"}]})");
+}
+
+// resolve() and preflight() of `base` with `patch` merged (preflight: the checks that need
+// the worker-time model and the problem).
+std::string refusal_with(json base, const std::string& patch) {
+  base.merge_patch(json::parse(patch));
+  return refusal_of([&] { hgrun::preflight(hgrun::resolve(base)); });
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// heterograd-run's exit status and stderr+stdout for `args`.
+std::pair<int, std::string> run_exe(const std::string& args) {
+  const std::string cmd = std::string(HG_RUN_EXE) + " " + args + " 2>&1";
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  const int status = f ? pclose(f) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(hostile_input)
+
+BOOST_AUTO_TEST_CASE(free_text_with_control_characters_colliding_folder_names_and_overlong_labels_are_refused_with_the_key_path,
+                     *boost::unit_test::timeout(60)) {
+  struct bad {
+    std::string patch, path, expected;
+  };
+  const std::vector<bad> cases{
+      // the gnuplot injection of the drill: a newline ends the quoted title
+      {R"({"title": "x\nsystem(\"touch X\")\n#"})", "'title'", "without control characters, got byte 0x0a at offset 1"},
+      {R"({"paper": "E1\r"})", "'paper'", "byte 0x0d"},
+      {R"({"notes": "bell \u0007"})", "'notes'", "byte 0x07"},
+      {R"({"name": "q\u007f"})", "'name'", "byte 0x7f"},
+      {R"({"name": "../up"})", "'name'", "usable as a folder name"},
+      {R"({"target": {"metric": "loss\u001b[2J"}})", "'target.metric'", "byte 0x1b"},
+      {R"({"methods": [{"label": "AS\tGD", "algorithm": "asgd"}]})", "'methods[0].label'", "byte 0x09"},
+      {R"({"data": {"path": "/tmp/\n"}})", "'data.path'", "byte 0x0a"},
+      {R"({"output": "out\u0000x"})", "'output'", "byte 0x00"},
+      // slug(): lower case, runs of anything but letters and digits become one '-'
+      {R"({"methods": [{"label": "BSP", "algorithm": "asgd"}, {"label": "bsp", "algorithm": "asgd"}]})",
+       "'methods[1].label'", "methods[0].label \"BSP\" both write to \"bsp\""},
+      {R"({"methods": [{"label": "a b", "algorithm": "asgd"}, {"label": "a-b", "algorithm": "asgd"}]})",
+       "'methods[1].label'", "methods[0].label \"a b\" both write to \"a-b\""},
+      {R"({"methods": [{"label": "x", "algorithm": "asgd"}, {"label": "Y", "algorithm": "asgd"}, {"label": "  y!", "algorithm": "asgd"}]})",
+       "'methods[2].label'", "methods[1].label \"Y\""},
+      {R"({"methods": [{"label": ")" + std::string(97, 'L') + R"(", "algorithm": "asgd"}]})", "'methods[0].label'",
+       "97 bytes) has at most 96 bytes"},
+      {R"({"methods": [{"label": "--", "algorithm": "asgd"}]})", "'methods[0].label'", "with a letter or digit"},
+      {R"({"output": "/tmp/)" + std::string(256, 'o') + R"("})", "'output'", "at most 255 bytes, got one of 256"},
+      {R"({"name": ")" + std::string(97, 'n') + R"("})", "'name'", "at most 96 bytes"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = refusal_with(quadratics(), c.patch);
+    BOOST_TEST(has(e, c.path), c.patch << " -> " << e);
+    BOOST_TEST(has(e, c.expected), c.patch << " -> " << e);
+  }
+  // 96 bytes is a folder name still; an unknown key's control characters are escaped.
+  BOOST_TEST(refusal_with(quadratics(), R"({"methods": [{"label": ")" + std::string(96, 'L') + R"(", "algorithm": "asgd"}]})") == "");
+  const std::string e = refusal_with(quadratics(), R"({"workers": {"x\ny": 1}})");
+  BOOST_TEST(has(e, R"('workers."x\ny"')"), e);
+  BOOST_TEST(!has(e, "x\ny"), e);
+}
+
+BOOST_AUTO_TEST_CASE(configurations_asking_for_unbounded_work_or_more_memory_than_the_machine_has_are_refused_up_front,
+                     *boost::unit_test::timeout(60)) {
+  struct bad {
+    json base;
+    std::string patch, path, expected;
+  };
+  json worst = quadratics();
+  worst["data"] = json{{"dataset", "worst_case_quadratic"}, {"dim", 200}};
+  worst["target"]["metric"] = "grad_norm_sq";
+  json demo = hgrun::load_experiment("demo");
+  const std::vector<bad> cases{
+      // the drill
+      {quadratics(), R"({"horizon": {"time": 1e300}})", "'eval_interval'", "at most 1e+06 evaluations per run, got horizon.time / eval_interval = 1e+300 / 10"},
+      {quadratics(), R"({"eval_interval": 1e-300})", "'eval_interval'", "= 1e+302"},
+      {quadratics(), R"({"workers": {"time": {"tau": [1e-300, 1, 1, 1]}}})", "'horizon.time'",
+       "at most 1e+09 gradient computations per run, got about 1e+302 (4 workers, the fastest 1e-300 virtual time a job: workers.time.tau, workers.time.scale)"},
+      {quadratics(), R"({"workers": {"time": {"scale": 1e-300}}})", "'horizon.time'", "workers.time.scale"},
+      {quadratics(), R"({"methods": [{"label": "L", "algorithm": "local_sgd", "period": 1e15}]})", "'methods[0].period'",
+       "at most 1e+09 gradient computations per model update (local_sgd), got 4e+15"},
+      {quadratics(), R"({"methods": [{"label": "R", "algorithm": "rennala", "gradients": 1e12}]})", "'methods[0].gradients'", "got 1e+12"},
+      {quadratics(), R"({"methods": [{"label": "M", "algorithm": "malenia", "threshold": 1e300}]})", "'methods[0].threshold'", "per model update"},
+      {quadratics(), R"({"horizon": {"time": null, "updates": 1e14}})", "'horizon.updates'", "got 1e+14 updates x 1"},
+      {quadratics(), R"({"horizon": {"time": null, "epochs": 1e12}})", "'horizon.epochs'", "got about 4e+12"},
+      {quadratics(), R"({"horizon": {"time": null, "epochs": 10}, "workers": {"time": {"outages": [{"worker": 1, "begin": 0, "end": 1e300}]}}})",
+       "'eval_interval'", "evaluations per run, got about 1e+299"},
+      {demo, R"({"data": {"train_samples": 1000, "batch": 1001}})", "'data.batch'", "at most data.train_samples = 1000"},
+      {demo, R"({"workers": {"count": 1000000}})", "'workers.count'", "fits in memory"},
+      {demo, R"({"data": {"train_samples": 100}, "workers": {"count": 101}})", "'workers.count'", "every worker needs a sample"},
+      {demo, R"({"model": {"hidden": [1000000000000]}})", "'model.hidden'", "fits in memory"},
+      {worst, R"({"data": {"dim": 1e15}})", "'data.dim'", "fits in memory"},
+      {worst, R"({"data": {"dim": 2000}, "workers": {"count": 4000000, "time": {"base": "linear"}}})", "'workers.count'",
+       "fits in memory"},
+      {worst, R"({"runtime": "threads", "workers": {"count": 1000000, "time": {"base": "linear"}}})", "'workers.count'",
+       "at most 1024 workers with runtime \"threads\""},
+      {worst, R"({"data": {"dim": 10000000}, "methods": [{"label": "E", "algorithm": "eager", "staleness_bound": 1000000}]})",
+       "'methods[0].staleness_bound'", "fits in memory"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = refusal_with(c.base, c.patch);
+    BOOST_TEST(has(e, c.path), c.patch << " -> " << e);
+    BOOST_TEST(has(e, c.expected), c.patch << " -> " << e);
+  }
+  // An infinite number (1e400 is not JSON: nlohmann refuses it; a program may build one).
+  json inf = quadratics();
+  inf["horizon"]["time"] = std::numeric_limits<double>::infinity();
+  std::string e = refusal_of([&] { hgrun::preflight(hgrun::resolve(inf)); });
+  BOOST_TEST(has(e, "'horizon.time': expected a number > 0, got null"), e);
+  BOOST_TEST(has(refusal_of([] { (void)hgrun::parse_config(R"({"horizon": {"time": 1e400}})", "t.json"); }),
+                 "'t.json' is not valid JSON"));
+  // Just inside the limits: accepted.
+  BOOST_TEST(refusal_with(quadratics(), R"({"horizon": {"time": 1e7}})") == "");  // 1e6 evaluations
+  BOOST_TEST(refusal_with(quadratics(), R"({"methods": [{"label": "L", "algorithm": "local_sgd", "period": 1000}]})") == "");
+}
+
+BOOST_AUTO_TEST_CASE(config_errors_name_the_users_key_for_overflowing_numbers_library_rules_duplicates_unknown_metrics_and_deep_nesting,
+                     *boost::unit_test::timeout(60)) {
+  // An array index past 2^64 in --set: the key path, not std::out_of_range from stoull.
+  json j = quadratics();
+  std::string e = refusal_of([&] { hgrun::apply_override(j, "methods[99999999999999999999999].label=x"); });
+  BOOST_TEST(has(e, "config error at 'methods[99999999999999999999999].label'"), e);
+  BOOST_TEST(has(e, "below 2^64"), e);
+  // A library's rule, in the configuration's words (no 'partition_iid.n').
+  const json c = hgrun::resolve(quadratics());
+  const auto lib = hgrun::from_library_error(
+      std::invalid_argument("heterograd: invalid argument 'partition_iid.n' = 3: must be >= workers (every worker needs data)"),
+      c, -1, "data");
+  BOOST_TEST(lib.path() == "data.train_samples");
+  BOOST_TEST(!has(lib.what(), "partition_iid"), lib.what());
+  BOOST_TEST(has(lib.what(), "got 3: must be >= workers"), lib.what());
+  json rc = quadratics();
+  rc["methods"] = json::parse(R"([{"label": "A", "algorithm": "asgd"}, {"label": "R", "algorithm": "ringmaster"}])");
+  const auto lib2 = hgrun::from_library_error(
+      std::invalid_argument("heterograd: invalid argument 'ringmaster_config.threshold' = 0: must be >= 1"),
+      hgrun::resolve(rc), -1, "methods");
+  BOOST_TEST(lib2.path() == "methods[1].threshold");
+  // ... and met in preflight(), which builds the problem before anything runs.
+  json fm = quadratics();
+  fm["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 1000, "partition": "labels", "labels_per_worker": 11})");
+  fm["model"] = json{{"kind", "softmax"}};
+  fm["target"] = json{{"metric", "accuracy"}};
+  e = refusal_with(fm, "{}");
+  BOOST_TEST(has(e, "config error at 'data.labels_per_worker': got 11: must be in [1, classes]"), e);
+  BOOST_TEST(!has(e, "partition_k_labels"), e);
+  // (and the training set's real size bounds the mini-batch: train_samples 0 is all of it)
+  e = refusal_with(fm, R"({"data": {"partition": "iid", "train_samples": 0, "batch": 60001}})");
+  BOOST_TEST(has(e, "config error at 'data.batch': expected a mini-batch of at most the training set's 60000 samples, got 60001"), e);
+  // Duplicate keys, at any depth, name the second one's key path.
+  e = refusal_of([] { (void)hgrun::parse_config(R"({"seed": 1, "seed": 2})", "t.json"); });
+  BOOST_TEST(has(e, "config error at 'seed': a duplicate key"), e);
+  e = refusal_of([] {
+    (void)hgrun::parse_config(R"({"methods": [{"label": "a"}, {"label": "b", "algorithm": "x", "label": "c"}]})", "t.json");
+  });
+  BOOST_TEST(has(e, "'methods[1].label'"), e);
+  e = refusal_of([&] { hgrun::apply_override(j, R"(optimizer={"lr": 0.1, "lr": 0.2})"); });
+  BOOST_TEST(has(e, "'optimizer.lr'"), e);
+  // Comments are allowed; what is not JSON names the file.
+  BOOST_TEST(hgrun::parse_config("// c\n{\"a\": 1}", "t.json")["a"] == 1);
+  BOOST_TEST(has(refusal_of([] { (void)hgrun::parse_config("{\"a\": }", "t.json"); }), "'t.json' is not valid JSON"));
+  // A target metric the problem does not report.
+  e = refusal_with(quadratics(), R"({"target": {"metric": "accuracy"}})");
+  BOOST_TEST(has(e, "config error at 'target.metric'"), e);
+  BOOST_TEST(has(e, R"(one of "loss", "grad_norm_sq", "x"; got "accuracy")"), e);
+  // Deep nesting: refused while parsing (no recursion over 100000 levels), in files, values
+  // and key paths alike.
+  const std::string deep(100000, '[');
+  e = refusal_of([&] { (void)hgrun::parse_config(deep, "deep.json"); });
+  BOOST_TEST(has(e, "nested deeper than 64 levels"), e);
+  e = refusal_of([&] { (void)hgrun::parse_config(R"({"tiny": )" + std::string(70, '[') + std::string(70, ']') + "}", "t.json"); });
+  BOOST_TEST(has(e, "config error at 'tiny"), e);
+  e = refusal_of([&] { hgrun::apply_override(j, "notes=" + deep); });
+  BOOST_TEST(has(e, "config error at 'notes[0][0]"), e);
+  BOOST_TEST(has(e, "nested deeper"), e);
+  std::string path = "a";
+  for (int i = 0; i < 100000; ++i) path += ".a";
+  e = refusal_of([&] { hgrun::apply_override(j, path + "=1"); });
+  BOOST_TEST(has(e, "expected a key path of at most 64 keys"), e);
+  BOOST_TEST(hgrun::parse_config(std::string(64, '[') + std::string(64, ']'), "t.json").is_array());
+}
+
+BOOST_AUTO_TEST_CASE(the_command_line_refuses_overflowing_seeds_a_missing_tiny_block_and_deep_files_with_exit_status_2,
+                     *boost::unit_test::timeout(60)) {
+  const auto dir = scratch("cli");
+  auto [rc, out] = run_exe("demo --check --seeds 1,99999999999999999999999");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, "config error at '--seeds': expected comma-separated integers in [0, 2^64), got \"99999999999999999999999\""), out);
+  {
+    json q = quadratics();
+    std::ofstream(dir / "no_tiny.json") << q.dump();
+    std::ofstream(dir / "deep.json") << std::string(100000, '[');
+    q["seed"] = 7;
+    std::string text = q.dump();
+    text.insert(1, "\"seed\": 3, ");
+    std::ofstream(dir / "dup.json") << text;
+  }
+  std::tie(rc, out) = run_exe((dir / "no_tiny.json").string() + " --tiny --check");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, "config error at 'tiny': --tiny needs a \"tiny\" object"), out);
+  std::tie(rc, out) = run_exe((dir / "deep.json").string() + " --check");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, "nested deeper than 64 levels"), out);
+  std::tie(rc, out) = run_exe((dir / "dup.json").string() + " --check");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, "config error at 'seed': a duplicate key"), out);
+  std::tie(rc, out) = run_exe((dir / "no_tiny.json").string() + " --check --set \"$(printf 'methods[0].label=a\\tb')\"");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, "config error at 'methods[0].label'"), out);
+  std::tie(rc, out) = run_exe((dir / "no_tiny.json").string() + " --check");
+  BOOST_TEST(rc == 0, out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,15 +1,22 @@
 // The schema of heterograd-run's experiment files, its checker and the override parser.
 #include "config.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
+
+#include "files.hpp"
 
 #ifndef HG_SOURCE_DIR
 #define HG_SOURCE_DIR "."
@@ -39,7 +46,21 @@ struct spec {
   std::size_t min_items = 0;
   std::size_t max_items = std::numeric_limits<std::size_t>::max();
   bool free_form = false;  // object: any keys (checked elsewhere)
+  // Out of line: `fields` holds specs, a complete type only after this brace (clang with
+  // libstdc++ refuses vector<pair<string, spec>> members generated inside the class).
+  spec();
+  spec(const spec&);
+  spec(spec&&) noexcept;
+  spec& operator=(const spec&);
+  spec& operator=(spec&&) noexcept;
+  ~spec();
 };
+spec::spec() = default;
+spec::spec(const spec&) = default;
+spec::spec(spec&&) noexcept = default;
+spec& spec::operator=(const spec&) = default;
+spec& spec::operator=(spec&&) noexcept = default;
+spec::~spec() = default;
 
 spec integer(std::string doc, json def, double lo = 0, double hi = 1e15) {
   spec s;
@@ -134,7 +155,9 @@ std::string fmt(double x) {
 
 std::string range_text(const spec& s) {
   const bool has_lo = std::isfinite(s.lo), has_hi = std::isfinite(s.hi);
-  if (has_lo && has_hi && s.k == kind::integer && s.hi >= 1e15) return " >= " + fmt(s.lo);
+  // The default upper bound of integers keeps counts exact in a double; say it, since values
+  // above it are refused.
+  if (has_lo && has_hi && s.k == kind::integer && s.hi >= 1e15) return " in [" + fmt(s.lo) + ", 1e15]";
   if (has_lo && has_hi)
     return std::string(" in ") + (s.lo_open ? "(" : "[") + fmt(s.lo) + ", " + fmt(s.hi) +
            (s.hi_open ? ")" : "]");
@@ -170,13 +193,46 @@ std::string expected(const spec& s) {
 }
 
 std::string shown(const json& v) {
-  std::string t = v.dump();
+  // replace: invalid UTF-8 in user strings must not turn into a json::type_error.
+  std::string t = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (t.size() > 60) t = t.substr(0, 57) + "...";
   return t;
 }
 
 [[noreturn]] void fail(const std::string& path, const spec& s, const json& v) {
   throw config_error(path, "expected " + expected(s) + ", got " + shown(v));
+}
+
+// Free text reaches file names, CSV/JSON files, gnuplot scripts, the Markdown table and the
+// terminal: a newline there can end a gnuplot string and start a command, an escape sequence
+// can rewrite the terminal. Every string of the schema is refused with a control character.
+void check_text(const std::string& path, const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", c);
+      throw config_error(path, std::string("expected text without control characters, got byte ") + code +
+                                   " at offset " + std::to_string(i) + " of " + shown(json(text)));
+    }
+  }
+  try {
+    (void)json(text).dump();  // strict: throws on invalid UTF-8 (--set takes raw bytes)
+  } catch (const json::type_error&) {
+    throw config_error(path, "expected UTF-8 text, got " + shown(json(text)));
+  }
+}
+
+// A key as it appears in a key path: as is when it is a plain word, else quoted and escaped
+// (it is user text, printed to the terminal).
+std::string key_text(const std::string& k) {
+  const bool plain = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (plain) return k;
+  std::string q = json(k).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (q.size() > 60) q = q.substr(0, 57) + "...";
+  return q;
 }
 
 bool in_range(const spec& s, double x) {
@@ -197,7 +253,8 @@ json check_object(const spec& s, const json& v, const std::string& path) {
     if (!known.count(it.key())) {
       std::string keys;
       for (const auto& [k, f] : s.fields) keys += (keys.empty() ? "" : ", ") + k;
-      throw config_error(path.empty() ? it.key() : path + "." + it.key(),
+      const std::string key = key_text(it.key());
+      throw config_error(path.empty() ? key : path + "." + key,
                          "unknown key; expected one of: " + keys);
     }
   }
@@ -227,7 +284,9 @@ json check(const spec& s, const json& v, const std::string& path) {
       return v.is_number_unsigned() ? json(v.get<std::uint64_t>()) : json(static_cast<std::int64_t>(x));
     }
     case kind::number: {
-      if (!v.is_number()) fail(path, s, v);
+      // An infinity (a program's document; JSON text cannot hold one) would make every bound
+      // of the run infinite, and config.json would write it as null.
+      if (!v.is_number() || !std::isfinite(v.get<double>())) fail(path, s, v);
       if (!in_range(s, v.get<double>())) fail(path, s, v);
       return v;
     }
@@ -241,6 +300,7 @@ json check(const spec& s, const json& v, const std::string& path) {
       return v;
     case kind::string:
       if (!v.is_string()) fail(path, s, v);
+      check_text(path, v.get<std::string>());
       return v;
     case kind::choice:
       if (!v.is_string() ||
@@ -257,6 +317,128 @@ json check(const spec& s, const json& v, const std::string& path) {
     }
   }
   return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing: nlohmann's own parser builds the document without recursion, but dump(), copies and
+// the checks recurse, so the depth is limited here, while parsing; and it keeps the last of
+// two equal keys silently, so keys are checked here too. A SAX handler builds the document
+// and knows the key path of every value it is given.
+
+class config_builder {
+ public:
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  explicit config_builder(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  bool null() { return add(json(nullptr)); }
+  bool boolean(bool b) { return add(json(b)); }
+  bool number_integer(number_integer_t x) { return add(json(x)); }
+  bool number_unsigned(number_unsigned_t x) { return add(json(x)); }
+  bool number_float(number_float_t x, const string_t&) { return add(json(x)); }
+  bool string(string_t& t) { return add(json(std::move(t))); }
+  bool binary(binary_t&) { return add(json(nullptr)); }  // not produced by JSON text
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(string_t& k) {
+    json& obj = *stack_.back().node;
+    if (obj.contains(k))
+      throw config_error(path_here(k), "a duplicate key (the object has \"" + key_text(k) +
+                                           "\" already; JSON keeps only one of them)");
+    stack_.back().key = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& e) {
+    error_ = e.what();
+    error_byte_ = byte;
+    error_path_ = stack_.empty() ? prefix_ : path_here(stack_.back().node->is_object() ? stack_.back().key : "");
+    return false;
+  }
+
+  json& result() { return root_; }
+  const std::string& error() const { return error_; }
+  std::size_t error_byte() const { return error_byte_; }
+  const std::string& error_path() const { return error_path_; }
+
+ private:
+  struct frame {
+    json* node;
+    std::string key;  // objects: the key of the value being read
+  };
+  // The key path of the value being read (`k`: its key in the innermost object).
+  std::string path_here(const std::string& k) const {
+    std::string p = prefix_;
+    for (std::size_t i = 0; i < stack_.size(); ++i) {
+      const json& n = *stack_[i].node;
+      if (n.is_object()) {
+        const std::string& key = i + 1 == stack_.size() ? k : stack_[i].key;
+        if (!p.empty()) p += '.';  // appended piecewise: g++ 12's -Wrestrict false positive
+        p += key_text(key);
+      } else {
+        // The innermost array's next element is being read; an outer one's last is open.
+        p += '[';
+        p += std::to_string(i + 1 == stack_.size() ? n.size() : n.size() - 1);
+        p += ']';
+      }
+    }
+    return p;
+  }
+  json* place(json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    json& top = *stack_.back().node;
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    json& slot = top[stack_.back().key];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool add(json v) {
+    place(std::move(v));
+    return true;
+  }
+  bool open(json v) {
+    if (stack_.size() >= max_config_depth)
+      throw config_error(path_here(stack_.empty() || !stack_.back().node->is_object() ? "" : stack_.back().key),
+                         "nested deeper than " + std::to_string(max_config_depth) +
+                             " levels of objects and arrays");
+    json* n = place(std::move(v));
+    stack_.push_back({n, {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  std::string prefix_;
+  json root_;
+  std::vector<frame> stack_;
+  std::string error_, error_path_;
+  std::size_t error_byte_ = 0;
+};
+
+// Parses `text`; nullopt when it is not JSON (then `why` says where), config_error when it is
+// JSON that no configuration may hold (too deep, duplicate keys).
+std::optional<json> parse_limited(std::string_view text, const std::string& prefix, std::string& why) {
+  config_builder b(prefix);
+  const bool ok = json::sax_parse(text, &b, json::input_format_t::json, /*strict=*/true,
+                                  /*ignore_comments=*/true);
+  if (!ok) {
+    why = b.error();
+    return std::nullopt;
+  }
+  return std::move(b.result());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,7 +532,7 @@ const std::map<std::string, std::vector<std::pair<std::string, spec>>>& algorith
         {"aggregation", choice("what a synchronising step averages", "parameters", {"parameters", "gradients"})}}},
       {"eager",
        {{"mode", choice("partial allreduce", "majority", {"majority", "solo"})},
-        {"staleness_bound", integer("B: rounds a late gradient may lag", 4, 1)}}},
+        {"staleness_bound", integer("B: rounds a late gradient may lag", 4, 1, 1 << 30)}}},
       {"biased_local_sgd",
        {{"slow_workers", array("indices of the slow workers", integer("worker", nullptr, 0), json::array())},
         {"local_steps", array("per-worker H_i", integer("H_i", nullptr, 1), json::array())},
@@ -518,16 +700,49 @@ void check_cross(json& c) {
   if (d["dataset"] == "scalar_quadratics" && d["centers"].size() != n)
     throw config_error("data.centers", "expected " + std::to_string(n) + " centers (one per worker), got " +
                                            std::to_string(d["centers"].size()));
+  // name: the default output folder out/<name>, one path component.
+  const std::string name = c["name"];
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.size() > max_slug_bytes)
+    throw config_error("name", "expected a name usable as a folder name (non-empty, no '/', not . or .., at most " +
+                                   std::to_string(max_slug_bytes) + " bytes), got " + shown(c["name"]));
+  // output: each folder name within what file systems take (NAME_MAX, 255 bytes), so that a
+  // long one is this error and not one from the file system in the middle of a run.
+  {
+    const std::string out = c["output"];
+    std::size_t begin = 0;
+    while (begin <= out.size()) {
+      const auto end = std::min(out.find('/', begin), out.size());
+      if (end - begin > 255)
+        throw config_error("output", "expected folder names of at most 255 bytes, got one of " +
+                                         std::to_string(end - begin));
+      begin = end + 1;
+    }
+  }
   std::set<std::string> labels;
+  std::map<std::string, std::size_t> slugs;  // a method's folder name -> its index
   bool has_bsp = false;
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     json& m = c["methods"][i];
     const std::string p = "methods[" + std::to_string(i) + "]";
     const std::string label = m["label"];
-    if (label.empty() || slug(label).empty())
+    const std::string folder = slug(label);
+    if (label.empty() || folder.empty())
       throw config_error(p + ".label", "expected a non-empty label with a letter or digit");
     if (!labels.insert(label).second)
       throw config_error(p + ".label", "expected a unique label, got a second \"" + label + "\"");
+    // Each method writes into <output>/<slug(label)>: two labels with one slug would share it.
+    if (folder.size() > max_slug_bytes)
+      throw config_error(p + ".label", "expected a label whose folder name (" + shown(json(folder)) + ", " +
+                                           std::to_string(folder.size()) + " bytes) has at most " +
+                                           std::to_string(max_slug_bytes) + " bytes");
+    if (const auto [it, fresh] = slugs.emplace(folder, i); !fresh) {
+      const std::string other = "methods[" + std::to_string(it->second) + "].label";
+      throw config_error(p + ".label", "expected a label whose folder name differs from every other method's: " +
+                                           shown(m["label"]) + " and " + other + " " +
+                                           shown(c["methods"][it->second]["label"]) + " both write to \"" + folder +
+                                           "\"");
+    }
     const std::string a = m["algorithm"];
     has_bsp = has_bsp || a == "bsp";
     if (a == "omnilearn" && m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
@@ -582,6 +797,161 @@ void check_cross(json& c) {
   (void)get_num;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Bounded work: what a configuration asks of the machine, estimated from the configuration
+// alone (the worker-time model's part is preflight()'s, tools/driver/run_common.cpp). Sizes are
+// doubles: the keys may hold absurd values whose products overflow 64 bits.
+
+std::string num(double x) {
+  std::ostringstream os;
+  os.precision(6);
+  os << x;
+  return os.str();
+}
+
+std::string gib(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << bytes / double(1ull << 30) << " GiB";
+  return os.str();
+}
+
+// Model parameters (float), local learning's auxiliary heads included.
+double model_params(const json& c) {
+  const std::string d = c["data"]["dataset"];
+  if (d == "scalar_quadratics") return 1;
+  if (d == "worst_case_quadratic") return c["data"]["dim"].get<double>();
+  std::vector<double> w{784};
+  if (c["model"]["kind"] == "mlp")
+    for (const auto& h : c["model"]["hidden"]) w.push_back(h.get<double>());
+  w.push_back(10);
+  double p = 0, widest = 0;
+  for (std::size_t i = 0; i + 1 < w.size(); ++i) p += (w[i] + 1) * w[i + 1];
+  for (double x : w) widest = std::max(widest, x);
+  for (const auto& m : c["methods"])
+    if (m["algorithm"] == "local_learning") {
+      double head = 0, in = widest;
+      for (const auto& h : m["head_hidden"]) {
+        head += (in + 1) * h.get<double>();
+        in = h.get<double>();
+      }
+      head += (in + 1) * 10;
+      p += m["modules"].get<double>() * head;
+    }
+  return p;
+}
+
+// Gradient computations one model update (one round of the round methods) needs at least,
+// and the key that sets it.
+std::pair<double, std::string> gradients_per_update(const json& c, std::size_t i) {
+  const json& m = c["methods"][i];
+  const std::string a = m["algorithm"], p = "methods[" + std::to_string(i) + "]";
+  const double n = c["workers"]["count"].get<double>();
+  auto steps = [&](const char* fallback) -> std::pair<double, std::string> {
+    double h = 0;
+    for (const auto& x : m["local_steps"]) h += x.get<double>();
+    if (h > 0) return {h, p + ".local_steps"};
+    return {n * m[fallback].get<double>(), p + "." + fallback};
+  };
+  if (a == "local_sgd") return steps("period");
+  if (a == "biased_local_sgd") {
+    auto [g, key] = steps("ratio");
+    return {g * m["ratio"].get<double>(), key};  // losses of the ratio x batch candidates too
+  }
+  if (a == "rennala") return {m["gradients"].get<double>(), p + ".gradients"};
+  if (a == "malenia") return {std::max(1.0, m["threshold"].get<double>()) * n, p + ".threshold"};
+  if (a == "bsp" || a == "selsync" || a == "eager" || a == "omnilearn") return {n, "workers.count"};
+  return {1, p + ".algorithm"};
+}
+
+void check_bounds(const json& c) {
+  const double n = c["workers"]["count"].get<double>();
+  const json& hz = c["horizon"];
+  const double dt = c["eval_interval"].get<double>();
+  // Evaluations: at 0, dt, 2 dt, ... up to the horizon (virtual time, or epochs for local
+  // learning, whose virtual time is epochs).
+  bool local_learning = false;
+  for (const auto& m : c["methods"]) local_learning = local_learning || m["algorithm"] == "local_learning";
+  for (const char* k : {"time", "epochs"}) {
+    if (!hz.contains(k) || (std::string(k) == "epochs" && !local_learning)) continue;
+    const double evals = hz[k].get<double>() / dt;
+    if (!(evals <= max_evaluations))
+      throw config_error("eval_interval", "expected at most " + num(max_evaluations) +
+                                              " evaluations per run, got horizon." + k + " / eval_interval = " +
+                                              num(hz[k].get<double>()) + " / " + num(dt) + " = " + num(evals));
+  }
+  // Work per update, and per run for an updates horizon.
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    const auto [g, key] = gradients_per_update(c, i);
+    if (!(g <= max_gradients))
+      throw config_error(key, "expected at most " + num(max_gradients) + " gradient computations per model update (" +
+                                  c["methods"][i]["algorithm"].get<std::string>() + "), got " + num(g));
+    if (hz.contains("updates") && !(g * hz["updates"].get<double>() <= max_gradients))
+      throw config_error("horizon.updates", "expected at most " + num(max_gradients) +
+                                                " gradient computations per run, got " + num(hz["updates"].get<double>()) +
+                                                " updates x " + num(g) + " (" + key + ") = " +
+                                                num(g * hz["updates"].get<double>()));
+  }
+  const double train = c["data"]["train_samples"].get<double>();
+  if (c["data"]["dataset"] == "fashion_mnist" && train > 0 && n > train)
+    throw config_error("workers.count", "expected at most data.train_samples = " + num(train) +
+                                            " workers (every worker needs a sample), got " + num(n));
+  if (c["runtime"] == "threads" && n > static_cast<double>(max_thread_workers))
+    throw config_error("workers.count", "expected at most " + std::to_string(max_thread_workers) +
+                                            " workers with runtime \"threads\" (one thread each), got " + num(n));
+  // Memory: each worker holds parameters, a gradient, optimizer state and double scratch of
+  // the model's size (32 bytes a parameter), and mini-batch scratch (inputs, activations and
+  // their gradients: 12 bytes a unit, per sample); eager-SGD keeps B rounds of parameters.
+  const double P = model_params(c);
+  const bool images = c["data"]["dataset"] == "fashion_mnist";
+  double units = 784 + 10;
+  if (c["model"]["kind"] == "mlp")
+    for (const auto& h : c["model"]["hidden"]) units += h.get<double>();
+  double batch = 0, eager_rounds = 0;
+  std::string batch_key = "data.batch";
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    const json& m = c["methods"][i];
+    const std::string p = "methods[" + std::to_string(i) + "]";
+    const bool own = m["batch"] != c["data"]["batch"];  // else data.batch filled it in
+    std::pair<double, std::string> b{m["batch"].get<double>(), own ? p + ".batch" : "data.batch"};
+    const double train = c["data"]["train_samples"].get<double>();
+    if (images && train > 0 && b.first > train)
+      throw config_error(b.second, "expected a mini-batch of at most data.train_samples = " + num(train) +
+                                       " (the training set), got " + num(b.first));
+    if (m["algorithm"] == "omnilearn") b = {m["max_batch"].get<double>(), p + ".max_batch"};
+    if (m["algorithm"] == "biased_local_sgd") b = {b.first * m["ratio"].get<double>(), p + ".ratio"};
+    if (m["algorithm"] == "eager") eager_rounds = std::max(eager_rounds, m["staleness_bound"].get<double>());
+    if (b.first > batch) {
+      batch = b.first;
+      batch_key = b.second;
+    }
+  }
+  const double limit = physical_memory_bytes();
+  const double model_bytes = 32 * P * 4 + 4 * P * eager_rounds;
+  const double worker_bytes = 32 * P * n;
+  const double batch_bytes = images ? 12 * units * batch * n : 0;
+  const double need = model_bytes + worker_bytes + batch_bytes;
+  if (!(need <= limit)) {
+    const std::string what = "about " + gib(need) + " (" + num(n) + " workers x " + num(P) + " parameters" +
+                             (images ? ", mini-batches of " + num(batch) : std::string()) +
+                             "), this machine has " + gib(limit);
+    // The key to change: the model when it alone is too large, else eager-SGD's rounds when
+    // they are, else the larger of the per-worker parts.
+    std::string key = images && c["model"]["kind"] == "mlp" ? "model.hidden" : images ? "model.kind" : "data.dim";
+    if (c["data"]["dataset"] == "scalar_quadratics") key = "workers.count";
+    if (32 * P * 4 > limit / 2) {
+      // the model's key
+    } else if (eager_rounds * 4 * P > limit / 2) {
+      for (std::size_t i = 0; i < c["methods"].size(); ++i)
+        if (c["methods"][i]["algorithm"] == "eager" && c["methods"][i]["staleness_bound"].get<double>() == eager_rounds)
+          key = "methods[" + std::to_string(i) + "].staleness_bound";
+    } else {
+      key = worker_bytes >= batch_bytes ? "workers.count" : batch_key;
+    }
+    throw config_error(key, "expected a configuration that fits in memory: it needs " + what);
+  }
+}
+
 void doc_rows(const spec& s, const std::string& path, std::string& out) {
   for (const auto& [k, f] : s.fields) {
     const std::string p = path.empty() ? k : path + "." + k;
@@ -597,6 +967,113 @@ void doc_rows(const spec& s, const std::string& path, std::string& out) {
 }
 
 }  // namespace
+
+namespace {
+// Library parameters (core/error.hpp's 'name') and the keys they come from. Method keys are
+// relative to the method object (the second member: true).
+const std::map<std::string, std::pair<std::string, bool>>& library_keys() {
+  static const std::map<std::string, std::pair<std::string, bool>> m{
+      {"partition_iid.n", {"data.train_samples", false}},
+      {"partition_iid.workers", {"workers.count", false}},
+      {"partition_dirichlet.workers", {"workers.count", false}},
+      {"partition_dirichlet.labels.size", {"data.train_samples", false}},
+      {"partition_dirichlet.alpha", {"data.alpha", false}},
+      {"partition_dirichlet.classes", {"data.dataset", false}},
+      {"partition_k_labels.k", {"data.labels_per_worker", false}},
+      {"partition_k_labels.workers", {"workers.count", false}},
+      {"dataset.head.n", {"data.train_samples", false}},
+      {"worst_case_quadratic.dim", {"data.dim", false}},
+      {"worst_case_quadratic.L", {"data.smoothness", false}},
+      {"fixed_times.tau", {"workers.time.tau", false}},
+      {"speed_classes.classes", {"workers.time.classes", false}},
+      {"speed_classes.count", {"workers.time.classes", false}},
+      {"linear_times.workers", {"workers.count", false}},
+      {"sqrt_times.workers", {"workers.count", false}},
+      {"core_share_times.phase_length", {"workers.time.phase_length", false}},
+      {"core_share_times.phases", {"workers.time.levels", false}},
+      {"core_share_times.seconds_per_sample_core", {"workers.time.scale", false}},
+      {"omnilearn_dynamic.schedule", {"workers.time.levels", false}},
+      {"half_normal_noise.scale", {"workers.time.noise_scale", false}},
+      {"scaled.factor", {"workers.time.scale", false}},
+      {"batch_affine_times.per_sample", {"workers.time.reference_batch", false}},
+      {"subset_delay.delay", {"workers.time.subset_delay.delay", false}},
+      {"subset_delay.delayed", {"workers.time.subset_delay.count", false}},
+      {"windows.begin", {"workers.time.outages", false}},
+      {"windows.end", {"workers.time.outages", false}},
+      {"windows.slowdown", {"workers.time.slowdowns", false}},
+      {"mlp.sizes", {"model.hidden", false}},
+      {"label_smoothing", {"model.label_smoothing", false}},
+      {"bsp.sync_time", {"network", false}},
+      {"local_sgd.sync_time", {"network", false}},
+      {"selsync.sync_time", {"network", false}},
+      {"ringmaster_config.threshold", {"threshold", true}},
+      {"rennala_config.batch", {"gradients", true}},
+      {"rescaled_config.ema", {"ema", true}},
+      {"rescaled_config.reference", {"reference", true}},
+      {"malenia_config.threshold", {"threshold", true}},
+      {"local_sgd.period", {"period", true}},
+      {"local_sgd.local_steps", {"local_steps", true}},
+      {"local_sgd.states", {"states", true}},
+      {"local_sgd.weighting", {"weighting", true}},
+      {"bsp.weighting", {"weighting", true}},
+      {"eager.staleness_bound", {"staleness_bound", true}},
+      {"selsync.threshold", {"threshold", true}},
+      {"selsync.window", {"window", true}},
+      {"selsync.alpha", {"alpha", true}},
+      {"biased.ratio", {"ratio", true}},
+      {"biased.shuffle_rounds", {"shuffle_rounds", true}},
+      {"biased.local_steps", {"local_steps", true}},
+      {"biased.slow", {"slow_workers", true}},
+      {"biased.batch", {"batch", true}},
+      {"decoupled.modules", {"modules", true}},
+      {"local_learning.head_hidden", {"head_hidden", true}},
+      {"pgl.epoch_fraction", {"pgl_epoch_fraction", true}},
+  };
+  return m;
+}
+
+// The library prefix of a method key and the algorithms it belongs to.
+bool library_prefix_of(const std::string& name, const std::string& algorithm) {
+  const std::string pre = name.substr(0, name.find('.'));
+  static const std::map<std::string, std::vector<std::string>> owners{
+      {"ringmaster_config", {"ringmaster"}}, {"rennala_config", {"rennala"}}, {"rescaled_config", {"rescaled"}},
+      {"malenia_config", {"malenia"}},       {"local_sgd", {"local_sgd"}},    {"bsp", {"bsp"}},
+      {"eager", {"eager"}},                  {"selsync", {"selsync"}},        {"biased", {"biased_local_sgd"}},
+      {"decoupled", {"local_learning"}},     {"local_learning", {"local_learning"}}, {"pgl", {"local_learning"}}};
+  const auto it = owners.find(pre);
+  return it != owners.end() && std::find(it->second.begin(), it->second.end(), algorithm) != it->second.end();
+}
+}  // namespace
+
+config_error from_library_error(const std::invalid_argument& e, const json& config, long method,
+                                const std::string& fallback) {
+  const std::string what = e.what();
+  const std::string head = "heterograd: invalid argument '";
+  if (what.rfind(head, 0) != 0) return config_error(fallback, what);
+  const auto close = what.find('\'', head.size());
+  if (close == std::string::npos) return config_error(fallback, what);
+  std::string name = what.substr(head.size(), close - head.size());
+  std::string rest = what.substr(close + 1);  // " = value: rule"
+  if (rest.rfind(" = ", 0) == 0) rest = rest.substr(3);
+  const auto bracket = name.find('[');
+  const std::string base = name.substr(0, bracket);
+  const auto& keys = library_keys();
+  const auto it = keys.find(base);
+  if (it == keys.end()) return config_error(fallback, what.substr(std::string("heterograd: ").size()));
+  std::string key = it->second.first;
+  if (it->second.second) {
+    long i = method;
+    const json& ms = config.contains("methods") && config["methods"].is_array() ? config["methods"] : json::array();
+    if (i < 0)
+      for (std::size_t j = 0; j < ms.size() && i < 0; ++j)
+        if (ms[j].is_object() && ms[j].contains("algorithm") && ms[j]["algorithm"].is_string() &&
+            library_prefix_of(name, ms[j]["algorithm"].get<std::string>()))
+          i = static_cast<long>(j);
+    key = (i < 0 ? std::string("methods[?]") : "methods[" + std::to_string(i) + "]") + "." + key;
+  }
+  if (bracket != std::string::npos && it->second.first.find('.') == std::string::npos) key += name.substr(bracket);
+  return config_error(key, "got " + rest);
+}
 
 std::vector<std::string> algorithm_names() {
   std::vector<std::string> v;
@@ -622,6 +1099,7 @@ json resolve(const json& raw) {
   for (std::size_t i = 0; i < methods.size(); ++i)
     out["methods"].push_back(check_method(methods[i], "methods[" + std::to_string(i) + "]"));
   check_cross(out);
+  check_bounds(out);
   return out;
 }
 
@@ -643,7 +1121,11 @@ std::vector<json> split_path(const std::string& p) {
       const std::string idx = p.substr(i + 1, close - i - 1);
       if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos)
         throw config_error(p, "expected an array index [N], got [" + idx + "]");
-      parts.emplace_back(static_cast<std::size_t>(std::stoull(idx)));
+      std::size_t n = 0;
+      const auto r = std::from_chars(idx.data(), idx.data() + idx.size(), n);
+      if (r.ec != std::errc() || r.ptr != idx.data() + idx.size())
+        throw config_error(p, "expected an array index [N] below 2^64, got [" + idx + "]");
+      parts.emplace_back(n);
       i = close;
     } else {
       cur += ch;
@@ -651,7 +1133,18 @@ std::vector<json> split_path(const std::string& p) {
   }
   if (!cur.empty()) parts.emplace_back(cur);
   if (parts.empty()) throw config_error(p, "expected a key path such as workers.count");
+  if (parts.size() > max_config_depth)
+    throw config_error(p.substr(0, 60) + "...", "expected a key path of at most " + std::to_string(max_config_depth) +
+                                               " keys, got " + std::to_string(parts.size()));
   return parts;
+}
+
+// Nesting depth of v (bounded: v came from parse_limited).
+std::size_t depth_of(const json& v) {
+  std::size_t d = 0;
+  if (v.is_structured())
+    for (const auto& e : v) d = std::max(d, depth_of(e));
+  return v.is_structured() ? d + 1 : 0;
 }
 }  // namespace
 
@@ -660,9 +1153,13 @@ void apply_override(json& doc, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw config_error(assignment, "expected an assignment key.path=value");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-  json value = json::parse(text, nullptr, false);
-  if (value.is_discarded()) value = text;
   const auto parts = split_path(path);
+  // JSON when it is JSON (too deep or with duplicate keys: an error), else the text itself.
+  std::string why;
+  auto parsed = parse_limited(text, path, why);
+  json value = parsed ? std::move(*parsed) : json(text);
+  if (parts.size() + depth_of(value) > max_config_depth)
+    throw config_error(path, "nested deeper than " + std::to_string(max_config_depth) + " levels with its value");
   json* cur = &doc;
   std::string sofar;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -706,19 +1203,41 @@ std::vector<std::string> list_experiments() {
   return v;
 }
 
+json parse_config(std::string_view text, const std::string& source) {
+  std::string why;
+  auto j = parse_limited(text, "", why);
+  if (!j) throw config_error("", "'" + source + "' is not valid JSON: " + why);
+  return std::move(*j);
+}
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || size <= 0) return 16.0 * (1ull << 30);  // unknown: assume a small machine
+  return static_cast<double>(pages) * static_cast<double>(size);
+}
+
 json load_experiment(const std::string& name_or_path) {
+  std::error_code ec;
   std::filesystem::path p = name_or_path;
-  if (!std::filesystem::exists(p)) p = experiments_dir() / (name_or_path + ".json");
-  std::ifstream in(p);
-  if (!in) {
+  if (!std::filesystem::exists(p, ec)) p = experiments_dir() / (name_or_path + ".json");
+  if (!std::filesystem::exists(p, ec)) {
     std::string names;
     for (const auto& n : list_experiments()) names += " " + n;
     throw config_error("", "no file '" + name_or_path + "' and no named experiment of that name in " +
                                experiments_dir().string() + " (named:" + names + ")");
   }
-  json j = json::parse(in, nullptr, false, /*ignore_comments=*/true);
-  if (j.is_discarded()) throw config_error("", "'" + p.string() + "' is not valid JSON");
-  return j;
+  // Regular files only, and of a configuration's size: a FIFO or /dev/zero is not read forever.
+  const auto size = std::filesystem::is_regular_file(p, ec) ? std::filesystem::file_size(p, ec) : 0;
+  if (!ec && size > max_config_bytes)
+    throw config_error("", "'" + p.string() + "' has " + std::to_string(size) + " bytes; a configuration has at most " +
+                               std::to_string(max_config_bytes));
+  std::string text;
+  try {
+    text = read_file(p);
+  } catch (const std::exception& e) {
+    throw config_error("", e.what());
+  }
+  return parse_config(text, p.string());
 }
 
 std::string schema_markdown() {

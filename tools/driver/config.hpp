@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,31 @@ class config_error : public std::invalid_argument {
  private:
   std::string path_;
 };
+
+/// Limits on what a configuration may ask for. They make every run bounded: a configuration
+/// beyond them is refused before anything runs, naming the key.
+inline constexpr std::size_t max_config_depth = 64;            ///< nesting of objects and arrays
+inline constexpr std::size_t max_config_bytes = 16u << 20;     ///< a configuration file
+inline constexpr double max_evaluations = 1e6;                 ///< evaluations of one run
+inline constexpr double max_gradients = 1e9;                   ///< gradient computations of one run
+inline constexpr std::size_t max_slug_bytes = 96;              ///< a method's folder name
+inline constexpr std::size_t max_thread_workers = 1024;        ///< workers.count with runtime "threads"
+
+/// Parses configuration text (comments allowed): nesting deeper than max_config_depth and an
+/// object with two equal keys are config_errors naming the key path, as is text that is not
+/// JSON (naming `source` and the byte).
+json parse_config(std::string_view text, const std::string& source);
+
+/// The physical memory of this machine in bytes (what a configuration's estimate is held to).
+double physical_memory_bytes();
+
+/// The config_error for a library's std::invalid_argument ("heterograd: invalid argument
+/// 'partition_iid.n' = ...") met while setting up or running `config`: the key the library's
+/// parameter comes from, the value and the rule, in the configuration's terms. `method` is the
+/// method being run, when known; `fallback` the key named when the parameter is not one the
+/// configuration sets.
+config_error from_library_error(const std::invalid_argument& e, const json& config, long method,
+                                const std::string& fallback);
 
 /// Every algorithm the driver can run.
 std::vector<std::string> algorithm_names();

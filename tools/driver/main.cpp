@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -288,6 +289,7 @@ int main(int argc, char** argv) {
 
   std::optional<mpi_session> mpi;
   int rank = launcher_rank();
+  json seen;  // the resolved configuration, for errors the library raises while it runs
   try {
     if (child && !follow_parent(parent_pid)) return 1;  // the parent is gone already
     if (child) return child_main(experiment, child_method, seed, child_dir, resume, halt_after);
@@ -307,7 +309,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     json raw = load_experiment(experiment);
-    if (tiny && raw.contains("tiny")) raw.merge_patch(raw["tiny"]);
+    if (!raw.is_object()) throw config_error("", "expected a JSON object (an experiment), got " + std::string(raw.type_name()));
+    if (tiny) {
+      if (!raw.is_object() || !raw.contains("tiny") || !raw["tiny"].is_object())
+        throw config_error("tiny", "--tiny needs a \"tiny\" object of overrides in " + experiment +
+                                       ", which has none");
+      raw.merge_patch(json(raw["tiny"]));
+    }
     for (const auto& s : sets) apply_override(raw, s);
     if (checkpoint_every) raw["checkpoint_every"] = checkpoint_every;
     if (seed) raw["seed"] = seed;
@@ -337,6 +345,7 @@ int main(int argc, char** argv) {
       }
     }
     json cfg = resolve(raw);
+    seen = cfg;
     if (!methods.empty()) {
       json kept = json::array();
       for (const auto& m : cfg["methods"]) {
@@ -353,9 +362,11 @@ int main(int argc, char** argv) {
       seeds.clear();
       std::stringstream ss(seeds_text);
       for (std::string t; std::getline(ss, t, ',');) {
-        if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
-          throw config_error("--seeds", "expected comma-separated integers, got \"" + seeds_text + "\"");
-        seeds.push_back(std::stoull(t));
+        std::uint64_t v = 0;
+        const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+        if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
+          throw config_error("--seeds", "expected comma-separated integers in [0, 2^64), got \"" + t + "\"");
+        seeds.push_back(v);
       }
     }
     preflight(cfg);
@@ -560,6 +571,11 @@ int main(int argc, char** argv) {
   } catch (const config_error& e) {
     // Every rank meets a configuration error alike: rank 0 says it, all end normally.
     if (rank == 0) std::fprintf(stderr, "heterograd-run: %s\n", e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    // A library's argument check that preflight() did not foresee: said in the config's terms.
+    std::fprintf(stderr, "heterograd-run: %s\n", from_library_error(e, seen, -1, "<config>").what());
+    if (mpi) mpi->abort(2);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "heterograd-run: error%s: %s\n",

@@ -645,6 +645,98 @@ bool algorithm_checkpointable(const std::string& a) {
   return false;
 }
 
+namespace {
+
+std::string num(double x) {
+  std::ostringstream os;
+  os.precision(6);
+  os << x;
+  return os.str();
+}
+
+// The keys that set the workers' job times.
+std::string job_time_keys(const json& c) {
+  const json& t = c["workers"]["time"];
+  const std::string b = t["base"];
+  std::string k = b == "fixed" ? "workers.time.tau, " : b == "speed_classes" ? "workers.time.classes, " : "";
+  k += "workers.time.scale";
+  if (t["batch_scaling"].get<bool>() || b == "omnilearn") k += ", workers.time.reference_batch";
+  return k;
+}
+
+// Work a method's run asks for, from the worker-time model: gradient computations and the
+// virtual time the horizon takes (so the evaluations); refused beyond the limits.
+void check_work(const json& c, std::size_t i, problem& prob) {
+  const json& m = c["methods"][i];
+  const std::string a = m["algorithm"], p = "methods[" + std::to_string(i) + "]";
+  const std::size_t batch = m["batch"].get<std::size_t>();
+  const json& hz = c["horizon"];
+  const double dt = c["eval_interval"].get<double>();
+  const double n = c["workers"]["count"].get<double>();
+  const double train = static_cast<double>(prob.train_size());
+  if (c["data"]["dataset"] == "fashion_mnist") {
+    double b = static_cast<double>(batch);
+    std::string key = m["batch"] == c["data"]["batch"] ? "data.batch" : p + ".batch";
+    if (a == "omnilearn") {
+      b = m["max_batch"].get<double>();
+      key = p + ".max_batch";
+    }
+    if (!(b <= train))
+      throw config_error(key, "expected a mini-batch of at most the training set's " + num(train) + " samples, got " +
+                                  num(b));
+  }
+  if (a == "local_learning") {
+    // Virtual time is epochs: iterations = horizon x (training set / batch).
+    const double h = hz.contains("epochs") ? hz["epochs"].get<double>() : hz.contains("time") ? hz["time"].get<double>() : 0;
+    const double its = h * std::max(1.0, train / static_cast<double>(batch));
+    if (!(its <= max_gradients))
+      throw config_error(hz.contains("epochs") ? "horizon.epochs" : "horizon.time",
+                         "expected at most " + num(max_gradients) + " iterations per run, got " + num(its));
+    return;
+  }
+  const std::vector<double> tau = mean_job_times(c, c["seed"].get<std::uint64_t>(), batch);
+  double rate = 0, fastest = std::numeric_limits<double>::infinity(), slowest = 0;
+  for (double t : tau) {
+    rate += 1.0 / t;  // jobs per unit of virtual time, every worker busy
+    fastest = std::min(fastest, t);
+    slowest = std::max(slowest, t);
+  }
+  const double per_gradient = static_cast<double>(prob.samples_per_gradient(batch));
+  double gradients = 0, end_time = 0;
+  std::string key;
+  if (hz.contains("time")) {
+    end_time = hz["time"].get<double>();
+    gradients = end_time * rate;
+    key = "horizon.time";
+  } else if (hz.contains("epochs")) {
+    gradients = hz["epochs"].get<double>() * train / per_gradient;
+    key = "horizon.epochs";
+  } else {
+    gradients = hz["updates"].get<double>();  // at least one gradient an update (resolve() bounds the rest)
+    key = "horizon.updates";
+  }
+  if (!(gradients <= max_gradients))
+    throw config_error(key, "expected at most " + num(max_gradients) + " gradient computations per run, got about " +
+                                num(gradients) + " (" + std::to_string(tau.size()) + " workers, the fastest " +
+                                num(fastest) + " virtual time a job: " + job_time_keys(c) + ")");
+  if (!hz.contains("time")) {
+    // The horizon's virtual time: all workers busy, or the slowest one for the round methods,
+    // and no earlier than the end of every outage and slow-down window.
+    end_time = gradients / rate;
+    if (is_sync_algorithm(a)) end_time = std::max(end_time, gradients / n * slowest);
+    for (const char* w : {"outages", "slowdowns"})
+      for (const auto& win : c["workers"]["time"][w]) end_time = std::max(end_time, win["end"].get<double>());
+    const double evals = end_time / dt;
+    if (!(evals <= max_evaluations))
+      throw config_error("eval_interval", "expected at most " + num(max_evaluations) +
+                                              " evaluations per run, got about " + num(evals) + " (" + key +
+                                              " takes about " + num(end_time) + " virtual time, eval_interval = " +
+                                              num(dt) + ")");
+  }
+}
+
+}  // namespace
+
 void preflight(const json& c) {
   if (c["data"]["dataset"] == "fashion_mnist") {
     const auto dir = hg::data::fashion_mnist_dir(c["data"]["path"].get<std::string>());
@@ -665,6 +757,38 @@ void preflight(const json& c) {
                                                    ") cannot be checkpointed in this build (its policy has "
                                                    "no serialize(Archive&))");
     }
+  // The problem and the worker-time models are built once here, so that what the library
+  // refuses (a partition with fewer samples than workers, ...) is a config error naming the
+  // key before anything runs, not an error from the middle of a run. resolve() bounded their
+  // sizes already.
+  const std::uint64_t seed = c["seed"].get<std::uint64_t>();
+  std::unique_ptr<problem> prob;
+  try {
+    prob = make_problem(c, seed);
+  } catch (const config_error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    throw from_library_error(e, c, -1, "data");
+  }
+  const auto metrics = prob->metrics();
+  const std::string target = c["target"]["metric"];
+  if (std::find(metrics.begin(), metrics.end(), target) == metrics.end()) {
+    std::string names;
+    for (const auto& x : metrics) names += (names.empty() ? "\"" : ", \"") + x + "\"";
+    throw config_error("target.metric", "expected a metric the methods report with data.dataset " +
+                                            c["data"]["dataset"].dump() + ": one of " + names + "; got " +
+                                            c["target"]["metric"].dump());
+  }
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    try {
+      (void)make_time_model(c, seed, c["methods"][i]["batch"].get<std::size_t>());
+    } catch (const config_error&) {
+      throw;
+    } catch (const std::invalid_argument& e) {
+      throw from_library_error(e, c, static_cast<long>(i), "workers.time");
+    }
+    check_work(c, i, *prob);
+  }
 }
 
 json run_method(const run_request& req) {

@@ -1,0 +1,36 @@
+// libFuzzer target over heterograd-run's configuration loader: JSON text in, a resolved
+// configuration or a config_error out. Any other exception escapes and aborts (a finding), as
+// does a crash, a sanitizer report or a hang (run_config_fuzz.cmake sets -timeout=).
+//
+// An input whose first line starts with '@' applies the rest of that line as a --set
+// assignment to the document of the following lines, so the override parser is covered too;
+// documents with a "tiny" block are resolved again with it merged, as --tiny does.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "config.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::string assignment;
+  if (!text.empty() && text.front() == '@') {
+    const auto nl = text.find('\n');
+    assignment = std::string(text.substr(1, nl == std::string_view::npos ? std::string_view::npos : nl - 1));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+  }
+  try {
+    hgrun::json raw = hgrun::parse_config(text, "fuzz input");
+    if (!assignment.empty()) hgrun::apply_override(raw, assignment);
+    const hgrun::json resolved = hgrun::resolve(raw);
+    (void)resolved.dump();  // config.json is written from it
+    if (raw.is_object() && raw.contains("tiny") && raw["tiny"].is_object()) {
+      raw.merge_patch(hgrun::json(raw["tiny"]));
+      (void)hgrun::resolve(raw).dump();
+    }
+  } catch (const hgrun::config_error&) {
+    // the expected outcome of a bad configuration
+  }
+  return 0;
+}
