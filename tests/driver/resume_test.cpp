@@ -179,12 +179,20 @@ void kill_trials(unsigned jobs, int trials) {
                                << " s] from seed " << seed);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> delay(0.0, 1.1 * whole);
-  int mid_run = 0, from_checkpoint = 0;
+  int mid_run = 0, from_checkpoint = 0, halted_checkpoints = 0;
   for (int t = 0; t < trials; ++t) {
     const auto out = d / ("trial-" + std::to_string(t));
     const std::string at = "--jobs " + std::to_string(jobs) + ", trial " + std::to_string(t) + ", seed " +
                            std::to_string(seed);
-    for (int kill = 0; kill < 2; ++kill) {
+    // One trial in four starts from a halt after a few evaluations, so that resumes from a
+    // checkpoint are tested whatever the machine's speed does to the random delays.
+    const bool halt_first = t % 4 == 1;
+    if (halt_first) {
+      const auto h = run(args_of(cfg, out, jobs, {"--halt-after", std::to_string(2 + t % 3)}), d / "halt.txt");
+      BOOST_TEST_REQUIRE(h.rc == 3, at << ": " << h.log);
+      for (const auto& l : labels()) halted_checkpoints += fs::exists(out / l / "checkpoint.bin");
+    }
+    for (int kill = halt_first ? 1 : 0; kill < 2; ++kill) {
       const pid_t pid = start(args_of(cfg, out, jobs, kill ? std::vector<std::string>{"--resume"}
                                                            : std::vector<std::string>{}),
                               d / "killed.txt");
@@ -200,10 +208,12 @@ void kill_trials(unsigned jobs, int trials) {
     BOOST_TEST(results(out) == want, at << ": " << results(out).dump() << " vs " << want.dump());
   }
   BOOST_TEST_MESSAGE("--jobs " << jobs << ": " << mid_run << " kills landed before the end, "
-                               << from_checkpoint << " resumes of a method started from a checkpoint");
-  // The delays did land inside runs, and some after a checkpoint (else nothing was tested).
+                               << from_checkpoint << " resumes of a method started from a checkpoint left by a "
+                               << "kill, " << halted_checkpoints << " from one left by a halt");
+  // The delays did land inside runs (else nothing was tested), and every halt left each
+  // method's checkpoint.
   BOOST_TEST(mid_run >= trials / 2);
-  BOOST_TEST(from_checkpoint >= 3);
+  BOOST_TEST(halted_checkpoints == static_cast<int>(labels().size()) * ((trials + 2) / 4));
 }
 
 }  // namespace

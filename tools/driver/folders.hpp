@@ -21,8 +21,17 @@ inline bool is_our_folder(const std::filesystem::path& dir) {
   return std::filesystem::is_directory(dir, ec) && std::filesystem::is_regular_file(dir / folder_marker, ec);
 }
 
+/// Whether `name` is the temporary that write_file() makes for the marker (".<marker>.tmp-<pid>"):
+/// a run killed while it claimed a folder leaves it, and nothing else, in the folder.
+inline bool is_marker_temporary(const std::string& name) {
+  const std::string stem = "." + std::string(folder_marker) + ".tmp-";
+  return name.size() > stem.size() && name.compare(0, stem.size(), stem) == 0 &&
+         name.find_first_not_of("0123456789", stem.size()) == std::string::npos;
+}
+
 /// Throws output_error naming `dir` unless heterograd-run may write into it: it is missing, an
-/// empty folder or a folder with the marker. Makes nothing.
+/// empty folder (or one holding only a marker's temporary) or a folder with the marker.
+/// Makes nothing.
 inline void check_folder(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -31,6 +40,10 @@ inline void check_folder(const std::filesystem::path& dir) {
   if (!fs::is_directory(st)) throw output_error(dir, "it exists and is not a folder");
   if (is_our_folder(dir)) return;
   auto it = fs::directory_iterator(dir, ec);
+  if (ec) throw output_error(dir, ec.message());
+  while (it != fs::directory_iterator() && it->is_regular_file(ec) &&
+         is_marker_temporary(it->path().filename().string()))
+    it.increment(ec);
   if (ec) throw output_error(dir, ec.message());
   if (it != fs::directory_iterator())
     throw output_error(dir, "the folder is not empty and heterograd-run did not make it (it has no " +
@@ -51,6 +64,9 @@ inline void claim_folder(const std::filesystem::path& dir) {
   if (ec) throw output_error(dir, ec.message());
   write_file(dir / folder_marker,
              "This folder was made by heterograd-run, which may replace or delete what is in it.\n");
+  // Temporaries of claims that a kill interrupted (check_folder() let only those through).
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (is_marker_temporary(e.path().filename().string())) std::filesystem::remove(e.path(), ec);
 }
 
 /// Empties a folder of heterograd-run's for a fresh run: removes it with its content when it

@@ -406,21 +406,6 @@ int main(int argc, char** argv) {
                               return c;
                             }()}};
     const auto cfg_path = root / "config.json";
-    // --resume continues the run recorded in config.json, never another one: the results
-    // already there would be reported as this configuration's.
-    if (resume && writer && std::filesystem::exists(cfg_path)) {
-      const json saved = json::parse(read_file(cfg_path), nullptr, false);
-      if (saved.is_discarded() || !saved.is_object())
-        throw std::runtime_error("cannot resume: " + cfg_path.string() +
-                                 " is not a JSON object (damaged); run without --resume to start again");
-      const json before = result_inputs(saved), now = result_inputs(resolved);
-      if (before != now)
-        throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
-                                           differences_text(before, now) +
-                                           "); resume with the same configuration, or run without --resume "
-                                           "(another --out keeps these results)");
-    }
-
     // Units of work: (method, seed), each in its own directory.
     std::vector<unit> units;
     for (auto s : seeds)
@@ -441,6 +426,20 @@ int main(int argc, char** argv) {
         check_folder(u.dir.parent_path());
         check_folder(u.dir);
       }
+    // --resume continues the run recorded in config.json, never another one: the results
+    // already there would be reported as this configuration's.
+    if (resume && writer && std::filesystem::exists(cfg_path)) {
+      const json saved = json::parse(read_file(cfg_path), nullptr, false);
+      if (saved.is_discarded() || !saved.is_object())
+        throw std::runtime_error("cannot resume: " + cfg_path.string() +
+                                 " is not a JSON object (damaged); run without --resume to start again");
+      const json before = result_inputs(saved), now = result_inputs(resolved);
+      if (before != now)
+        throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
+                                           differences_text(before, now) +
+                                           "); resume with the same configuration, or run without --resume "
+                                           "(another --out keeps these results)");
+    }
     if (writer && seeds.size() > 1)
       for (auto s : seeds) claim_folder(root / ("seed-" + std::to_string(s)));
     display disp(quiet, cfg["target"]["metric"]);
