@@ -328,7 +328,9 @@ class [[nodiscard]] request {
     }
     return *this;
   }
-  ~request() { release(); }
+  ~request() {
+    if (s_ && --s_->handles_ == 0 && !s_->done_) s_->abandon_pending();
+  }
 
   /// Advances the operation without blocking; true once it is over (wait() then returns or
   /// rethrows immediately).
@@ -354,7 +356,9 @@ class [[nodiscard]] request {
 
  private:
   friend struct detail::request_access;
-  // One decrement and one test of a flag the last wait has just read: nothing on the fast path.
+  // Assignment's release of the old state: the destructor's check, then the reset. The check
+  // is one decrement and one test of a flag the last wait has just read (8 instructions more
+  // per call, of ~800 for a 1-rank allreduce of 16 floats, by callgrind).
   void release() noexcept {
     if (s_ && --s_->handles_ == 0 && !s_->done_) s_->abandon_pending();
     s_.reset();
