@@ -1,8 +1,10 @@
 // Faults on the mpi transport (mpirun -np 2..3, 30 s CTest timeout): each surfaces as an
 // exception on every rank, never as a hang.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -119,6 +121,40 @@ BOOST_AUTO_TEST_CASE(the_schedule_path_times_out_too_when_a_rank_never_arrives) 
   hc::allreduce_options o;
   o.timeout = hg::seconds{0.5};
   if (c.rank() != 1) expect_timeout_then_failed(c, v, o);
+  MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_whose_allreduce_times_out_tells_its_peers_so_they_fail_long_before_their_own_timeout) {
+  // Rank 0 gives up after 0.3 s; rank 1 joins 1 s late and rank 2 (np 3) at once, both with
+  // a 20 s timeout. Rank 0's abort notice must fail theirs within seconds (the ring schedule:
+  // its second step needs rank 0, so nothing completes without it).
+  hm::communicator c(MPI_COMM_WORLD);
+  std::vector<int> v(1024, 1);
+  hc::allreduce_options o;
+  o.algo = hc::algorithm::ring;
+  c.allreduce(hg::span<int>(v), o).wait();  // the shape is known: no shape check below
+  BOOST_TEST(v[0] == c.size());
+#if defined(NDEBUG)
+  using clk = std::chrono::steady_clock;
+  if (c.rank() == 0) {
+    o.timeout = hg::seconds{0.3};
+    BOOST_CHECK_THROW(c.allreduce(hg::span<int>(v), o).wait(), hc::timeout_error);
+  } else {
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(1));
+    o.timeout = hg::seconds{20};
+    const auto t0 = clk::now();
+    try {
+      c.allreduce(hg::span<int>(v), o).wait();
+      BOOST_FAIL("allreduce completed without rank 0");
+    } catch (const hc::aborted_error& e) {
+      BOOST_TEST(e.rank() == 0);
+      BOOST_TEST(std::string(e.what()).find("timed out") != std::string::npos);
+    }
+    const double waited = std::chrono::duration<double>(clk::now() - t0).count();
+    BOOST_TEST(waited < 5.0, "rank " << c.rank() << " waited " << waited << " s of its 20 s");
+  }
+  BOOST_TEST(c.failed());
   MPI_Barrier(MPI_COMM_WORLD);
 #endif
 }

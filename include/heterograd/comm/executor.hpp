@@ -64,6 +64,19 @@ class schedule_state final : public request_state {
     if (wsum_) wsum_->cancel();
   }
 
+  /// Dropped while pending: withdraw every transfer still registered (no peer then touches
+  /// data_ or the scratch), and abort the group where the transport can, since the peers'
+  /// schedules wait for this rank's messages.
+  void abandon_pending() noexcept override {
+    cancel();
+    if constexpr (abortable_on_timeout<Transport>) {
+      try {
+        t_.abort_after_timeout("heterograd: comm: " + describe() + " was abandoned while pending");
+      } catch (...) {
+      }
+    }
+  }
+
  protected:
   std::string describe() const override {
     return std::string(algorithm_name(s_.algo)) + " allreduce of " + std::to_string(s_.count) +

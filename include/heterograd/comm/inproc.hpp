@@ -25,7 +25,11 @@
 // Failures. Any rank can abort the world (spawn does it when fn throws); every pending and
 // future operation of every rank then fails with "aborted by rank r". A collective that times
 // out aborts the world (its peers would otherwise wait on a rank that gave up); a receive or a
-// rendezvous send that times out is withdrawn from its mailbox and fails alone.
+// rendezvous send that times out is withdrawn from its mailbox and fails alone. The same rule
+// holds when the last request of a pending operation goes (the rank unwinds from an
+// exception, or dropped the request): a receive or send is withdrawn; a collective aborts the
+// world and waits until no peer works on it (peers read and write this rank's buffers), so the
+// buffer may be freed once the request's destructor returned.
 //
 // Threading: a communicator handle's rank must be driven by one thread at a time (like
 // MPI_THREAD_SERIALIZED per rank). Different ranks are different threads.
@@ -45,6 +49,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -417,6 +422,35 @@ class coll_state : public request_state {
   }
 
   void cancel() override {}
+
+  /// The last request went while the collective is pending (the rank unwinds from an
+  /// exception, or dropped the request): peers may be reading and writing this rank's
+  /// buffers, which the caller is about to free. A collective cannot be withdrawn, so abort
+  /// the world (peers fail with "aborted by rank r") and wait until no peer works on this
+  /// collective any more (settle: a peer either saw the abort before it started its share, or
+  /// is seen busy here and waited for), then leave the FIFO.
+  void abandon_pending() noexcept override {
+    if (!g_) return;
+    try {
+      g_->world->abort(r_, "heterograd: comm: " + describe() + " was abandoned while pending (" +
+                               (std::uncaught_exceptions() > 0
+                                    ? "the rank unwound from an exception"
+                                    : "its request was dropped without wait") +
+                               ")");
+    } catch (...) {
+      g_->world->abort(r_, std::string());  // no memory for the reason: abort all the same
+    }
+    settle();
+    fail(std::make_exception_ptr(g_->world->error()));
+    auto& fifo = g_->locals[static_cast<std::size_t>(r_)].fifo;
+    for (auto it = fifo.begin(); it != fifo.end(); ++it) {
+      if (it->get() == this) {
+        fifo.erase(it);
+        break;
+      }
+    }
+    if (pooled_) g_.reset();
+  }
 
  protected:
   std::string describe() const override {
@@ -829,6 +863,11 @@ class p2p_state : public request_state, public std::enable_shared_from_this<p2p_
       mb.unexpected.remove_if([this](const message& m) { return m.sender.get() == this; });
     }
   }
+
+  /// The last request went while unmatched: withdraw the buffer (a delivery copies under the
+  /// same mailbox lock, so once cancel() returns nobody reads or writes it). The operation
+  /// fails alone, as a receive that times out does.
+  void abandon_pending() noexcept override { cancel(); }
 
  protected:
   std::string describe() const override {
@@ -1265,7 +1304,9 @@ class world {
 
 /// Runs fn(communicator) on n ranks (rank 0 on the calling thread), joins them all, and
 /// rethrows the first error. A rank that throws aborts the world first, so the others'
-/// pending operations fail ("aborted by rank r") instead of waiting for it.
+/// pending operations fail ("aborted by rank r") instead of waiting for it. If a rank's
+/// thread cannot be created, spawn aborts the world, joins the ranks already started and
+/// throws std::system_error ("could not start the thread of rank r of n: reason").
 template <class Fn, heterograd::clock Clock>
 void spawn(int n, Fn&& fn, Clock clock) {
   require(n >= 1, "spawn.n", n, "must be >= 1");
@@ -1293,7 +1334,25 @@ void spawn(int n, Fn&& fn, Clock clock) {
   };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(n - 1));
-  for (int r = 1; r < n; ++r) threads.emplace_back(body, r);
+  for (int r = 1; r < n; ++r) {
+    try {
+      threads.emplace_back(body, r);
+    } catch (...) {
+      // No thread for rank r (no memory for its stack, a thread limit): the ranks already
+      // running would wait for it in their first collective, and a joinable std::thread left
+      // behind is std::terminate. Abort the world so they return, join them, then throw.
+      const std::string why = "heterograd: comm: spawn could not start the thread of rank " +
+                              std::to_string(r) + " of " + std::to_string(n);
+      w.abort(r, why);
+      for (auto& t : threads) t.join();
+      w.detail_end();
+      try {
+        throw;
+      } catch (const std::system_error& e) {
+        throw std::system_error(e.code(), why);  // what(): why + ": " + the system's reason
+      }
+    }
+  }
   body(0);
   for (auto& t : threads) t.join();
   w.detail_end();

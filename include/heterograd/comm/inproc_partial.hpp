@@ -249,6 +249,18 @@ class partial_allreduce {
       return ok_;
     }
 
+    /// Dropped while waiting for its round: withdraw the buffer (a round fires under s.m, so
+    /// none writes it afterwards) and abort the world, as a timeout does: flushes and bounded
+    /// rounds would otherwise wait for this rank.
+    void abandon_pending() noexcept override {
+      try {
+        withdraw();
+        o_->c.detail_world()->abort(o_->c.rank(), "heterograd: comm: " + describe() +
+                                                       " was abandoned while pending");
+      } catch (...) {
+      }
+    }
+
    protected:
     std::string describe() const override {
       return "partial allreduce round " + std::to_string(round_) + " on rank " +

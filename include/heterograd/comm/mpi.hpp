@@ -237,6 +237,35 @@ struct comm_state {
     }
     if (outer) outer->fail(why);
   }
+  /// fail(), and tell every peer with an abort notice (their pending and later operations
+  /// fail with "aborted by rank r: why"): for a collective that this rank gave up on (a
+  /// timeout, an MPI error), which the peers would otherwise wait out to their own deadlines.
+  /// One notice per handle, the first reason; a rank that was itself told sends none.
+  void fail_and_tell_peers(const std::string& why) {
+    fail(why);
+    comm_state* o = outer ? outer : this;
+    o->send_abort_notices(why);
+  }
+  /// Sends the abort notice (on the outer state, which owns `coll`). The text stays in
+  /// `notice` until the handle goes: MPI_Request_free lets the send finish on its own, but
+  /// its buffer must live until it has.
+  void send_abort_notices(std::string_view why) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      if (notice_sent || abort_rank >= 0) return;
+      notice_sent = true;
+      notice.assign(why.substr(0, 200));
+    }
+    for (int j = 0; j < size; ++j) {
+      if (j == rank) continue;
+      MPI_Request q;
+      if (MPI_Isend(notice.data(), static_cast<int>(notice.size()), MPI_CHAR, j, abort_tag, coll,
+                    &q) == MPI_SUCCESS)
+        MPI_Request_free(&q);  // small and eager: completes on its own
+    }
+  }
+  bool notice_sent = false;
+  std::string notice;
   bool is_failed() { return failed.load() || (outer && outer->failed.load()) || poll_abort(); }
   /// is_failed() that polls for abort notices on one call in 16 only; operations in flight
   /// poll them anyway. Every post uses it: an MPI_Test runs the progress engine (a tenth of a
@@ -330,7 +359,7 @@ class op_state final : public request_state {
         int flag = 0;
         const int rc = MPI_Test(&reqs_[i], &flag, &stats_[i]);
         if (rc != MPI_SUCCESS) {
-          if (collective_) c_->fail(describe() + " failed");
+          if (collective_) c_->fail_and_tell_peers(describe() + " failed");
           check(rc == MPI_ERR_IN_STATUS ? stats_[i].MPI_ERROR : rc, what_);
         }
         if (!flag) return false;
@@ -368,6 +397,8 @@ class op_state final : public request_state {
   void on_timeout(const std::string& what) override {
     if (is_recv_) {
       cancel();
+    } else if (collective_) {
+      c_->fail_and_tell_peers(what);  // the peers would wait for this rank to their deadlines
     } else {
       c_->fail(what);
     }
@@ -557,7 +588,7 @@ class p2p_state final : public request_state {
       throw;  // already failed
     } catch (...) {
       // Peers may wait for this rank's messages: the collective is broken for the group.
-      c_->fail(describe() + " failed");
+      c_->fail_and_tell_peers(describe() + " failed");
       throw;
     }
   }
@@ -609,7 +640,7 @@ class p2p_state final : public request_state {
   }
 
   void on_timeout(const std::string& what) override {
-    c_->fail(what);
+    c_->fail_and_tell_peers(what);  // the peers would wait for this rank to their deadlines
     fail(std::make_exception_ptr(timeout_error(what)));
   }
 
@@ -863,17 +894,10 @@ class communicator {
   /// operations fail with "aborted by rank r: why") and marks this handle failed.
   void abort(std::string_view why) const {
     check_valid();
-    std::string msg(why.substr(0, 200));
-    for (int j = 0; j < size(); ++j) {
-      if (j == rank()) continue;
-      MPI_Request q;
-      if (MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, j,
-                    detail::comm_state::abort_tag, s_->coll, &q) == MPI_SUCCESS)
-        MPI_Request_free(&q);  // small and eager: completes on its own
-    }
+    s_->send_abort_notices(why);
     std::lock_guard<std::mutex> l(s_->m);
     if (!s_->failed.load()) {
-      s_->failure = "aborted by rank " + std::to_string(rank()) + ": " + msg;
+      s_->failure = "aborted by rank " + std::to_string(rank()) + ": " + std::string(why.substr(0, 200));
       s_->abort_rank = rank();
     }
     s_->failed.store(true);
@@ -883,7 +907,9 @@ class communicator {
     MPI_Abort(s_ ? s_->comm : MPI_COMM_WORLD, code);
     std::abort();
   }
-  void abort_after_timeout(const std::string& why) const { s_->fail(why); }
+  /// Used by schedules run over this handle: a collective that timed out leaves the peers
+  /// waiting, so they are told.
+  void abort_after_timeout(const std::string& why) const { s_->fail_and_tell_peers(why); }
 
   template <element T>
   request allreduce(span<T> data, const allreduce_options& o = {}) const {
