@@ -245,4 +245,40 @@ BOOST_AUTO_TEST_CASE(shutdown_grace_bounds_the_wait_for_a_computing_worker_and_a
                     std::invalid_argument);
 }
 
+// heterograd-run's evaluation loop ends a threads/MPI run itself (its gate): a policy with
+// ready(t) stops the server before it waits for a result finishing after the end, so worker
+// 2, 0.8 s into a job that ends at virtual time 60, past the 0.25 s timeout, is left to
+// shutdown instead of failing the completed run.
+namespace {
+struct ends_at {
+  async::asgd<double> inner;
+  double end;
+  std::size_t workers() const { return inner.workers(); }
+  std::size_t dim() const { return inner.dim(); }
+  std::uint64_t version() const { return inner.version(); }
+  hg::span<const double> params() const { return inner.params(); }
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    inner.on_arrival(c, a, g);
+  }
+  bool ready(double t) const { return t <= end; }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_policy_that_ends_the_run_is_not_failed_by_a_worker_still_computing,
+                     *boost::unit_test::timeout(30)) {
+  const mixture prob(3, 4, 0.0, hg_test::seed());
+  ends_at p{async::asgd(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1))),
+            50.0};
+  async::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+                             p, slow_last_worker{prob, 0.8},
+                             {.timeout = hg::seconds{0.25}, .order = async::arrival_order::virtual_time},
+                             sim::fixed_times(std::vector<double>{1.0, 1.0, 60.0})));
+  BOOST_TEST(p.version() == 100u);  // workers 0 and 1 at t = 1, ..., 50; nothing after
+  BOOST_TEST(s.arrivals == 100u);
+  BOOST_TEST(s.log.jobs_finished[2] == 0u);
+  BOOST_TEST(s.abandoned == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -19,6 +19,9 @@
 // it pushes abandons its computation ("calculation stops"); a result that still arrives for a
 // stopped job is dropped, never handed to the policy.
 //
+// A policy may have ready(t) -> bool: in virtual_time order the server calls it before it
+// waits for the result finishing at virtual time t; false ends the run there (then shutdown).
+//
 // Arrival order:
 //   real_time:    results are handed over as they arrive (any-source receive).
 //   virtual_time: with a worker-time model, each job gets the virtual duration the simulator
@@ -43,6 +46,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -321,6 +325,12 @@ class remote_server {
       if (p.finish > o_.horizon) {
         now_ = std::isfinite(o_.horizon) ? o_.horizon : now_;
         return false;
+      }
+      // A policy that ends the run itself (heterograd-run's evaluation loop) says so before
+      // the server waits for a result it would not use: a slow worker's computation past the
+      // end is then left to shutdown, never waited for with the per-message timeout.
+      if constexpr (requires { { policy_.ready(p.finish) } -> std::convertible_to<bool>; }) {
+        if (!policy_.ready(p.finish)) return false;
       }
       queue_.pop();
       for (;;) {  // results of stopped jobs of this worker come first: drop them
