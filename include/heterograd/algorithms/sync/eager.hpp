@@ -129,6 +129,9 @@ class eager_sgd {
   template <class Ctl, class Arrival>
   void on_arrival(Ctl& ctl, const Arrival& a, std::vector<T>& g) {
     const std::size_t w = a.worker;
+    // A gradient from a real worker (heterograd-run's threads / MPI) has not been through
+    // compute(): the non-finite policy applies here too (a no-op scan for compute()'s).
+    c_.screen(w, span<T>(g), round_of_.at(w));
     const auto t = static_cast<std::int64_t>(round_of_[w]);
     for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
     if (t < next_) {

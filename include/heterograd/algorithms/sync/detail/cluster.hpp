@@ -240,9 +240,13 @@ class cluster {
   nonfinite_policy nonfinite_ = nonfinite_policy::fail;
   std::string_view method_ = "sync";
 
-  // Reads the gradient once (sizeof(T) per element); zero / skip write it (+sizeof(T)).
-  void screen(std::size_t w) {
-    span<T> g(grads_[w]);
+  void screen(std::size_t w) { screen(w, span<T>(grads_[w]), steps_[w]); }
+
+ public:
+  /// The non-finite policy on a gradient of worker w computed elsewhere (eager-SGD's real
+  /// workers), `step` naming it in an error. Reads g once (sizeof(T) per element); zero and
+  /// skip write it (+sizeof(T)).
+  void screen(std::size_t w, span<T> g, std::uint64_t step) {
     const std::size_t bad = first_nonfinite(span<const T>(g));
     if (bad == g.size()) return;
     switch (nonfinite_) {
@@ -256,7 +260,7 @@ class cluster {
         return;
       case nonfinite_policy::fail: break;
     }
-    throw nonfinite_gradient_error(method_, w, steps_[w], "the worker's gradient count", bad,
+    throw nonfinite_gradient_error(method_, w, step, "the worker's gradient count", bad,
                                    static_cast<double>(g[bad]));
   }
 };
