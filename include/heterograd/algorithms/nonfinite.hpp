@@ -106,4 +106,30 @@ std::size_t first_nonfinite(span<const T> g) {
   return g.size();
 }
 
+/// What apply_nonfinite_policy did to a gradient.
+enum class nonfinite_outcome : std::uint8_t { finite, zeroed, skipped };
+
+/// The policy on a gradient the caller owns, in place: finite gradients are left alone; zero
+/// sets the non-finite entries to 0; skip sets every entry to 0 (the gradient adds nothing);
+/// fail throws nonfinite_gradient_error naming `method`, `worker` and `step`. Reads g once
+/// (sizeof(T) per element); zero and skip write it (+sizeof(T)).
+template <class T>
+nonfinite_outcome apply_nonfinite_policy(nonfinite_policy p, span<T> g, std::string_view method,
+                                         std::uint64_t worker, std::uint64_t step,
+                                         std::string_view step_meaning) {
+  const std::size_t bad = first_nonfinite(span<const T>(g.data(), g.size()));
+  if (bad == g.size()) return nonfinite_outcome::finite;
+  switch (p) {
+    case nonfinite_policy::zero:
+      for (auto& x : g)
+        if (!std::isfinite(x)) x = T(0);
+      return nonfinite_outcome::zeroed;
+    case nonfinite_policy::skip:
+      for (auto& x : g) x = T(0);
+      return nonfinite_outcome::skipped;
+    case nonfinite_policy::fail: break;
+  }
+  throw nonfinite_gradient_error(method, worker, step, step_meaning, bad, static_cast<double>(g[bad]));
+}
+
 }  // namespace heterograd::algorithms

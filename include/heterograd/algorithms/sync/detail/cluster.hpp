@@ -247,21 +247,10 @@ class cluster {
   /// workers), `step` naming it in an error. Reads g once (sizeof(T) per element); zero and
   /// skip write it (+sizeof(T)).
   void screen(std::size_t w, span<T> g, std::uint64_t step) {
-    const std::size_t bad = first_nonfinite(span<const T>(g));
-    if (bad == g.size()) return;
-    switch (nonfinite_) {
-      case nonfinite_policy::zero:
-        for (auto& x : g)
-          if (!std::isfinite(x)) x = T(0);
-        return;
-      case nonfinite_policy::skip:
-        for (auto& x : g) x = T(0);
-        ++skipped_[w];
-        return;
-      case nonfinite_policy::fail: break;
-    }
-    throw nonfinite_gradient_error(method_, w, step, "the worker's gradient count", bad,
-                                   static_cast<double>(g[bad]));
+    if (algorithms::apply_nonfinite_policy(nonfinite_, g, method_, w, step,
+                                           "the worker's gradient count") ==
+        algorithms::nonfinite_outcome::skipped)
+      ++skipped_[w];
   }
 };
 
