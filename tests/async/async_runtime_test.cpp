@@ -3,10 +3,12 @@
 // and bookkeeping in real time, and a hand-written worker loop with pull / push.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -196,6 +198,87 @@ BOOST_AUTO_TEST_CASE(remote_runtimes_reject_bad_configurations_and_gradients) {
                       std::invalid_argument);
     BOOST_TEST(p.version() == 0u);
   }
+}
+
+// Issue 17: a worker slower than the transport timeout when the run meets its stopping rule
+// must not turn the completed run into an error. Worker 2 spends 0.8 s in every job, past
+// the 0.25 s timeout; workers 0 and 1 reach the 40 updates in milliseconds.
+namespace {
+struct slow_last_worker {
+  const mixture& prob;
+  double seconds;
+  void operator()(async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+                  std::vector<double>& g) const {
+    if (w == prob.n - 1) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    prob.gradient(w, k, x.data(), g);
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_worker_computing_past_the_timeout_when_the_run_ends_leaves_the_run_complete,
+                     *boost::unit_test::timeout(30)) {
+  const mixture prob(3, 4, 0.0, hg_test::seed());
+  async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1)));
+  async::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+                             p, slow_last_worker{prob, 0.8}, {.timeout = hg::seconds{0.25}, .max_updates = 40}));
+  BOOST_TEST(p.version() == 40u);
+  BOOST_TEST(s.arrivals == 40u);
+  BOOST_TEST(s.log.counts[async::update_log::applied] == 40u);
+  BOOST_TEST(s.log.jobs_finished[2] == 0u);  // its job was in flight at the end, then dropped
+  BOOST_TEST(s.abandoned == 0u);             // shutdown waited for its goodbye
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_grace_bounds_the_wait_for_a_computing_worker_and_abandons_it,
+                     *boost::unit_test::timeout(30)) {
+  const mixture prob(3, 4, 0.0, hg_test::seed());
+  async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1)));
+  async::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+                             p, slow_last_worker{prob, 0.8},
+                             {.timeout = hg::seconds{0.25}, .max_updates = 40, .shutdown_grace = hg::seconds{0.05}}));
+  BOOST_TEST(p.version() == 40u);
+  BOOST_TEST(s.arrivals == 40u);
+  BOOST_TEST(s.abandoned == 1u);  // worker 2 was still computing after the grace
+  BOOST_CHECK_THROW(async::run_threads<double>(p, slow_last_worker{prob, 0.0},
+                                               {.shutdown_grace = hg::seconds{-1}}),
+                    std::invalid_argument);
+}
+
+// heterograd-run's evaluation loop ends a threads/MPI run itself (its gate): a policy with
+// ready(t) stops the server before it waits for a result finishing after the end, so worker
+// 2, 0.8 s into a job that ends at virtual time 60, past the 0.25 s timeout, is left to
+// shutdown instead of failing the completed run.
+namespace {
+struct ends_at {
+  async::asgd<double> inner;
+  double end;
+  std::size_t workers() const { return inner.workers(); }
+  std::size_t dim() const { return inner.dim(); }
+  std::uint64_t version() const { return inner.version(); }
+  hg::span<const double> params() const { return inner.params(); }
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    inner.on_arrival(c, a, g);
+  }
+  bool ready(double t) const { return t <= end; }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_policy_that_ends_the_run_is_not_failed_by_a_worker_still_computing,
+                     *boost::unit_test::timeout(30)) {
+  const mixture prob(3, 4, 0.0, hg_test::seed());
+  ends_at p{async::asgd(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1))),
+            50.0};
+  async::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+                             p, slow_last_worker{prob, 0.8},
+                             {.timeout = hg::seconds{0.25}, .order = async::arrival_order::virtual_time},
+                             sim::fixed_times(std::vector<double>{1.0, 1.0, 60.0})));
+  BOOST_TEST(p.version() == 100u);  // workers 0 and 1 at t = 1, ..., 50; nothing after
+  BOOST_TEST(s.arrivals == 100u);
+  BOOST_TEST(s.log.jobs_finished[2] == 0u);
+  BOOST_TEST(s.abandoned == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <numeric>
 #include <stdexcept>
 #include <type_traits>
@@ -504,6 +506,100 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
   BOOST_CHECK_THROW(s.apply(hg::span<const double>(short_grad)), std::invalid_argument);
   BOOST_CHECK_THROW(s.apply(hg::span<const double>(good), std::nan("")), std::invalid_argument);
   BOOST_TEST((s == before));
+}
+
+// DESIGN.md "Errors": a non-finite gradient is a policy (fail / skip / zero), never applied
+// silently. Worker k = 1 sends a gradient with a NaN or an infinity in element 1 at step s
+// (the server's version when it arrives; computed at s, so every method would use it).
+BOOST_AUTO_TEST_CASE(every_server_fails_skips_or_zeroes_a_non_finite_gradient_as_its_policy_says) {
+  using nf = async::nonfinite_policy;
+  const std::vector<double> x0{0.5, -1.0, 2.0};
+  auto srv = [&](nf policy) { return async::model_server<double>(x0, async::plain_sgd(0.1), policy); };
+  const std::vector<double> good{1.0, 2.0, 3.0};
+  const sim::worker_id k = 1;
+  auto exercise = [&](auto make, const char* name) {
+    for (const double poison : {std::nan(""), std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity()}) {
+      for (const nf policy : {nf::fail, nf::skip, nf::zero}) {
+        BOOST_TEST_CONTEXT(name << ", " << async::nonfinite_policy_name(policy) << ", " << poison) {
+          auto p = make(srv(policy));
+          ctl c;
+          // History, so that tables, buffers and clocks hold something and s > 0.
+          for (int i = 0; i < 6; ++i)
+            p.on_arrival(c, arrival(static_cast<sim::worker_id>(i % 3), p.version(), 0.0, 1.0 + i), good);
+          const std::uint64_t s = p.version();
+          BOOST_TEST(s > 0u);
+          std::vector<double> bad = good;
+          bad[1] = poison;
+          const auto at = arrival(k, s, 0.0, 10.0);
+          const auto before = p;
+          const std::size_t outcomes = c.outcomes();
+          const std::size_t discarded = c.discarded_delays.size();
+          if (policy == nf::fail) {
+            try {
+              p.on_arrival(c, at, bad);
+              BOOST_ERROR("no error");
+            } catch (const async::nonfinite_gradient_error& e) {
+              BOOST_TEST(e.worker() == k);
+              BOOST_TEST(e.step() == s);
+              BOOST_TEST(e.index() == 1u);
+              const std::string what = e.what();
+              BOOST_TEST(what.find("worker 1 ") != std::string::npos, what);
+              BOOST_TEST(what.find("step " + std::to_string(s) + " ") != std::string::npos, what);
+            }
+            BOOST_TEST((p == before));  // parameters, optimizer state, tables: bitwise
+            BOOST_TEST(c.outcomes() == outcomes);
+          } else if (policy == nf::skip) {
+            p.on_arrival(c, at, bad);
+            BOOST_TEST((p.server() == before.server()));  // parameters, version, state: bitwise
+            BOOST_TEST(p.server().nonfinite_skipped() == 1u);
+            BOOST_TEST(c.outcomes() == outcomes + 1);  // recorded once, as discarded
+            BOOST_TEST(c.discarded_delays.size() == discarded + 1);
+            // It counts nowhere (no batch slot, table entry, clock tick, push): the same next
+            // arrivals give the same server as without it.
+            auto without = before;
+            ctl c2;
+            for (int i = 0; i < 4; ++i) {
+              const auto next = arrival(static_cast<sim::worker_id>(2 - i % 2 * 2), p.version(), 0.0, 11.0 + i);
+              p.on_arrival(c, next, good);
+              without.on_arrival(c2, next, good);
+            }
+            BOOST_TEST((p.server() == without.server()));
+          } else {
+            auto reference = before;
+            std::vector<double> zeroed = good;
+            zeroed[1] = 0.0;
+            ctl c2;
+            p.on_arrival(c, at, bad);
+            reference.on_arrival(c2, at, zeroed);
+            BOOST_TEST((p == reference));  // bitwise what the zeroed gradient gives
+            BOOST_TEST(p.server().nonfinite_skipped() == 0u);
+          }
+        }
+      }
+    }
+  };
+  exercise([](auto s) { return async::asgd(3, std::move(s)); }, "asgd");
+  exercise([](auto s) { return async::delay_adaptive_asgd(3, std::move(s)); }, "delay-adaptive");
+  exercise([](auto s) { return async::staleness_scaled_asgd(3, std::move(s)); }, "staleness-scaled");
+  exercise([](auto s) { return async::ringmaster_asgd(3, std::move(s), {.threshold = 2}); }, "ringmaster");
+  exercise([](auto s) {
+    return async::ringmaster_asgd(3, std::move(s), {.threshold = 2, .variant = async::ringmaster_variant::interrupt});
+  }, "ringmaster interrupt");
+  exercise([](auto s) { return async::rennala_sgd(3, std::move(s), {.batch = 2}); }, "rennala");
+  exercise([](auto s) { return async::rescaled_asgd(3, std::move(s)); }, "rescaled");
+  exercise([](auto s) { return async::ia2sgd(3, std::move(s)); }, "ia2sgd");
+  exercise([](auto s) { return async::malenia_sgd(3, std::move(s), {.threshold = 1}); }, "malenia");
+  exercise([](auto s) { return async::ringleader_asgd(3, std::move(s)); }, "ringleader");
+  exercise([](auto s) { return async::ssp_server(3, std::move(s), {.staleness = 1}); }, "ssp");
+  exercise([](auto s) { return async::dssp_server(3, std::move(s)); }, "dssp");
+  exercise([](auto s) { return async::dc_asgd(3, std::move(s)); }, "dc-asgd");
+  exercise([](auto s) { return async::fedbuff(3, std::move(s), {.buffer = 2}); }, "fedbuff");
+  exercise([](auto s) { return async::naive_optimal_asgd(3, std::move(s), {.tau = {1, 2, 3}, .active = 3}); },
+           "naive optimal");
+  // The policy is validated like every other setting.
+  BOOST_CHECK_THROW(async::model_server<double>(x0, async::plain_sgd(0.1), static_cast<nf>(7)),
+                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

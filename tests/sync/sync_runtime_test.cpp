@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -323,6 +325,79 @@ BOOST_AUTO_TEST_CASE(helpers_reject_bad_input_before_any_communication) {
     BOOST_TEST(threw[r].size() == 7u);
     for (std::size_t k = 0; k < threw[r].size(); ++k) BOOST_TEST(threw[r][k], "rank " << r << " check " << k);
     BOOST_TEST(rounds[r] == 1u);
+  }
+}
+
+// A framework's own loop hands the per-rank helpers its gradients: the config's non-finite
+// policy applies there too. Rank 1's gradient of step 1 has a NaN in element 1 (poison), or
+// element 1 zeroed, or every element zeroed (the references of zero and skip).
+BOOST_AUTO_TEST_CASE(per_rank_helpers_apply_the_nonfinite_policy_to_a_framework_gradient,
+                     *boost::unit_test::timeout(30)) {
+  using nf = hs::nonfinite_policy;
+  enum mode_t { clean, poison, zeroed, dropped };
+  const std::size_t d = 5;
+  auto gradient = [&](std::size_t r, std::uint64_t s, mode_t m, std::vector<float>& g) {
+    for (std::size_t i = 0; i < d; ++i)
+      g[i] = static_cast<float>(static_cast<int>((r * 7 + s * 3 + i * 5) % 9) - 4);
+    if (r == 1 && s == 1) {
+      if (m == poison) g[1] = std::numeric_limits<float>::quiet_NaN();
+      if (m == zeroed) g[1] = 0.0f;
+      if (m == dropped) std::fill(g.begin(), g.end(), 0.0f);
+    }
+  };
+  // kind 0: bsp_worker (gradients), 1: bsp_worker (parameters), 2: local_sgd_worker (H = 2),
+  // 3: selsync_worker. Returns every rank's parameters and rank 1's skip count.
+  auto run = [&](int kind, nf policy, mode_t m) {
+    std::vector<std::vector<float>> out(2);
+    std::uint64_t skipped = 0;
+    hc::inproc::spawn(2, [&](hc::inproc::communicator c) {
+      const auto r = static_cast<std::size_t>(c.rank());
+      std::vector<float> p(d, 0.5f), g(d);
+      auto loop = [&](auto& w) {
+        for (std::uint64_t s = 0; s < 4; ++s) {
+          gradient(r, s, m, g);
+          w.step(hg::span<float>(p), hg::span<float>(g));
+        }
+        if (r == 1) skipped = w.nonfinite_skipped();
+      };
+      if (kind <= 1) {
+        hs::bsp_worker<float, ho::momentum, hc::inproc::communicator> w(
+            c, heavy_ball(), p, {1, 2},
+            {.mode = kind == 0 ? hs::aggregation::gradients : hs::aggregation::parameters, .nonfinite = policy});
+        loop(w);
+      } else if (kind == 2) {
+        hs::local_sgd_worker<float, ho::momentum, hc::inproc::communicator> w(
+            c, heavy_ball(), p, {1, 2}, {.period = 2, .nonfinite = policy});
+        loop(w);
+      } else {
+        hs::selsync_worker<float, ho::momentum, hc::inproc::communicator> w(
+            c, heavy_ball(), p, {1, 2}, {.threshold = 0.3, .window = 1, .nonfinite = policy});
+        loop(w);
+      }
+      out[r] = p;
+    });
+    return std::make_pair(out, skipped);
+  };
+  for (int kind = 0; kind < 4; ++kind) {
+    BOOST_TEST_CONTEXT("helper " << kind) {
+      try {
+        run(kind, nf::fail, poison);
+        BOOST_ERROR("no error");
+      } catch (const hs::nonfinite_gradient_error& e) {
+        BOOST_TEST(e.worker() == 1u);
+        BOOST_TEST(e.step() == 1u);
+      }
+      const auto [z, zs] = run(kind, nf::zero, poison);
+      const auto [zr, zrs] = run(kind, nf::fail, zeroed);
+      const auto [k, ks] = run(kind, nf::skip, poison);
+      const auto [kr, krs] = run(kind, nf::fail, dropped);
+      BOOST_TEST(ks == 1u);
+      BOOST_TEST(zs == 0u);
+      for (std::size_t r = 0; r < 2; ++r) {
+        BOOST_TEST(bitwise_equal(hg::span<const float>(z[r]), hg::span<const float>(zr[r])));
+        BOOST_TEST(bitwise_equal(hg::span<const float>(k[r]), hg::span<const float>(kr[r])));
+      }
+    }
   }
 }
 

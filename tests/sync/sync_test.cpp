@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -904,6 +907,151 @@ BOOST_AUTO_TEST_CASE(the_omnilearn_controllers_resume_from_bytes_with_their_open
   };
   check(hg::balance::omnilearn_bsp(b0, cfg), hg::balance::omnilearn_bsp(b0, cfg));
   check(hg::balance::omnilearn_asp(b0, cfg), hg::balance::omnilearn_asp(b0, cfg));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// Integer gradients (integer_oracle); worker k's gradient number s is changed: element 1 set
+// to `value` (poison), or the references: element 1 set to 0 (zeroed), every element 0
+// (dropped). `seen` keeps the parameters worker k had when it computed that gradient.
+struct poisoned_oracle {
+  enum mode_t { clean, poison, zeroed, dropped } mode = clean;
+  std::size_t k = 1;
+  std::uint64_t s = 0;
+  float value = 0;
+  std::shared_ptr<std::vector<float>> seen = std::make_shared<std::vector<float>>();
+  double operator()(std::size_t w, std::uint64_t step, std::size_t b, hg::span<const float> p,
+                    hg::span<float> g) const {
+    integer_oracle{}(w, step, b, p, g);
+    if (w == k && step == s) {
+      seen->assign(p.begin(), p.end());
+      if (mode == poison) g[1] = value;
+      if (mode == zeroed) g[1] = 0.0f;
+      if (mode == dropped) std::fill(g.begin(), g.end(), 0.0f);
+    }
+    return 0.0;
+  }
+};
+
+// For every policy and poison: fail throws naming worker k and step s, and worker k's (or
+// every worker's: `all`) parameters and optimizer state are bitwise those of a clean run
+// stopped before that round; skip gives bitwise the run whose gradient k, s is absent (all
+// zero); zero gives bitwise the run fed the gradient with element 1 zeroed.
+template <class Make, class Advance>
+void check_nonfinite(Make make, Advance advance, std::size_t rounds, std::uint64_t s,
+                     std::uint64_t steps_per_round, bool all, const char* name) {
+  using nf = hs::nonfinite_policy;
+  using po = poisoned_oracle;
+  const std::size_t k = 1;
+  auto oracle = [&](po::mode_t m, float v) { return po{m, k, s, v}; };
+  auto run = [&](auto& p) {
+    for (std::size_t r = 0; r < rounds; ++r) advance(p);
+  };
+  for (const float value : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    for (const nf policy : {nf::fail, nf::skip, nf::zero}) {
+      BOOST_TEST_CONTEXT(name << ", " << hs::nonfinite_policy_name(policy) << ", " << value) {
+        const po bad = oracle(po::poison, value);
+        auto p = make(bad, policy);
+        if (policy == nf::fail) {
+          try {
+            run(p);
+            BOOST_ERROR("no error");
+          } catch (const hs::nonfinite_gradient_error& e) {
+            BOOST_TEST(e.worker() == k);
+            BOOST_TEST(e.step() == s);
+            const std::string what = e.what();
+            BOOST_TEST(what.find("worker 1 ") != std::string::npos, what);
+            BOOST_TEST(what.find("step " + std::to_string(s) + " ") != std::string::npos, what);
+          }
+          BOOST_TEST(bitwise_equal(p.params(k), hg::span<const float>(*bad.seen)));
+          auto ref = make(oracle(po::clean, 0), nf::fail);
+          for (std::uint64_t r = 0; r < s / steps_per_round; ++r) advance(ref);
+          for (std::size_t w = all ? 0 : k; w < (all ? p.workers() : k + 1); ++w) {
+            BOOST_TEST(bitwise_equal(p.params(w), ref.params(w)), "worker " << w);
+            BOOST_TEST((p.optimizer_state(w) == ref.optimizer_state(w)), "worker " << w);
+          }
+        } else {
+          run(p);
+          auto ref = make(oracle(policy == nf::skip ? po::dropped : po::zeroed, 0), nf::fail);
+          run(ref);
+          BOOST_TEST(p.nonfinite_skipped(k) == (policy == nf::skip ? 1u : 0u));
+          for (std::size_t w = 0; w < p.workers(); ++w) {
+            BOOST_TEST(bitwise_equal(p.params(w), ref.params(w)), "worker " << w);
+            BOOST_TEST((p.optimizer_state(w) == ref.optimizer_state(w)), "worker " << w);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(nonfinite)
+
+BOOST_AUTO_TEST_CASE(every_round_method_fails_skips_or_zeroes_a_non_finite_gradient_as_its_policy_says) {
+  using nf = hs::nonfinite_policy;
+  const std::vector<float> x0(5, 0.5f);
+  const std::vector<std::size_t> b{1, 2, 3};
+  auto step = [](auto& p) { p.step(); };
+  auto round = [](auto& p) { p.round(); };
+  for (auto mode : {hs::aggregation::gradients, hs::aggregation::parameters}) {
+    check_nonfinite([&](poisoned_oracle o, nf policy) {
+      return hs::bsp<float, ho::momentum, poisoned_oracle>(3, x0, heavy_ball(), o, b,
+                                                           {.mode = mode, .nonfinite = policy});
+    }, step, 6, 3, 1, true, mode == hs::aggregation::gradients ? "bsp gradients" : "bsp parameters");
+  }
+  check_nonfinite([&](poisoned_oracle o, nf policy) {
+    return hs::local_sgd<float, ho::momentum, poisoned_oracle>(3, x0, heavy_ball(), o, b,
+                                                               {.period = 2, .nonfinite = policy});
+  }, round, 4, 4, 2, false, "local sgd");
+  for (auto mode : {hs::aggregation::gradients, hs::aggregation::parameters}) {
+    check_nonfinite([&](poisoned_oracle o, nf policy) {
+      return hs::selsync<float, ho::momentum, poisoned_oracle>(
+          3, x0, heavy_ball(), o, b, {.threshold = 0.3, .window = 2, .mode = mode, .nonfinite = policy});
+    }, step, 6, 3, 1, true, "selsync");
+  }
+  // The field is validated like the others.
+  const hs::bsp_config bad_bsp{.nonfinite = static_cast<nf>(9)};
+  BOOST_CHECK_THROW(bad_bsp.validate(), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::local_sgd_config{.nonfinite = static_cast<nf>(9)}.validate(3), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::selsync_config{.nonfinite = static_cast<nf>(9)}.validate(), std::invalid_argument);
+  BOOST_CHECK_THROW(hs::eager_config{.nonfinite = static_cast<nf>(9)}.validate(), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(eager_sgd_fails_skips_or_zeroes_a_non_finite_gradient_as_its_policy_says) {
+  using nf = hs::nonfinite_policy;
+  using po = poisoned_oracle;
+  const std::size_t n = 4;
+  const std::vector<float> x0(5, 0.5f);
+  auto run = [&](po o, nf policy) {
+    hs::eager_sgd<float, ho::momentum, po> e(n, x0, heavy_ball(), o, std::vector<std::size_t>(n, 1),
+                                             {.seed = 5, .rounds = 12, .nonfinite = policy});
+    hs::subset_delay_time<sim::fixed_times> timing(sim::fixed_times(std::vector<double>(n, 1.0)), n, 2, 0.5, 7);
+    sim::async_runtime<std::vector<float>, decltype(timing)> rt(n, timing);
+    rt.run(e, [&e](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& g) {
+      e.compute(w, v, k, g);
+    });
+    return e;
+  };
+  for (const float value : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    const po bad{po::poison, 1, 5, value};
+    try {
+      run(bad, nf::fail);
+      BOOST_ERROR("no error");
+    } catch (const hs::nonfinite_gradient_error& e) {
+      BOOST_TEST(e.worker() == 1u);
+      BOOST_TEST(e.step() == 5u);
+    }
+    for (const nf policy : {nf::skip, nf::zero}) {
+      const auto e = run(bad, policy);
+      const auto ref = run(po{policy == nf::skip ? po::dropped : po::zeroed, 1, 5, 0}, nf::fail);
+      BOOST_TEST(e.rounds_fired() == ref.rounds_fired());
+      for (std::size_t w = 0; w < n; ++w) BOOST_TEST(bitwise_equal(e.params(w), ref.params(w)));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

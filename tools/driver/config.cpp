@@ -569,7 +569,10 @@ spec method_common() {
                 {{"label", required(string("name in the table and the charts", nullptr))},
                  {"algorithm", required(choice("algorithm", nullptr, algorithm_names()))},
                  {"optimizer", optimizer_spec(true)},
-                 {"batch", integer("per-worker batch (0: data.batch)", 0, 0)}});
+                 {"batch", integer("per-worker batch (0: data.batch)", 0, 0)},
+                 {"nonfinite", choice("a gradient with an infinity or a NaN: fail (error naming worker "
+                                      "and step), skip (dropped, counted) or zero (those entries set to 0)",
+                                      "fail", {"fail", "skip", "zero"})}});
 }
 
 spec root_spec() {

@@ -18,6 +18,7 @@
 
 #include "archive.hpp"
 #include "config.hpp"
+#include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -101,6 +102,13 @@ heterograd::sim::any_time_model make_time_model(const json& config, std::uint64_
 std::vector<double> mean_job_times(const json& config, std::uint64_t seed, std::size_t batch);
 /// Virtual seconds of one synchronisation of `params` floats over the configured network.
 double sync_time(const json& config, std::size_t params);
+
+/// methods[i].nonfinite (the schema allows "fail", "skip", "zero"; default fail).
+inline heterograd::algorithms::nonfinite_policy nonfinite_of(const json& method) {
+  using p = heterograd::algorithms::nonfinite_policy;
+  const std::string s = method.value("nonfinite", std::string("fail"));
+  return s == "skip" ? p::skip : s == "zero" ? p::zero : p::fail;
+}
 
 /// Everything a runner needs and what it produces.
 struct context {

@@ -64,7 +64,7 @@ json run_with(context& ctx, O opt) {
   const json& m = ctx.method;
   const std::string a = m["algorithm"];
   const std::size_t n = ctx.workers();
-  as::model_server<float, O> server(ctx.prob.initial(), opt);
+  as::model_server<float, O> server(ctx.prob.initial(), opt, nonfinite_of(m));
   if (a == "asgd") {
     as::asgd<float, O> p(n, std::move(server));
     return drive_server(ctx, p);

@@ -22,15 +22,36 @@ namespace dc = heterograd::algorithms::decoupled;
 
 // The configured optimizer as a module stepper (a copyable value; the optimizer state is
 // created on the first step and saved in checkpoints).
+// methods[i].nonfinite applies to each module's gradient here, where every module's step
+// passes (module k is the "worker" of an error; the step is this stepper's count).
 struct stepper {
   std::optional<dc::optim_stepper<hg::optim::sgd>> sgd;
   std::optional<dc::optim_stepper<hg::optim::momentum>> mom;
-  explicit stepper(const json& cfg) {
+  hg::algorithms::nonfinite_policy nonfinite = hg::algorithms::nonfinite_policy::fail;
+  std::size_t module = 0;
+  std::uint64_t steps = 0;
+  std::vector<float> zeroed;
+  stepper(const json& cfg, hg::algorithms::nonfinite_policy nf, std::size_t k) : nonfinite(nf), module(k) {
     const double lr = cfg["lr"].get<double>(), wd = cfg["weight_decay"].get<double>();
     if (cfg["kind"] == "sgd") sgd.emplace(hg::optim::sgd({.lr = lr, .weight_decay = wd}));
     else mom.emplace(hg::optim::momentum({.lr = lr, .momentum = cfg["momentum"].get<double>(), .weight_decay = wd}));
   }
   void step(hg::span<float> p, hg::span<const float> g) {
+    using nf = hg::algorithms::nonfinite_policy;
+    const std::size_t bad = hg::algorithms::first_nonfinite(g);
+    if (bad != g.size()) {
+      if (nonfinite == nf::fail)
+        throw hg::algorithms::nonfinite_gradient_error("local_learning", module, steps, "the module's step count",
+                                                       bad, static_cast<double>(g[bad]));
+      ++steps;
+      if (nonfinite == nf::skip) return;
+      zeroed.assign(g.begin(), g.end());
+      for (auto& x : zeroed)
+        if (!std::isfinite(x)) x = 0.0f;
+      g = hg::span<const float>(zeroed.data(), zeroed.size());
+    } else {
+      ++steps;
+    }
     if (sgd) sgd->step(p, g);
     else mom->step(p, g);
   }
@@ -60,7 +81,7 @@ json run_local_learning(context& ctx) {
   cfg.pgl.total_epochs = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(epochs)));
   cfg.seed = ctx.seed;
   dc::local_learning<stepper> ll(net, ctx.prob.initial(), cfg,
-                                 [&](std::size_t) { return stepper(m["optimizer"]); });
+                                 [&](std::size_t k) { return stepper(m["optimizer"], nonfinite_of(m), k); });
   heterograd::sim::recorder rec(1);
   rec.set_seed(ctx.seed);
   std::uint64_t it = 0;

@@ -242,7 +242,8 @@ json run_with(context& ctx, O opt) {
 
   if (a == "bsp") {
     hs::bsp<float, O, oracle> p(n, x0, opt, g, batches,
-                                {.mode = aggregation_of(m), .weighting = averaging_of(m), .sync_time = sync});
+                                {.mode = aggregation_of(m), .weighting = averaging_of(m), .sync_time = sync,
+                                 .nonfinite = nonfinite_of(m)});
     if (ctx.runtime() != "sim")
       return drive_rounds_real(ctx, p, [&p] { return p.params(0); }, model,
                                [](std::size_t, std::uint64_t) { return std::size_t{1}; });
@@ -251,7 +252,7 @@ json run_with(context& ctx, O opt) {
   if (a == "omnilearn") {
     hs::bsp<float, O, oracle> inner(n, x0, opt, g, batches,
                                     {.mode = hs::aggregation::gradients, .weighting = hs::averaging::sample_weighted,
-                                     .sync_time = sync});
+                                     .sync_time = sync, .nonfinite = nonfinite_of(m)});
     hg::balance::omnilearn_config oc;
     oc.min_batch = m["min_batch"].get<std::size_t>();
     oc.max_batch = m["max_batch"].get<std::size_t>();
@@ -288,6 +289,7 @@ json run_with(context& ctx, O opt) {
     cfg.weighting = averaging_of(m);
     cfg.states = states_of(m);
     cfg.sync_time = sync;
+    cfg.nonfinite = nonfinite_of(m);
     hs::local_sgd_schedule sched(n, cfg);
     hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
     auto anchor = [&p] { return hg::span<const float>(p.anchor()); };
@@ -317,6 +319,7 @@ json run_with(context& ctx, O opt) {
     cfg.local_steps = bc.local_steps;
     cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
     cfg.sync_time = sync;
+    cfg.nonfinite = nonfinite_of(m);
     hs::local_sgd_schedule sched(n, cfg);
     hs::local_sgd<float, O, biased_oracle> inner(n, x0, opt, biased_oracle{&data}, batches, cfg);
     biased_policy<decltype(inner)> p(inner, data);
@@ -358,6 +361,7 @@ json run_with(context& ctx, O opt) {
     cfg.alpha = m["alpha"].get<double>();
     cfg.mode = aggregation_of(m);
     cfg.sync_time = sync;
+    cfg.nonfinite = nonfinite_of(m);
     hs::selsync<float, O, oracle> p(n, x0, opt, g, batches, cfg);
     auto params = [&p] { return p.params(0); };
     json s;
@@ -385,6 +389,7 @@ json run_with(context& ctx, O opt) {
   cfg.mode = m["mode"] == "solo" ? hs::partial_mode::solo : hs::partial_mode::majority;
   cfg.seed = ctx.seed;
   cfg.staleness_bound = m["staleness_bound"].get<std::size_t>();
+  cfg.nonfinite = nonfinite_of(m);
   hs::eager_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
   auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {
     p.compute(w, v, k, out);

@@ -179,6 +179,11 @@ class gated {
     }
   }
 
+  /// The server is about to wait for the result finishing at t (virtual_time order): park
+  /// here, before that wait, so that when the run ends (stop) the server stops at once
+  /// instead of waiting for a computation it would only hold.
+  bool ready(double t) { return wait_until(t); }
+
   template <class Ctl, class A, class G>
   void on_arrival(Ctl& c, const A& a, const G& g) {
     if (!wait_until(a.time)) {

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <string_view>
 #include <utility>
 
 #include "heterograd/algorithms/async/server.hpp"
@@ -45,9 +46,11 @@ class weighted_asgd : public policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    const auto in = this->admit(ctl, a, g, Rule::name);
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
     const double w = rule_(delay, this->workers_);
-    this->server_.apply(gradient_view<T>(g), w);
+    this->server_.apply(in->gradient, w);
     ctl.applied(a.worker, delay);
   }
 
@@ -67,6 +70,7 @@ class weighted_asgd : public policy_base<T, Optimizer> {
 };
 
 struct unit_weight {
+  static constexpr std::string_view name = "asgd";
   double operator()(std::uint64_t, std::size_t) const { return 1.0; }
 };
 
@@ -92,6 +96,7 @@ struct delay_adaptive_config {
 
 namespace detail {
 struct delay_adaptive_weight {
+  static constexpr std::string_view name = "delay_adaptive_asgd";
   std::size_t reference = 0;
   double operator()(std::uint64_t delay, std::size_t workers) const {
     const double n = static_cast<double>(reference == 0 ? workers : reference);
@@ -134,6 +139,7 @@ struct staleness_scaled_config {
 
 namespace detail {
 struct staleness_weight {
+  static constexpr std::string_view name = "staleness_scaled_asgd";
   staleness_scaled_config config;
   double operator()(std::uint64_t delay, std::size_t) const {
     const double d = static_cast<double>(delay);

@@ -64,9 +64,15 @@ class dc_asgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
-    const auto gv = detail::gradient_view<T>(g);
+    const auto in = this->admit(ctl, a, g, "dc_asgd");
     const std::size_t d = this->dim();
+    if (!in) {  // skipped: the worker restarts from the current model, its new backup
+      const auto y = this->params();
+      std::copy(y.begin(), y.end(), backup_.data() + a.worker * d);
+      return;
+    }
+    const std::uint64_t delay = in->delay;
+    const auto gv = in->gradient;
     T* bak = backup_.data() + a.worker * d;
     const auto x = this->params();
     // g~ = g + lambda g^2 (x - x_bak): reads g, x, x_bak, writes g~ (4 sizeof(T) per

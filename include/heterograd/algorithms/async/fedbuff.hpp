@@ -46,12 +46,14 @@ class fedbuff : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    const auto in = this->admit(ctl, a, g, "fedbuff");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
     const double s = config_.staleness_weighting
                          ? std::pow(1.0 + static_cast<double>(delay), -config_.exponent)
                          : 1.0;
     span<T> b(buffer_.data(), buffer_.size());
-    detail::ops::axpy(static_cast<T>(s), detail::gradient_view<T>(g), b);
+    detail::ops::axpy(static_cast<T>(s), in->gradient, b);
     if (++count_ < config_.buffer) {
       ctl.buffered(a.worker, delay);
       return;

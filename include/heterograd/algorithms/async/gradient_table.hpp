@@ -144,8 +144,10 @@ class ia2sgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
-    table_.replace(a.worker, detail::gradient_view<T>(g), a.version);
+    const auto in = this->admit(ctl, a, g, "ia2sgd");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
+    table_.replace(a.worker, in->gradient, a.version);
     this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->workers_));
     ctl.applied(a.worker, delay);
   }
@@ -192,12 +194,14 @@ class malenia_sgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    const auto in = this->admit(ctl, a, g, "malenia_sgd");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
     if (delay > 0) {  // computed at an earlier round's point
       ctl.discarded(a.worker, delay);
       return;
     }
-    table_.add(a.worker, detail::gradient_view<T>(g), a.version);
+    table_.add(a.worker, in->gradient, a.version);
     if (table_.filled() < this->workers_ || table_.harmonic_count() < config_.threshold) {
       ctl.buffered(a.worker, 0);
       return;
@@ -250,8 +254,10 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
-    const auto gv = detail::gradient_view<T>(g);
+    const auto in = this->admit(ctl, a, g, "ringleader_asgd");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
+    const auto gv = in->gradient;
     if (triggered_[a.worker]) {  // already stepped this round: keep for the next
       next_.add(a.worker, gv, a.version);
       ctl.buffered(a.worker, delay);

@@ -19,6 +19,9 @@
 // it pushes abandons its computation ("calculation stops"); a result that still arrives for a
 // stopped job is dropped, never handed to the policy.
 //
+// A policy may have ready(t) -> bool: in virtual_time order the server calls it before it
+// waits for the result finishing at virtual time t; false ends the run there (then shutdown).
+//
 // Arrival order:
 //   real_time:    results are handed over as they arrive (any-source receive).
 //   virtual_time: with a worker-time model, each job gets the virtual duration the simulator
@@ -31,13 +34,19 @@
 // polling for a new job every millisecond so that they can be stopped.
 //
 // Nothing waits forever: every receive has options.timeout (a held worker waits at most that
-// long for its next job); a timeout or a transport failure is rethrown.
+// long for its next job); a timeout or a transport failure is rethrown. Except at the end: a
+// run that met its stopping rule is complete, so shutdown (stop every worker, collect the
+// goodbyes) waits up to options.shutdown_grace for workers still inside a computation (they
+// see the stop only when it returns; their results are dropped), and a worker still silent
+// then is left behind and counted (remote_summary::abandoned), not an error: the completed
+// run's results stand. A worker whose goodbye finds the server gone just ends.
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -79,6 +88,9 @@ struct remote_options {
   std::uint64_t max_updates = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t max_arrivals = std::numeric_limits<std::uint64_t>::max();
   double horizon = std::numeric_limits<double>::infinity();  ///< virtual (or real) seconds
+  /// How long shutdown waits, in all, for the goodbyes of workers still computing when the
+  /// run ends (a computation cannot be cut short; the run's results stand either way).
+  seconds shutdown_grace{600.0};
 
   void validate() const {
     require(tag_base >= 0 && tag_base <= 32767 - 4, "remote_options.tag_base", tag_base,
@@ -88,6 +100,8 @@ struct remote_options {
             time_scale, "must be finite and >= 0");
     require(!std::isnan(horizon) && horizon >= 0, "remote_options.horizon", horizon, "must be >= 0");
     require(max_updates > 0, "remote_options.max_updates", max_updates, "must be > 0");
+    require(shutdown_grace.count() >= 0 && shutdown_grace.count() < 1e300,
+            "remote_options.shutdown_grace", shutdown_grace.count(), "must be finite and >= 0");
   }
 };
 
@@ -121,6 +135,8 @@ struct remote_summary {
   std::uint64_t arrivals = 0;  ///< results handed to the policy
   std::uint64_t dropped = 0;   ///< results of stopped jobs, never handed over
   double end_time = 0;         ///< virtual (virtual_time) or real seconds
+  /// Workers whose goodbye did not come within shutdown_grace (still computing at the end).
+  std::uint64_t abandoned = 0;
   update_log log;
 };
 
@@ -276,7 +292,10 @@ class remote_server {
   // Receives one result header from `source` (any_source allowed) and its payload; returns
   // the worker and fills the header.
   worker_id receive(int source, std::array<std::uint64_t, 4>& h) {
-    comm::recv_options ro{.timeout = o_.timeout};
+    return receive(source, h, o_.timeout);
+  }
+  worker_id receive(int source, std::array<std::uint64_t, 4>& h, seconds timeout) {
+    comm::recv_options ro{.timeout = timeout};
     auto r = t_.recv(span<std::uint64_t>(h.data(), h.size()), source, tags_.result_header, ro);
     r.wait();
     const int from = r.status().source;
@@ -307,6 +326,12 @@ class remote_server {
         now_ = std::isfinite(o_.horizon) ? o_.horizon : now_;
         return false;
       }
+      // A policy that ends the run itself (heterograd-run's evaluation loop) says so before
+      // the server waits for a result it would not use: a slow worker's computation past the
+      // end is then left to shutdown, never waited for with the per-message timeout.
+      if constexpr (requires { { policy_.ready(p.finish) } -> std::convertible_to<bool>; }) {
+        if (!policy_.ready(p.finish)) return false;
+      }
       queue_.pop();
       for (;;) {  // results of stopped jobs of this worker come first: drop them
         const worker_id w = receive(rank_of(p.worker), h);
@@ -333,13 +358,25 @@ class remote_server {
   }
 
   // Tells every worker to stop and collects their goodbyes (results still in flight are
-  // dropped), so no message is left unreceived.
+  // dropped), so no message is left unreceived. A worker inside a computation answers when
+  // it returns, which may be later than options.timeout: the goodbyes get shutdown_grace in
+  // all (a result payload, once its header came, still gets options.timeout), and a timeout
+  // then abandons the silent workers instead of failing the completed run.
   void shutdown(remote_summary& s) {
     for (std::size_t w = 0; w < n_; ++w) send_job(static_cast<worker_id>(w), 0);
     std::size_t byes = 0;
     std::array<std::uint64_t, 4> h{};
+    const steady_clock clock;
+    const double until = clock.now().count() + o_.shutdown_grace.count();
     while (byes < n_) {
-      receive(comm::any_source, h);
+      const double left = until - clock.now().count();
+      try {
+        if (left <= 0) throw comm::timeout_error("shutdown_grace passed");
+        receive(comm::any_source, h, seconds{left});
+      } catch (const comm::timeout_error&) {
+        s.abandoned = n_ - byes;
+        break;
+      }
       if (h[0] == 2) ++byes;
       else ++s.dropped;
     }
@@ -415,11 +452,16 @@ class worker_client {
     next_.wait();
     h_ = incoming_[slot_];
     if (h_[0] == 0) {
-      const std::array<std::uint64_t, 4> bye{2, 0, 0, 0};
-      t_.send(span<const std::uint64_t>(bye.data(), bye.size()), server_, tags_.result_header,
-              comm::send_options{.timeout = o_.timeout})
-          .wait();
       stopped_ = true;
+      const std::array<std::uint64_t, 4> bye{2, 0, 0, 0};
+      try {
+        t_.send(span<const std::uint64_t>(bye.data(), bye.size()), server_, tags_.result_header,
+                comm::send_options{.timeout = o_.timeout})
+            .wait();
+      } catch (const comm::timeout_error&) {
+        // The server stopped us and then stopped waiting (shutdown_grace): the run is over
+        // and complete, so a goodbye nobody takes is no error.
+      }
       return false;
     }
     t_.recv(params, server_, tags_.job_payload, comm::recv_options{.timeout = o_.timeout}).wait();

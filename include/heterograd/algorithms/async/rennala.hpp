@@ -53,13 +53,15 @@ class rennala_sgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    const auto in = this->admit(ctl, a, g, "rennala_sgd");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
     if (delay > 0) {
       ctl.discarded(a.worker, delay);
       return;
     }
     span<T> s(sum_.data(), sum_.size());
-    detail::ops::axpy(T(1), detail::gradient_view<T>(g), s);
+    detail::ops::axpy(T(1), in->gradient, s);
     if (++count_ < config_.batch) {
       ctl.buffered(a.worker, 0);
       return;
@@ -163,13 +165,18 @@ class naive_optimal_asgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    const auto in = this->admit(ctl, a, g, "naive_optimal_asgd");
+    if (!in) {  // skipped (non-finite): an inactive worker stays held
+      if (!active_[a.worker]) ctl.hold(a.worker);
+      return;
+    }
+    const std::uint64_t delay = in->delay;
     if (!active_[a.worker]) {  // only reachable if a runtime started an inactive worker
       ctl.discarded(a.worker, delay);
       ctl.hold(a.worker);
       return;
     }
-    this->server_.apply(detail::gradient_view<T>(g));
+    this->server_.apply(in->gradient);
     ctl.applied(a.worker, delay);
   }
 

@@ -75,10 +75,14 @@ class rescaled_asgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    // The job time is checked before the gradient is admitted: a skipped gradient is only
+    // counted once nothing else can throw.
     const double t = a.time - a.start;
     require(std::isfinite(t) && t >= 0, "arrival.time - arrival.start", t,
             "must be finite and >= 0 (a job time)");
+    const auto in = this->admit(ctl, a, g, "rescaled_asgd");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
     const double old = tau_[a.worker];
     // old + alpha (t - old): a worker whose job time never changes keeps it exactly.
     const double fresh = old > 0 ? old + config_.ema * (t - old) : t;
@@ -86,7 +90,7 @@ class rescaled_asgd : public detail::policy_base<T, Optimizer> {
     tau_[a.worker] = fresh;
     update_max(old, fresh);
     try {
-      this->server_.apply(detail::gradient_view<T>(g), step_scale(a.worker));
+      this->server_.apply(in->gradient, step_scale(a.worker));
     } catch (...) {  // keep the estimates as they were (nothing is lost)
       tau_[a.worker] = old;
       max_ = before_max;

@@ -60,7 +60,12 @@ class ringmaster_asgd : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
+    const auto in = this->admit(ctl, a, g, "ringmaster_asgd");
+    if (!in) {  // skipped (non-finite): like a discard, the worker restarts at the current x
+      note_restart(a.worker);
+      return;
+    }
+    const std::uint64_t delay = in->delay;
     if (delay >= config_.threshold) {
       // Discard variant; in the interrupt variant only a runtime that could not stop the
       // job in time delivers one, and it is dropped the same way.
@@ -68,7 +73,7 @@ class ringmaster_asgd : public detail::policy_base<T, Optimizer> {
       note_restart(a.worker);
       return;
     }
-    this->server_.apply(detail::gradient_view<T>(g));
+    this->server_.apply(in->gradient);
     ctl.applied(a.worker, delay);
     note_restart(a.worker);
     if (config_.variant == ringmaster_variant::interrupt) stop_stale(ctl);

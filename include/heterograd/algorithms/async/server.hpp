@@ -3,6 +3,12 @@
 // version k = number of updates applied), the server-side optimizer and its state, and the
 // checks every arriving gradient goes through.
 //
+// Every arriving gradient goes through policy_base::admit before a policy uses it: the arrival
+// checks, then the server's non-finite policy (heterograd/algorithms/nonfinite.hpp: fail by
+// default, skip or zero; model_server's third argument). A skipped gradient is reported to
+// the runtime as discarded (the worker restarts at the current model) and counted in
+// model_server::nonfinite_skipped(); no policy counts it as applied, buffered or collected.
+//
 // The update step lives in ONE place, model_server::apply: every policy, whatever its rule
 // (delay-adaptive step, gradient table mean, buffered average), ends in
 //     params <- optimizer.update(weight * direction),   k <- k + 1.
@@ -24,6 +30,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -33,6 +40,7 @@
 #include <thrust/system/cpp/execution_policy.h>
 
 #include "heterograd/algorithms/async/detail/ops.hpp"
+#include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/optim/optimizers.hpp"
@@ -58,6 +66,10 @@ concept server_optimizer =
       o.update(thrust::cpp::par, g, st, p);
     };
 
+using algorithms::nonfinite_gradient_error;
+using algorithms::nonfinite_policy;
+using algorithms::nonfinite_policy_name;
+
 /// The server-side optimizer used when none is given.
 using default_optimizer = optim::sgd;
 
@@ -73,10 +85,13 @@ class model_server {
   using optimizer_type = Optimizer;
   using state_type = optimizer_state_t<Optimizer, T>;
 
-  model_server(std::vector<T> initial_params, Optimizer opt = Optimizer())
+  /// `nonfinite`: what an arriving gradient with an infinity or a NaN gets (fail by default).
+  model_server(std::vector<T> initial_params, Optimizer opt = Optimizer(),
+               nonfinite_policy nonfinite = nonfinite_policy::fail)
       : params_(std::move(initial_params)), scratch_(params_.size()), opt_(std::move(opt)),
-        state_(opt_.init(thrust::cpp::par, span<T>(params_))) {
+        state_(opt_.init(thrust::cpp::par, span<T>(params_))), nonfinite_(nonfinite) {
     require(!params_.empty(), "params.size", params_.size(), "must be > 0");
+    algorithms::validate_nonfinite_policy("model_server.nonfinite", nonfinite_);
   }
 
   std::size_t dim() const { return params_.size(); }
@@ -85,6 +100,31 @@ class model_server {
   span<const T> params() const { return span<const T>(params_.data(), params_.size()); }
   const Optimizer& optimizer() const { return opt_; }
   const state_type& optimizer_state() const { return state_; }
+  nonfinite_policy nonfinite() const { return nonfinite_; }
+  /// Gradients dropped by the skip policy so far.
+  std::uint64_t nonfinite_skipped() const { return skipped_; }
+
+  /// The non-finite policy on gradient g from `worker` (arriving at this version): g itself
+  /// when it is finite; under zero, a copy with its non-finite entries set to 0 (valid until
+  /// the next call); under skip, nothing (counted); under fail, nonfinite_gradient_error.
+  /// Reads g once (sizeof(T) per element); zero writes the copy (+2 sizeof(T)).
+  std::optional<span<const T>> screen(span<const T> g, worker_id worker, std::string_view method) {
+    const std::size_t bad = algorithms::first_nonfinite(g);
+    if (bad == g.size()) return g;
+    switch (nonfinite_) {
+      case nonfinite_policy::skip:
+        ++skipped_;
+        return std::nullopt;
+      case nonfinite_policy::zero: {
+        zeroed_.resize(g.size());
+        for (std::size_t j = 0; j < g.size(); ++j) zeroed_[j] = std::isfinite(g[j]) ? g[j] : T(0);
+        return span<const T>(zeroed_.data(), zeroed_.size());
+      }
+      case nonfinite_policy::fail: break;
+    }
+    throw nonfinite_gradient_error(method, worker, version_, "the server's version when it arrived",
+                                   bad, static_cast<double>(g[bad]));
+  }
 
   /// THE update of every policy: params <- optimizer step on (weight * direction); k <- k + 1.
   /// Checks first: nothing changes when it throws. Bytes: weight == 1 hands `direction` to
@@ -106,7 +146,8 @@ class model_server {
     ++version_;
   }
 
-  /// Bitwise equality of parameters, version and optimizer state (not the scratch buffer).
+  /// Bitwise equality of parameters, version and optimizer state (not the scratch buffers,
+  /// the non-finite policy or its skip count).
   friend bool operator==(const model_server& a, const model_server& b) {
     return a.version_ == b.version_ && a.params_.size() == b.params_.size() &&
            std::memcmp(a.params_.data(), b.params_.data(), a.params_.size() * sizeof(T)) == 0 &&
@@ -117,7 +158,7 @@ class model_server {
   /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(params_, state_, version_);
+    ar(params_, state_, version_, skipped_);
   }
 
  private:
@@ -126,10 +167,15 @@ class model_server {
   Optimizer opt_;
   state_type state_;
   std::uint64_t version_ = 0;
+  nonfinite_policy nonfinite_ = nonfinite_policy::fail;
+  std::uint64_t skipped_ = 0;
+  std::vector<T> zeroed_;  // zero policy: the screened copy of the last bad gradient
 };
 
 template <class T, class O>
 model_server(std::vector<T>, O) -> model_server<T, O>;
+template <class T, class O>
+model_server(std::vector<T>, O, nonfinite_policy) -> model_server<T, O>;
 
 namespace detail {
 
@@ -178,6 +224,25 @@ class policy_base {
     require(a.version <= server_.version(), "arrival.version", a.version,
             "must be <= the server's version (" + std::to_string(server_.version()) + ")");
     return server_.version() - a.version;
+  }
+
+  /// What a policy's on_arrival starts with: check(), then the server's non-finite policy.
+  /// Returns the delay and the gradient to use, or nothing when the gradient is skipped
+  /// (then it is already reported as discarded: the runtime restarts the worker at the
+  /// current model). Throws before anything changes (fail, bad arrivals).
+  struct admitted {
+    std::uint64_t delay;
+    span<const T> gradient;
+  };
+  template <class Ctl, class Arrival, class G>
+  std::optional<admitted> admit(Ctl& ctl, const Arrival& a, const G& g, std::string_view method) {
+    const std::uint64_t delay = check(a, std::size(g));
+    const auto use = server_.screen(gradient_view<T>(g), a.worker, method);
+    if (!use) {
+      ctl.discarded(a.worker, delay);
+      return std::nullopt;
+    }
+    return admitted{delay, *use};
   }
 
   server_type server_;

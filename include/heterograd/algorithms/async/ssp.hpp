@@ -56,8 +56,10 @@ class ssp_server : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
-    this->server_.apply(detail::gradient_view<T>(g));
+    const auto in = this->admit(ctl, a, g, "ssp_server");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
+    this->server_.apply(in->gradient);
     ctl.applied(a.worker, delay);
     ++clock_[a.worker];
     const std::uint64_t lo = min_clock();
@@ -124,11 +126,14 @@ class dssp_server : public detail::policy_base<T, Optimizer> {
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
-    const std::uint64_t delay = this->check(a, std::size(g));
-    // The controller checks the push time before it counts the push, and apply cannot fail
-    // after check(): a throw leaves everything as it was.
+    // A skipped gradient is no push: the controller never sees it. The controller checks the
+    // push time before it counts the push, and apply cannot fail after admit(): a throw
+    // leaves everything as it was.
+    const auto in = this->admit(ctl, a, g, "dssp_server");
+    if (!in) return;
+    const std::uint64_t delay = in->delay;
     const auto decision = controller_.on_push(a.worker, a.time);
-    this->server_.apply(detail::gradient_view<T>(g));
+    this->server_.apply(in->gradient);
     ctl.applied(a.worker, delay);
     for (std::size_t j = 0; j < this->workers_; ++j) {
       const auto w = static_cast<worker_id>(j);

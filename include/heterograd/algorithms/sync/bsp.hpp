@@ -43,8 +43,12 @@ struct bsp_config {
   state_policy states = state_policy::keep_local;
   /// Virtual seconds of one synchronisation (e.g. a network model's ring_allreduce time).
   double sync_time = 0.0;
+  /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
+  /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
+  nonfinite_policy nonfinite = nonfinite_policy::fail;
 
   void validate() const {
+    algorithms::validate_nonfinite_policy("bsp.nonfinite", nonfinite);
     require(weighting != averaging::fednova, "bsp.weighting", "fednova",
             "must be uniform or sample_weighted (FedNova normalises local steps)");
     require(sync_time >= 0 && sync_time < 1e300, "bsp.sync_time", sync_time,
@@ -66,6 +70,7 @@ class bsp {
         c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
         limit_(workers), last_(workers) {
     decltype(c_)::require_state_policy(cfg_.states, "bsp.states");
+    c_.set_nonfinite(cfg_.nonfinite, "bsp");
     all_.resize(workers);
     for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }
@@ -121,6 +126,8 @@ class bsp {
   std::size_t workers() const { return c_.workers(); }
   span<const T> params(std::size_t w = 0) const { return c_.params(w); }
   const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  /// Worker w's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
   /// The aggregated gradient of the last gradients-mode step.
   span<const T> aggregated_gradient() const { return span<const T>(agg_); }
   std::vector<double> weights() const { return step_weights(cfg_.weighting, c_.batches()); }
@@ -145,9 +152,12 @@ class bsp {
   const bsp_config& config() const { return cfg_; }
 
  private:
+  // Every worker's gradient first, every step at the synchronisation (parameters mode too:
+  // each replica's step reads only its own gradient, so the bits are those of stepping at
+  // once), so a gradient refused by the non-finite policy leaves every replica as it was.
   void work(std::size_t w, round_stats& out) {
     out.steps = 1;
-    out.loss = cfg_.mode == aggregation::gradients ? c_.compute_gradient(w) : c_.local_step(w);
+    out.loss = c_.compute_gradient(w);
   }
   void synchronise() {
     const auto wts = weights();
@@ -155,6 +165,7 @@ class bsp {
       c_.combine_gradients(all_, wts, agg_);
       for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, span<const T>(agg_));
     } else {
+      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, c_.gradient(w));
       c_.combine_models(all_, wts, model_);
       c_.distribute(model_, all_);
       c_.apply_state_policy(cfg_.states, all_, wts, all_);

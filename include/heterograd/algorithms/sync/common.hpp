@@ -21,10 +21,17 @@
 #include <type_traits>
 #include <utility>
 
+#include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
 
 namespace heterograd::algorithms::sync {
+
+/// What a round does with a worker's non-finite gradient (nonfinite.hpp; every config's
+/// `nonfinite` field, fail by default).
+using algorithms::nonfinite_gradient_error;
+using algorithms::nonfinite_policy;
+using algorithms::nonfinite_policy_name;
 
 /// What a synchronising step combines.
 enum class aggregation {

@@ -49,8 +49,12 @@ struct eager_config {
   bool average = true;          ///< result = sum / n (eager-SGD) or the plain sum
   std::size_t staleness_bound = 4;  ///< B
   std::uint64_t rounds = 0;     ///< rounds to run, the last one a flush (0: unbounded)
+  /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
+  /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
+  nonfinite_policy nonfinite = nonfinite_policy::fail;
 
   void validate() const {
+    algorithms::validate_nonfinite_policy("eager.nonfinite", nonfinite);
     require(staleness_bound >= 1 && staleness_bound <= 1u << 30, "eager.staleness_bound",
             staleness_bound, "must be in [1, 2^30]");
   }
@@ -109,7 +113,9 @@ class eager_sgd {
         pending_(workers, std::vector<T>(init.size(), T(0))), pending_origin_(workers, -1),
         results_(cfg_.staleness_bound, std::vector<T>(init.size())),
         computed_(workers, std::vector<double>(init.size(), 0.0)), applied_sum_(init.size(), 0.0),
-        late_(workers, 0) {}
+        late_(workers, 0) {
+    c_.set_nonfinite(cfg_.nonfinite, "eager_sgd");
+  }
 
   // --- sim::async_runtime policy ------------------------------------------------------------
   /// Rounds fired so far.
@@ -123,6 +129,9 @@ class eager_sgd {
   template <class Ctl, class Arrival>
   void on_arrival(Ctl& ctl, const Arrival& a, std::vector<T>& g) {
     const std::size_t w = a.worker;
+    // A gradient from a real worker (heterograd-run's threads / MPI) has not been through
+    // compute(): the non-finite policy applies here too (a no-op scan for compute()'s).
+    c_.screen(w, span<T>(g), round_of_.at(w));
     const auto t = static_cast<std::int64_t>(round_of_[w]);
     for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
     if (t < next_) {

@@ -60,8 +60,12 @@ struct local_sgd_config {
   state_policy states = state_policy::keep_local;
   double sync_time = 0.0;                   ///< virtual seconds of a global synchronisation
   double group_sync_time = 0.0;             ///< ... of a group synchronisation
+  /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
+  /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
+  nonfinite_policy nonfinite = nonfinite_policy::fail;
 
   void validate(std::size_t workers) const {
+    algorithms::validate_nonfinite_policy("local_sgd.nonfinite", nonfinite);
     require(period >= 1, "local_sgd.period", period, "must be >= 1 (H = 0 never averages)");
     if (!local_steps.empty()) {
       require_same_size("local_sgd.local_steps", local_steps.size(), "workers", workers);
@@ -197,6 +201,7 @@ class local_sgd {
         outer_state_(outer_.init(thrust::cpp::par, anchor_)), limit_(workers),
         round_steps_(workers, 0), last_(workers) {
     decltype(c_)::require_state_policy(sched_.config().states, "local_sgd.states");
+    c_.set_nonfinite(sched_.config().nonfinite, "local_sgd");
     if constexpr (!detail::is_no_outer_v<Outer>)
       require(!sched_.config().gossip, "local_sgd.gossip", "set",
               "cannot be combined with an outer optimizer (there is no global average)");
@@ -230,6 +235,8 @@ class local_sgd {
   std::size_t workers() const { return c_.workers(); }
   span<const T> params(std::size_t w = 0) const { return c_.params(w); }
   const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  /// Worker w's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
   const std::vector<T>& anchor() const { return anchor_; }
   const outer_state& outer_optimizer_state() const { return outer_state_; }
   const local_sgd_schedule& schedule() const { return sched_; }

@@ -43,8 +43,12 @@ struct selsync_config {
   state_policy states = state_policy::keep_local;
   double sync_time = 0.0;  ///< virtual seconds of a model or gradient allreduce
   double vote_time = 0.0;  ///< virtual seconds of the one-integer vote allreduce
+  /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
+  /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
+  nonfinite_policy nonfinite = nonfinite_policy::fail;
 
   void validate() const {
+    algorithms::validate_nonfinite_policy("selsync.nonfinite", nonfinite);
     require(std::isfinite(threshold) && threshold >= 0, "selsync.threshold", threshold,
             "must be finite and >= 0");
     require(window >= 1, "selsync.window", window, "must be >= 1");
@@ -131,6 +135,7 @@ class selsync {
         triggers_(workers, selsync_trigger(cfg_.window, cfg_.alpha, cfg_.threshold)),
         votes_(workers, 0), stats_(workers) {
     decltype(c_)::require_state_policy(cfg_.states, "selsync.states");
+    c_.set_nonfinite(cfg_.nonfinite, "selsync");
     all_.resize(workers);
     for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }
@@ -187,6 +192,8 @@ class selsync {
   std::size_t workers() const { return c_.workers(); }
   span<const T> params(std::size_t w = 0) const { return c_.params(w); }
   const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  /// Worker w's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
   const selsync_trigger& trigger(std::size_t w) const { return triggers_.at(w); }
   /// Per step: true if it synchronised.
   const std::vector<bool>& decisions() const { return decisions_; }

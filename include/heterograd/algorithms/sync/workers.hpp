@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -136,9 +137,25 @@ class worker_core {
   state_type& optimizer_state() { return st_; }
   const Optimizer& optimizer() const { return opt_; }
   const worker_options& options() const { return o_; }
+  /// This rank's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped() const { return skipped_; }
 
  protected:
   void update(span<const T> g, span<T> p) { opt_.update(exec_, g, st_, p); }
+  // The config's non-finite policy on this rank's own gradient (a framework's loop passes
+  // its own; drive.hpp's already went through cluster::compute_gradient: a no-op scan here).
+  void screen_in_place(nonfinite_policy p, span<T> g, std::uint64_t step, std::string_view method) {
+    if (algorithms::apply_nonfinite_policy(p, g, method, rank(), step, "this rank's step count") ==
+        algorithms::nonfinite_outcome::skipped)
+      ++skipped_;
+  }
+  // The same on a read-only gradient: a screened copy when it is not finite.
+  span<const T> screen(nonfinite_policy p, span<const T> g, std::uint64_t step, std::string_view method) {
+    if (algorithms::first_nonfinite(g) == g.size()) return g;
+    scratch_.assign(g.begin(), g.end());
+    screen_in_place(p, span<T>(scratch_), step, method);
+    return span<const T>(scratch_);
+  }
   /// params (mapped to the common form) <- the weighted allreduce over `t`; still common.
   template <class Tr>
   void average_common(const Tr& t, span<T> p, double w) {
@@ -163,6 +180,8 @@ class worker_core {
   worker_options o_;
   Exec exec_;
   state_type st_;
+  std::uint64_t skipped_ = 0;
+  std::vector<T> scratch_;
 };
 
 }  // namespace detail
@@ -190,6 +209,7 @@ class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform
   /// gradients mode it is replaced by the aggregate sum_i (b_i / B) g_i.
   void step(span<T> params, span<T> grads) {
     require_same_size("bsp_worker.grads", grads.size(), "bsp_worker.params", params.size());
+    this->screen_in_place(cfg_.nonfinite, grads, steps_, "bsp_worker");
     const double w = weights_[this->rank()];
     if (cfg_.mode == aggregation::gradients) {
       detail::weighted_allreduce(this->t_, grads, w, this->o_.timeout);
@@ -273,7 +293,7 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
                       params.size());
     require(steps_this_round() > 0, "local_sgd_worker.step (round)", round_,
             "this rank is not sampled in this round: call skip_round");
-    this->update(grads, params);
+    this->update(this->screen(sched_.config().nonfinite, grads, local_steps_, "local_sgd_worker"), params);
     ++local_steps_;
     if (++done_ < steps_this_round()) return false;
     synchronise(params);
@@ -457,6 +477,7 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
   /// gradient-aggregation mode a synchronising step replaces `grads` by the aggregate.
   bool step(span<T> params, span<T> grads) {
     require_same_size("selsync_worker.grads", grads.size(), "selsync_worker.params", params.size());
+    this->screen_in_place(cfg_.nonfinite, grads, steps_, "selsync_worker");
     // ||g||_2, deterministic reduction: sizeof(T) bytes per element.
     std::int64_t votes = trigger_.observe(kernels::l2_norm(this->exec_, span<const T>(grads)));
     comm::allreduce_options vo;
@@ -527,12 +548,18 @@ class eager_worker {
   const state_type& optimizer_state() const { return st_; }
   state_type& optimizer_state() { return st_; }
   const eager_config& config() const { return cfg_; }
+  /// This rank's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped() const { return skipped_; }
 
  private:
   void run(span<T> params, span<T> grads, bool flush) {
     require(!finished(), "eager_worker.step (round)", round_,
             "the configured rounds are over (eager.rounds)");
     require_same_size("eager_worker.grads", grads.size(), "eager_worker.params", params.size());
+    if (algorithms::apply_nonfinite_policy(cfg_.nonfinite, grads, "eager_worker",
+                                           static_cast<std::uint64_t>(p_.rank()), round_,
+                                           "this rank's round") == algorithms::nonfinite_outcome::skipped)
+      ++skipped_;
     (flush ? p_.flush(grads) : p_.allreduce(grads)).wait();
     opt_.update(exec_, span<const T>(grads), st_, params);
     ++round_;
@@ -544,6 +571,7 @@ class eager_worker {
   Exec exec_;
   state_type st_;
   std::uint64_t round_ = 0;
+  std::uint64_t skipped_ = 0;
 };
 
 }  // namespace heterograd::algorithms::sync

@@ -3,14 +3,26 @@
 // states and gradient buffers, and the operations every policy of the family is built from
 // (a local step, a gradient-only step, a weighted model average with transforms, outer
 // optimizer and optimizer-state policy). One thread, no I/O: the sim runtimes call it.
+//
+// Every gradient of the family enters through compute_gradient (the sim runtimes, and the
+// threads / MPI runtimes through drive.hpp), which applies the method's non-finite policy
+// (heterograd/algorithms/nonfinite.hpp) to the worker's buffer before anything uses it:
+// fail throws before the worker's step counter moves and before any parameter or optimizer
+// state does; zero sets the non-finite entries to 0 in place; skip drops the whole gradient
+// by setting the buffer to 0 (a synchronous step has fixed members and weights, so a
+// dropped gradient adds nothing to the aggregate and a local step sees no gradient;
+// counted per worker). A buffer-level rule, so every runtime gives the same bits.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/algorithms/sync/detail/blend.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
@@ -19,6 +31,11 @@
 #include "heterograd/optim/state.hpp"
 
 namespace heterograd::algorithms::sync::detail {
+
+using algorithms::first_nonfinite;
+using algorithms::nonfinite_gradient_error;
+using algorithms::nonfinite_policy;
+using algorithms::validate_nonfinite_policy;
 
 /// Whether a state type can be averaged: optim's state (slots and children).
 template <class State>
@@ -83,7 +100,18 @@ class cluster {
     for (std::size_t i = 0; i < workers; ++i)
       states_.push_back(opt_.init(thrust::cpp::par, span<T>(params_[i])));
     steps_.assign(workers, 0);
+    skipped_.assign(workers, 0);
   }
+
+  /// The non-finite policy of `method` (its config's nonfinite field, validated there).
+  void set_nonfinite(nonfinite_policy p, std::string_view method) {
+    validate_nonfinite_policy(std::string(method) + ".nonfinite", p);
+    nonfinite_ = p;
+    method_ = method;
+  }
+  nonfinite_policy nonfinite() const { return nonfinite_; }
+  /// Worker w's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped(std::size_t w) const { return skipped_.at(w); }
 
   std::size_t workers() const { return params_.size(); }
   std::size_t dim() const { return params_[0].size(); }
@@ -117,10 +145,12 @@ class cluster {
     detail::require_state_policy<state_type>(p, field);
   }
 
-  /// Worker w's gradient at its own parameters into its gradient buffer; returns the loss.
+  /// Worker w's gradient at its own parameters into its gradient buffer, through the
+  /// non-finite policy; returns the loss. Worker w's state only (threads call it per worker).
   double compute_gradient(std::size_t w) {
     const double loss = static_cast<double>(
         grad_(w, steps_[w], batches_[w], span<const T>(params_[w]), span<T>(grads_[w])));
+    screen(w);
     ++steps_[w];
     return loss;
   }
@@ -194,7 +224,7 @@ class cluster {
   /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(batches_, params_, grads_, states_, steps_);
+    ar(batches_, params_, grads_, states_, steps_, skipped_);
   }
 
  private:
@@ -206,6 +236,22 @@ class cluster {
   std::vector<std::vector<T>> grads_;
   std::vector<state_type> states_;
   std::vector<std::uint64_t> steps_;
+  std::vector<std::uint64_t> skipped_;
+  nonfinite_policy nonfinite_ = nonfinite_policy::fail;
+  std::string_view method_ = "sync";
+
+  void screen(std::size_t w) { screen(w, span<T>(grads_[w]), steps_[w]); }
+
+ public:
+  /// The non-finite policy on a gradient of worker w computed elsewhere (eager-SGD's real
+  /// workers), `step` naming it in an error. Reads g once (sizeof(T) per element); zero and
+  /// skip write it (+sizeof(T)).
+  void screen(std::size_t w, span<T> g, std::uint64_t step) {
+    if (algorithms::apply_nonfinite_policy(nonfinite_, g, method_, w, step,
+                                           "the worker's gradient count") ==
+        algorithms::nonfinite_outcome::skipped)
+      ++skipped_[w];
+  }
 };
 
 /// Stops a round_runtime-driven policy after a number of rounds without losing the work the
