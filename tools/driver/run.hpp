@@ -173,15 +173,14 @@ struct loop_hooks {
 std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs = false);
 
-/// Writes the recorder's tables and the summary; returns the summary (null off the root).
+/// Writes the recorder's tables; returns the summary (null off the root), which run_method()
+/// writes once the runner has added its own numbers.
 json finish(context& ctx, const heterograd::sim::recorder& rec, const std::vector<float>& params);
 
 /// Sets this thread's OpenMP team to one thread (once per thread): real workers and servers
 /// run their kernels single-threaded, as the simulated run does.
 void single_threaded_here();
 
-/// Writes `s` as ctx.dir/summary.json again (after a runner added numbers), on the root only.
-void rewrite_summary(const context& ctx, const json& s);
 
 /// The MPI ranks `mpirun -np` must start for `config`'s methods under runtime "mpi" (workers
 /// + 1 for the asynchronous family, whose rank 0 serves; workers for the round family);

@@ -118,7 +118,6 @@ json run_with(context& ctx, O opt) {
   // DSSP's bound: no worker ever started an iteration more than s_L + r_max ahead.
   s["extra"]["max_gap_started"] = p.max_gap_started();
   s["extra"]["bound"] = m["lower"].get<std::size_t>() + m["range"].get<std::size_t>();
-  rewrite_summary(ctx, s);
   return s;
 }
 

@@ -572,9 +572,6 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   ex.erase("time_to_target");
   ex.erase("best");
   s["extra"] = ex;
-  // summary.json marks the run finished (--resume skips it): whole or absent, never half.
-  hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
-  std::filesystem::remove(ctx.dir / "checkpoint.bin");
   return s;
 }
 
@@ -586,10 +583,6 @@ void single_threaded_here() {
     done = true;
   }
 #endif
-}
-
-void rewrite_summary(const context& ctx, const json& s) {
-  if (ctx.root) hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
 }
 
 int mpi_ranks_needed(const json& c) {
@@ -804,9 +797,17 @@ json run_method(const run_request& req) {
   context ctx{req.config, m, req.seed, req.dir, *prob, req.resume, req.halt_after, req.progress};
   ctx.root = req.root;
   const std::string a = m["algorithm"];
-  if (a == "local_learning") return run_local_learning(ctx);
-  if (is_async_algorithm(a)) return run_async_family(ctx);
-  return run_sync_family(ctx);
+  json s = a == "local_learning"       ? run_local_learning(ctx)
+           : is_async_algorithm(a) ? run_async_family(ctx)
+                                   : run_sync_family(ctx);
+  // summary.json marks the run finished (--resume skips it), so it is written once, whole,
+  // with the runner's own numbers, and only then is the checkpoint dropped: a kill at any
+  // point leaves a checkpoint to resume from or the complete summary.
+  if (ctx.root && !s.is_null()) {
+    hgrun::write_file(ctx.dir / "summary.json", s.dump(2) + "\n");
+    std::filesystem::remove(ctx.dir / "checkpoint.bin");
+  }
+  return s;
 }
 
 }  // namespace hgrun

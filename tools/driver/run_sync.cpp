@@ -279,8 +279,7 @@ json run_with(context& ctx, O opt) {
     s["extra"]["final_batches"] = std::vector<std::size_t>(final_b.begin(), final_b.end());
     s["extra"]["rebalances"] = p.changes();
     s["extra"]["rebalance_every_rounds"] = every;
-    rewrite_summary(ctx, s);
-    return s;
+      return s;
   }
   if (a == "local_sgd") {
     hs::local_sgd_config cfg;
@@ -300,8 +299,7 @@ json run_with(context& ctx, O opt) {
                  : drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
     if (s.is_null()) return s;  // an MPI rank other than 0
     s["extra"]["local_steps"] = cfg.local_steps;
-    rewrite_summary(ctx, s);
-    return s;
+      return s;
   }
   if (a == "biased_local_sgd") {
     hs::biased_config bc;
@@ -381,8 +379,7 @@ json run_with(context& ctx, O opt) {
     }
     const double steps = static_cast<double>(p.decisions().size());
     s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
-    rewrite_summary(ctx, s);
-    return s;
+      return s;
   }
   // eager
   hs::eager_config cfg;
@@ -411,7 +408,6 @@ json run_with(context& ctx, O opt) {
   for (auto f : fresh) mean_fresh += static_cast<double>(f);
   s["extra"]["mean_fresh_per_round"] = fresh.empty() ? 0.0 : mean_fresh / static_cast<double>(fresh.size());
   s["extra"]["late_contributions"] = p.late_contributions();
-  rewrite_summary(ctx, s);
   return s;
 }
 
