@@ -18,12 +18,14 @@
 // whose gradient belongs to the runtime) or the buffer itself (sync, whose buffer is the
 // worker's own).
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
@@ -94,13 +96,17 @@ class nonfinite_gradient_error : public std::domain_error {
 };
 
 /// Index of the first infinite or NaN element of g, or g.size() when there is none. A
-/// branch-free pass first (x - x is 0 for finite x, NaN otherwise: vectorises), the search
-/// only when it finds something.
+/// branch-free pass first, the search only when it finds something. The pass is an integer
+/// OR over "all exponent bits set" (infinities and NaNs, IEEE 754), which the compiler
+/// vectorises; a floating-point sum would not be reordered without -ffast-math.
 template <class T>
 std::size_t first_nonfinite(span<const T> g) {
-  T probe = T(0);
-  for (std::size_t j = 0; j < g.size(); ++j) probe += g[j] - g[j];
-  if (probe == T(0)) return g.size();
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double gradients");
+  using bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  constexpr bits exponent = static_cast<bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  bits any = 0;
+  for (std::size_t j = 0; j < g.size(); ++j) any |= bits((std::bit_cast<bits>(g[j]) & exponent) == exponent);
+  if (any == 0) return g.size();
   for (std::size_t j = 0; j < g.size(); ++j)
     if (!std::isfinite(g[j])) return j;
   return g.size();
