@@ -202,6 +202,15 @@ BOOST_AUTO_TEST_CASE(local_sgd_through_the_c_api_equals_the_sync_layers_worker_b
                    HG_ERROR_NULL_POINTER);
         BOOST_TEST(hg_local_sgd_step(avg, p_c.data(), g.data(), n, HG_DEVICE_CUDA, nullptr) ==
                    HG_ERROR_UNSUPPORTED);
+        // A NaN or an infinity in the gradient: the local SGD policy's default, fail, refuses it
+        // before the update.
+        for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+          auto g_bad = g;
+          g_bad[(s * 131) % n] = bad;
+          BOOST_TEST(hg_local_sgd_step(avg, p_c.data(), g_bad.data(), n, HG_DEVICE_HOST, nullptr) ==
+                     HG_ERROR_INVALID_ARGUMENT);
+          BOOST_TEST(std::string(hg_last_error()).find("non-finite gradient") != std::string::npos);
+        }
         BOOST_TEST(bitwise_equal(p_c, p_before));
         BOOST_REQUIRE_EQUAL(hg_local_sgd_progress(avg, &r1, &l1), HG_OK);
         BOOST_TEST((r1 == r0 && l1 == l0));

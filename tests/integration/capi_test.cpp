@@ -110,8 +110,12 @@ struct offset_buffer {
   }
 };
 
-/// Momentum whose update throws on a NaN gradient after it has changed the parameters and
-/// the velocity: the worst a failing update can leave behind.
+/// A finite gradient value that momentum_failing_late refuses (a NaN would be stopped before
+/// the update by the worker's non-finite policy).
+constexpr float poison = 1e30f;
+
+/// Momentum whose update throws on a poisoned gradient after it has changed the parameters
+/// and the velocity: the worst a failing update can leave behind.
 struct momentum_failing_late {
   ho::momentum inner{ho::momentum_params{.lr = 0.05}};
   template <class E, class T>
@@ -122,7 +126,7 @@ struct momentum_failing_late {
   void update(const E& e, G g, S& st, P p) const {
     inner.update(e, g, st, p);
     for (auto v : g)
-      if (std::isnan(v)) throw std::invalid_argument("momentum_failing_late: NaN gradient");
+      if (v == poison) throw std::invalid_argument("momentum_failing_late: poisoned gradient");
   }
 };
 
@@ -388,7 +392,7 @@ BOOST_AUTO_TEST_CASE(size_max_and_byte_counts_that_overflow_are_one_error_for_ev
 
 BOOST_AUTO_TEST_CASE(a_failing_local_sgd_step_leaves_params_and_the_worker_bitwise_unchanged) {
   // hg_local_sgd_step runs local_sgd_worker::step through step_or_nothing; here over inproc
-  // ranks, with a NaN gradient whose update fails after changing params and the velocity.
+  // ranks, with a poisoned gradient whose update fails after changing params and the velocity.
   constexpr std::size_t n = 257, period = 2, steps = 6;
   const auto p0 = random_vector<float>(n, 40);
   auto grad = [](int r, std::size_t s) {
@@ -411,7 +415,7 @@ BOOST_AUTO_TEST_CASE(a_failing_local_sgd_step_leaves_params_and_the_worker_bitwi
     failing_worker w(c, momentum_failing_late{}, hg::span<float>(p), {1, 1}, {.period = period});
     for (std::size_t s = 0; s < steps; ++s) {
       auto bad = grad(c.rank(), s);
-      bad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      bad[n / 2] = poison;
       // Without the guarantee the failed update leaves changed parameters behind.
       {
         failing_worker raw = w;

@@ -203,7 +203,9 @@ HG_C_EXPORT hg_status hg_local_sgd_create_mpi(hg_local_sgd* out, int64_t mpi_com
 
 /* One local optimizer step with this rank's gradient; after the round's last step, the
  * average over the ranks (collective: every rank calls step the same number of times).
- * *averaged (may be NULL) receives 1 when this step ended with an average. A failed step,
+ * *averaged (may be NULL) receives 1 when this step ended with an average. A gradient holding
+ * a NaN or an infinity is HG_ERROR_INVALID_ARGUMENT, before the update and the average (the
+ * local SGD policy's non-finite rule, fail; hg_last_error names the element). A failed step,
  * including one whose average failed (HG_ERROR_TIMEOUT, HG_ERROR_COMMUNICATION), changes
  * nothing on this rank: params, the optimizer state, the round and step counters are as
  * before the call (the step works on a copy it puts back). A failed collective usually leaves

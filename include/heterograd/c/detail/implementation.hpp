@@ -44,6 +44,7 @@
 #include <thrust/system/cuda/execution_policy.h>
 #endif
 
+#include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/c/heterograd.h"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
@@ -100,6 +101,8 @@ hg_status guarded(const char* function, F&& body) noexcept {
     return fail(e.status(), function, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(HG_ERROR_INVALID_ARGUMENT, function, e.what());
+  } catch (const algorithms::nonfinite_gradient_error& e) {
+    return fail(HG_ERROR_INVALID_ARGUMENT, function, e.what());  // a NaN or an infinity given
   } catch (const comm::timeout_error& e) {
     return fail(HG_ERROR_TIMEOUT, function, e.what());
   } catch (const comm::comm_error& e) {
