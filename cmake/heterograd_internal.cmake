@@ -88,6 +88,45 @@ function(hg_add_test name)
   endif()
 endfunction()
 
+# hg_add_fuzz_test(<name> SOURCES ... SECONDS s MAX_LEN n [INCLUDES dir...] [FLAGS ...]
+#                  [DEPENDS file...] [SEED_FILES file...] [SEED_ENV var] [MIN_SEEDS n])
+# A libFuzzer target built with clang (libFuzzer is clang's; ./hg deps installs clang and
+# libclang-rt) under ASan + UBSan, and a CTest test <name> (labels unit, fuzz) that runs it for
+# SECONDS seconds through hg_run_fuzz.cmake: seeds from SEED_FILES and, with SEED_ENV, the ones
+# the fuzzer's LLVMFuzzerInitialize writes into the folder that variable names. Nothing is
+# added without clang.
+function(hg_add_fuzz_test name)
+  cmake_parse_arguments(F "" "SECONDS;MAX_LEN;SEED_ENV;MIN_SEEDS" "SOURCES;INCLUDES;FLAGS;DEPENDS;SEED_FILES" ${ARGN})
+  find_program(HG_CLANGXX NAMES clang++ clang++-14 clang++-15 clang++-16)
+  if(NOT HG_CLANGXX)
+    return()
+  endif()
+  set(exe "${CMAKE_CURRENT_BINARY_DIR}/${name}")
+  set(includes -I${PROJECT_SOURCE_DIR}/include -isystem ${HG_CCCL_INCLUDE_DIR})
+  foreach(d IN LISTS F_INCLUDES)
+    list(APPEND includes -I${d})
+  endforeach()
+  set(sources "")
+  foreach(s IN LISTS F_SOURCES)
+    get_filename_component(a "${s}" ABSOLUTE)
+    list(APPEND sources "${a}")
+  endforeach()
+  add_custom_command(OUTPUT "${exe}"
+    COMMAND "${HG_CLANGXX}" -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined
+            -fno-sanitize-recover=undefined ${includes} ${sources} ${F_FLAGS} -o "${exe}"
+    DEPENDS ${sources} ${F_DEPENDS}
+    COMMENT "Building the ${name} fuzzer with clang"
+    VERBATIM)
+  add_custom_target(hg-${name} ALL DEPENDS "${exe}")
+  add_test(NAME ${name}
+           COMMAND "${CMAKE_COMMAND}" -DNAME=${name} -DFUZZER=${exe} -DCORPUS=${CMAKE_CURRENT_BINARY_DIR}/${name}_corpus
+                   -DSECONDS=${F_SECONDS} -DMAX_LEN=${F_MAX_LEN} "-DSEED_FILES=${F_SEED_FILES}"
+                   -DSEED_ENV=${F_SEED_ENV} -DMIN_SEEDS=${F_MIN_SEEDS}
+                   -P "${PROJECT_SOURCE_DIR}/cmake/hg_run_fuzz.cmake")
+  math(EXPR limit "${F_SECONDS} * 2 + 60")
+  set_tests_properties(${name} PROPERTIES LABELS "unit;fuzz" TIMEOUT ${limit})
+endfunction()
+
 # hg_add_mpi_test(<name> SOURCES ... NP <n>... [TIMEOUT s] [LIBS ...])
 # One Boost.Test executable run under mpirun for each process count in NP, as tests
 # <name>_np<n> labelled 'mpi'. Sources include "hg_mpi.hpp" and declare

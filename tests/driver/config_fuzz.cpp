@@ -7,10 +7,24 @@
 // documents with a "tiny" block are resolved again with it merged, as --tiny does.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <string_view>
 
 #include "config.hpp"
+
+// With HG_CONFIG_FUZZ_SEEDS=<dir> set (hg_run_fuzz.cmake, after it copied the named
+// experiments there), LLVMFuzzerInitialize adds one --set input built from <dir>/demo.json.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  const char* dir = std::getenv("HG_CONFIG_FUZZ_SEEDS");
+  if (dir == nullptr) return 0;
+  std::ifstream in(std::string(dir) + "/demo.json", std::ios::binary);
+  if (!in) return 0;
+  std::ofstream out(std::string(dir) + "/set-override", std::ios::binary);
+  out << "@methods[0].label=BSP\n" << in.rdbuf();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
