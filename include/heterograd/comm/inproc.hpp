@@ -279,7 +279,6 @@ struct alignas(64) rank_local {
   int sched_tag = 0;
   std::uint64_t splits = 0;
   std::uint64_t shared = 0;
-  int spin = 64;  // this rank's adaptive spin budget (request_state::wait)
   // Finished collective states, reused while no request refers to them (no allocation per
   // call; see communicator::post_collective).
   std::vector<std::shared_ptr<coll_state>> pool;
@@ -482,7 +481,14 @@ class coll_state : public request_state {
     if (g_) g_->world->note.block([this] { return ready(); }, until);
   }
 
-  int* adaptive_spin() override { return &g_->locals[static_cast<std::size_t>(r_)].spin; }
+  // The adaptive spin budget lives in the waiting thread (inproc's ranks are threads), not in
+  // the group: a wait whose collective completed may find the group gone (this state let go
+  // of it when it left the FIFO, and a peer released the last reference), and it writes the
+  // budget after that (ThreadSanitizer saw the write race the group's destruction).
+  int* adaptive_spin() override {
+    thread_local int spin = 64;
+    return &spin;
+  }
 
   void on_timeout(const std::string& what) override {
     g_->world->abort(r_, what);
