@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "heterograd/comm/concepts.hpp"
+#include "heterograd/comm/detail/frontend.hpp"
 #include "heterograd/comm/request.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
@@ -192,9 +193,7 @@ class communicator {
 
   template <element T>
   request allreduce(span<T, device_space> data, const allreduce_options& o = {}) const {
-    comm::detail::validate(o);
-    require(!o.weight || std::is_floating_point_v<T>, "allreduce_options.weight",
-            o.weight.value_or(0.0), "weights need a floating-point element type");
+    comm::detail::check_allreduce<T>(*this, o);
     return run("allreduce", o.timeout, [&](detail::comm_state& s) {
       if (o.weight) {
         // sum_i w_i x_i by NCCL's pre-multiplied sum; an average then divides by sum_i w_i.
@@ -226,9 +225,7 @@ class communicator {
     requires std::same_as<std::remove_const_t<U>, T>
   request reduce_scatter(span<U, device_space> in, span<T, device_space> out,
                          const reduce_scatter_options& o = {}) const {
-    comm::detail::validate_timeout("reduce_scatter_options.timeout", o.timeout);
-    require_same_size("reduce_scatter.in", in.size(), "size() * out.size()",
-                      out.size() * static_cast<std::size_t>(size()));
+    comm::detail::check_reduce_scatter(*this, in.size(), out.size(), o);
     return run("reduce_scatter", o.timeout, [&](detail::comm_state& s) {
       detail::check(ncclReduceScatter(in.data(), out.data(), out.size(), detail::datatype<T>(),
                                       detail::red_op(o.op), s.comm, s.stream),
@@ -240,9 +237,7 @@ class communicator {
     requires std::same_as<std::remove_const_t<U>, T>
   request allgather(span<U, device_space> in, span<T, device_space> out,
                     const allgather_options& o = {}) const {
-    comm::detail::validate_timeout("allgather_options.timeout", o.timeout);
-    require_same_size("allgather.out", out.size(), "size() * in.size()",
-                      in.size() * static_cast<std::size_t>(size()));
+    comm::detail::check_allgather(*this, in.size(), out.size(), o);
     return run("allgather", o.timeout, [&](detail::comm_state& s) {
       detail::check(ncclAllGather(in.data(), out.data(), in.size(), detail::datatype<T>(), s.comm, s.stream),
                     "ncclAllGather");
@@ -251,8 +246,7 @@ class communicator {
 
   template <element T>
   request broadcast(span<T, device_space> data, int root, const broadcast_options& o = {}) const {
-    comm::detail::validate_timeout("broadcast_options.timeout", o.timeout);
-    require_in_range_co("broadcast.root", root, 0, size());
+    comm::detail::check_broadcast(*this, root, o);
     return run("broadcast", o.timeout, [&](detail::comm_state& s) {
       detail::check(ncclBroadcast(data.data(), data.data(), data.size(), detail::datatype<T>(), root,
                                   s.comm, s.stream),
@@ -262,7 +256,7 @@ class communicator {
 
   /// A token allreduce: completes once every rank enqueued it and the stream reached it.
   request barrier(const barrier_options& o = {}) const {
-    comm::detail::validate_timeout("barrier_options.timeout", o.timeout);
+    comm::detail::check_barrier(*this, o);
     return run("barrier", o.timeout, [&](detail::comm_state& s) {
       detail::check(ncclAllReduce(s.scratch + 1, s.scratch + 1, 1, ncclFloat64, ncclSum, s.comm, s.stream),
                     "ncclAllReduce");
@@ -274,16 +268,14 @@ class communicator {
     requires element<std::remove_const_t<U>>
   request send(span<U, device_space> data, int peer, const send_options& o = {}) const {
     using T = std::remove_const_t<U>;
-    comm::detail::validate_timeout("send_options.timeout", o.timeout);
-    require_in_range_co("send.peer", peer, 0, size());
+    comm::detail::check_peer(*this, "send", peer, o.timeout);
     return run("send", o.timeout, [&](detail::comm_state& s) {
       detail::check(ncclSend(data.data(), data.size(), detail::datatype<T>(), peer, s.comm, s.stream), "ncclSend");
     });
   }
   template <element T>
   request recv(span<T, device_space> data, int peer, const recv_options& o = {}) const {
-    comm::detail::validate_timeout("recv_options.timeout", o.timeout);
-    require_in_range_co("recv.peer", peer, 0, size());
+    comm::detail::check_peer(*this, "recv", peer, o.timeout);
     return run("recv", o.timeout, [&](detail::comm_state& s) {
       detail::check(ncclRecv(data.data(), data.size(), detail::datatype<T>(), peer, s.comm, s.stream), "ncclRecv");
     });
@@ -292,7 +284,6 @@ class communicator {
  private:
   template <class Enqueue>
   request run(const char* what, seconds timeout, Enqueue&& enqueue) const {
-    require(valid(), "communicator", "empty", "must be a valid communicator");
     if (s_->failed.load())
       return request::failed(std::make_exception_ptr(
           aborted_error(s_->rank, "the NCCL communicator failed or timed out earlier")));
