@@ -55,15 +55,14 @@ class communicator {
       return comm::detail::post_schedule(internal(), data, std::move(s), so, g_->world->clock,
                                          g_->world->policy);
     }
-    detail::coll_meta m;
-    m.kind = detail::collective::allreduce;
-    m.dt = dtype_of_v<T>;
-    m.op = o.op;
-    m.weighted = o.weight.has_value();
-    m.weight = o.weight.value_or(1.0);
-    m.count = data.size();
-    m.out = data.data();
-    return post_collective(m, o.timeout);
+    return post_collective({.kind = detail::collective::allreduce,
+                            .dt = dtype_of_v<T>,
+                            .op = o.op,
+                            .weighted = o.weight.has_value(),
+                            .count = data.size(),
+                            .weight = o.weight.value_or(1.0),
+                            .out = data.data()},
+                           o.timeout);
   }
 
   /// out[i] = reduction over ranks of in[rank*out.size() + i]; in.size() = size()*out.size().
@@ -72,14 +71,13 @@ class communicator {
   request reduce_scatter(span<U, host_space> in, span<T> out,
                          const reduce_scatter_options& o = {}) const {
     comm::detail::check_reduce_scatter(*this, in.size(), out.size(), o);
-    detail::coll_meta m;
-    m.kind = detail::collective::reduce_scatter;
-    m.dt = dtype_of_v<T>;
-    m.op = o.op;
-    m.count = in.size();
-    m.in = in.data();
-    m.out = out.data();
-    return post_collective(m, o.timeout);
+    return post_collective({.kind = detail::collective::reduce_scatter,
+                            .dt = dtype_of_v<T>,
+                            .op = o.op,
+                            .count = in.size(),
+                            .in = in.data(),
+                            .out = out.data()},
+                           o.timeout);
   }
 
   /// out = concatenation of every rank's `in` in rank order; out.size() = size()*in.size().
@@ -87,26 +85,21 @@ class communicator {
     requires std::same_as<std::remove_const_t<U>, T>
   request allgather(span<U, host_space> in, span<T> out, const allgather_options& o = {}) const {
     comm::detail::check_allgather(*this, in.size(), out.size(), o);
-    detail::coll_meta m;
-    m.kind = detail::collective::allgather;
-    m.dt = dtype_of_v<T>;
-    m.count = in.size();
-    m.in = in.data();
-    m.out = out.data();
-    return post_collective(m, o.timeout);
+    return post_collective(
+        {.kind = detail::collective::allgather, .dt = dtype_of_v<T>, .count = in.size(), .in = in.data(), .out = out.data()},
+        o.timeout);
   }
 
   template <element T>
   request broadcast(span<T> data, int root, const broadcast_options& o = {}) const {
     comm::detail::check_broadcast(*this, root, o);
-    detail::coll_meta m;
-    m.kind = detail::collective::broadcast;
-    m.dt = dtype_of_v<T>;
-    m.root = root;
-    m.count = data.size();
-    m.in = data.data();
-    m.out = data.data();
-    return post_collective(m, o.timeout);
+    return post_collective({.kind = detail::collective::broadcast,
+                            .dt = dtype_of_v<T>,
+                            .root = root,
+                            .count = data.size(),
+                            .in = data.data(),
+                            .out = data.data()},
+                           o.timeout);
   }
 
   /// Gathers every rank's (small) `in` into `out` on `root` (out.size() = size()*in.size()
@@ -116,21 +109,18 @@ class communicator {
   request gather(span<U, host_space> in, span<T> out, int root,
                  const gather_options& o = {}) const {
     comm::detail::check_gather(*this, in.size(), out.size(), root, o);
-    detail::coll_meta m;
-    m.kind = detail::collective::gather;
-    m.dt = dtype_of_v<T>;
-    m.root = root;
-    m.count = in.size();
-    m.in = in.data();
-    m.out = out.data();
-    return post_collective(m, o.timeout);
+    return post_collective({.kind = detail::collective::gather,
+                            .dt = dtype_of_v<T>,
+                            .root = root,
+                            .count = in.size(),
+                            .in = in.data(),
+                            .out = out.data()},
+                           o.timeout);
   }
 
   request barrier(const barrier_options& o = {}) const {
     comm::detail::check_barrier(*this, o);
-    detail::coll_meta m;
-    m.kind = detail::collective::barrier;
-    return post_collective(m, o.timeout);
+    return post_collective({.kind = detail::collective::barrier}, o.timeout);
   }
 
   /// Tagged send (tag >= 0). Completes at post up to eager_bytes, else when received.
