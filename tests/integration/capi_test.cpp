@@ -13,10 +13,14 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
 
+#include "heterograd/algorithms/async/remote.hpp"
+#include "heterograd/algorithms/sync/local_sgd.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/execution.hpp"
@@ -32,6 +36,7 @@
 namespace hg = heterograd;
 namespace ho = heterograd::optim;
 namespace hs = heterograd::algorithms::sync;
+namespace ha = heterograd::algorithms::async;
 namespace hc = heterograd::comm;
 namespace hd = heterograd::c_api::detail;
 
@@ -560,6 +565,158 @@ BOOST_AUTO_TEST_CASE(set_lr_changes_the_learning_rate_of_the_following_steps_onl
   BOOST_REQUIRE_EQUAL(hg_optimizer_step(h, p.data(), g.data(), n, HG_DEVICE_HOST), HG_OK);
   BOOST_TEST(p[n - 1] == 0.25f);
   BOOST_REQUIRE_EQUAL(hg_optimizer_destroy(h), HG_OK);
+}
+
+// ---- the C defaults and ranges are the C++ structs' -----------------------------------------
+
+/// The C++ optimizer of each hg_optimizer_kind, with its default hyper-parameters.
+template <class F>
+void with_default_cpp_optimizer(std::int32_t kind, F&& f) {
+  switch (kind) {
+    case HG_OPTIMIZER_SGD: f(ho::sgd()); break;
+    case HG_OPTIMIZER_MOMENTUM: f(ho::momentum()); break;
+    case HG_OPTIMIZER_NESTEROV: f(ho::nesterov()); break;
+    case HG_OPTIMIZER_ADAM: f(ho::adam()); break;
+    default: f(ho::adamw()); break;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_c_default_equals_the_cpp_structs_default_field_by_field) {
+  for (std::int32_t kind = HG_OPTIMIZER_SGD; kind <= HG_OPTIMIZER_ADAMW; ++kind) {
+    BOOST_TEST_CONTEXT("kind " << kind) {
+      hg_optimizer_config c;
+      BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, kind), HG_OK);
+      BOOST_TEST(c.kind == kind);
+      with_default_cpp_optimizer(kind, [&](const auto& o) {
+        const auto& p = o.params();
+        using params_t = std::remove_cvref_t<decltype(p)>;
+        BOOST_TEST(c.lr == p.lr(0));
+        BOOST_TEST(c.weight_decay == p.weight_decay);
+        if constexpr (std::is_same_v<params_t, ho::momentum_params>) {
+          BOOST_TEST(c.momentum == p.momentum);
+          BOOST_TEST(c.dampening == p.dampening);
+        }
+        if constexpr (std::is_same_v<params_t, ho::adam_params>) {
+          BOOST_TEST(c.beta1 == p.beta1);
+          BOOST_TEST(c.beta2 == p.beta2);
+          BOOST_TEST(c.eps == p.eps);
+          BOOST_TEST(c.bias_correction == (p.bias_correction ? 1 : 0));
+        }
+      });
+    }
+  }
+  hg_local_sgd_config l;
+  BOOST_REQUIRE_EQUAL(hg_local_sgd_config_init(&l), HG_OK);
+  const hs::local_sgd_config s;
+  BOOST_TEST(l.period == s.period);
+  BOOST_TEST(l.warmup_steps == s.warmup_steps);
+  BOOST_TEST(l.weighting == HG_AVERAGING_UNIFORM);
+  BOOST_TEST((s.weighting == hs::averaging::uniform));
+  BOOST_TEST(l.state_policy == HG_STATE_KEEP_LOCAL);
+  BOOST_TEST((s.states == hs::state_policy::keep_local));
+  BOOST_TEST(l.timeout_seconds == hs::worker_options{}.timeout.count());
+  hg_async_config a;
+  BOOST_REQUIRE_EQUAL(hg_async_config_init(&a), HG_OK);
+  const ha::remote_options r;
+  BOOST_TEST(a.policy == HG_ASYNC_ASGD);
+  BOOST_TEST(a.server_rank == r.server_rank);
+  BOOST_TEST(a.timeout_seconds == r.timeout.count());
+  BOOST_TEST(a.tag_base == r.tag_base);
+  BOOST_TEST(a.max_updates == 1000u);  // the C API's own: remote_options has no bound
+  BOOST_TEST(a.reserved == 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_defaults_docs_integration_md_states_are_the_cpp_structs_defaults) {
+  // docs/integration.md, "The C API": if a C++ default changes, this fails until the docs
+  // say the new value.
+  const ho::adam_params adam;
+  BOOST_TEST(adam.lr(0) == 1e-3);
+  BOOST_TEST(adam.beta1 == 0.9);
+  BOOST_TEST(adam.beta2 == 0.999);
+  BOOST_TEST(adam.eps == 1e-8);
+  BOOST_TEST(ho::adamw().params().weight_decay == 0.01);
+  BOOST_TEST(ho::momentum_params{}.momentum == 0.9);
+  BOOST_TEST(hs::local_sgd_config{}.period == 8u);
+  BOOST_TEST(hs::worker_options{}.timeout.count() == 60.0);
+  const ha::remote_options r;
+  BOOST_TEST(r.server_rank == 0);
+  BOOST_TEST(r.timeout.count() == 120.0);
+  BOOST_TEST(r.tag_base == 30000);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_value_of_every_optimizer_field_is_refused_with_the_cpp_message) {
+  // Each field a kind uses, with values its C++ constructor refuses: the C API refuses them
+  // with the C++ optimizer's own message, which names the field (`adam.beta1`).
+  using field = double hg_optimizer_config::*;
+  const std::vector<std::pair<field, const char*>> all = {
+      {&hg_optimizer_config::lr, "lr"},
+      {&hg_optimizer_config::weight_decay, "weight_decay"},
+      {&hg_optimizer_config::momentum, "momentum"},
+      {&hg_optimizer_config::dampening, "dampening"},
+      {&hg_optimizer_config::beta1, "beta1"},
+      {&hg_optimizer_config::beta2, "beta2"},
+      {&hg_optimizer_config::eps, "eps"}};
+  const char* names[] = {"sgd", "momentum", "nesterov", "adam", "adamw"};
+  for (std::int32_t kind = HG_OPTIMIZER_SGD; kind <= HG_OPTIMIZER_ADAMW; ++kind) {
+    const bool adam_like = kind >= HG_OPTIMIZER_ADAM;
+    const bool momentum_like = kind == HG_OPTIMIZER_MOMENTUM || kind == HG_OPTIMIZER_NESTEROV;
+    for (const auto& [member, name] : all) {
+      const std::string n = name;
+      const bool used = n == "lr" || n == "weight_decay" ||
+                        (momentum_like && (n == "momentum" || n == "dampening")) ||
+                        (adam_like && (n == "beta1" || n == "beta2" || n == "eps"));
+      if (!used) continue;
+      for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN(), 7.0}) {
+        BOOST_TEST_CONTEXT(names[kind] << "." << name << " = " << bad) {
+          hg_optimizer_config c;
+          BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, kind), HG_OK);
+          c.*member = bad;
+          std::string cpp_message;
+          try {
+            with_cpp_optimizer(c, [](const auto&) {});
+          } catch (const std::invalid_argument& e) {
+            cpp_message = e.what();
+          }
+          hg_optimizer h = nullptr;
+          const hg_status s = hg_optimizer_create(&h, &c, HG_FLOAT32, 8, HG_DEVICE_HOST);
+          if (cpp_message.empty()) {  // a value this field allows (7 for lr, eps, weight_decay)
+            BOOST_TEST(s == HG_OK);
+            BOOST_TEST(hg_optimizer_destroy(h) == HG_OK);
+            continue;
+          }
+          BOOST_TEST(s == HG_ERROR_INVALID_ARGUMENT);
+          BOOST_TEST(h == nullptr);
+          BOOST_TEST(message() == "hg_optimizer_create: " + cpp_message);
+          BOOST_TEST(message().find(std::string("'") + names[kind] + "." + name + "'") !=
+                     std::string::npos);
+        }
+      }
+    }
+  }
+  // An unused field is ignored, whatever its value.
+  hg_optimizer_config c;
+  BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_SGD), HG_OK);
+  c.beta1 = -1.0;
+  hg_optimizer h = nullptr;
+  BOOST_TEST(hg_optimizer_create(&h, &c, HG_FLOAT32, 8, HG_DEVICE_HOST) == HG_OK);
+  BOOST_TEST(hg_optimizer_destroy(h) == HG_OK);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_async_config_is_refused_naming_the_field_before_mpi_is_needed) {
+  const auto refused = [](void (*spoil)(hg_async_config&), const std::string& field) {
+    hg_async_config a;
+    BOOST_REQUIRE_EQUAL(hg_async_config_init(&a), HG_OK);
+    spoil(a);
+    hg_async_worker w = nullptr;
+    BOOST_TEST(hg_async_worker_create_mpi(&w, 0, &a, HG_FLOAT32, 8) == HG_ERROR_INVALID_ARGUMENT);
+    BOOST_TEST(message().find("'" + field + "'") != std::string::npos, message());
+    BOOST_TEST(w == nullptr);
+  };
+  refused([](hg_async_config& a) { a.policy = 3; }, "config.policy");
+  refused([](hg_async_config& a) { a.server_rank = -1; }, "config.server_rank");
+  refused([](hg_async_config& a) { a.timeout_seconds = 0; }, "config.timeout_seconds");
+  refused([](hg_async_config& a) { a.max_updates = 0; }, "remote_options.max_updates");
+  refused([](hg_async_config& a) { a.tag_base = -1; }, "remote_options.tag_base");
 }
 
 #if defined(__CUDACC__)
