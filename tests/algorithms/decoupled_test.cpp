@@ -5,7 +5,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "../../tools/driver/archive.hpp"
+#include "heterograd/core/archive.hpp"
 #include "decoupled_support.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "hg_test.hpp"
@@ -114,9 +114,9 @@ BOOST_AUTO_TEST_CASE(local_learning_restored_from_bytes_continues_bitwise_like_t
     }
   };
   train(a, 0, 10);
-  hgrun::writer w;
+  heterograd::archive_writer w;
   a.serialize(w);
-  hgrun::reader r(w.bytes());
+  heterograd::archive_reader r(w.bytes());
   restored.serialize(r);
   BOOST_TEST(r.done());
   train(a, 10, 20);

@@ -22,8 +22,8 @@
 
 #include "heterograd/balance/dssp.hpp"
 
-// The archive heterograd-run writes its checkpoints with (header-only; tools/driver).
-#include "../../tools/driver/archive.hpp"
+// The checkpoint archive (core; heterograd-run writes its checkpoints with it).
+#include "heterograd/core/archive.hpp"
 
 using namespace async_test;
 namespace data = heterograd::data;
@@ -635,7 +635,7 @@ async::model_server<double, mom> momentum_server() {
 
 template <class Policy>
 std::vector<std::byte> save(Policy& p, sim::async_runtime<std::vector<double>, time_model>& rt) {
-  hgrun::writer w;
+  heterograd::archive_writer w;
   w(p, rt);
   return w.bytes();
 }
@@ -656,7 +656,7 @@ void check_resume(Make make, Extra extra) {
 
   auto b = make();
   sim::async_runtime<std::vector<double>, time_model> rtb(n, model());
-  hgrun::reader r(bytes);
+  heterograd::archive_reader r(bytes);
   r(b, rtb);
   BOOST_TEST(r.done());
   BOOST_TEST((a == b));
@@ -722,10 +722,10 @@ BOOST_AUTO_TEST_CASE(the_dssp_controller_resumes_from_bytes_to_the_same_decision
     return out;
   };
   push(a, next, 11);
-  hgrun::writer w;
+  heterograd::archive_writer w;
   w(a);
   heterograd::balance::dssp_controller b(3, {.lower = 1, .range = 3});
-  hgrun::reader r(w.bytes());
+  heterograd::archive_reader r(w.bytes());
   r(b);
   BOOST_TEST(r.done());
   BOOST_TEST((a == b));

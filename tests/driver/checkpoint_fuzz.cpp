@@ -1,4 +1,4 @@
-// libFuzzer target over heterograd-run's checkpoint reader (tools/driver/archive.hpp).
+// libFuzzer target over heterograd-run's checkpoint reader (heterograd/core/archive.hpp).
 //
 // The first byte picks the layer. Odd: the rest is a whole checkpoint file for
 // open_checkpoint(), which returns its payload or throws checkpoint_error. Even: the rest is a
@@ -21,12 +21,13 @@
 #include <utility>
 #include <vector>
 
-#include "archive.hpp"
+#include "heterograd/core/archive.hpp"
+#include "heterograd/optim/state.hpp"
 #include "heterograd/sim/recorder.hpp"
 
 namespace {
 
-using namespace hgrun;
+using namespace heterograd;
 
 struct values {
   std::string magic;
@@ -62,7 +63,7 @@ std::vector<std::byte> seed_payload() {
   heterograd::sim::recorder rec(3);
   rec.set_metrics({"loss"});
   rec.record_evaluation(1.0, {0.5});
-  writer w;
+  archive_writer w;
   w(v, rec);
   return w.bytes();
 }
@@ -99,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string sealed = seal_checkpoint(body);
   const std::vector<std::byte> opened = open_checkpoint("fuzz.bin", sealed);
   if (opened.size() != body.size() || !std::equal(opened.begin(), opened.end(), body.begin())) std::abort();
-  reader r(opened);
+  archive_reader r(opened);
   values v;
   heterograd::sim::recorder rec(3);
   try {

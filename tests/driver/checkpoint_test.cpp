@@ -17,7 +17,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "archive.hpp"
+#include "heterograd/core/archive.hpp"
 #include "config.hpp"
 #include "files.hpp"
 #include "report.hpp"
@@ -177,22 +177,22 @@ std::vector<std::pair<std::size_t, std::size_t>> named_ranges(const std::string&
 
 BOOST_AUTO_TEST_CASE(a_sealed_checkpoint_names_the_damaged_block_and_refuses_truncation_and_old_versions) {
   // Three blocks and a bit, so that damage in the middle names one block of the payload.
-  std::vector<std::byte> payload(3 * hgrun::checkpoint_block_size + 100);
+  std::vector<std::byte> payload(3 * heterograd::checkpoint_block_size + 100);
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 131 + 7);
-  const std::string f = hgrun::seal_checkpoint(payload);
+  const std::string f = heterograd::seal_checkpoint(payload);
   const fs::path name = "some/dir/checkpoint.bin";
-  BOOST_TEST((hgrun::open_checkpoint(name, f) == payload));
-  BOOST_TEST((hgrun::open_checkpoint(name, hgrun::seal_checkpoint({})).empty()));
+  BOOST_TEST((heterograd::open_checkpoint(name, f) == payload));
+  BOOST_TEST((heterograd::open_checkpoint(name, heterograd::seal_checkpoint({})).empty()));
   auto error_of = [&](const std::string& bytes) -> std::string {
     try {
-      hgrun::open_checkpoint(name, bytes);
-    } catch (const hgrun::checkpoint_error& e) {
+      heterograd::open_checkpoint(name, bytes);
+    } catch (const heterograd::checkpoint_error& e) {
       BOOST_TEST(e.file() == name);
       return e.what();
     }
     return "(accepted)";
   };
-  const std::size_t h = hgrun::checkpoint_header_size, b = hgrun::checkpoint_block_size;
+  const std::size_t h = heterograd::checkpoint_header_size, b = heterograd::checkpoint_block_size;
   std::string g = f;
   g[h + b + 5] ^= 0x01;  // block 1 of the payload
   std::string what = error_of(g);
@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(a_sealed_checkpoint_names_the_damaged_block_and_refuses_tru
   BOOST_TEST(error_of(f.substr(0, 10)).find("truncated: 10 bytes") != std::string::npos);
   BOOST_TEST(error_of(f + "x").find("trailing bytes") != std::string::npos);
   // Version 1 was the unsealed archive: its magic string first.
-  hgrun::writer v1;
+  heterograd::archive_writer v1;
   v1(std::string("heterograd-run checkpoint 1"), std::string("digest"), std::uint64_t{3});
   const auto& vb = v1.bytes();
   BOOST_TEST(error_of(std::string(reinterpret_cast<const char*>(vb.data()), vb.size())).find("format version 1") !=
@@ -219,11 +219,11 @@ BOOST_AUTO_TEST_CASE(a_sealed_checkpoint_names_the_damaged_block_and_refuses_tru
   // A genuine header of another version (its checksum matches) is named as such.
   g = f;
   g[8] = 3;
-  const std::uint32_t c = hgrun::crc32c(g.data(), 28);
+  const std::uint32_t c = heterograd::crc32c(g.data(), 28);
   for (int i = 0; i < 4; ++i) g[28 + i] = static_cast<char>((c >> (8 * i)) & 0xff);
   BOOST_TEST(error_of(g).find("format version 3;") != std::string::npos, error_of(g));
   // CRC-32C's check value (RFC 3720's polynomial): "123456789" -> 0xE3069283.
-  BOOST_TEST(hgrun::crc32c("123456789", 9) == 0xE3069283u);
+  BOOST_TEST(heterograd::crc32c("123456789", 9) == 0xE3069283u);
 }
 
 // A model of 40000 floats with momentum: a checkpoint of several 64 KiB blocks.
@@ -247,13 +247,13 @@ BOOST_AUTO_TEST_CASE(flipping_any_one_byte_of_a_checkpoint_makes_resume_refuse_i
   BOOST_CHECK_THROW(hgrun::run_method({cfg, 0, 5, dir, false, 3, {}}), hgrun::halted);
   const auto ckpt = dir / "checkpoint.bin";
   const std::string good = hgrun::read_file(ckpt);
-  BOOST_TEST_REQUIRE(good.size() > 3 * hgrun::checkpoint_block_size);
+  BOOST_TEST_REQUIRE(good.size() > 3 * heterograd::checkpoint_block_size);
   // Positions: every header byte, the last 16 bytes, both sides of each block boundary, and
   // 64 drawn from a printed seed over the whole file.
   std::set<std::size_t> at;
-  for (std::size_t i = 0; i < hgrun::checkpoint_header_size; ++i) at.insert(i);
+  for (std::size_t i = 0; i < heterograd::checkpoint_header_size; ++i) at.insert(i);
   for (std::size_t i = good.size() - 16; i < good.size(); ++i) at.insert(i);
-  for (std::size_t b = hgrun::checkpoint_header_size; b < good.size(); b += hgrun::checkpoint_block_size) {
+  for (std::size_t b = heterograd::checkpoint_header_size; b < good.size(); b += heterograd::checkpoint_block_size) {
     at.insert(b);
     at.insert(b - 1);
   }
@@ -274,7 +274,7 @@ BOOST_AUTO_TEST_CASE(flipping_any_one_byte_of_a_checkpoint_makes_resume_refuse_i
       BOOST_ERROR("resumed from a damaged checkpoint, " << where << ": params_hash "
                   << resumed["params_hash"] << " (uninterrupted " << full["params_hash"] << ")");
       hgrun::write_file(ckpt, good);  // the run removed it
-    } catch (const hgrun::checkpoint_error& e) {
+    } catch (const heterograd::checkpoint_error& e) {
       const std::string what = e.what();
       BOOST_TEST(what.find(ckpt.string()) != std::string::npos, where << ": " << what);
       const auto ranges = named_ranges(what);
@@ -311,7 +311,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_resumes_whatever_the_command_line_and_output_a
     hgrun::write_file(ckpt, saved);
     try {
       hgrun::run_method({c, 0, 7, dir, true, 0, {}});
-    } catch (const hgrun::checkpoint_error& e) {
+    } catch (const heterograd::checkpoint_error& e) {
       return e.what();
     }
     return "(resumed)";

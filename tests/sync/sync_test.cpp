@@ -24,8 +24,8 @@
 #include "heterograd/sim/runtime.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
-// The archive heterograd-run writes its checkpoints with (header-only; tools/driver).
-#include "../../tools/driver/archive.hpp"
+// The checkpoint archive (core; heterograd-run writes its checkpoints with it).
+#include "heterograd/core/archive.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
@@ -730,7 +730,7 @@ noisy_times noisy_model(std::uint64_t seed) {
 
 template <class Policy, class Runtime>
 std::vector<std::byte> save(Policy& p, Runtime& rt) {
-  hgrun::writer w;
+  heterograd::archive_writer w;
   w(p, rt);
   return w.bytes();
 }
@@ -752,7 +752,7 @@ void check_resume(Make make, MakeRuntime make_rt, Check check) {
   const auto bytes = save(a, rta);
   auto b = make();
   auto rtb = make_rt();
-  hgrun::reader r(bytes);
+  heterograd::archive_reader r(bytes);
   r(b, rtb);
   BOOST_TEST(r.done());
   BOOST_TEST((save(b, rtb) == bytes));
@@ -853,10 +853,10 @@ BOOST_AUTO_TEST_CASE(the_biased_data_plan_resumes_from_bytes_with_its_score_tabl
   const auto idx = a.batch(0, 0);
   const std::vector<float> one(idx.size(), 0.25f);
   a.record(0, idx, hg::span<const float>(one));
-  hgrun::writer w;
+  heterograd::archive_writer w;
   w(a);
   hs::biased_data_plan b(samples, cfg);
-  hgrun::reader r(w.bytes());
+  heterograd::archive_reader r(w.bytes());
   r(b);
   BOOST_TEST(r.done());
   BOOST_TEST((a == b));
@@ -888,9 +888,9 @@ BOOST_AUTO_TEST_CASE(the_omnilearn_controllers_resume_from_bytes_with_their_open
       a.rebalance();
     }
     report(a, i++);  // an open window at the checkpoint
-    hgrun::writer w;
+    heterograd::archive_writer w;
     w(a);
-    hgrun::reader r(w.bytes());
+    heterograd::archive_reader r(w.bytes());
     r(b);
     BOOST_TEST(r.done());
     BOOST_TEST((a == b));

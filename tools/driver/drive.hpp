@@ -19,7 +19,7 @@ namespace hgrun {
 
 /// Policies whose whole state can be checkpointed.
 template <class P>
-concept checkpointable = requires(P& p, writer& w, reader& r) {
+concept checkpointable = requires(P& p, heterograd::archive_writer& w, heterograd::archive_reader& r) {
   p.serialize(w);
   p.serialize(r);
 };
@@ -47,12 +47,12 @@ struct oracle {
 namespace detail {
 
 template <class Policy>
-void save_policy(writer& w, Policy& p) {
+void save_policy(heterograd::archive_writer& w, Policy& p) {
   if constexpr (checkpointable<Policy>) p.serialize(w);
   else throw std::runtime_error("this method's policy cannot be checkpointed");
 }
 template <class Policy>
-void load_policy(reader& r, Policy& p) {
+void load_policy(heterograd::archive_reader& r, Policy& p) {
   if constexpr (checkpointable<Policy>) p.serialize(r);
   else throw std::runtime_error("this method's policy cannot be checkpointed");
 }
@@ -118,11 +118,11 @@ json drive_async(context& ctx, Policy& p, Compute compute, Params params,
   };
   h.updates = [&] { return static_cast<std::uint64_t>(p.version()); };
   h.events = [&] { return rt.engine().events_delivered(); };
-  h.save = [&](writer& w) {
+  h.save = [&](heterograd::archive_writer& w) {
     detail::save_policy(w, p);
     rt.serialize(w);
   };
-  h.load = [&](reader& r) {
+  h.load = [&](heterograd::archive_reader& r) {
     detail::load_policy(r, p);
     rt.serialize(r);
   };
@@ -162,12 +162,12 @@ json drive_rounds(context& ctx, Policy& p, Params params, heterograd::sim::any_t
   };
   h.updates = [&] { return rt.round(); };
   h.events = [&] { return rt.engine().events_delivered(); };
-  h.save = [&](writer& w) {
+  h.save = [&](heterograd::archive_writer& w) {
     detail::save_policy(w, p);
     rt.serialize(w);
     w(ended);
   };
-  h.load = [&](reader& r) {
+  h.load = [&](heterograd::archive_reader& r) {
     detail::load_policy(r, p);
     rt.serialize(r);
     r(ended);

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "archive.hpp"
+#include "heterograd/core/archive.hpp"
 #include "config.hpp"
 #include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/sim/recorder.hpp"
@@ -88,8 +88,8 @@ class problem {
   /// How much one gradient of a `batch` mini-batch adds to `samples` (the quadratics count
   /// one per gradient).
   virtual std::size_t samples_per_gradient(std::size_t batch) const { return batch; }
-  virtual void serialize(writer& w) = 0;
-  virtual void serialize(reader& r) = 0;
+  virtual void serialize(heterograd::archive_writer& w) = 0;
+  virtual void serialize(heterograd::archive_reader& r) = 0;
   std::uint64_t samples = 0;  ///< samples whose gradients were computed
 };
 
@@ -159,8 +159,8 @@ struct loop_hooks {
   std::function<std::vector<float>()> params;
   std::function<std::uint64_t()> updates;
   std::function<std::uint64_t()> events;
-  std::function<void(writer&)> save;
-  std::function<void(reader&)> load;
+  std::function<void(heterograd::archive_writer&)> save;
+  std::function<void(heterograd::archive_reader&)> load;
   /// Passes over the training set so far (default: samples / training-set size).
   std::function<double()> epochs_done;
   /// Virtual time the method has reached. Runners that apply stop_rule_of(ctx) inside

@@ -126,8 +126,8 @@ class classification final : public problem {
     return gradient_with(scratch_of(w), idx, x, g, losses);
   }
   std::size_t train_size() const override { return train_.size(); }
-  void serialize(writer& w) override { w(samples, epoch_, pos_); }
-  void serialize(reader& r) override {
+  void serialize(heterograd::archive_writer& w) override { w(samples, epoch_, pos_); }
+  void serialize(heterograd::archive_reader& r) override {
     r(samples, epoch_, pos_);
     for (std::size_t w = 0; w < perm_.size(); ++w) shuffle(w);
   }
@@ -209,8 +209,8 @@ class scalar_quadratics final : public problem {
   }
   std::size_t train_size() const override { return c_.size(); }
   std::size_t samples_per_gradient(std::size_t) const override { return 1; }
-  void serialize(writer& w) override { w(samples, k_); }
-  void serialize(reader& r) override { r(samples, k_); }
+  void serialize(heterograd::archive_writer& w) override { w(samples, k_); }
+  void serialize(heterograd::archive_reader& r) override { r(samples, k_); }
 
  private:
   std::vector<double> c_;
@@ -250,8 +250,8 @@ class worst_case final : public problem {
   }
   std::size_t train_size() const override { return k_.size(); }
   std::size_t samples_per_gradient(std::size_t) const override { return 1; }
-  void serialize(writer& w) override { w(samples, k_); }
-  void serialize(reader& r) override { r(samples, k_); }
+  void serialize(heterograd::archive_writer& w) override { w(samples, k_); }
+  void serialize(heterograd::archive_reader& r) override { r(samples, k_); }
 
  private:
   hg::data::worst_case_quadratic q_;
@@ -409,8 +409,8 @@ struct target_tracker {
     if (!best || (below ? x < *best : x > *best)) best = x;
     if (!reached && (below ? x <= value : x >= value)) reached = t;
   }
-  void serialize(writer& w) { w(reached, best); }
-  void serialize(reader& r) { r(reached, best); }
+  void serialize(heterograd::archive_writer& w) { w(reached, best); }
+  void serialize(heterograd::archive_reader& r) { r(reached, best); }
 };
 
 // A checkpoint records what determines its run's results (resume.hpp's unit_inputs): the same
@@ -443,7 +443,7 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
 
   std::uint64_t e = 0;  // evaluations done
   auto save = [&] {
-    writer w;
+    heterograd::archive_writer w;
     w(checkpoint_digest(ctx), e);
     const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
     w(wall, target, ctx.extra.dump());
@@ -451,19 +451,19 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
     ctx.prob.serialize(w);
     h.save(w);
     // Temporary file, fsync, rename (files.hpp): a kill leaves the previous checkpoint or this one.
-    const std::string sealed = seal_checkpoint(w.bytes());
+    const std::string sealed = heterograd::seal_checkpoint(w.bytes());
     hgrun::write_file(ckpt, sealed);
   };
   if (ctx.resume && std::filesystem::exists(ckpt)) {
     // Every checksum is checked before a byte is used (a flipped byte in the parameters would
     // otherwise resume to a different run without a word).
-    const std::vector<std::byte> bytes = open_checkpoint(ckpt, read_file(ckpt));
-    reader r(bytes);
+    const std::vector<std::byte> bytes = heterograd::open_checkpoint(ckpt, read_file(ckpt));
+    heterograd::archive_reader r(bytes);
     std::string digest, extra;
     r(digest);
     if (digest != checkpoint_digest(ctx)) {
       const json saved = json::parse(digest, nullptr, false);
-      throw checkpoint_error(ckpt, "written by a run with other inputs (" +
+      throw heterograd::checkpoint_error(ckpt, "written by a run with other inputs (" +
                                        (saved.is_discarded() ? std::string("unreadable record")
                                                              : differences_text(saved, json::parse(checkpoint_digest(ctx)))) +
                                        ")");
@@ -473,7 +473,7 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
     r(rec);
     ctx.prob.serialize(r);
     h.load(r);
-    if (!r.done()) throw checkpoint_error(ckpt, "the payload has trailing bytes (another build's layout)");
+    if (!r.done()) throw heterograd::checkpoint_error(ckpt, "the payload has trailing bytes (another build's layout)");
   }
   auto epochs_done = [&] {
     return h.epochs_done ? h.epochs_done()

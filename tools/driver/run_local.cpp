@@ -174,11 +174,11 @@ json run_local_learning(context& ctx) {
   h.epochs_done = [&] { return static_cast<double>(it) / static_cast<double>(per_epoch); };
   // The modules' parameters, heads and optimizer states, and the loop's counters (the batch
   // sampler's position is the problem's, saved by the evaluation loop).
-  h.save = [&](writer& w) {
+  h.save = [&](heterograd::archive_writer& w) {
     ll.serialize(w);
     w(it, global_steps);
   };
-  h.load = [&](reader& r) {
+  h.load = [&](heterograd::archive_reader& r) {
     ll.serialize(r);
     r(it, global_steps);
   };

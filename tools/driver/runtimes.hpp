@@ -300,8 +300,8 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   h.events = [&] { return s.eng.events_delivered(); };
   h.epochs_done = epochs;
   h.now = [&] { return s.eng.now(); };
-  h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
-  h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  h.save = [](heterograd::archive_writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  h.load = [](heterograd::archive_reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   const auto x = evaluation_loop(ctx, s.rec, h);
   s.rec.capture(s.eng);
   stop();
@@ -413,8 +413,8 @@ json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_m
   h.updates = [&] { return rt.round(); };
   h.events = [&] { return rt.engine().events_delivered(); };
   h.epochs_done = epochs;
-  h.save = [](writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
-  h.load = [](reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  h.save = [](heterograd::archive_writer&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
+  h.load = [](heterograd::archive_reader&) { throw std::runtime_error("checkpoints need runtime \"sim\""); };
   const auto x = evaluation_loop(ctx, rt.recorder(), h);
   rt.recorder().capture(rt.engine());
   ctx.extra["rounds"] = rt.round();

@@ -96,6 +96,11 @@ struct state {
   static buffer<T, Space> zeros(std::size_t n) {
     return buffer<T, Space>(n, T(0));
   }
+
+  /// Checkpointing (core/archive.hpp): the state as its own versioned, checksummed bytes
+  /// (serialize() below) behind a length, so a damaged state is refused by its own checksum.
+  template <class Archive>
+  void serialize(Archive& ar);
 };
 
 /// A mutable span over a slot.
@@ -239,6 +244,15 @@ state<T, Space> deserialize(std::span<const std::byte> bytes) {
   auto s = detail::read_node<T, Space>(r, 0);
   require(r.pos == body, "bytes (size)", bytes.size(), "trailing bytes after the state");
   return s;
+}
+
+template <class T, class Space>
+template <class Archive>
+void state<T, Space>::serialize(Archive& ar) {
+  std::vector<std::byte> bytes;
+  if constexpr (Archive::saving) bytes = optim::serialize(*this);
+  ar(bytes);
+  if constexpr (!Archive::saving) *this = optim::deserialize<T, Space>(bytes);
 }
 
 }  // namespace heterograd::optim

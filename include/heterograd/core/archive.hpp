@@ -1,22 +1,38 @@
 #pragma once
-// Binary archives for checkpoints. A type is archived by a member `serialize(Archive&)` that
-// calls `ar(members...)` in a fixed order (the sim engine, recorder and runtimes have one), or
-// is trivially copyable (its bytes), or is one of the standard containers below. The same
-// serialize() writes (writer) and reads (reader); a reader checks every length against what is
-// left, so a truncated or foreign file is an error, never a crash.
+// Binary archives and sealed checkpoints, in namespace heterograd.
 //
-// On disk an archive is sealed (seal_checkpoint / open_checkpoint): a header with the format
-// version and the payload size, the payload, a CRC-32C per 64 KiB block, and a CRC-32C of the
-// whole file before it. A length check alone lets a flipped byte in the parameters through
-// (the reader cannot tell a changed float from the original), so every byte is covered by a
-// checksum, and the error names the damaged region of the file.
+// A type is archived by a member `template <class Archive> void serialize(Archive& ar)` that
+// calls `ar(members...)` in a fixed order (policies, runtimes, the simulator and its recorder
+// have one). The same member writes (archive_writer, `Archive::saving` true) and reads
+// (archive_reader, false), so the two directions cannot drift apart. `ar(...)` takes, besides
+// such types: trivially copyable values (arithmetic, enums, plain structs: their bytes),
+// std::string, std::vector<bool>, std::pair, std::optional, and sequence containers
+// (std::vector, std::deque, std::array, ...) of archivable elements. `archivable<T>` says
+// whether T is one of these; `archive<A>` is what a serialize member may rely on A to be.
+//
+// Byte format (the host's byte order; nothing is padded or aligned):
+//   trivially copyable  its object representation (sizeof(T) bytes)
+//   string, container   u64 element count, then the elements (a trivially copyable element
+//                       type with contiguous storage: all bytes at once; std::array of such
+//                       elements has no count, it is trivially copyable itself)
+//   vector<bool>        u64 count, then one byte (0 or 1) per element
+//   pair                first, then second
+//   optional            one byte (0 empty, 1 engaged), then the value if engaged
+// A reader checks every length against the bytes left before it allocates, so a truncated or
+// foreign archive throws archive_error naming the offset and what was expected, never crashes.
+//
+// On disk an archive is sealed (seal_checkpoint / open_checkpoint, layout below): a header
+// with the format version and the payload size, the payload, a CRC-32C per 64 KiB block and a
+// CRC-32C of the whole file. A length check alone lets a flipped byte in the parameters
+// through (a reader cannot tell a changed float from the original), so every byte is covered
+// by a checksum, and the error names the damaged byte range of the file.
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -24,38 +40,120 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
-#include "heterograd/optim/state.hpp"
+namespace heterograd {
 
-namespace hgrun {
+class archive_writer;
+class archive_reader;
 
-class writer {
+namespace detail {
+
+// The kinds of value an archive knows, tested in this order by writer, reader and the
+// archivable concept alike (a string is also a sequence; a serialize member wins over all).
+template <class T>
+concept serializes_itself = requires(T& x, archive_writer& w, archive_reader& r) {
+  x.serialize(w);
+  x.serialize(r);
+};
+template <class T>
+concept archive_sequence = !std::is_trivially_copyable_v<T> && requires(T& x) {
+  typename T::value_type;
+  x.size();
+  x.begin();
+};
+template <class T>
+concept archive_pair = requires(T& x) {
+  x.first;
+  x.second;
+};
+template <class T>
+concept archive_optional = requires(T& x) {
+  typename T::value_type;
+  x.has_value();
+  *x;
+  x.emplace();
+  x.reset();
+};
+
+template <class T>
+consteval bool is_archivable() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (serializes_itself<U>) {
+    return true;
+  } else if constexpr (std::is_same_v<U, std::string> || std::is_same_v<U, std::vector<bool>>) {
+    return true;
+  } else if constexpr (archive_sequence<U>) {
+    return is_archivable<typename U::value_type>();
+  } else if constexpr (archive_pair<U>) {
+    return is_archivable<decltype(U::first)>() && is_archivable<decltype(U::second)>();
+  } else if constexpr (archive_optional<U>) {
+    return is_archivable<typename U::value_type>();
+  } else {
+    return std::is_trivially_copyable_v<U>;
+  }
+}
+
+}  // namespace detail
+
+/// A type that archive_writer and archive_reader can write and read (the list at the top).
+template <class T>
+concept archivable = detail::is_archivable<std::remove_cvref_t<T>>();
+
+/// What a `serialize(Archive& ar)` member may use: `Archive::saving` (a constant: true when
+/// writing, when serialize() only reads the object) and `ar(x, y, ...)` over archivable
+/// lvalues, which writes them or reads into them in that order.
+template <class A>
+concept archive = requires(A& ar, std::uint64_t& n, std::string& s, std::vector<double>& v,
+                           std::optional<float>& o) {
+  typename std::bool_constant<A::saving>;
+  ar(n, s, v, o);
+};
+
+/// An archive that cannot be read: the message names the byte offset and what was expected.
+class archive_error : public std::runtime_error {
+ public:
+  archive_error(std::size_t offset, const std::string& what)
+      : std::runtime_error("archive: at byte " + std::to_string(offset) + ": " + what),
+        offset_(offset) {}
+  /// Where in the archive the read that failed began.
+  std::size_t offset() const { return offset_; }
+
+ private:
+  std::size_t offset_;
+};
+
+/// Writes archivable values into a byte buffer (the format at the top).
+class archive_writer {
  public:
   static constexpr bool saving = true;
-  template <class... T>
+
+  template <archivable... T>
   void operator()(const T&... xs) {
     (put(xs), ...);
   }
   const std::vector<std::byte>& bytes() const { return out_; }
 
+ private:
   void raw(const void* p, std::size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
     out_.insert(out_.end(), b, b + n);
   }
+  void size(std::size_t n) {
+    const std::uint64_t v = n;
+    raw(&v, sizeof v);
+  }
   template <class T>
   void put(const T& x) {
-    if constexpr (requires(T& y, writer& w) { y.serialize(w); }) {
-      const_cast<T&>(x).serialize(*this);  // serialize() only reads when saving
+    if constexpr (detail::serializes_itself<T>) {
+      const_cast<T&>(x).serialize(*this);  // serialize() only reads the object when saving
     } else if constexpr (std::is_same_v<T, std::string>) {
       size(x.size());
       raw(x.data(), x.size());
     } else if constexpr (std::is_same_v<T, std::vector<bool>>) {
       size(x.size());
       for (bool b : x) put(static_cast<std::uint8_t>(b));
-    } else if constexpr (requires { typename T::value_type; x.size(); x.begin(); } &&
-                         !std::is_trivially_copyable_v<T>) {
+    } else if constexpr (detail::archive_sequence<T>) {
       size(x.size());
       using V = typename T::value_type;
       if constexpr (std::is_trivially_copyable_v<V> && requires { x.data(); }) {
@@ -63,50 +161,59 @@ class writer {
       } else {
         for (const auto& v : x) put(v);
       }
-    } else if constexpr (requires { x.first; x.second; }) {
+    } else if constexpr (detail::archive_pair<T>) {
       put(x.first);
       put(x.second);
-    } else if constexpr (requires { x.has_value(); *x; }) {
+    } else if constexpr (detail::archive_optional<T>) {
       put(static_cast<std::uint8_t>(x.has_value()));
       if (x) put(*x);
     } else {
-      static_assert(std::is_trivially_copyable_v<T>, "no way to archive this type");
       raw(&x, sizeof x);
     }
   }
-  template <class T, class S>
-  void put(const heterograd::optim::state<T, S>& st) {
-    const auto b = heterograd::optim::serialize(st);
-    size(b.size());
-    raw(b.data(), b.size());
-  }
 
- private:
-  void size(std::size_t n) {
-    const std::uint64_t v = n;
-    raw(&v, sizeof v);
-  }
   std::vector<std::byte> out_;
 };
 
-class reader {
+/// Reads archivable values back from bytes an archive_writer wrote, in the same order. Throws
+/// archive_error when the bytes run out or a length cannot be right; the objects read into
+/// are then partly overwritten.
+class archive_reader {
  public:
   static constexpr bool saving = false;
-  explicit reader(std::span<const std::byte> in) : in_(in) {}
-  template <class... T>
+
+  explicit archive_reader(std::span<const std::byte> in) : in_(in) {}
+  template <archivable... T>
   void operator()(T&... xs) {
     (get(xs), ...);
   }
+  /// True when every byte has been read (a caller checks this to refuse trailing bytes).
   bool done() const { return pos_ == in_.size(); }
 
+ private:
+  std::size_t left() const { return in_.size() - pos_; }
   void raw(void* p, std::size_t n) {
-    if (n > in_.size() - pos_) throw std::runtime_error("checkpoint: truncated data");
+    if (n > left())
+      throw archive_error(pos_, "reading " + std::to_string(n) + " bytes, but only " + std::to_string(left()) +
+                                    " of the archive's " + std::to_string(in_.size()) + " are left: truncated");
     if (n > 0) std::memcpy(p, in_.data() + pos_, n);  // an empty vector's data() may be null
     pos_ += n;
   }
+  // An element count followed by elements of at least `unit` bytes each: checked against what
+  // is left before anything is allocated (a damaged count would otherwise ask for terabytes).
+  std::size_t count(std::size_t unit) {
+    const std::size_t at = pos_;
+    std::uint64_t n = 0;
+    raw(&n, sizeof n);
+    if (n > left() / unit)
+      throw archive_error(at, "a count of " + std::to_string(n) + " elements of " + std::to_string(unit) +
+                                  " byte(s) each, but only " + std::to_string(left()) +
+                                  " bytes follow: corrupt length");
+    return static_cast<std::size_t>(n);
+  }
   template <class T>
   void get(T& x) {
-    if constexpr (requires(T& y, reader& r) { y.serialize(r); }) {
+    if constexpr (detail::serializes_itself<T>) {
       x.serialize(*this);
     } else if constexpr (std::is_same_v<T, std::string>) {
       x.resize(count(1));
@@ -118,24 +225,26 @@ class reader {
         get(b);
         x[i] = b != 0;
       }
-    } else if constexpr (requires { typename T::value_type; x.size(); x.begin(); } &&
-                         !std::is_trivially_copyable_v<T>) {
+    } else if constexpr (detail::archive_sequence<T>) {
       using V = std::remove_const_t<typename T::value_type>;
       if constexpr (requires { x.resize(std::size_t{}); }) {
-        const std::size_t n = count(std::is_trivially_copyable_v<V> ? sizeof(V) : 1);
-        x.resize(n);
+        x.resize(count(std::is_trivially_copyable_v<V> ? sizeof(V) : 1));
       } else {
-        if (count(1) != x.size()) throw std::runtime_error("checkpoint: wrong fixed size");
+        const std::size_t at = pos_;
+        const std::size_t n = count(1);
+        if (n != x.size())
+          throw archive_error(at, "a container of fixed size " + std::to_string(x.size()) + ", found a count of " +
+                                      std::to_string(n));
       }
       if constexpr (std::is_trivially_copyable_v<V> && requires { x.data(); }) {
         raw(x.data(), x.size() * sizeof(V));
       } else {
         for (auto& v : x) get(const_cast<V&>(v));
       }
-    } else if constexpr (requires { x.first; x.second; }) {
+    } else if constexpr (detail::archive_pair<T>) {
       get(const_cast<std::remove_const_t<decltype(x.first)>&>(x.first));
       get(x.second);
-    } else if constexpr (requires { x.has_value(); x.emplace(); }) {
+    } else if constexpr (detail::archive_optional<T>) {
       std::uint8_t has = 0;
       get(has);
       if (has) {
@@ -145,24 +254,10 @@ class reader {
         x.reset();
       }
     } else {
-      static_assert(std::is_trivially_copyable_v<T>, "no way to archive this type");
       raw(&x, sizeof x);
     }
   }
-  template <class T, class S>
-  void get(heterograd::optim::state<T, S>& st) {
-    std::vector<std::byte> b(count(1));
-    raw(b.data(), b.size());
-    st = heterograd::optim::deserialize<T, S>(b);
-  }
 
- private:
-  std::size_t count(std::size_t unit) {
-    std::uint64_t n = 0;
-    raw(&n, sizeof n);
-    if (n > (in_.size() - pos_) / unit) throw std::runtime_error("checkpoint: corrupt length");
-    return static_cast<std::size_t>(n);
-  }
   std::span<const std::byte> in_;
   std::size_t pos_ = 0;
 };
@@ -304,4 +399,4 @@ inline std::vector<std::byte> open_checkpoint(const std::filesystem::path& file,
   return out;
 }
 
-}  // namespace hgrun
+}  // namespace heterograd
