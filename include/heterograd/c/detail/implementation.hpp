@@ -53,15 +53,15 @@
 #include "heterograd/optim/state.hpp"
 #include "heterograd/version.hpp"
 
-// The MPI objects wrap the sync layer's local_sgd_worker and the async layer's serve /
+// The MPI objects wrap the sync layer's local_sgd_worker and the runtime layer's serve /
 // worker_client over comm::mpi.
 #if defined(HG_HAS_MPI)
 #include <mpi.h>
 
 #include "heterograd/algorithms/async/asgd.hpp"
-#include "heterograd/algorithms/async/remote.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/mpi.hpp"
+#include "heterograd/runtime/server.hpp"
 #endif
 
 namespace heterograd::c_api::detail {
@@ -695,9 +695,10 @@ inline void require_async_config(const hg_async_config& c) {
 
 #if defined(HG_HAS_MPI)
 namespace ha = heterograd::algorithms::async;
+namespace hr = heterograd::runtime;
 
-inline ha::remote_options remote_options_of(const hg_async_config& c) {
-  ha::remote_options o;
+inline hr::remote_options remote_options_of(const hg_async_config& c) {
+  hr::remote_options o;
   o.server_rank = c.server_rank;
   o.tag_base = c.tag_base;
   o.timeout = seconds(c.timeout_seconds);
@@ -736,7 +737,7 @@ class async_server_impl final : public async_server_object {
   }
   void run(std::uint64_t* updates, std::uint64_t* dropped) override {
     const auto& t = *comm_.h;
-    const auto summary = std::visit([&](auto& p) { return ha::serve<T>(p, t, o_); }, *policy_);
+    const auto summary = std::visit([&](auto& p) { return hr::serve<T>(p, t, o_); }, *policy_);
     if (updates) *updates = std::visit([](const auto& p) { return p.version(); }, *policy_);
     if (dropped) *dropped = summary.dropped;
   }
@@ -747,7 +748,7 @@ class async_server_impl final : public async_server_object {
 
  private:
   hg_async_config cfg_;
-  ha::remote_options o_;
+  hr::remote_options o_;
   mpi_owned<comm::mpi::communicator> comm_;
   std::optional<std::variant<ha::asgd<T, optimizer_t>, ha::delay_adaptive_asgd<T, optimizer_t>,
                              ha::staleness_scaled_asgd<T, optimizer_t>>>
@@ -756,7 +757,7 @@ class async_server_impl final : public async_server_object {
 
 template <class T>
 class async_worker_impl final : public async_worker_object {
-  using client_t = ha::worker_client<T, comm::mpi::communicator>;
+  using client_t = hr::worker_client<T, comm::mpi::communicator>;
 
  public:
   async_worker_impl(MPI_Comm c, const hg_async_config& cfg, std::int32_t dtype, std::size_t n)
