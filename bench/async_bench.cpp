@@ -4,7 +4,7 @@
 //   BM_server_apply          the bare update step (model_server::apply -> optim::sgd's fused
 //                            kernel) cycling over 16 gradients: 12 B/parameter (read p, g;
 //                            write p). The reference.
-//   BM_sim_asgd              vanilla ASGD driven by the simulator (sim::async_runtime, 16
+//   BM_sim_asgd              vanilla ASGD driven by the simulator (runtime::async_runtime, 16
 //                            equally fast workers): the runtime's own cost on top of the
 //                            update is one event (heap pop + push) per update.
 //   BM_sim_ringleader        Ringleader ASGD: every arrival folds the gradient into a
@@ -30,12 +30,13 @@
 #include <benchmark/benchmark.h>
 
 #include "heterograd/algorithms/async.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
-#include "heterograd/algorithms/async/threads.hpp"
+#include "heterograd/runtime/async_threads.hpp"
 
 namespace async = heterograd::algorithms::async;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 
 namespace {
 
@@ -71,17 +72,17 @@ template <class Policy>
 void drive_sim(benchmark::State& state, Policy& p, double per_arrival, double per_update) {
   // Equal speeds: arrivals cycle over the workers' gradients in the same order as
   // BM_server_apply, so the two touch memory alike and the difference is the runtime's.
-  sim::async_runtime<std::vector<float>, sim::fixed_times> rt(
+  hr::async_runtime<std::vector<float>, sim::fixed_times> rt(
       kWorkers, sim::fixed_times(std::vector<double>(kWorkers, 1.0)));
   // Each worker's gradient is written once; later jobs reuse it.
   auto compute = [](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<float>& g) {
     if (g.size() != kParams) g.assign(kParams, 1e-3f * static_cast<float>(w + 1));
   };
-  sim::run_options warm;
+  hr::run_options warm;
   warm.max_events = 4 * kWorkers;  // past the first wave (and Ringleader's first gather)
   rt.run(p, compute, warm);
   const std::uint64_t v0 = p.version();
-  sim::run_options opt;
+  hr::run_options opt;
   opt.max_events = kUpdatesPerIteration;  // arrivals
   for (auto _ : state) {
     rt.run(p, compute, opt);
@@ -117,7 +118,7 @@ void BM_threads_asgd(benchmark::State& state) {
   std::uint64_t done = 0;
   for (auto _ : state) {
     const std::uint64_t v0 = p.version();
-    async::run_threads<float>(p, compute, {.max_updates = v0 + updates});
+    hr::run_threads<float>(p, compute, {.max_updates = v0 + updates});
     done += p.version() - v0;
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(done));

@@ -1,6 +1,6 @@
 // The MPI runtime's push/pull round trip (issue 6), run under mpirun -np 2 by
 // bench/compare/async_peers.sh: rank 0 serves vanilla ASGD on m floats, rank 1 pushes a
-// constant gradient and pulls the model back, through async::worker_client over heterograd's
+// constant gradient and pulls the model back, through runtime::worker_client over heterograd's
 // mpi transport. One round trip = push (header + m floats) + the server's SGD update + pull
 // (header + m floats). Reference: a raw MPI_Send / MPI_Recv ping-pong of m floats each way.
 // Prints {"name", "floats", "seconds"} JSON lines (seconds per round trip) from rank 0.
@@ -12,8 +12,10 @@
 
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/comm/mpi.hpp"
+#include "heterograd/runtime/server.hpp"
 
 namespace async = heterograd::algorithms::async;
+namespace hr = heterograd::runtime;
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -26,7 +28,7 @@ int main(int argc, char** argv) {
       async::asgd p(1, async::model_server<float>(std::vector<float>(m, 0.0f), async::plain_sgd(1e-6)));
       MPI_Barrier(MPI_COMM_WORLD);
       const auto t0 = std::chrono::steady_clock::now();
-      async::run_remote<float>(p, c, [m](async::worker_id, std::uint64_t, std::uint64_t,
+      hr::run_remote<float>(p, c, [m](async::worker_id, std::uint64_t, std::uint64_t,
                                          heterograd::span<const float>, std::vector<float>& g) {
         if (g.size() != m) g.assign(m, 1.0f);
       }, {.max_updates = updates});

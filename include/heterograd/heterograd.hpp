@@ -14,3 +14,4 @@
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/sparse.hpp"
+#include "heterograd/runtime.hpp"

@@ -46,14 +46,14 @@ double final_grad_norm_sq(Policy& p, std::uint64_t seed) {
   // every job's time random.
   const auto model = sim::plus(sim::sqrt_times(n, seed),
                                sim::half_normal_noise(seed, 1.0, sim::noise_growth::constant));
-  sim::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(n, model);
+  hr::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(n, model);
   const hg::counter_rng noise(seed, 0xe2);
   auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
     g.resize(d);
     q.gradient(p.params(), g);
     data::add_gaussian_noise(g, sigma, noise.substream(w), k);
   };
-  sim::run_options opt;
+  hr::run_options opt;
   opt.horizon = horizon;
   rt.run(p, grad, opt);
   const double v = q.grad_norm_sq(p.params());

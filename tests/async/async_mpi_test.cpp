@@ -11,12 +11,15 @@
 #include "hg_mpi.hpp"
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/data/synthetic.hpp"
+#include "heterograd/runtime/async_threads.hpp"
+#include "heterograd/runtime/server.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace hg = heterograd;
 namespace async = heterograd::algorithms::async;
 namespace data = heterograd::data;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 
 namespace {
 
@@ -70,15 +73,15 @@ BOOST_AUTO_TEST_CASE(mpi_runtime_matches_the_threads_runtime_on_logistic_regress
 
   // Virtual-time order: deterministic, so MPI and threads agree bit for bit.
   auto mpi_policy = make_policy(n);
-  const async::remote_options vt{.order = async::arrival_order::virtual_time, .max_updates = 400};
-  const auto s = async::run_remote<double>(mpi_policy, c, problem.compute(), vt, model);
+  const hr::remote_options vt{.order = hr::arrival_order::virtual_time, .max_updates = 400};
+  const auto s = hr::run_remote<double>(mpi_policy, c, problem.compute(), vt, model);
   // Real time: nondeterministic order; both runtimes reach the same loss.
   auto mpi_rt = make_table_policy(n);
-  async::run_remote<double>(mpi_rt, c, problem.compute(), {.max_updates = 2000});
+  hr::run_remote<double>(mpi_rt, c, problem.compute(), {.max_updates = 2000});
   if (c.rank() != 0) return;
 
   auto threads_policy = make_policy(n);
-  async::run_threads<double>(threads_policy, problem.compute(), vt, model);
+  hr::run_threads<double>(threads_policy, problem.compute(), vt, model);
   const double l_mpi = problem.loss(mpi_policy.params());
   const double l_thr = problem.loss(threads_policy.params());
   BOOST_TEST_MESSAGE("virtual-time order: loss " << l_mpi << " (MPI) vs " << l_thr << " (threads), "
@@ -90,7 +93,7 @@ BOOST_AUTO_TEST_CASE(mpi_runtime_matches_the_threads_runtime_on_logistic_regress
   BOOST_TEST(l_mpi < 0.5 * problem.loss(std::vector<double>(8, 0.0)));
 
   auto threads_rt = make_table_policy(n);
-  async::run_threads<double>(threads_rt, problem.compute(), {.max_updates = 2000});
+  hr::run_threads<double>(threads_rt, problem.compute(), {.max_updates = 2000});
   const double r_mpi = problem.loss(mpi_rt.params());
   const double r_thr = problem.loss(threads_rt.params());
   BOOST_TEST_MESSAGE("real-time order: loss " << r_mpi << " (MPI) vs " << r_thr << " (threads)");

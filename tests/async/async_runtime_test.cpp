@@ -15,7 +15,7 @@
 
 #include "hg_test.hpp"
 #include "support.hpp"
-#include "heterograd/algorithms/async/threads.hpp"
+#include "heterograd/runtime/async_threads.hpp"
 #include "heterograd/comm/inproc.hpp"
 
 using namespace async_test;
@@ -44,29 +44,29 @@ struct mixture {
 // virtual-time order, for the same number of arrivals; both must end bitwise equal.
 // Returns the threads run's summary.
 template <class Policy, class Model>
-async::remote_summary same_under_sim_and_threads(Policy p, const mixture& prob, const Model& model,
+hr::remote_summary same_under_sim_and_threads(Policy p, const mixture& prob, const Model& model,
                                                  std::uint64_t arrivals, const char* name,
                                                  hg::seconds timeout = hg::seconds{120.0}) {
   Policy q = p;
-  sim::async_runtime<std::vector<double>, Model> rt(prob.n, model);
-  sim::run_options opt;
+  hr::async_runtime<std::vector<double>, Model> rt(prob.n, model);
+  hr::run_options opt;
   opt.max_events = arrivals;
   rt.run(p, [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
     prob.gradient(w, k, p.params().data(), g);
   }, opt);
-  const auto s = async::run_threads<double>(
+  const auto s = hr::run_threads<double>(
       q,
       [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
           std::vector<double>& g) { prob.gradient(w, k, x.data(), g); },
-      {.timeout = timeout, .order = async::arrival_order::virtual_time, .max_arrivals = arrivals}, model);
+      {.timeout = timeout, .order = hr::arrival_order::virtual_time, .max_arrivals = arrivals}, model);
   BOOST_TEST_MESSAGE(name << ": " << p.version() << " updates under sim, " << q.version()
                           << " under threads, " << s.arrivals << " arrivals");
   BOOST_TEST(s.arrivals == arrivals, name);
   BOOST_TEST(q.version() == p.version(), name);
   BOOST_TEST(std::memcmp(q.params().data(), p.params().data(), prob.d * sizeof(double)) == 0, name);
   BOOST_TEST((q == p), name);
-  BOOST_TEST(s.log.counts[async::update_log::applied] == rt.recorder().count(sim::update_outcome::applied), name);
-  BOOST_TEST(s.log.counts[async::update_log::interrupted] == rt.recorder().count(sim::update_outcome::interrupted), name);
+  BOOST_TEST(s.log.count(sim::update_outcome::applied) == rt.recorder().count(sim::update_outcome::applied), name);
+  BOOST_TEST(s.log.count(sim::update_outcome::interrupted) == rt.recorder().count(sim::update_outcome::interrupted), name);
   return s;
 }
 
@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(repeated_interruptions_of_a_worker_still_pushing_a_large_mo
   // Bitwise equal to the simulator, interrupted counts included (a deadlock fails the
   // 20 s receive deadline instead of hanging).
   const auto s = same_under_sim_and_threads(p, prob, model, 200, "Ringmaster, large model", hg::seconds{20.0});
-  BOOST_TEST(s.log.counts[async::update_log::interrupted] > 2 * prob.n);  // repeated ones
+  BOOST_TEST(s.log.count(sim::update_outcome::interrupted) > 2 * prob.n);  // repeated ones
 }
 
 BOOST_AUTO_TEST_CASE(threads_in_real_time_keep_the_delay_bounds_and_record_every_arrival) {
@@ -123,17 +123,17 @@ BOOST_AUTO_TEST_CASE(threads_in_real_time_keep_the_delay_bounds_and_record_every
   {
     async::ringmaster_asgd p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)),
                              {.threshold = 2, .variant = async::ringmaster_variant::interrupt});
-    const auto s = async::run_threads<double>(p, compute, {.time_scale = 1e-3, .max_updates = 200}, model);
-    const auto& applied = s.log.staleness[async::update_log::applied];
+    const auto s = hr::run_threads<double>(p, compute, {.time_scale = 1e-3, .max_updates = 200}, model);
+    const auto& applied = s.log.staleness_histogram(sim::update_outcome::applied);
     BOOST_TEST(p.version() == 200u);
     BOOST_TEST(applied.size() <= 2u);  // every applied delay < R = 2
-    BOOST_TEST(s.log.counts[async::update_log::interrupted] > 0u);
-    BOOST_TEST(s.log.counts[async::update_log::applied] + s.log.counts[async::update_log::discarded] == s.arrivals);
+    BOOST_TEST(s.log.count(sim::update_outcome::interrupted) > 0u);
+    BOOST_TEST(s.log.count(sim::update_outcome::applied) + s.log.count(sim::update_outcome::discarded) == s.arrivals);
   }
   {
     async::ssp_server p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)), {.staleness = 1});
     std::atomic<std::uint64_t> worst{0};
-    const auto s = async::run_threads<double>(
+    const auto s = hr::run_threads<double>(
         p, [&](async::worker_id w, std::uint64_t v, std::uint64_t k, hg::span<const double> x, std::vector<double>& g) {
           compute(w, v, k, x, g);
         },
@@ -149,13 +149,13 @@ BOOST_AUTO_TEST_CASE(a_framework_worker_loop_with_pull_and_push_drives_the_serve
   // Framework authors own the loop: pull the model, compute, push the gradient.
   const mixture prob(3, 6, 0.0, hg_test::seed());
   async::ringleader_asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.2)));
-  async::remote_summary s;
+  hr::remote_summary s;
   hg::comm::inproc::spawn(4, [&](hg::comm::inproc::communicator c) {
     if (c.rank() == 0) {
-      s = async::serve<double>(p, c, {.max_updates = 600});
+      s = hr::serve<double>(p, c, {.max_updates = 600});
       return;
     }
-    async::worker_client<double, hg::comm::inproc::communicator> client(c, prob.d);
+    hr::worker_client<double, hg::comm::inproc::communicator> client(c, prob.d);
     std::vector<double> x(prob.d), g;
     while (client.pull(x)) {
       prob.gradient(client.worker(), client.job_index(), x.data(), g);
@@ -180,9 +180,9 @@ BOOST_AUTO_TEST_CASE(remote_runtimes_reject_bad_configurations_and_gradients) {
   {
     async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0)));
     // virtual_time needs a worker-time model; a bad timeout is refused.
-    BOOST_CHECK_THROW(async::run_threads<double>(p, compute, {.order = async::arrival_order::virtual_time}),
+    BOOST_CHECK_THROW(hr::run_threads<double>(p, compute, {.order = hr::arrival_order::virtual_time}),
                       std::invalid_argument);
-    BOOST_CHECK_THROW(async::run_threads<double>(p, compute, {.timeout = hg::seconds{0}}), std::invalid_argument);
+    BOOST_CHECK_THROW(hr::run_threads<double>(p, compute, {.timeout = hg::seconds{0}}), std::invalid_argument);
     BOOST_TEST(p.version() == 0u);
   }
   {
@@ -194,7 +194,7 @@ BOOST_AUTO_TEST_CASE(remote_runtimes_reject_bad_configurations_and_gradients) {
       prob.gradient(w, k, x.data(), g);
       g.push_back(1.0);
     };
-    BOOST_CHECK_THROW(async::run_threads<double>(p, bad, {.timeout = hg::seconds{5}, .max_updates = 10}),
+    BOOST_CHECK_THROW(hr::run_threads<double>(p, bad, {.timeout = hg::seconds{5}, .max_updates = 10}),
                       std::invalid_argument);
     BOOST_TEST(p.version() == 0u);
   }
@@ -219,13 +219,13 @@ BOOST_AUTO_TEST_CASE(a_worker_computing_past_the_timeout_when_the_run_ends_leave
                      *boost::unit_test::timeout(30)) {
   const mixture prob(3, 4, 0.0, hg_test::seed());
   async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1)));
-  async::remote_summary s;
-  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+  hr::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = hr::run_threads<double>(
                              p, slow_last_worker{prob, 0.8}, {.timeout = hg::seconds{0.25}, .max_updates = 40}));
   BOOST_TEST(p.version() == 40u);
   BOOST_TEST(s.arrivals == 40u);
-  BOOST_TEST(s.log.counts[async::update_log::applied] == 40u);
-  BOOST_TEST(s.log.jobs_finished[2] == 0u);  // its job was in flight at the end, then dropped
+  BOOST_TEST(s.log.count(sim::update_outcome::applied) == 40u);
+  BOOST_TEST(s.jobs_finished[2] == 0u);  // its job was in flight at the end, then dropped
   BOOST_TEST(s.abandoned == 0u);             // shutdown waited for its goodbye
 }
 
@@ -233,14 +233,14 @@ BOOST_AUTO_TEST_CASE(shutdown_grace_bounds_the_wait_for_a_computing_worker_and_a
                      *boost::unit_test::timeout(30)) {
   const mixture prob(3, 4, 0.0, hg_test::seed());
   async::asgd p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1)));
-  async::remote_summary s;
-  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+  hr::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = hr::run_threads<double>(
                              p, slow_last_worker{prob, 0.8},
                              {.timeout = hg::seconds{0.25}, .max_updates = 40, .shutdown_grace = hg::seconds{0.05}}));
   BOOST_TEST(p.version() == 40u);
   BOOST_TEST(s.arrivals == 40u);
   BOOST_TEST(s.abandoned == 1u);  // worker 2 was still computing after the grace
-  BOOST_CHECK_THROW(async::run_threads<double>(p, slow_last_worker{prob, 0.0},
+  BOOST_CHECK_THROW(hr::run_threads<double>(p, slow_last_worker{prob, 0.0},
                                                {.shutdown_grace = hg::seconds{-1}}),
                     std::invalid_argument);
 }
@@ -270,14 +270,14 @@ BOOST_AUTO_TEST_CASE(a_policy_that_ends_the_run_is_not_failed_by_a_worker_still_
   const mixture prob(3, 4, 0.0, hg_test::seed());
   ends_at p{async::asgd(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0), async::plain_sgd(0.1))),
             50.0};
-  async::remote_summary s;
-  BOOST_REQUIRE_NO_THROW(s = async::run_threads<double>(
+  hr::remote_summary s;
+  BOOST_REQUIRE_NO_THROW(s = hr::run_threads<double>(
                              p, slow_last_worker{prob, 0.8},
-                             {.timeout = hg::seconds{0.25}, .order = async::arrival_order::virtual_time},
+                             {.timeout = hg::seconds{0.25}, .order = hr::arrival_order::virtual_time},
                              sim::fixed_times(std::vector<double>{1.0, 1.0, 60.0})));
   BOOST_TEST(p.version() == 100u);  // workers 0 and 1 at t = 1, ..., 50; nothing after
   BOOST_TEST(s.arrivals == 100u);
-  BOOST_TEST(s.log.jobs_finished[2] == 0u);
+  BOOST_TEST(s.jobs_finished[2] == 0u);
   BOOST_TEST(s.abandoned == 0u);
 }
 

@@ -84,8 +84,8 @@ struct noisy_mixture {
 
 template <class Policy, class Model>
 sim::recorder run_noisy(Policy& p, const noisy_mixture& prob, Model model, double horizon) {
-  sim::async_runtime<std::vector<double>, Model> rt(prob.n, model);
-  sim::run_options opt;
+  hr::async_runtime<std::vector<double>, Model> rt(prob.n, model);
+  hr::run_options opt;
   opt.horizon = horizon;
   rt.run(p, prob.gradient(p), opt);
   return rt.recorder();
@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(ssp_never_lets_a_worker_start_more_than_s_iterations_ahead)
     async::ssp_server p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
                                                             async::plain_sgd(0.01)),
                         {.staleness = s});
-    sim::async_runtime<std::vector<double>, sim::fixed_times> rt(
+    hr::async_runtime<std::vector<double>, sim::fixed_times> rt(
         prob.n, sim::fixed_times({1, 1, 1.5, 2, 3, 7}));
     std::uint64_t worst = 0;
     const auto grad = prob.gradient(p);
@@ -260,7 +260,7 @@ BOOST_AUTO_TEST_CASE(ssp_never_lets_a_worker_start_more_than_s_iterations_ahead)
       worst = std::max(worst, p.clock(w) - p.min_clock());  // at every iteration start
       grad(w, v, k, g);
     };
-    sim::run_options opt;
+    hr::run_options opt;
     opt.horizon = 500;
     rt.run(p, watched, opt);
     BOOST_TEST_MESSAGE("s = " << s << ": largest lead at a start " << worst);
@@ -284,14 +284,14 @@ BOOST_AUTO_TEST_CASE(dssp_never_lets_a_worker_start_more_than_s_l_plus_r_max_ahe
                          cfg);
     // E8 of papers.md: speeds (1, 1, 1, 3), with noise so the controller has work to do.
     const auto model = sim::plus(sim::fixed_times({1, 1, 1, 3}), sim::half_normal_noise(seed, 0.2));
-    sim::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(prob.n, model);
+    hr::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(prob.n, model);
     std::size_t worst = 0;
     const auto grad = prob.gradient(p);
     auto watched = [&](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<double>& g) {
       worst = std::max(worst, p.controller().gap(w));
       grad(w, v, k, g);
     };
-    sim::run_options opt;
+    hr::run_options opt;
     opt.horizon = 2000;
     rt.run(p, watched, opt);
     BOOST_TEST_MESSAGE("DSSP s_L = 3, r_max = " << range << ": largest lead " << worst);
@@ -634,7 +634,7 @@ async::model_server<double, mom> momentum_server() {
 }
 
 template <class Policy>
-std::vector<std::byte> save(Policy& p, sim::async_runtime<std::vector<double>, time_model>& rt) {
+std::vector<std::byte> save(Policy& p, hr::async_runtime<std::vector<double>, time_model>& rt) {
   heterograd::archive_writer w;
   w(p, rt);
   return w.bytes();
@@ -647,15 +647,15 @@ void check_resume(Make make, Extra extra) {
   const std::size_t n = 4;
   auto model = [&] { return sim::plus(sim::linear_times(n, seed, true), sim::half_normal_noise(seed, 0.5)); };
   auto a = make();
-  sim::async_runtime<std::vector<double>, time_model> rta(n, model());
-  sim::run_options o;
+  hr::async_runtime<std::vector<double>, time_model> rta(n, model());
+  hr::run_options o;
   o.horizon = 23.5;
   rta.run(a, noisy_gradient(a, seed), o);
   const auto bytes = save(a, rta);
   const std::uint64_t at_save = a.version();
 
   auto b = make();
-  sim::async_runtime<std::vector<double>, time_model> rtb(n, model());
+  hr::async_runtime<std::vector<double>, time_model> rtb(n, model());
   heterograd::archive_reader r(bytes);
   r(b, rtb);
   BOOST_TEST(r.done());

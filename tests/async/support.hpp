@@ -9,7 +9,7 @@
 
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/core/rng.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace async_test {
@@ -17,6 +17,7 @@ namespace async_test {
 namespace hg = heterograd;
 namespace async = heterograd::algorithms::async;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 
 /// A control handle that records what a policy asked for (no runtime behind it).
 struct ctl {
@@ -45,9 +46,9 @@ struct ctl {
   }
 };
 
-inline sim::arrival arrival(sim::worker_id w, std::uint64_t version, double start = 0,
+inline hr::arrival arrival(sim::worker_id w, std::uint64_t version, double start = 0,
                             double time = 1) {
-  return sim::arrival{w, version, 0, start, time};
+  return hr::arrival{w, version, 0, start, time};
 }
 
 /// Sum over outcomes of the recorder = every delivered job: nothing arrives unrecorded.
@@ -74,7 +75,7 @@ inline std::uint64_t cancelled_jobs(const sim::recorder& r) {
 template <class Policy, class Weight>
 double e1_fixed_point(Policy& p, const std::vector<double>& c, const std::vector<double>& tau,
                       double horizon, double window, Weight weight) {
-  sim::async_runtime<std::vector<double>, sim::fixed_times> rt(c.size(), sim::fixed_times(tau));
+  hr::async_runtime<std::vector<double>, sim::fixed_times> rt(c.size(), sim::fixed_times(tau));
   double sum = 0, wsum = 0;
   bool watch = false;
   auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<double>& g) {
@@ -85,7 +86,7 @@ double e1_fixed_point(Policy& p, const std::vector<double>& c, const std::vector
     }
     g.assign(1, x - c[w]);
   };
-  sim::run_options opt;
+  hr::run_options opt;
   opt.horizon = horizon;
   rt.run(p, grad, opt);
   watch = true;

@@ -19,13 +19,13 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "heterograd/algorithms/async/remote.hpp"
 #include "heterograd/algorithms/sync/local_sgd.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "heterograd/runtime/server.hpp"
 #include "hg_test.hpp"
 
 #if defined(__CUDACC__)
@@ -37,6 +37,7 @@ namespace hg = heterograd;
 namespace ho = heterograd::optim;
 namespace hs = heterograd::algorithms::sync;
 namespace ha = heterograd::algorithms::async;
+namespace hr = heterograd::runtime;
 namespace hc = heterograd::comm;
 namespace hd = heterograd::c_api::detail;
 
@@ -617,7 +618,7 @@ BOOST_AUTO_TEST_CASE(every_c_default_equals_the_cpp_structs_default_field_by_fie
   BOOST_TEST(l.timeout_seconds == hs::worker_options{}.timeout.count());
   hg_async_config a;
   BOOST_REQUIRE_EQUAL(hg_async_config_init(&a), HG_OK);
-  const ha::remote_options r;
+  const hr::remote_options r;
   BOOST_TEST(a.policy == HG_ASYNC_ASGD);
   BOOST_TEST(a.server_rank == r.server_rank);
   BOOST_TEST(a.timeout_seconds == r.timeout.count());
@@ -638,7 +639,7 @@ BOOST_AUTO_TEST_CASE(the_defaults_docs_integration_md_states_are_the_cpp_structs
   BOOST_TEST(ho::momentum_params{}.momentum == 0.9);
   BOOST_TEST(hs::local_sgd_config{}.period == 8u);
   BOOST_TEST(hs::worker_options{}.timeout.count() == 60.0);
-  const ha::remote_options r;
+  const hr::remote_options r;
   BOOST_TEST(r.server_rank == 0);
   BOOST_TEST(r.timeout.count() == 120.0);
   BOOST_TEST(r.tag_base == 30000);

@@ -16,12 +16,13 @@
 #include "heterograd/nn/evaluate.hpp"
 #include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 namespace ho = heterograd::optim;
 using sync_test::sgd;
 
@@ -58,10 +59,10 @@ BOOST_AUTO_TEST_CASE(selsync_at_threshold_0_3_is_mostly_local_after_warmup_and_m
                                                   {.mode = hs::aggregation::parameters, .sync_time = 4.0});
   hs::selsync<double, ho::sgd, logistic_oracle> sel(n, x0, sgd(0.1), o, b,
                                                      {.threshold = 0.3, .sync_time = 4.0});
-  sim::round_runtime<hs::round_stats, sim::fixed_times> r1(n, sim::fixed_times({1, 1, 1, 1}));
-  sim::round_runtime<hs::round_stats, sim::fixed_times> r2(n, sim::fixed_times({1, 1, 1, 1}));
-  hs::run_rounds(r1, base, steps, sim::run_options{});
-  hs::run_rounds(r2, sel, steps, sim::run_options{});
+  hr::round_runtime<hs::round_stats, sim::fixed_times> r1(n, sim::fixed_times({1, 1, 1, 1}));
+  hr::round_runtime<hs::round_stats, sim::fixed_times> r2(n, sim::fixed_times({1, 1, 1, 1}));
+  hs::run_rounds(r1, base, steps, hr::run_options{});
+  hs::run_rounds(r2, sel, steps, hr::run_options{});
   const std::size_t warm = sel.config().window + 1;
   std::size_t local = 0;
   for (std::size_t t = warm; t < steps; ++t) local += sel.decisions()[t] ? 0 : 1;
@@ -138,13 +139,13 @@ e7_result run_local(const e7_setup& s, bool biased, const hg::data::dataset& tra
   // A slow step lasts h_gpu / h_cpu fast steps: every worker's round lasts h_gpu.
   const double slow = static_cast<double>(s.h_gpu) / static_cast<double>(s.h_cpu);
   hs::steps_time<sim::fixed_times> timing(sim::fixed_times({slow, 1, 1, 1, 1}), l.schedule());
-  sim::round_runtime<hs::round_stats, decltype(timing)> rt(n, timing);
+  hr::round_runtime<hs::round_stats, decltype(timing)> rt(n, timing);
   std::size_t per_round = 0;
   for (auto h : H) per_round += h * s.b;
   const auto rounds = static_cast<std::uint64_t>(s.epochs * static_cast<double>(train.size()) /
                                                  static_cast<double>(per_round));
   for (std::uint64_t r = 0; r < rounds; ++r) {
-    hs::run_rounds(rt, l, 1, sim::run_options{});
+    hs::run_rounds(rt, l, 1, hr::run_options{});
     plan.redraw(r + 1);  // shuffle_rounds = 1: MIN-allreduce of the scores, new assignment
   }
   auto eval_net = net;
@@ -164,11 +165,11 @@ e7_result run_bsp(const e7_setup& s, const hg::data::dataset& train, const hg::d
   hs::bsp<float, ho::momentum, plan_oracle> p(n, x0, ho::momentum({.lr = 0.05, .momentum = 0.9}),
                                               o, std::vector<std::size_t>(n, s.b));
   const double slow = static_cast<double>(s.h_gpu) / static_cast<double>(s.h_cpu);
-  sim::round_runtime<hs::round_stats, sim::fixed_times> rt(n, sim::fixed_times({slow, 1, 1, 1, 1}));
+  hr::round_runtime<hs::round_stats, sim::fixed_times> rt(n, sim::fixed_times({slow, 1, 1, 1, 1}));
   const auto steps = static_cast<std::uint64_t>(s.epochs * static_cast<double>(train.size()) /
                                                 static_cast<double>(n * s.b));
   for (std::uint64_t k = 0; k < steps; ++k) {
-    hs::run_rounds(rt, p, 1, sim::run_options{});
+    hs::run_rounds(rt, p, 1, hr::run_options{});
     plan.redraw(k + 1);
   }
   auto eval_net = net;

@@ -22,12 +22,13 @@
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/nn/gemm.hpp"
 #include "heterograd/optim/outer.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 namespace ho = heterograd::optim;
 namespace hc = heterograd::comm;
 using sync_test::bitwise_equal;
@@ -67,8 +68,8 @@ struct problem {
   oracle thr_oracle() { return {&d, &m_thr, seed}; }
 };
 
-sim::round_runtime<hs::round_stats, sim::fixed_times> equal_speeds() {
-  return sim::round_runtime<hs::round_stats, sim::fixed_times>(n, sim::fixed_times({1, 1, 1, 1}));
+hr::round_runtime<hs::round_stats, sim::fixed_times> equal_speeds() {
+  return hr::round_runtime<hs::round_stats, sim::fixed_times>(n, sim::fixed_times({1, 1, 1, 1}));
 }
 
 template <class Policy>
@@ -111,7 +112,7 @@ BOOST_AUTO_TEST_CASE(bsp_gives_bitwise_identical_parameters_under_sim_and_thread
     policy a(n, pr.x0, heavy_ball(), pr.sim_oracle(), batches, configs[k]);
     policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, configs[k]);
     auto rt = equal_speeds();
-    hs::run_rounds(rt, a, 15, sim::run_options{});
+    hs::run_rounds(rt, a, 15, hr::run_options{});
     hs::run_threads(b, 10);
     hs::run_threads(b, 5);  // a continued run picks up where it stopped
     expect_identical(a, b, "bsp config " + std::to_string(k));
@@ -136,8 +137,8 @@ BOOST_AUTO_TEST_CASE(local_sgd_gives_bitwise_identical_parameters_under_sim_and_
     policy a(n, pr.x0, heavy_ball(), pr.sim_oracle(), batches, configs[k]);
     policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, configs[k]);
     hs::steps_time<sim::fixed_times> timing(sim::fixed_times({1, 1, 1, 1}), a.schedule());
-    sim::round_runtime<hs::round_stats, decltype(timing)> rt(n, timing);
-    hs::run_rounds(rt, a, 12, sim::run_options{});
+    hr::round_runtime<hs::round_stats, decltype(timing)> rt(n, timing);
+    hs::run_rounds(rt, a, 12, hr::run_options{});
     hs::run_threads(b, 7);
     hs::run_threads(b, 5);
     expect_identical(a, b, "local_sgd config " + std::to_string(k));
@@ -155,8 +156,8 @@ BOOST_AUTO_TEST_CASE(outer_optimizers_and_transforms_give_bitwise_identical_para
     policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, cfg, outer);
     auto rt = equal_speeds();
     hs::steps_time<sim::fixed_times> timing(sim::fixed_times({1, 1, 1, 1}), a.schedule());
-    sim::round_runtime<hs::round_stats, decltype(timing)> rt2(n, timing);
-    hs::run_rounds(rt2, a, 8, sim::run_options{});
+    hr::round_runtime<hs::round_stats, decltype(timing)> rt2(n, timing);
+    hs::run_rounds(rt2, a, 8, hr::run_options{});
     hs::run_threads(b, 8);
     expect_identical(a, b, name);
     BOOST_TEST((a.outer_optimizer_state() == b.outer_optimizer_state()));
@@ -184,7 +185,7 @@ BOOST_AUTO_TEST_CASE(large_models_take_the_owner_computes_allreduce_and_stay_bit
   bsp_policy a(n, pr.x0, heavy_ball(), pr.sim_oracle(), batches, bc);
   bsp_policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, bc);
   auto rt = equal_speeds();
-  hs::run_rounds(rt, a, 6, sim::run_options{});
+  hs::run_rounds(rt, a, 6, hr::run_options{});
   hs::run_threads(b, 6);
   expect_identical(a, b, "bsp, owner-computes");
   using local_policy = hs::local_sgd<float, ho::momentum, oracle>;
@@ -204,7 +205,7 @@ BOOST_AUTO_TEST_CASE(selsync_gives_bitwise_identical_parameters_and_decisions_un
     policy a(n, pr.x0, sgd(0.2), pr.sim_oracle(), batches, cfg);
     policy b(n, pr.x0, sgd(0.2), pr.thr_oracle(), batches, cfg);
     auto rt = equal_speeds();
-    hs::run_rounds(rt, a, 40, sim::run_options{});
+    hs::run_rounds(rt, a, 40, hr::run_options{});
     hs::run_threads(b, 25);
     hs::run_threads(b, 15);
     BOOST_TEST(a.decisions() == b.decisions(), boost::test_tools::per_element());

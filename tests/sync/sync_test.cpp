@@ -21,7 +21,7 @@
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/outer.hpp"
 #include "heterograd/optim/schedule.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 // The checkpoint archive (core; heterograd-run writes its checkpoints with it).
@@ -30,6 +30,7 @@
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 namespace ho = heterograd::optim;
 using sync_test::bitwise_equal;
 using sync_test::class_data;
@@ -56,7 +57,7 @@ std::vector<float> init_params(const hg::nn::mlp<float>& m, std::uint64_t seed) 
   return p;
 }
 
-sim::run_options opts() { return sim::run_options{}; }
+hr::run_options opts() { return hr::run_options{}; }
 
 // Integer-valued gradients: every sum is exact in float, so "sum applied == sum computed" is
 // checked with ==.
@@ -96,7 +97,7 @@ BOOST_AUTO_TEST_CASE(sample_weighted_bsp_gives_the_global_batch_gradient_for_une
                       hg::span<float> g) {
       return models[w].loss_and_gradient(p, d.rows(off[w], bw), g);
     };
-    sim::round_runtime<hs::round_stats, sim::fixed_times> rt(
+    hr::round_runtime<hs::round_stats, sim::fixed_times> rt(
         b.size(), sim::fixed_times(std::vector<double>(b.size(), 1.0)));
     hs::bsp<float, ho::sgd, decltype(oracle)> p(b.size(), x0, sgd(0.1), oracle, b);
     hs::run_rounds(rt, p, 1, opts());
@@ -139,7 +140,7 @@ BOOST_AUTO_TEST_CASE(bsp_rounds_end_at_the_slowest_worker_plus_the_sync_time) {
   auto model = hg::nn::softmax_regression<float>(d.dim, d.classes);
   const auto x0 = init_params(model, 9);
   mlp_oracle o{&d, &model, 9};
-  sim::round_runtime<hs::round_stats, sim::fixed_times> rt(3, sim::fixed_times({1.0, 2.0, 5.0}));
+  hr::round_runtime<hs::round_stats, sim::fixed_times> rt(3, sim::fixed_times({1.0, 2.0, 5.0}));
   hs::bsp<float, ho::sgd, mlp_oracle> p(3, x0, sgd(0.1), o, {4, 4, 4}, {.sync_time = 0.5});
   hs::run_rounds(rt, p, 4, opts());
   BOOST_TEST(rt.engine().now() == 4 * 5.5);
@@ -201,8 +202,8 @@ BOOST_AUTO_TEST_CASE(local_sgd_with_period_1_equals_bsp_with_parameter_averaging
       hs::local_sgd<float, ho::momentum, decltype(o2)> l(
           3, x0, heavy_ball(), o2, b,
           {.period = 1, .weighting = weighting, .states = states});
-      sim::round_runtime<hs::round_stats, sim::fixed_times> r1(3, sim::fixed_times({1, 2, 3}));
-      sim::round_runtime<hs::round_stats, sim::fixed_times> r2(3, sim::fixed_times({1, 2, 3}));
+      hr::round_runtime<hs::round_stats, sim::fixed_times> r1(3, sim::fixed_times({1, 2, 3}));
+      hr::round_runtime<hs::round_stats, sim::fixed_times> r2(3, sim::fixed_times({1, 2, 3}));
       hs::run_rounds(r1, a, 20, opts());
       hs::run_rounds(r2, l, 20, opts());
       for (std::size_t w = 0; w < 3; ++w) {
@@ -225,7 +226,7 @@ BOOST_AUTO_TEST_CASE(per_worker_local_steps_are_timed_and_counted_per_round) {
   const hs::local_sgd_config cfg{.local_steps = {1, 8, 8}, .sync_time = 0.25};
   hs::local_sgd<float, ho::sgd, decltype(o)> l(3, x0, sgd(0.1), o, {4, 4, 4}, cfg);
   hs::steps_time<sim::fixed_times> timing(sim::fixed_times({8.0, 1.0, 1.0}), l.schedule());
-  sim::round_runtime<hs::round_stats, decltype(timing)> rt(3, timing);
+  hr::round_runtime<hs::round_stats, decltype(timing)> rt(3, timing);
   hs::run_rounds(rt, l, 5, opts());
   BOOST_TEST(l.steps(0) == 5u);
   BOOST_TEST(l.steps(1) == 40u);
@@ -509,8 +510,8 @@ BOOST_AUTO_TEST_CASE(selsync_with_threshold_0_equals_bsp_bitwise) {
     hs::bsp<float, ho::sgd, decltype(o1)> a(4, x0, sgd(0.2), o1, b, {.mode = mode});
     hs::selsync<float, ho::sgd, decltype(o2)> s(4, x0, sgd(0.2), o2, b,
                                                    {.threshold = 0.0, .mode = mode});
-    sim::round_runtime<hs::round_stats, sim::fixed_times> r1(4, sim::fixed_times({1, 1, 2, 3}));
-    sim::round_runtime<hs::round_stats, sim::fixed_times> r2(4, sim::fixed_times({1, 1, 2, 3}));
+    hr::round_runtime<hs::round_stats, sim::fixed_times> r1(4, sim::fixed_times({1, 1, 2, 3}));
+    hr::round_runtime<hs::round_stats, sim::fixed_times> r2(4, sim::fixed_times({1, 1, 2, 3}));
     hs::run_rounds(r1, a, 60, opts());
     hs::run_rounds(r2, s, 60, opts());
     BOOST_TEST(s.sync_steps() == 60u);
@@ -533,7 +534,7 @@ BOOST_AUTO_TEST_CASE(eager_sgd_keeps_replicas_identical_and_applies_every_comput
           {.mode = mode, .seed = seed, .average = false, .rounds = 200});
       hs::subset_delay_time<sim::fixed_times> timing(sim::fixed_times(std::vector<double>(n, 1.0)),
                                                        n, 4, delay, seed + 1);
-      sim::async_runtime<std::vector<float>, decltype(timing)> rt(n, timing);
+      hr::async_runtime<std::vector<float>, decltype(timing)> rt(n, timing);
       rt.run(e, [&e](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& g) {
         e.compute(w, v, k, g);
       });
@@ -737,7 +738,7 @@ std::vector<std::byte> save(Policy& p, Runtime& rt) {
 
 template <class Runtime, class Policy>
 void run_to(Runtime& rt, Policy& p, double t) {
-  sim::run_options o;
+  hr::run_options o;
   o.horizon = t;
   rt.run(p, [&p](sim::worker_id w, std::uint64_t r, std::uint64_t k, auto& out) { p.compute(w, r, k, out); }, o);
 }
@@ -775,7 +776,7 @@ BOOST_AUTO_TEST_CASE(bsp_local_sgd_and_selsync_resume_from_bytes_to_the_same_sta
   const std::uint64_t seed = hg_test::seed();
   const std::vector<float> x0{0.5f, -1.0f, 2.0f};
   const std::vector<std::size_t> b{4, 8, 4, 2};
-  auto rounds = [&] { return sim::round_runtime<hs::round_stats, noisy_times>(4, noisy_model(seed)); };
+  auto rounds = [&] { return hr::round_runtime<hs::round_stats, noisy_times>(4, noisy_model(seed)); };
   const noisy_oracle g{seed};
   check_resume([&] { return hs::bsp<float, ho::momentum, noisy_oracle>(4, x0, heavy_ball(0.05, 0.5), g, b); },
                rounds, [](const auto& a, const auto& c) { BOOST_TEST(a.rounds() == c.rounds()); });
@@ -808,7 +809,7 @@ BOOST_AUTO_TEST_CASE(eager_sgd_resumes_from_bytes_with_its_late_contributions_an
       hs::subset_delay_time<noisy_times> timing(sim::plus(sim::fixed_times(std::vector<double>(n, 1.0)),
                                                           sim::half_normal_noise(seed, 0.2)),
                                                 n, 3, 0.8, seed + 1);
-      return sim::async_runtime<std::vector<float>, decltype(timing)>(n, timing);
+      return hr::async_runtime<std::vector<float>, decltype(timing)>(n, timing);
     };
     check_resume(
         [&] {
@@ -1030,7 +1031,7 @@ BOOST_AUTO_TEST_CASE(eager_sgd_fails_skips_or_zeroes_a_non_finite_gradient_as_it
     hs::eager_sgd<float, ho::momentum, po> e(n, x0, heavy_ball(), o, std::vector<std::size_t>(n, 1),
                                              {.seed = 5, .rounds = 12, .nonfinite = policy});
     hs::subset_delay_time<sim::fixed_times> timing(sim::fixed_times(std::vector<double>(n, 1.0)), n, 2, 0.5, 7);
-    sim::async_runtime<std::vector<float>, decltype(timing)> rt(n, timing);
+    hr::async_runtime<std::vector<float>, decltype(timing)> rt(n, timing);
     rt.run(e, [&e](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& g) {
       e.compute(w, v, k, g);
     });

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "heterograd/optim/optimizers.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "run.hpp"
 
 namespace hgrun {
@@ -74,8 +74,9 @@ template <class Runtime, class Policy, class Compute, class Reached>
 bool advance_runtime(Runtime& rt, Policy& p, Compute& compute, double t, const stop_rule& rule,
                      Reached reached) {
   namespace sim = heterograd::sim;
+  namespace hr = heterograd::runtime;
   if (rt.engine().events_delivered() > 0 && rt.engine().next_time() == sim::never) return false;
-  sim::run_options o;
+  hr::run_options o;
   o.horizon = t;
   if (!rule.active()) {
     rt.run(p, compute, o);
@@ -95,7 +96,8 @@ template <class Policy, class Compute, class Params>
 json drive_async(context& ctx, Policy& p, Compute compute, Params params,
                  heterograd::sim::any_time_model model) {
   namespace sim = heterograd::sim;
-  sim::async_runtime<std::vector<float>, sim::any_time_model> rt(ctx.workers(), std::move(model),
+  namespace hr = heterograd::runtime;
+  hr::async_runtime<std::vector<float>, sim::any_time_model> rt(ctx.workers(), std::move(model),
                                                                  ctx.batch());
   detail::describe(ctx, rt.recorder());
   const stop_rule rule = stop_rule_of(ctx);
@@ -137,7 +139,8 @@ template <class Result, class Policy, class Params>
 json drive_rounds(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
                   std::uint64_t* rounds_out = nullptr) {
   namespace sim = heterograd::sim;
-  sim::round_runtime<Result, sim::any_time_model> rt(
+  namespace hr = heterograd::runtime;
+  hr::round_runtime<Result, sim::any_time_model> rt(
       ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
   // Samples processed: those drawn by the rounds that ended (the problem counts a gradient's

@@ -190,7 +190,7 @@ class biased_policy {
 };
 
 // eager-SGD served to real workers (runtime threads, mpi): the policy as
-// algorithms/async/remote.hpp's server sees it. A job carries its worker's own replica
+// runtime/server.hpp's server sees it. A job carries its worker's own replica
 // (params_for); the evaluations see replica 0, as under sim.
 template <class Eager>
 struct eager_remote {

@@ -9,14 +9,14 @@
 // deliveries, clock moves to evaluation times), which gives the recorder the simulator's
 // per-worker accounting, update counts, staleness histograms, event count and trace hash.
 //
-// Asynchronous family (algorithms/async/remote.hpp): the server hands results to the policy
+// Asynchronous family (runtime/server.hpp): the server hands results to the policy
 // in arrival_order::virtual_time, which is the simulator's order, so a deterministic policy
 // ends with bitwise the simulator's parameters. The server runs on its own thread; the policy
 // is wrapped ("gated") so that before it is handed a result that arrives after the next
 // evaluation time, the server parks; the evaluation loop (this thread) evaluates and moves the
 // target on. Workers keep computing their jobs while the server is parked.
 //
-// Round family (algorithms/sync/drive.hpp): a shadow sim::round_runtime with a timing-only
+// Round family (algorithms/sync/drive.hpp): a shadow runtime::round_runtime with a timing-only
 // policy says how many rounds finish by the next evaluation time; the real runtime
 // (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers. A
 // round_wiring lets a method act between real rounds (OmniLearn's controller at a round's
@@ -38,14 +38,14 @@
 #include <vector>
 
 #include "drive.hpp"
-#include "heterograd/algorithms/async/remote.hpp"
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/nn/gemm.hpp"
+#include "heterograd/runtime/server.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
-#include "heterograd/sim/runtime.hpp"
 #ifdef HG_HAS_MPI
 #include "heterograd/algorithms/sync/mpi.hpp"
 #include "heterograd/comm/mpi.hpp"
@@ -60,7 +60,7 @@ namespace rt_detail {
 
 namespace hg = heterograd;
 namespace sim = heterograd::sim;
-namespace as = heterograd::algorithms::async;
+namespace hr = heterograd::runtime;
 namespace hs = heterograd::algorithms::sync;
 
 // ---------------------------------------------------------------------------------------------
@@ -221,9 +221,9 @@ class gated {
   gate& g_;
 };
 
-inline as::remote_options remote_options_of() {
-  as::remote_options o;
-  o.order = as::arrival_order::virtual_time;
+inline hr::remote_options remote_options_of() {
+  hr::remote_options o;
+  o.order = hr::arrival_order::virtual_time;
   o.timeout = hg::seconds{runtime_timeout_s};
   return o;
 }
@@ -371,7 +371,7 @@ struct round_timing {
 template <class Policy, class Params, class Steps>
 json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model, Steps steps,
                          const round_wiring& wiring) {
-  sim::round_runtime<hs::round_stats, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
+  hr::round_runtime<hs::round_stats, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
   if constexpr (requires { p.attach(rt.engine()); }) p.attach(rt.engine());
   std::uint64_t done = 0;     // real rounds run
@@ -430,7 +430,7 @@ inline void no_mpi() {
 /// An asynchronous policy (a server of algorithms/async) on the configured real runtime.
 template <class Policy>
 json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model model) {
-  namespace as = heterograd::algorithms::async;
+  namespace hr = heterograd::runtime;
   namespace d = rt_detail;
   const auto o = d::remote_options_of();
   auto compute = d::remote_compute(ctx);
@@ -440,8 +440,8 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
     return d::drive_remote(ctx, p, std::move(model), [&](auto& gp, const d::shadow_model& sm) {
       heterograd::comm::inproc::spawn(n + 1, [&](heterograd::comm::inproc::communicator c) {
         single_threaded_here();
-        if (c.rank() == 0) as::serve<float>(gp, c, o, sm);
-        else as::work<float>(c, ctx.prob.dim(), compute, o);
+        if (c.rank() == 0) hr::serve<float>(gp, c, o, sm);
+        else hr::work<float>(c, ctx.prob.dim(), compute, o);
       });
     });
   }
@@ -449,11 +449,11 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
   // Rank 0 serves (on a thread beside the evaluation loop); ranks 1..n are the workers.
   const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
   if (c.rank() != 0) {
-    as::work<float>(c, ctx.prob.dim(), compute, o);
+    hr::work<float>(c, ctx.prob.dim(), compute, o);
     return json();
   }
   return d::drive_remote(ctx, p, std::move(model),
-                         [&](auto& gp, const d::shadow_model& sm) { as::serve<float>(gp, c, o, sm); });
+                         [&](auto& gp, const d::shadow_model& sm) { hr::serve<float>(gp, c, o, sm); });
 #else
   d::no_mpi();
   return json();

@@ -1,6 +1,6 @@
 #pragma once
 // Asynchronous and delayed SGD: parameter-server policies (pure state machines) that the
-// sim, threads and MPI runtimes drive. See docs/async.md.
+// sim, threads and MPI runtimes (heterograd/runtime.hpp) drive. See docs/async.md.
 #include "heterograd/algorithms/async/asgd.hpp"
 #include "heterograd/algorithms/async/dc_asgd.hpp"
 #include "heterograd/algorithms/async/fedbuff.hpp"
@@ -10,6 +10,3 @@
 #include "heterograd/algorithms/async/ringmaster.hpp"
 #include "heterograd/algorithms/async/server.hpp"
 #include "heterograd/algorithms/async/ssp.hpp"
-// Threads / MPI runtimes and the worker-side helper, over heterograd/comm.
-#include "heterograd/algorithms/async/remote.hpp"
-#include "heterograd/algorithms/async/threads.hpp"

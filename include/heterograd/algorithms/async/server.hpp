@@ -44,11 +44,12 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "heterograd/sim/engine.hpp"
 
 namespace heterograd::algorithms::async {
 
-/// Worker index, as the runtimes number workers (the same type as sim::worker_id).
-using worker_id = std::uint32_t;
+/// Worker index, as the runtimes number workers.
+using sim::worker_id;
 
 /// "Never" for thresholds: a Ringmaster threshold R = infinite_delay accepts every delay.
 inline constexpr std::uint64_t infinite_delay = ~std::uint64_t{0};

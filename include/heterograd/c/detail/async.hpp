@@ -1,8 +1,8 @@
 #pragma once
 // The C API's asynchronous parameter server (hg_async_server_*, hg_async_worker_*): the
-// async layer's serve and worker_client over comm::mpi, with ASGD, delay-adaptive or
+// runtime layer's serve and worker_client over comm::mpi, with ASGD, delay-adaptive or
 // staleness-scaled ASGD as the server's policy. The only C API header that reaches into
-// algorithms/async; its defaults are remote_options'.
+// algorithms/async and runtime/server.hpp; its defaults are remote_options'.
 
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/asgd.hpp"
-#include "heterograd/algorithms/async/remote.hpp"
 #include "heterograd/c/detail/checks.hpp"
 #include "heterograd/c/detail/errors.hpp"
 #include "heterograd/c/detail/handles.hpp"
@@ -27,15 +26,17 @@
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/runtime/server.hpp"
 
 namespace heterograd::c_api::detail {
 
 namespace ha = heterograd::algorithms::async;
+namespace hr = heterograd::runtime;
 
 /// remote_options' defaults, but for max_updates: a C run needs a stopping rule, and
 /// remote_options stops on none by default.
 inline hg_async_config default_async_config() {
-  const ha::remote_options o;
+  const hr::remote_options o;
   hg_async_config c{};
   c.policy = HG_ASYNC_ASGD;
   c.server_rank = o.server_rank;
@@ -46,8 +47,8 @@ inline hg_async_config default_async_config() {
 }
 
 /// The async layer's options of a C config (its validate() checks the values).
-inline ha::remote_options remote_options_of(const hg_async_config& c) {
-  ha::remote_options o;
+inline hr::remote_options remote_options_of(const hg_async_config& c) {
+  hr::remote_options o;
   o.server_rank = c.server_rank;
   o.tag_base = c.tag_base;
   o.timeout = timeout_of(c.timeout_seconds, "config.timeout_seconds");
@@ -115,7 +116,7 @@ class async_server_impl final : public async_server_object {
   }
   void run(std::uint64_t* updates, std::uint64_t* dropped) override {
     const auto& t = *comm_.h;
-    const auto summary = std::visit([&](auto& p) { return ha::serve<T>(p, t, o_); }, *policy_);
+    const auto summary = std::visit([&](auto& p) { return hr::serve<T>(p, t, o_); }, *policy_);
     if (updates) *updates = std::visit([](const auto& p) { return p.version(); }, *policy_);
     if (dropped) *dropped = summary.dropped;
   }
@@ -125,7 +126,7 @@ class async_server_impl final : public async_server_object {
   }
 
  private:
-  ha::remote_options o_;
+  hr::remote_options o_;
   mpi_owned<comm::mpi::communicator> comm_;
   std::optional<std::variant<ha::asgd<T, optimizer_t>, ha::delay_adaptive_asgd<T, optimizer_t>,
                              ha::staleness_scaled_asgd<T, optimizer_t>>>
@@ -134,7 +135,7 @@ class async_server_impl final : public async_server_object {
 
 template <class T>
 class async_worker_impl final : public async_worker_object {
-  using client_t = ha::worker_client<T, comm::mpi::communicator>;
+  using client_t = hr::worker_client<T, comm::mpi::communicator>;
 
  public:
   async_worker_impl(MPI_Comm c, const hg_async_config& cfg, std::int32_t dtype, std::size_t n)

@@ -1,26 +1,29 @@
 #pragma once
-// The threads runtime: one server and n worker threads in this process over the inproc
-// transport (heterograd/comm/inproc.hpp), driving the same policy objects as the simulator.
+// The asynchronous threads runtime: one server and n worker threads in this process over the
+// inproc transport (heterograd/comm/inproc.hpp), driving the same policy objects as the
+// simulator.
 //
-//   auto s = async::run_threads<float>(policy, compute, {.max_updates = 10000});
+//   auto s = runtime::run_threads<float>(policy, compute, {.max_updates = 10000});
 //
 // compute(worker, version, job_index, span<const T> params, std::vector<T>& grads) runs on
 // the worker threads, concurrently (it must be thread-safe), on the copy of the model the
 // worker pulled. The policy runs on the calling thread only. With a worker-time model,
 // options.time_scale > 0 slows workers down (they sleep scale x the model's time per job) and
 // options.order = arrival_order::virtual_time hands results to the policy in the simulator's
-// order, so a deterministic policy gives bitwise the parameters sim::async_runtime gives
-// (see remote.hpp).
+// order, so a deterministic policy gives bitwise the parameters runtime::async_runtime gives
+// (see server.hpp).
 
 #include <cstddef>
 #include <utility>
 
-#include "heterograd/algorithms/async/remote.hpp"
 #include "heterograd/comm/inproc.hpp"
+#include "heterograd/runtime/server.hpp"
 
-namespace heterograd::algorithms::async {
+namespace heterograd::runtime {
 
-template <class T, class Policy, class Compute, class Model = no_time_model>
+template <class T, class Policy, class Compute, optional_time_model Model = no_time_model>
+  requires server_policy<Policy, T,
+                         detail::remote_server<T, Policy, comm::inproc::communicator, Model>>
 remote_summary run_threads(Policy& policy, Compute&& compute, const remote_options& o = {},
                            const Model& model = {}) {
   o.validate();
@@ -37,4 +40,4 @@ remote_summary run_threads(Policy& policy, Compute&& compute, const remote_optio
   return out;
 }
 
-}  // namespace heterograd::algorithms::async
+}  // namespace heterograd::runtime

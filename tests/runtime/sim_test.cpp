@@ -1,5 +1,5 @@
-// The drivers: sim::run's evaluation and stopping rules, and the async and round runtimes
-// driving small policies written the way the algorithm issues will write theirs.
+// The simulated drivers: runtime::run's evaluation and stopping rules, and the async and round
+// runtimes driving small policies written the way the algorithm issues will write theirs.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,10 +13,11 @@
 
 #include "hg_test.hpp"
 #include "heterograd/sim/network.hpp"
-#include "heterograd/sim/runtime.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
 
 namespace {
 
@@ -45,7 +46,7 @@ struct scalar_asgd {
   std::vector<double> step_scale;
   std::uint64_t version() const { return k; }
   template <class Ctl>
-  void on_arrival(Ctl& ctl, const sim::arrival& a, double& g) {
+  void on_arrival(Ctl& ctl, const hr::arrival& a, double& g) {
     x -= gamma * step_scale[a.worker] * g;
     ctl.applied(a.worker, k - a.version);
     ++k;
@@ -63,7 +64,7 @@ struct ringmaster {
   std::set<std::pair<sim::worker_id, std::uint64_t>> interrupted;
   std::uint64_t version() const { return k; }
   template <class Ctl>
-  void on_arrival(Ctl& ctl, const sim::arrival& a, std::uint64_t& job) {
+  void on_arrival(Ctl& ctl, const hr::arrival& a, std::uint64_t& job) {
     BOOST_REQUIRE(job == a.job_index);
     BOOST_REQUIRE(!interrupted.count({a.worker, a.job_index}));
     BOOST_REQUIRE(k - a.version < ring_R);
@@ -91,7 +92,7 @@ struct ssp {
   std::uint64_t releases = 0;
   std::uint64_t version() const { return k; }
   template <class Ctl>
-  void on_arrival(Ctl& ctl, const sim::arrival& a, int&) {
+  void on_arrival(Ctl& ctl, const hr::arrival& a, int&) {
     ctl.applied(a.worker, k - a.version);
     ++k;
     ++pushes[a.worker];
@@ -129,10 +130,10 @@ BOOST_AUTO_TEST_CASE(an_evaluation_at_time_t_sees_every_event_up_to_t_and_none_a
   sim::engine e(1);
   e.start(0, 1.0, 0);
   counting_handler h;
-  sim::run_options opt;
+  hr::run_options opt;
   opt.horizon = 3.5;
   opt.eval_interval = 1.0;
-  const auto s = sim::run(e, h, opt);
+  const auto s = hr::run(e, h, opt);
   BOOST_TEST(s.events == 3u);
   BOOST_TEST(s.evaluations == 4u);
   BOOST_TEST(s.end_time == 3.5);
@@ -144,22 +145,22 @@ BOOST_AUTO_TEST_CASE(an_evaluation_at_time_t_sees_every_event_up_to_t_and_none_a
   sim::engine f(1);
   f.start(0, 1.0, 0);
   counting_handler g;
-  sim::run_options two;
+  hr::run_options two;
   two.max_events = 2;
   two.horizon = 100;
-  BOOST_TEST(sim::run(f, g, two).events == 2u);
+  BOOST_TEST(hr::run(f, g, two).events == 2u);
   BOOST_TEST(f.now() == 2.0);
   counting_handler d;
   d.stop_after = 5;
   sim::engine q(1);
   q.start(0, 1.0, 0);
-  const auto sd = sim::run(q, d);
+  const auto sd = hr::run(q, d);
   BOOST_TEST(sd.stopped);
   BOOST_TEST(q.now() == 5.0);
 
-  sim::run_options bad;
+  hr::run_options bad;
   bad.eval_interval = -1;
-  BOOST_CHECK_THROW(sim::run(q, d, bad), std::invalid_argument);
+  BOOST_CHECK_THROW(hr::run(q, d, bad), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(vanilla_asgd_converges_to_the_frequency_weighted_optimum_and_rescaled_asgd_to_the_true_one) {
@@ -171,9 +172,9 @@ BOOST_AUTO_TEST_CASE(vanilla_asgd_converges_to_the_frequency_weighted_optimum_an
     scalar_asgd p;
     p.step_scale = rescaled ? std::vector<double>{1.0 / 8, 2.0 / 8, 4.0 / 8, 1.0}
                             : std::vector<double>{1, 1, 1, 1};
-    sim::async_runtime<double, sim::fixed_times> rt(4, sim::fixed_times(tau));
+    hr::async_runtime<double, sim::fixed_times> rt(4, sim::fixed_times(tau));
     auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t, double& g) { g = p.x - c[w]; };
-    sim::run_options opt;
+    hr::run_options opt;
     opt.horizon = rescaled ? 80000.0 : 40000.0;
     rt.run(p, grad, opt);
     // Average over one period of the schedule (lcm of tau = 8) cancels the limit cycle.
@@ -206,12 +207,12 @@ BOOST_AUTO_TEST_CASE(ringmaster_with_calculation_stops_never_applies_a_gradient_
   constexpr std::uint64_t R = ring_R;
   ringmaster p;
   const auto model = sim::plus(sim::sqrt_times(n, seed), sim::half_normal_noise(seed));
-  sim::async_runtime<std::uint64_t, std::remove_const_t<decltype(model)>> rt(n, model);
+  hr::async_runtime<std::uint64_t, std::remove_const_t<decltype(model)>> rt(n, model);
   auto compute = [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::uint64_t& out) {
     p.started[w] = k;
     out = k;
   };
-  sim::run_options opt;
+  hr::run_options opt;
   opt.horizon = 500;
   rt.run(p, compute, opt);
   const auto& r = rt.recorder();
@@ -232,11 +233,11 @@ BOOST_AUTO_TEST_CASE(ringmaster_with_calculation_stops_never_applies_a_gradient_
 
 BOOST_AUTO_TEST_CASE(ssp_blocked_workers_restart_at_the_instant_they_are_released) {
   constexpr std::size_t n = ssp_n;
-  using runtime_t = sim::async_runtime<int, sim::fixed_times>;
+  using runtime_t = hr::async_runtime<int, sim::fixed_times>;
   runtime_t rt(n, sim::fixed_times({1.0, 1.0, 1.5, 10.0}));
   ssp<runtime_t> p;
   p.rt = &rt;
-  sim::run_options opt;
+  hr::run_options opt;
   opt.horizon = 200;
   rt.run(p, [](sim::worker_id, std::uint64_t, std::uint64_t, int&) {}, opt);
   BOOST_TEST(p.releases > 0u);
@@ -257,13 +258,13 @@ BOOST_AUTO_TEST_CASE(synchronous_rounds_end_at_the_slowest_worker_plus_the_commu
   const sim::link l{0x1p-10, 0x1p30};
   const double comm = sim::ring_allreduce(l, 4, 0x1p22).seconds;
   BOOST_TEST(comm == 3.0 / 256.0);
-  sim::round_runtime<double, sim::fixed_times> rt(4, sim::fixed_times(tau), 1, comm);
+  hr::round_runtime<double, sim::fixed_times> rt(4, sim::fixed_times(tau), 1, comm);
   bsp p;
   auto compute = [](sim::worker_id w, std::uint64_t round, std::uint64_t k, double& out) {
     BOOST_REQUIRE(k == round);
     out = 10.0 * static_cast<double>(round) + w;
   };
-  sim::run_options opt;
+  hr::run_options opt;
   opt.horizon = 10 * (8 + comm);
   opt.eval_interval = 8 + comm;
   std::vector<double> eval_times;

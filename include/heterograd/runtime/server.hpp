@@ -1,6 +1,9 @@
 #pragma once
 // The asynchronous server and its workers over any transport (heterograd/comm): the same
-// policy objects the simulator drives, now with real workers on threads (inproc) or MPI ranks.
+// policy objects the simulator drives (runtime/sim.hpp), now with real workers on threads
+// (inproc, runtime/async_threads.hpp) or MPI ranks. A policy is a server_policy
+// (runtime/concepts.hpp); the arrival it is handed, the worker-time model and the update
+// records are the simulator's (runtime::arrival, sim::worker_time_model, sim::recorder).
 //
 //   serve<T>(policy, transport, options[, time_model])   on the server rank (default 0)
 //   work<T>(transport, dim, compute, options[, time_model])  on every other rank
@@ -14,10 +17,10 @@
 // The server receives from any source (the parameter-server pattern) and hands each result
 // to policy.on_arrival with a control handle offering the simulator's members (applied /
 // buffered / discarded, restart, hold, release, interrupt, busy, waiting, version_of, now,
-// workers), so a policy runs unchanged. Holding a worker = not sending it a job; releasing =
-// sending one. Interrupting = sending a new job at once: a worker that sees a new job before
-// it pushes abandons its computation ("calculation stops"); a result that still arrives for a
-// stopped job is dropped, never handed to the policy.
+// workers: async_control), so a policy runs unchanged. Holding a worker = not sending it a
+// job; releasing = sending one. Interrupting = sending a new job at once: a worker that sees
+// a new job before it pushes abandons its computation ("calculation stops"); a result that
+// still arrives for a stopped job is dropped, never handed to the policy.
 //
 // A policy may have ready(t) -> bool: in virtual_time order the server calls it before it
 // waits for the result finishing at virtual time t; false ends the run there (then shutdown).
@@ -28,7 +31,7 @@
 //                 would give it (model.duration(w, k, start, 1)); results are handed over in
 //                 (virtual finish, start order) order, waiting for the real result of the
 //                 earliest. This is the simulator's order exactly, so a deterministic policy
-//                 gives bitwise the same parameters as under sim::async_runtime, while the
+//                 gives bitwise the same parameters as under runtime::async_runtime, while the
 //                 gradients are computed in parallel on real workers (tested).
 // Workers may sleep time_scale * duration real seconds per job (a demonstration slowdown),
 // polling for a new job every millisecond so that they can be stopped.
@@ -58,24 +61,25 @@
 #include <utility>
 #include <vector>
 
-#include "heterograd/algorithms/async/server.hpp"
 #include "heterograd/comm/concepts.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/runtime/concepts.hpp"
+#include "heterograd/sim/recorder.hpp"
+#include "heterograd/sim/worker_time.hpp"
 
-namespace heterograd::algorithms::async {
+namespace heterograd::runtime {
 
 enum class arrival_order : std::uint8_t { real_time, virtual_time };
 
 /// No worker-time model: jobs take their real time (and virtual_time ordering is unavailable).
 struct no_time_model {};
 
+/// What the remote runtimes accept as a model: the simulator's worker-time models, or none.
 template <class M>
-concept time_model = requires(const M& m, worker_id w, std::uint64_t k, double t, std::size_t b) {
-  { m.duration(w, k, t, b) } -> std::convertible_to<double>;
-};
+concept optional_time_model = std::same_as<M, no_time_model> || sim::worker_time_model<M>;
 
 struct remote_options {
   int server_rank = 0;  ///< the server's rank; workers are the others, in rank order
@@ -105,39 +109,17 @@ struct remote_options {
   }
 };
 
-/// The arrival a remote runtime hands to a policy (the members of sim::arrival).
-struct remote_arrival {
-  worker_id worker = 0;
-  std::uint64_t version = 0;
-  std::uint64_t job_index = 0;
-  double start = 0;  ///< virtual (virtual_time) or real seconds since the run began
-  double time = 0;
-};
-
-/// What the threads and MPI runtimes record (the simulator's recorder lives above this layer).
-struct update_log {
-  enum outcome : std::uint8_t { applied, buffered, discarded, interrupted };
-  std::array<std::uint64_t, 4> counts{};
-  std::array<std::vector<std::uint64_t>, 4> staleness{};  ///< histograms
-  std::uint64_t max_staleness = 0;
-  std::vector<std::uint64_t> jobs_finished;  ///< per worker
-
-  void record(outcome o, std::uint64_t s) {
-    ++counts[o];
-    auto& h = staleness[o];
-    if (s >= h.size()) h.resize(s + 1, 0);
-    ++h[s];
-    max_staleness = std::max(max_staleness, s);
-  }
-};
-
 struct remote_summary {
   std::uint64_t arrivals = 0;  ///< results handed to the policy
   std::uint64_t dropped = 0;   ///< results of stopped jobs, never handed over
   double end_time = 0;         ///< virtual (virtual_time) or real seconds
   /// Workers whose goodbye did not come within shutdown_grace (still computing at the end).
   std::uint64_t abandoned = 0;
-  update_log log;
+  std::vector<std::uint64_t> jobs_finished;  ///< results handed over, per worker
+  /// The server's update records: outcome counts and staleness histograms, also per worker
+  /// (only these tables: the engine's accounting is the simulator's). A summary that is not
+  /// the server's (a worker rank's, or one not yet filled) holds one worker and no update.
+  sim::recorder log{1};
 };
 
 namespace detail {
@@ -161,18 +143,9 @@ class remote_server {
   enum class state : std::uint8_t { idle, busy, waiting };
 
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
-      : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base),
-        n_(static_cast<std::size_t>(t.size() - 1)), state_(n_, state::idle), next_job_(n_, 0),
-        job_(n_, 0), version_(n_, 0), start_(n_, 0.0), payload_(p.dim()), outbox_(n_) {
-    require(t.size() >= 2, "transport.size", t.size(), "must be >= 2 (a server and a worker)");
-    require(t.rank() == o.server_rank, "transport.rank", t.rank(), "must be the server rank");
-    require_same_size("transport.size - 1", n_, "policy.workers", p.workers());
-    if constexpr (std::is_same_v<Model, no_time_model>) {
-      require(o.order == arrival_order::real_time, "remote_options.order", "virtual_time",
-              "needs a worker-time model");
-    }
-    log_.jobs_finished.assign(n_, 0);
-  }
+      : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base), n_(checked_workers(p, t, o)),
+        state_(n_, state::idle), next_job_(n_, 0), job_(n_, 0), version_(n_, 0),
+        start_(n_, 0.0), payload_(p.dim()), outbox_(n_), jobs_finished_(n_, 0), log_(n_) {}
 
   // ---- the control handle's members ---------------------------------------------------
   double now() const { return now_; }
@@ -210,13 +183,19 @@ class remote_server {
   }
   void interrupt(worker_id w) {
     require(busy(w), "worker", w, "must be busy to interrupt");
-    log_.record(update_log::interrupted, policy_.version() - version_[w]);
+    log_.record_update(w, policy_.version() - version_[w], sim::update_outcome::interrupted);
     state_[w] = state::idle;  // its result, if it still comes, is for a job no longer current
     restart(w);
   }
-  void applied(worker_id, std::uint64_t s) { log_.record(update_log::applied, s); }
-  void buffered(worker_id, std::uint64_t s) { log_.record(update_log::buffered, s); }
-  void discarded(worker_id, std::uint64_t s) { log_.record(update_log::discarded, s); }
+  void applied(worker_id w, std::uint64_t s) {
+    log_.record_update(w, s, sim::update_outcome::applied);
+  }
+  void buffered(worker_id w, std::uint64_t s) {
+    log_.record_update(w, s, sim::update_outcome::buffered);
+  }
+  void discarded(worker_id w, std::uint64_t s) {
+    log_.record_update(w, s, sim::update_outcome::discarded);
+  }
 
   // ---- the loop ---------------------------------------------------------------------------
   remote_summary run() {
@@ -229,21 +208,35 @@ class remote_server {
     }
     remote_summary s;
     while (s.arrivals < o_.max_arrivals && policy_.version() < o_.max_updates) {
-      remote_arrival a;
+      arrival a;
       if (!next_result(a, s)) break;
       ++s.arrivals;
-      ++log_.jobs_finished[a.worker];
+      ++jobs_finished_[a.worker];
       state_[a.worker] = state::idle;
       policy_.on_arrival(*this, a, payload_);
       if (state_[a.worker] == state::idle) restart(a.worker);
     }
     s.end_time = now_;
     shutdown(s);
+    s.jobs_finished = jobs_finished_;
     s.log = log_;
     return s;
   }
 
  private:
+  // The checks come before any member is sized from the transport.
+  static std::size_t checked_workers(const Policy& p, const Transport& t, const remote_options& o) {
+    require(t.size() >= 2, "transport.size", t.size(), "must be >= 2 (a server and a worker)");
+    require(t.rank() == o.server_rank, "transport.rank", t.rank(), "must be the server rank");
+    const auto n = static_cast<std::size_t>(t.size() - 1);
+    require_same_size("transport.size - 1", n, "policy.workers", p.workers());
+    if constexpr (std::is_same_v<Model, no_time_model>) {
+      require(o.order == arrival_order::real_time, "remote_options.order", "virtual_time",
+              "needs a worker-time model");
+    }
+    return n;
+  }
+
   struct pending {
     double finish;
     std::uint64_t seq;
@@ -311,7 +304,7 @@ class remote_server {
     return h[0] == 1 && state_[w] == state::busy && h[2] == job_[w];
   }
 
-  bool next_result(remote_arrival& a, remote_summary& s) {
+  bool next_result(arrival& a, remote_summary& s) {
     std::array<std::uint64_t, 4> h{};
     if (o_.order == arrival_order::virtual_time) {
       // The earliest job in virtual time that is still current.
@@ -339,7 +332,7 @@ class remote_server {
         ++s.dropped;
       }
       now_ = p.finish;
-      a = remote_arrival{p.worker, h[1], h[2], start_[p.worker], now_};
+      a = arrival{p.worker, h[1], h[2], start_[p.worker], now_};
       return true;
     }
     for (;;) {
@@ -352,7 +345,7 @@ class remote_server {
         continue;
       }
       if (now_ > o_.horizon) return false;
-      a = remote_arrival{w, h[1], h[2], start_[w], now_};
+      a = arrival{w, h[1], h[2], start_[w], now_};
       return true;
     }
   }
@@ -409,14 +402,16 @@ class remote_server {
   std::uint64_t seq_ = 0;
   double now_ = 0;
   const steady_clock* real_clock_ = nullptr;
-  update_log log_;
+  std::vector<std::uint64_t> jobs_finished_;
+  sim::recorder log_;
 };
 
 }  // namespace detail
 
 /// Runs the server of `policy` on this rank until a stopping rule of `o` holds, then stops
 /// every worker. `model` (a worker-time model) is needed for arrival_order::virtual_time.
-template <class T, class Policy, class Transport, class Model = no_time_model>
+template <class T, class Policy, class Transport, optional_time_model Model = no_time_model>
+  requires server_policy<Policy, T, detail::remote_server<T, Policy, Transport, Model>>
 remote_summary serve(Policy& policy, const Transport& transport, const remote_options& o = {},
                      const Model& model = {}) {
   o.validate();
@@ -510,7 +505,7 @@ class worker_client {
 /// grads) for every job until the server stops it. With a worker-time model and
 /// o.time_scale > 0, each job also sleeps time_scale * model.duration(...) real seconds,
 /// polling every millisecond for an interruption.
-template <class T, class Transport, class Compute, class Model = no_time_model>
+template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
 void work(const Transport& transport, std::size_t dim, Compute&& compute,
           const remote_options& o = {}, const Model& model = {}) {
   o.validate();
@@ -537,7 +532,9 @@ void work(const Transport& transport, std::size_t dim, Compute&& compute,
 
 /// Server on o.server_rank, workers elsewhere: one call for every rank of an MPI job (or of
 /// any transport's group). Returns the server's summary on the server rank, {} elsewhere.
-template <class T, class Policy, class Transport, class Compute, class Model = no_time_model>
+template <class T, class Policy, class Transport, class Compute,
+          optional_time_model Model = no_time_model>
+  requires server_policy<Policy, T, detail::remote_server<T, Policy, Transport, Model>>
 remote_summary run_remote(Policy& policy, const Transport& transport, Compute&& compute,
                           const remote_options& o = {}, const Model& model = {}) {
   if (transport.rank() == o.server_rank) return serve<T>(policy, transport, o, model);
@@ -545,4 +542,4 @@ remote_summary run_remote(Policy& policy, const Transport& transport, Compute&& 
   return {};
 }
 
-}  // namespace heterograd::algorithms::async
+}  // namespace heterograd::runtime

@@ -1,31 +1,32 @@
 #pragma once
-// Drivers over the engine: where algorithm policies plug in.
+// The simulated runtime: drivers over the sim engine, where algorithm policies plug in.
 //
-// 1. sim::run(engine, handler, options): the generic event loop. The handler reacts to
+// 1. runtime::run(engine, handler, options): the generic event loop. The handler reacts to
 //    delivered events (on_job_finished, on_timer), may evaluate the model at virtual-time
 //    intervals (evaluate) and may stop the run (done). Everything else (which job to start,
 //    when to cancel, wait, release) is the handler's business, through the engine's API.
 //
-// 2. sim::async_runtime: a parameter server with n asynchronous workers, for the
+// 2. runtime::async_runtime: a parameter server with n asynchronous workers, for the
 //    asynchronous policies (vanilla / delay-adaptive ASGD, Ringmaster, Rennala, Rescaled ASGD,
 //    IA2SGD, Ringleader, SSP / DSSP, ...). The policy is a plain object with no threads and
-//    no I/O:
+//    no I/O (runtime/concepts.hpp: async_policy):
 //        std::uint64_t version() const;                          // server model version k
 //        template <class Ctl>
 //        void on_arrival(Ctl& ctl, const arrival& a, Result& r); // r computed at a.version
 //        template <class Ctl> void on_start(Ctl& ctl);           // optional
-//    and it answers through the control handle `ctl` (members only, so a policy never needs
-//    to name a simulator type): ctl.applied / buffered / discarded (worker, staleness) report
-//    the outcome; ctl.restart(w), ctl.hold(w), ctl.release(w), ctl.interrupt(w) steer
-//    workers; ctl.now(), ctl.workers(), ctl.version_of(w) observe. A worker left idle after
-//    on_arrival restarts at the current version (the ASGD default); a held worker stays
-//    blocked until some later on_arrival releases it, and then starts at that very instant.
-//    The real computation runs when a job starts: the runtime calls
+//    and it answers through the control handle `ctl` (async_control: members only, so a
+//    policy never needs to name a simulator type): ctl.applied / buffered / discarded
+//    (worker, staleness) report the outcome; ctl.restart(w), ctl.hold(w), ctl.release(w),
+//    ctl.interrupt(w) steer workers; ctl.now(), ctl.workers(), ctl.version_of(w) observe. A
+//    worker left idle after on_arrival restarts at the current version (the ASGD default); a
+//    held worker stays blocked until some later on_arrival releases it, and then starts at
+//    that very instant. The real computation runs when a job starts: the runtime calls
 //        compute(worker, version, job_index, Result& out)
 //    on the parameters as they are then, and hands `out` to the policy at the job's virtual
 //    finish time. An interrupted job's result is never handed over.
 //
-// 3. sim::round_runtime: synchronous rounds for BSP / local-SGD style policies:
+// 3. runtime::round_runtime: synchronous rounds for BSP / local-SGD style policies
+//    (round_policy):
 //        template <class Ctl>
 //        void on_round(Ctl& ctl, std::uint64_t round, std::vector<Result>& contributions);
 //        std::size_t batch(worker_id) const;                     // optional, per-worker b_i
@@ -34,8 +35,8 @@
 //    barrier; the round ends at the slowest finish plus the communication time, then
 //    on_round is called and round r+1 starts.
 //
-// The threads and MPI runtimes of later issues offer the same control members, so a policy
-// written once runs under all three.
+// The threads and MPI runtimes (runtime/server.hpp) offer the same control members, so a
+// policy written once runs under all three.
 
 #include <cmath>
 #include <cstddef>
@@ -46,15 +47,16 @@
 #include <vector>
 
 #include "heterograd/core/error.hpp"
+#include "heterograd/runtime/concepts.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
-namespace heterograd::sim {
+namespace heterograd::runtime {
 
 struct run_options {
   /// Stop when the next event lies beyond this virtual time (the clock then reads horizon).
-  double horizon = never;
+  double horizon = sim::never;
   /// Stop after this many delivered events.
   std::uint64_t max_events = std::numeric_limits<std::uint64_t>::max();
   /// Evaluate at start, start + interval, ... (0 = never). An evaluation at time T sees every
@@ -78,21 +80,21 @@ struct run_summary {
 
 /// Drives `eng` with `h` until the horizon, max_events, done(), or no event is left.
 template <class Handler>
-run_summary run(engine& eng, Handler& h, const run_options& opt = {}) {
+run_summary run(sim::engine& eng, Handler& h, const run_options& opt = {}) {
   opt.validate();
   run_summary s;
   const double t0 = eng.now();
   const double dt = opt.eval_interval;
-  double next_eval = dt > 0 ? t0 : never;
+  double next_eval = dt > 0 ? t0 : sim::never;
   std::uint64_t j = 0;
-  event ev;
+  sim::event ev;
   for (;;) {
     const double t = eng.next_time();
-    const bool more = t != never && t <= opt.horizon;
+    const bool more = t != sim::never && t <= opt.horizon;
     // Evaluations due strictly before the next event (or, with no event left before the
     // horizon, up to the horizon when it is finite).
     while (dt > 0 && next_eval <= opt.horizon && next_eval < t &&
-           (more || opt.horizon != never)) {
+           (more || opt.horizon != sim::never)) {
       eng.advance_to(next_eval);
       if constexpr (requires { h.evaluate(eng, next_eval); }) h.evaluate(eng, next_eval);
       ++s.evaluations;
@@ -102,7 +104,7 @@ run_summary run(engine& eng, Handler& h, const run_options& opt = {}) {
     if (!more || s.events >= opt.max_events) break;
     eng.next(ev, opt.horizon);
     ++s.events;
-    if (ev.kind == event_kind::job_finished) {
+    if (ev.kind == sim::event_kind::job_finished) {
       if constexpr (requires { h.on_job_finished(eng, ev); }) h.on_job_finished(eng, ev);
     } else {
       if constexpr (requires { h.on_timer(eng, ev); }) h.on_timer(eng, ev);
@@ -114,26 +116,18 @@ run_summary run(engine& eng, Handler& h, const run_options& opt = {}) {
       }
     }
   }
-  if (!s.stopped && s.events < opt.max_events && opt.horizon != never) eng.next(ev, opt.horizon);
+  if (!s.stopped && s.events < opt.max_events && opt.horizon != sim::never)
+    eng.next(ev, opt.horizon);
   s.end_time = eng.now();
   return s;
 }
-
-/// A finished job as an asynchronous policy sees it.
-struct arrival {
-  worker_id worker = 0;
-  std::uint64_t version = 0;    ///< model version the result was computed at
-  std::uint64_t job_index = 0;  ///< the worker's k-th job
-  double start = 0;             ///< virtual time the computation started
-  double time = 0;              ///< virtual time it arrives
-};
 
 /// An evaluation callback that records nothing.
 struct no_evaluation {};
 
 namespace detail {
 template <class Eval>
-void evaluate_into(recorder& rec, Eval& eval, double t) {
+void evaluate_into(sim::recorder& rec, Eval& eval, double t) {
   if constexpr (!std::is_same_v<std::remove_cvref_t<Eval>, no_evaluation>) {
     rec.record_evaluation(t, eval(t));
   }
@@ -143,7 +137,7 @@ void evaluate_into(recorder& rec, Eval& eval, double t) {
 /// A parameter server and n asynchronous workers (see the header comment for the policy
 /// contract). `Result` is what one job produces (a gradient buffer, a model delta), kept per
 /// worker: memory is O(workers) results, allocated once.
-template <class Result, worker_time_model Model>
+template <class Result, sim::worker_time_model Model>
 class async_runtime {
  public:
   async_runtime(std::size_t workers, Model model, std::size_t batch = 1)
@@ -179,15 +173,15 @@ class async_runtime {
     control(async_runtime& rt, Policy& p, Compute& c) : rt_(rt), policy_(p), compute_(c) {}
     double now() const { return rt_.engine_.now(); }
     std::size_t workers() const { return rt_.engine_.workers(); }
-    bool busy(worker_id w) const { return rt_.engine_.state(w) == worker_state::busy; }
-    bool waiting(worker_id w) const { return rt_.engine_.state(w) == worker_state::waiting; }
+    bool busy(worker_id w) const { return rt_.engine_.state(w) == sim::worker_state::busy; }
+    bool waiting(worker_id w) const { return rt_.engine_.state(w) == sim::worker_state::waiting; }
     /// Version the busy worker w is computing at.
     std::uint64_t version_of(worker_id w) const { return rt_.engine_.current_job(w).tag; }
 
     /// Starts idle worker w on the current model version; the computation happens now.
     void restart(worker_id w) {
       auto& e = rt_.engine_;
-      require(e.state(w) == worker_state::idle, "worker", w, "must be idle to restart");
+      require(e.state(w) == sim::worker_state::idle, "worker", w, "must be idle to restart");
       const std::uint64_t v = policy_.version();
       const std::uint64_t k = e.next_job_index(w);
       // The duration is drawn and checked before the computation overwrites w's result, so a
@@ -207,18 +201,18 @@ class async_runtime {
     /// Calculation stops: w's job is dropped (never delivered), recorded as interrupted with
     /// its current staleness, and w restarts now at the current version.
     void interrupt(worker_id w) {
-      const job j = rt_.engine_.cancel(w);
-      rt_.recorder_.record_update(w, policy_.version() - j.tag, update_outcome::interrupted);
+      const sim::job j = rt_.engine_.cancel(w);
+      rt_.recorder_.record_update(w, policy_.version() - j.tag, sim::update_outcome::interrupted);
       restart(w);
     }
     void applied(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, update_outcome::applied);
+      rt_.recorder_.record_update(w, staleness, sim::update_outcome::applied);
     }
     void buffered(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, update_outcome::buffered);
+      rt_.recorder_.record_update(w, staleness, sim::update_outcome::buffered);
     }
     void discarded(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, update_outcome::discarded);
+      rt_.recorder_.record_update(w, staleness, sim::update_outcome::discarded);
     }
     void set_batch(worker_id w, std::size_t b) { rt_.set_batch(w, b); }
 
@@ -231,6 +225,7 @@ class async_runtime {
   /// Runs `policy` with `compute(worker, version, job_index, Result&)` and an optional
   /// `evaluate(double t) -> std::vector<double>` recorded at options.eval_interval.
   template <class Policy, class Compute, class Evaluate = no_evaluation>
+    requires async_policy<Policy, Result, control<Policy, std::remove_reference_t<Compute>>>
   run_summary run(Policy& policy, Compute&& compute, const run_options& opt = {},
                   Evaluate&& evaluate = {}) {
     using ctl_t = control<Policy, std::remove_reference_t<Compute>>;
@@ -248,14 +243,14 @@ class async_runtime {
       Policy& policy;
       ctl_t& ctl;
       Evaluate& eval;
-      void on_job_finished(sim::engine&, const event& ev) {
+      void on_job_finished(sim::engine&, const sim::event& ev) {
         const arrival a{ev.worker, ev.job.tag, ev.job.index, ev.job.start, ev.time};
         policy.on_arrival(ctl, a, rt.results_[ev.worker]);
-        if (rt.engine_.state(ev.worker) == worker_state::idle) ctl.restart(ev.worker);
+        if (rt.engine_.state(ev.worker) == sim::worker_state::idle) ctl.restart(ev.worker);
       }
       void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
     } h{*this, policy, ctl, evaluate};
-    const run_summary s = sim::run(engine_, h, opt);
+    const run_summary s = runtime::run(engine_, h, opt);
     recorder_.capture(engine_);
     return s;
   }
@@ -270,7 +265,7 @@ class async_runtime {
 };
 
 /// Synchronous rounds over n workers (see the header comment for the policy contract).
-template <class Result, worker_time_model Model>
+template <class Result, sim::worker_time_model Model>
 class round_runtime {
  public:
   /// `communication_time` virtual seconds are added to every round (e.g. a network model's
@@ -304,13 +299,13 @@ class round_runtime {
     std::size_t workers() const { return rt_.engine_.workers(); }
     std::uint64_t round() const { return rt_.round_; }
     void applied(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, update_outcome::applied);
+      rt_.recorder_.record_update(w, staleness, sim::update_outcome::applied);
     }
     void buffered(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, update_outcome::buffered);
+      rt_.recorder_.record_update(w, staleness, sim::update_outcome::buffered);
     }
     void discarded(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, update_outcome::discarded);
+      rt_.recorder_.record_update(w, staleness, sim::update_outcome::discarded);
     }
 
    private:
@@ -320,6 +315,7 @@ class round_runtime {
   /// Runs rounds of `compute(worker, round, job_index, Result&)`; `policy.on_round` is called
   /// at each round's end with every worker's contribution.
   template <class Policy, class Compute, class Evaluate = no_evaluation>
+    requires round_policy<Policy, Result, control>
   run_summary run(Policy& policy, Compute&& compute, const run_options& opt = {},
                   Evaluate&& evaluate = {}) {
     control ctl(*this);
@@ -347,7 +343,7 @@ class round_runtime {
       control& ctl;
       Evaluate& eval;
       decltype(start_round)& next_round;
-      void on_job_finished(sim::engine& e, const event& ev) {
+      void on_job_finished(sim::engine& e, const sim::event& ev) {
         e.wait(ev.worker);  // at the barrier until the round ends
         if (++rt.finished_ < e.workers()) return;
         double c = rt.comm_;
@@ -355,7 +351,7 @@ class round_runtime {
           c = policy.communication_time(rt.round_);
         e.schedule_after(c, rt.round_);
       }
-      void on_timer(sim::engine& e, const event&) {
+      void on_timer(sim::engine& e, const sim::event&) {
         for (std::size_t i = 0; i < e.workers(); ++i) e.release(static_cast<worker_id>(i));
         policy.on_round(ctl, rt.round_, rt.results_);
         ++rt.round_;
@@ -363,7 +359,7 @@ class round_runtime {
       }
       void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
     } h{*this, policy, ctl, evaluate, start_round};
-    const run_summary s = sim::run(engine_, h, opt);
+    const run_summary s = runtime::run(engine_, h, opt);
     recorder_.capture(engine_);
     return s;
   }
@@ -380,4 +376,4 @@ class round_runtime {
   bool started_ = false;
 };
 
-}  // namespace heterograd::sim
+}  // namespace heterograd::runtime

@@ -1,0 +1,8 @@
+#pragma once
+// The runtime layer: the contracts between runtimes and policies (concepts.hpp) and the
+// drivers of the asynchronous family: simulated (sim.hpp), over any transport (server.hpp)
+// and on threads of this process (async_threads.hpp).
+#include "heterograd/runtime/async_threads.hpp"
+#include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/server.hpp"
+#include "heterograd/runtime/sim.hpp"

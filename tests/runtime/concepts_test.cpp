@@ -1,0 +1,172 @@
+// The runtime concepts: every asynchronous server policy and every round method of the
+// library satisfies its concept, against the archetype handle and against the drivers' own
+// handles; the negative archetypes do not; the positive archetypes run under the drivers.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/algorithms/sync/local_sgd.hpp"
+#include "heterograd/algorithms/sync/selsync.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/optim/optimizers.hpp"
+#include "heterograd/runtime.hpp"
+#include "heterograd/sim/worker_time.hpp"
+#include "heterograd/testing/runtime_archetypes.hpp"
+
+namespace hg = heterograd;
+namespace async = heterograd::algorithms::async;
+namespace hs = heterograd::algorithms::sync;
+namespace hr = heterograd::runtime;
+namespace ht = heterograd::testing;
+namespace ho = heterograd::optim;
+namespace sim = heterograd::sim;
+
+namespace {
+
+// The drivers' own control handles, for a policy P.
+struct gradient_stub {
+  template <class R>
+  void operator()(hr::worker_id, std::uint64_t, std::uint64_t, R&) const {}
+};
+template <class P, class Result>
+using sim_control = typename hr::async_runtime<Result, sim::fixed_times>::template control<
+    P, gradient_stub>;
+template <class P, class T>
+using server_control = hr::detail::remote_server<T, P, hg::comm::inproc::communicator,
+                                                 sim::fixed_times>;
+using round_control = hr::round_runtime<hs::round_stats, sim::fixed_times>::control;
+
+// A server policy is one for the archetype handle, the simulator's and the remote server's.
+template <class P, class T = typename P::value_type>
+constexpr bool runs_everywhere =
+    hr::server_policy<P, T, ht::async_control_archetype> &&
+    hr::async_policy<P, std::vector<T>, sim_control<P, std::vector<T>>> &&
+    hr::server_policy<P, T, server_control<P, T>>;
+
+static_assert(runs_everywhere<async::asgd<double>>);
+static_assert(runs_everywhere<async::delay_adaptive_asgd<double>>);
+static_assert(runs_everywhere<async::staleness_scaled_asgd<double>>);
+static_assert(runs_everywhere<async::dc_asgd<double>>);
+static_assert(runs_everywhere<async::fedbuff<double>>);
+static_assert(runs_everywhere<async::ia2sgd<double>>);
+static_assert(runs_everywhere<async::malenia_sgd<double>>);
+static_assert(runs_everywhere<async::ringleader_asgd<double>>);
+static_assert(runs_everywhere<async::rennala_sgd<double>>);
+static_assert(runs_everywhere<async::naive_optimal_asgd<double>>);
+static_assert(runs_everywhere<async::rescaled_asgd<double>>);
+static_assert(runs_everywhere<async::ringmaster_asgd<double>>);
+static_assert(runs_everywhere<async::ssp_server<double>>);
+static_assert(runs_everywhere<async::dssp_server<double>>);
+static_assert(runs_everywhere<async::asgd<float, ho::adam>>);
+static_assert(runs_everywhere<ht::server_policy_archetype<float>, float>);
+
+// The handles themselves.
+static_assert(hr::async_control<sim_control<async::asgd<double>, std::vector<double>>>);
+static_assert(hr::async_control<server_control<async::asgd<double>, double>>);
+static_assert(hr::round_control<round_control>);
+
+// The synchronous methods, over any gradient oracle.
+struct oracle {
+  double operator()(std::size_t, std::uint64_t, std::size_t, hg::span<const float>,
+                    hg::span<float>) const {
+    return 0.0;
+  }
+};
+template <class P>
+constexpr bool round_method_everywhere =
+    hr::round_method<P, hs::round_stats, ht::round_control_archetype> &&
+    hr::round_method<P, hs::round_stats, round_control>;
+
+static_assert(round_method_everywhere<hs::bsp<float, ho::sgd, oracle>>);
+static_assert(round_method_everywhere<hs::local_sgd<float, ho::sgd, oracle>>);
+static_assert(round_method_everywhere<hs::selsync<float, ho::sgd, oracle>>);
+static_assert(round_method_everywhere<hs::bsp<float, ho::momentum, oracle>>);
+// Eager-SGD is an asynchronous policy of the simulator (a rank's job end is its arrival).
+using eager = hs::eager_sgd<float, ho::sgd, oracle>;
+static_assert(hr::async_policy<eager, std::vector<float>, ht::async_control_archetype>);
+static_assert(hr::async_policy<eager, std::vector<float>, sim_control<eager, std::vector<float>>>);
+
+// A method is not a policy of the other family.
+static_assert(!hr::round_policy<async::asgd<double>, hs::round_stats, round_control>);
+static_assert(!hr::async_policy<hs::bsp<float, ho::sgd, oracle>, std::vector<float>,
+                                ht::async_control_archetype>);
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(runtime_concepts)
+
+BOOST_AUTO_TEST_CASE(archetypes_are_accepted_and_each_negative_one_is_rejected) {
+  BOOST_TEST(hr::async_control<ht::async_control_archetype>);
+  BOOST_TEST(!hr::async_control<ht::not_an_async_control_no_interrupt>);
+  BOOST_TEST(!hr::async_control<ht::not_an_async_control_version_is_text>);
+  BOOST_TEST((hr::server_policy<ht::server_policy_archetype<float>, float,
+                                ht::async_control_archetype>));
+  BOOST_TEST(!(hr::async_policy<ht::not_an_async_policy_no_version, std::vector<float>,
+                                ht::async_control_archetype>));
+  BOOST_TEST(!(hr::async_policy<ht::not_an_async_policy_takes_a_worker, std::vector<float>,
+                                ht::async_control_archetype>));
+  BOOST_TEST((hr::async_policy<ht::not_a_server_policy_no_params, std::vector<float>,
+                               ht::async_control_archetype>));
+  BOOST_TEST(!(hr::server_policy<ht::not_a_server_policy_no_params, float,
+                                 ht::async_control_archetype>));
+  BOOST_TEST(!(hr::server_policy<ht::not_a_server_policy_ready_is_void, float,
+                                 ht::async_control_archetype>));
+  BOOST_TEST(hr::round_control<ht::round_control_archetype>);
+  BOOST_TEST(!hr::round_control<ht::not_a_round_control_no_round>);
+  BOOST_TEST((hr::round_method<ht::round_method_archetype, double, ht::round_control_archetype>));
+  BOOST_TEST(!(hr::round_policy<ht::not_a_round_policy_one_contribution, double,
+                                ht::round_control_archetype>));
+  BOOST_TEST(!(hr::round_policy<ht::not_a_round_policy_batch_is_text, double,
+                                ht::round_control_archetype>));
+  BOOST_TEST(!(hr::round_method<ht::not_a_round_method_no_limit, double,
+                                ht::round_control_archetype>));
+}
+
+BOOST_AUTO_TEST_CASE(the_server_policy_archetype_runs_under_the_simulator_and_on_threads) {
+  const sim::fixed_times model({1.0, 2.0, 3.0});
+  // Every worker's gradient is 1 at every job: the model falls by one per update.
+  ht::server_policy_archetype<float> sp{.n = 3, .x = {0.0f, 10.0f}};
+  hr::async_runtime<std::vector<float>, sim::fixed_times> rt(3, model);
+  hr::run_options o;
+  o.max_events = 12;
+  rt.run(sp, [](hr::worker_id, std::uint64_t, std::uint64_t, std::vector<float>& g) {
+    g.assign(2, 1.0f);
+  }, o);
+  BOOST_TEST(sp.version() == 12u);
+  BOOST_TEST(sp.x[1] == -2.0f);
+  BOOST_TEST(rt.recorder().count(sim::update_outcome::applied) == 12u);
+
+  ht::server_policy_archetype<float> tp{.n = 3, .x = {0.0f, 10.0f}};
+  const auto s = hr::run_threads<float>(
+      tp,
+      [](hr::worker_id, std::uint64_t, std::uint64_t, hg::span<const float>,
+         std::vector<float>& g) { g.assign(2, 1.0f); },
+      {.order = hr::arrival_order::virtual_time, .max_updates = 12}, model);
+  BOOST_TEST(tp.version() == 12u);
+  BOOST_TEST(tp.x == sp.x);
+  BOOST_TEST(s.log.count(sim::update_outcome::applied) == 12u);
+  BOOST_TEST(s.log.max_staleness() == rt.recorder().max_staleness());
+}
+
+BOOST_AUTO_TEST_CASE(the_round_method_archetype_runs_under_the_round_runtime) {
+  ht::round_method_archetype p;
+  hr::round_runtime<double, sim::fixed_times> rt(3, sim::fixed_times({1.0, 2.0, 4.0}), 1, 0.5);
+  hr::run_options o;
+  o.max_events = 5 * (3 + 1);  // five rounds: three job ends and a barrier timer each
+  p.limit_rounds(5);
+  rt.run(p, [&p](hr::worker_id w, std::uint64_t r, std::uint64_t k, double& out) {
+    p.compute(w, r, k, out);
+  }, o);
+  BOOST_TEST(p.rounds_done == 5u);
+  BOOST_TEST(p.total == 5.0 * (1.0 + 2.0 + 3.0));
+  BOOST_TEST(rt.recorder().count(sim::update_outcome::applied) == 15u);
+  BOOST_TEST(rt.engine().now() == 5 * 4.5);  // the slowest job plus the barrier, per round
+}
+
+BOOST_AUTO_TEST_SUITE_END()
