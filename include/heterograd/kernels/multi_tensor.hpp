@@ -61,19 +61,26 @@ template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>> list,
                       const sgd_config<Lr>& a, const sgd_options& o = {}) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step));
-  std::vector<tensor_task<detail::sgd_body<T>>> tasks;
-  tasks.reserve(list.size());
-  for (std::size_t k = 0; k < list.size(); ++k) {
-    const auto& t = list[k];
-    require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(), "params",
-                      t.params.size());
-    tasks.push_back(
-        {{t.params.data(), t.grads.data(), lr, static_cast<T>(a.weight_decay)},
-         t.params.size(),
-         detail::line_offset_of(t.params.data())});
-  }
-  detail::launch_multi(policy, std::span<const tensor_task<detail::sgd_body<T>>>(tasks));
+  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), wd = static_cast<T>(a.weight_decay);
+  // The single kernel's bodies (without decay when it is 0), so that the results agree bitwise.
+  auto run = [&](auto decay) {
+    using body = detail::sgd_body<T, decltype(decay)::value>;
+    std::vector<tensor_task<body>> tasks;
+    tasks.reserve(list.size());
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const auto& t = list[k];
+      require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(),
+                        "params", t.params.size());
+      tasks.push_back({{t.params.data(), t.grads.data(), lr, wd},
+                       t.params.size(),
+                       detail::line_offset_of(t.params.data())});
+    }
+    detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
+  };
+  if (a.weight_decay == 0.0)
+    run(std::false_type{});
+  else
+    run(std::true_type{});
 }
 
 /// Heavy-ball or Nesterov momentum over a list of tensors.
