@@ -109,7 +109,7 @@ void finish(benchmark::State& state, std::size_t bytes_per_element) {
 }
 
 // Alternating signs keep values bounded over many iterations.
-hk::sgd_args sgd_args(int it) {
+hk::sgd_config<> sgd_args(int it) {
   return {it % 2 ? 1e-3 : -1e-3, 0.0};
 }
 
@@ -224,8 +224,8 @@ void BM_sgd_cpp(benchmark::State& state) {
 
 // ---- momentum: 20 B/element -------------------------------------------------------------
 
-hk::momentum_args mom_args(int it) {
-  return {it % 2 ? 1e-3 : -1e-3, 0.5, 0.0, 0.0, false};
+hk::momentum_config<> mom_args(int it) {
+  return {it % 2 ? 1e-3 : -1e-3, 0.5, 0.0, 0.0};
 }
 
 template <class Policy>
@@ -266,18 +266,14 @@ void BM_momentum_cpp(benchmark::State& state) {
 
 // ---- Adam: 28 B/element -----------------------------------------------------------------
 
-hk::adam_args adam_args(int it) {
-  hk::adam_args a;
-  a.lr = 1e-4;
-  a.step = 1 + it % 1000;
-  return a;
-}
+const hk::adam_config<> adam_hp{.lr = 1e-4};
+hk::adam_options adam_step(int it) { return {.step = 1 + it % 1000}; }
 
 template <class Policy>
 variant adam_kernel(const Policy& pol) {
   return {"kernel", 28, [pol, c = counter{}]() mutable {
             hk::adam(pol, sp(data().p()), csp(data().g()), sp(data().m()), sp(data().v()),
-                     adam_args(c.next()));
+                     adam_hp, adam_step(c.next()));
           }};
 }
 
@@ -288,8 +284,8 @@ variant adam_loop() {
             const float* __restrict g = data().g();
             float* __restrict m = data().m();
             float* __restrict v = data().v();
-            const auto a = adam_args(c.next());
-            const double t = static_cast<double>(a.step);
+            const auto& a = adam_hp;
+            const double t = static_cast<double>(adam_step(c.next()).step);
             const float b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2);
             const float step = static_cast<float>(a.lr / (1 - std::pow(a.beta1, t)));
             const float isc2 = static_cast<float>(1 / std::sqrt(1 - std::pow(a.beta2, t)));
@@ -314,7 +310,7 @@ variant adam_thrust_for_each() {
         hk::detail::launch_thrust(
             thrust::omp::par, kN,
             hk::detail::adam_body<float>{data().p(), data().g(), data().m(), data().v(),
-                                         hk::detail::make_adam_coeffs<float>(adam_args(c.next()))});
+                                         hk::detail::make_adam_coeffs<float>(adam_hp, adam_step(c.next()))});
       }};
 }
 
@@ -357,8 +353,8 @@ void BM_multi_tensor_adam(benchmark::State& state) {
   }
   variant multi{"kernel", 28, [list, c = counter{}]() mutable {
                   hk::multi_tensor_adam(thrust::omp::par,
-                                        std::span<const hk::adam_tensor<float>>(list),
-                                        adam_args(c.next()));
+                                        std::span<const hk::adam_tensor<float>>(list), adam_hp,
+                                        adam_step(c.next()));
                 }};
   auto single = adam_kernel(thrust::omp::par);
   single.name = "single";

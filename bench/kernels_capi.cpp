@@ -35,25 +35,18 @@ void hg_capi_sgd(float* p, const float* g, std::size_t n, double lr, double wd) 
 void hg_capi_momentum(float* p, const float* g, float* v, std::size_t n, double lr, double mu,
                       double dampening, double wd, int nesterov) {
   hk::momentum(thrust::omp::par, hg::span<float>(p, n), hg::span<const float>(g, n),
-               hg::span<float>(v, n), {lr, mu, dampening, wd, nesterov != 0});
+               hg::span<float>(v, n), {lr, mu, dampening, wd}, {.nesterov = nesterov != 0});
 }
 
-static hk::adam_args adam_args(double lr, double b1, double b2, double eps, double wd,
-                               std::int64_t step) {
-  hk::adam_args a;
-  a.lr = lr;
-  a.beta1 = b1;
-  a.beta2 = b2;
-  a.eps = eps;
-  a.weight_decay = wd;
-  a.step = step;
-  return a;
+static hk::adam_config<> adam_config(double lr, double b1, double b2, double eps, double wd) {
+  return {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd};
 }
 
 void hg_capi_adam(float* p, const float* g, float* m, float* v, std::size_t n, double lr, double b1,
                   double b2, double eps, double wd, std::int64_t step) {
   hk::adam(thrust::omp::par, hg::span<float>(p, n), hg::span<const float>(g, n),
-           hg::span<float>(m, n), hg::span<float>(v, n), adam_args(lr, b1, b2, eps, wd, step));
+           hg::span<float>(m, n), hg::span<float>(v, n), adam_config(lr, b1, b2, eps, wd),
+           {.step = step});
 }
 
 // Tensors k = 0..count-1: p[k], g[k], m[k], v[k] of n[k] elements.
@@ -66,7 +59,7 @@ void hg_capi_multi_adam(float* const* p, const float* const* g, float* const* m,
     list.push_back({hg::span<float>(p[k], n[k]), hg::span<const float>(g[k], n[k]),
                     hg::span<float>(m[k], n[k]), hg::span<float>(v[k], n[k])});
   hk::multi_tensor_adam(thrust::omp::par, std::span<const hk::adam_tensor<float>>(list),
-                        adam_args(lr, b1, b2, eps, wd, step));
+                        adam_config(lr, b1, b2, eps, wd), {.step = step});
 }
 
 }  // extern "C"

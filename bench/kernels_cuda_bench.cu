@@ -101,18 +101,17 @@ void BM_device_sgd(benchmark::State& state) {
 void BM_device_momentum(benchmark::State& state) {
   measure(state, 20, [s = 1e-3]() mutable {
     hk::momentum(thrust::cuda::par, dspan(data().at(0), kN), cdspan(data().at(1), kN),
-                 dspan(data().at(2), kN), {s, 0.5, 0.0, 0.0, false});
+                 dspan(data().at(2), kN), {s, 0.5, 0.0, 0.0});
     s = -s;
   });
 }
 
 void BM_device_adam(benchmark::State& state) {
   measure(state, 28, [t = std::int64_t{1}]() mutable {
-    hk::adam_args a;
+    hk::adam_config<> a;
     a.lr = 1e-4;
-    a.step = t++;
     hk::adam(thrust::cuda::par, dspan(data().at(0), kN), cdspan(data().at(1), kN),
-             dspan(data().at(2), kN), dspan(data().at(3), kN), a);
+             dspan(data().at(2), kN), dspan(data().at(3), kN), a, {.step = t++});
   });
 }
 
@@ -134,11 +133,11 @@ void BM_device_multi_tensor_adam(benchmark::State& state) {
     if (aligned) off = (off + 63) / 64 * 64;
   }
   measure(state, 28, [list, t = std::int64_t{1}]() mutable {
-    hk::adam_args a;
+    hk::adam_config<> a;
     a.lr = 1e-4;
-    a.step = t++;
     hk::multi_tensor_adam(thrust::cuda::par,
-                          std::span<const hk::adam_tensor<float, hg::device_space>>(list), a);
+                          std::span<const hk::adam_tensor<float, hg::device_space>>(list), a,
+                          {.step = t++});
   });
 }
 

@@ -3,6 +3,7 @@
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/concepts.hpp"
 #include "heterograd/core/config.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/rng.hpp"

@@ -3,6 +3,7 @@
 // execution policy first (cpp, omp, cuda). Bytes per element are stated next to each kernel.
 #include "heterograd/kernels/blend.hpp"
 #include "heterograd/kernels/cast.hpp"
+#include "heterograd/kernels/hyperparameters.hpp"
 #include "heterograd/kernels/clip.hpp"
 #include "heterograd/kernels/multi_tensor.hpp"
 #include "heterograd/kernels/reduce.hpp"

@@ -583,3 +583,46 @@ BOOST_AUTO_TEST_CASE(the_demos_checkpointable_methods_resume_to_the_uninterrupte
   }
   // Every method of the demo is checkpointable (tests/driver/checkpoint_test.cpp: all algorithms).
 }
+
+// ---------------------------------------------------------------------------------------------
+// --schema=json: the checker's schema as a JSON Schema (draft 2020-12).
+
+BOOST_AUTO_TEST_SUITE(schema)
+
+BOOST_AUTO_TEST_CASE(schema_json_is_a_draft_2020_12_json_schema_of_every_key_with_its_range_and_default,
+                     *boost::unit_test::timeout(60)) {
+  const auto [status, text] = run_exe("--schema=json");
+  BOOST_TEST_REQUIRE(status == 0, text);
+  const json s = json::parse(text);
+  BOOST_TEST(s["$schema"].get<std::string>() == "https://json-schema.org/draft/2020-12/schema");
+  BOOST_TEST(s["type"].get<std::string>() == "object");
+  BOOST_TEST(s["additionalProperties"] == false);
+  const json& p = s["properties"];
+  const json& count = p["workers"]["properties"]["count"];
+  BOOST_TEST(count["type"].get<std::string>() == "integer");
+  BOOST_TEST(count["minimum"].get<double>() == 1.0);
+  BOOST_TEST((p["workers"]["required"] == json::array({"count"})));
+  BOOST_TEST(p["seed"]["default"].get<int>() == 1);
+  BOOST_TEST((p["runtime"]["enum"] == json::array({"sim", "threads", "mpi"})));
+  BOOST_TEST(p["eval_interval"]["exclusiveMinimum"].get<double>() == 0.0);
+  // Methods: one branch per algorithm, with that algorithm's keys.
+  const json& m = p["methods"]["items"];
+  BOOST_TEST(m["unevaluatedProperties"] == false);
+  BOOST_TEST(m["properties"]["algorithm"]["enum"].size() == hgrun::algorithm_names().size());
+  bool ringmaster = false;
+  for (const auto& b : m["allOf"])
+    if (b["if"]["properties"]["algorithm"]["const"] == "ringmaster") {
+      ringmaster = true;
+      const json& r = b["then"]["properties"]["threshold"]["anyOf"];
+      BOOST_TEST(r[0]["minimum"].get<double>() == 1.0);
+      BOOST_TEST(r[1]["const"].get<std::string>() == "inf");
+    }
+  BOOST_TEST(ringmaster);
+  // Plain --schema stays the Markdown table.
+  const auto [md_status, md] = run_exe("--schema");
+  BOOST_TEST(md_status == 0);
+  BOOST_TEST(md.rfind("| key | expected | default | meaning |", 0) == 0u);
+  BOOST_TEST(run_exe("--schema=yaml").first == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -25,7 +25,7 @@ void check_sgd() {
     auto hp = kt::random_vector<T>(n, 1), hgr = kt::random_vector<T>(n, 2);
     auto p = kt::to_backend<B>(hp);
     auto g = kt::to_backend<B>(hgr);
-    const hk::sgd_args a{0.1, 0.01};
+    const hk::sgd_config<> a{0.1, 0.01};
     hk::sgd(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), a);
     std::vector<double> ref(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -44,8 +44,9 @@ void check_momentum(bool nesterov) {
     auto p = kt::to_backend<B>(hp);
     auto g = kt::to_backend<B>(hgr);
     auto v = kt::to_backend<B>(hv);
-    const hk::momentum_args a{0.05, 0.9, 0.1, 0.01, nesterov};
-    hk::momentum(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(v), a);
+    const hk::momentum_config<> a{0.05, 0.9, 0.1, 0.01};
+    hk::momentum(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(v), a,
+                 {.nesterov = nesterov});
     std::vector<double> rp(n), rv(n);
     for (std::size_t i = 0; i < n; ++i) {
       const double d = double(hgr[i]) + a.weight_decay * double(hp[i]);
@@ -66,13 +67,11 @@ void check_adam(bool decoupled) {
     auto g = kt::to_backend<B>(hgr);
     auto m = kt::to_backend<B>(hm);
     auto v = kt::to_backend<B>(hv);
-    hk::adam_args a;
+    hk::adam_config<> a;
     a.lr = 1e-2;
     a.weight_decay = 0.05;
-    a.decoupled_weight_decay = decoupled;
-    a.step = 7;
     hk::adam(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(m),
-             kt::span_of<B>(v), a);
+             kt::span_of<B>(v), a, {.step = 7, .decoupled_weight_decay = decoupled});
     const double c1 = 1 - std::pow(a.beta1, 7.0), c2 = 1 - std::pow(a.beta2, 7.0);
     std::vector<double> rp(n), rm(n), rv(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -97,8 +96,9 @@ void check_adagrad() {
     auto p = kt::to_backend<B>(hp);
     auto g = kt::to_backend<B>(hgr);
     auto s = kt::to_backend<B>(hs);
-    const hk::adagrad_args a{0.1, 1e-10, 0.01, 0.5, 3};
-    hk::adagrad(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(s), a);
+    const hk::adagrad_config<> a{0.1, 1e-10, 0.01, 0.5};
+    hk::adagrad(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(s), a,
+                {.step = 3});
     const double clr = a.lr / (1 + 2 * a.lr_decay);
     std::vector<double> rp(n), rs(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -123,12 +123,12 @@ void check_lamb() {
     auto g = kt::to_backend<B>(hgr);
     auto m = kt::to_backend<B>(hm);
     auto v = kt::to_backend<B>(hv);
-    hk::lamb_args a;
+    hk::lamb_config<> a;
     a.lr = 0.01;
-    a.step = 3;
+    a.tensor_sizes = parts;
     std::vector<double> ratios(3, -1.0);
     hk::lamb(B::policy(), kt::span_of<B>(p), kt::cspan_of<B>(g), kt::span_of<B>(m),
-             kt::span_of<B>(v), std::span<const std::size_t>(parts), a, std::span<double>(ratios));
+             kt::span_of<B>(v), a, {.step = 3}, std::span<double>(ratios));
     const double c1 = 1 - std::pow(a.beta1, 3.0), c2 = 1 - std::pow(a.beta2, 3.0);
     std::vector<double> rp(n), rm(n), rv(n), r(n);
     std::size_t off = 0;
@@ -203,19 +203,18 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_adam_equals_one_call_per_tensor_bitwi
   p2 = p;
   m2 = m;
   v2 = v;
-  hk::adam_args a;
-  a.step = 4;
+  hk::adam_config<> a;
   a.weight_decay = 0.01;
-  a.decoupled_weight_decay = true;
+  const hk::adam_options o{.step = 4, .decoupled_weight_decay = true};
   std::vector<hk::adam_tensor<T, typename B::space>> list;
   for (std::size_t k = 0; k < sz.size(); ++k)
     list.push_back(
         {kt::span_of<B>(p[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(m[k]), kt::span_of<B>(v[k])});
   hk::multi_tensor_adam(B::policy(), std::span<const hk::adam_tensor<T, typename B::space>>(list),
-                        a);
+                        a, o);
   for (std::size_t k = 0; k < sz.size(); ++k) {
     hk::adam(B::policy(), kt::span_of<B>(p2[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(m2[k]),
-             kt::span_of<B>(v2[k]), a);
+             kt::span_of<B>(v2[k]), a, o);
     BOOST_TEST(hg_test::to_host(p[k]) == hg_test::to_host(p2[k]));
     BOOST_TEST(hg_test::to_host(m[k]) == hg_test::to_host(m2[k]));
     BOOST_TEST(hg_test::to_host(v[k]) == hg_test::to_host(v2[k]));
@@ -226,7 +225,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_adam_equals_one_call_per_tensor_bitwi
   bad.back().m = bad.back().m.first(1);
   BOOST_CHECK_THROW(
       hk::multi_tensor_adam(B::policy(),
-                            std::span<const hk::adam_tensor<T, typename B::space>>(bad), a),
+                            std::span<const hk::adam_tensor<T, typename B::space>>(bad), a, o),
       std::invalid_argument);
   BOOST_TEST(hg_test::to_host(p[0]) == before);
 }
@@ -243,7 +242,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_sgd_and_momentum_equal_one_call_per_t
       v.push_back(kt::to_backend<B>(kt::random_vector<T>(sz[k], 700 + k)));
     }
     auto p2 = p, v2 = v, p3 = p;
-    const hk::momentum_args a{0.1, 0.9, 0.0, 0.001, nesterov};
+    const hk::momentum_config<> a{0.1, 0.9, 0.0, 0.001};
+    const hk::momentum_options o{.nesterov = nesterov};
     std::vector<hk::momentum_tensor<T, typename B::space>> list;
     std::vector<hk::sgd_tensor<T, typename B::space>> slist;
     for (std::size_t k = 0; k < sz.size(); ++k) {
@@ -251,16 +251,16 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_sgd_and_momentum_equal_one_call_per_t
       slist.push_back({kt::span_of<B>(p3[k]), kt::cspan_of<B>(g[k])});
     }
     hk::multi_tensor_momentum(B::policy(),
-                              std::span<const hk::momentum_tensor<T, typename B::space>>(list), a);
+                              std::span<const hk::momentum_tensor<T, typename B::space>>(list), a, o);
     hk::multi_tensor_sgd(B::policy(), std::span<const hk::sgd_tensor<T, typename B::space>>(slist),
-                         hk::sgd_args{0.1, 0.001});
+                         hk::sgd_config<>{0.1, 0.001});
     for (std::size_t k = 0; k < sz.size(); ++k) {
       hk::momentum(B::policy(), kt::span_of<B>(p2[k]), kt::cspan_of<B>(g[k]), kt::span_of<B>(v2[k]),
-                   a);
+                   a, o);
       BOOST_TEST(hg_test::to_host(p[k]) == hg_test::to_host(p2[k]));
       BOOST_TEST(hg_test::to_host(v[k]) == hg_test::to_host(v2[k]));
       auto p4 = kt::to_backend<B>(kt::random_vector<T>(sz[k], 500 + k));
-      hk::sgd(B::policy(), kt::span_of<B>(p4), kt::cspan_of<B>(g[k]), hk::sgd_args{0.1, 0.001});
+      hk::sgd(B::policy(), kt::span_of<B>(p4), kt::cspan_of<B>(g[k]), hk::sgd_config<>{0.1, 0.001});
       BOOST_TEST(hg_test::to_host(p3[k]) == hg_test::to_host(p4));
     }
   }
@@ -287,7 +287,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(multi_tensor_lists_longer_than_one_launch_equal_on
   for (std::size_t k = 0; k < size.size(); ++k)
     list.push_back({kt::span_of<B>(p).subspan(offset[k], size[k]),
                     kt::cspan_of<B>(g).subspan(offset[k], size[k])});
-  const hk::sgd_args a{0.05, 0.01};
+  const hk::sgd_config<> a{0.05, 0.01};
   hk::multi_tensor_sgd(B::policy(), std::span<const hk::sgd_tensor<T, typename B::space>>(list), a);
   for (std::size_t k = 0; k < size.size(); ++k)
     hk::sgd(B::policy(), kt::span_of<B>(q).subspan(offset[k], size[k]),

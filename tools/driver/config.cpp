@@ -1260,6 +1260,80 @@ std::string schema_markdown() {
   return out;
 }
 
+namespace {
+// One schema node as JSON Schema (draft 2020-12): the same kinds, ranges, choices, defaults and
+// meanings the checker uses, so an editor or a validator sees what resolve() accepts.
+json json_schema_of(const spec& s) {
+  json j = json::object();
+  if (!s.doc.empty()) j["description"] = s.doc;
+  auto bounds = [&](json& n) {
+    if (std::isfinite(s.lo)) n[s.lo_open ? "exclusiveMinimum" : "minimum"] = s.lo;
+    if (std::isfinite(s.hi)) n[s.hi_open ? "exclusiveMaximum" : "maximum"] = s.hi;
+  };
+  switch (s.k) {
+    case kind::integer:
+      j["type"] = "integer";
+      bounds(j);
+      break;
+    case kind::number:
+      j["type"] = "number";
+      bounds(j);
+      break;
+    case kind::boolean: j["type"] = "boolean"; break;
+    case kind::string: j["type"] = "string"; break;
+    case kind::choice: j["enum"] = s.choices; break;
+    case kind::count_or_inf:
+      j["anyOf"] = json::array({json{{"type", "integer"}, {"minimum", s.lo}}, json{{"const", "inf"}}});
+      break;
+    case kind::object: {
+      j["type"] = "object";
+      if (s.free_form) break;
+      json props = json::object(), req = json::array();
+      for (const auto& [k, f] : s.fields) {
+        props[k] = json_schema_of(f);
+        if (f.required) req.push_back(k);
+      }
+      j["properties"] = std::move(props);
+      if (!req.empty()) j["required"] = std::move(req);
+      j["additionalProperties"] = false;
+      break;
+    }
+    case kind::array:
+      j["type"] = "array";
+      j["items"] = json_schema_of(*s.item);
+      if (s.min_items) j["minItems"] = s.min_items;
+      break;
+  }
+  if (!s.def.is_null() && s.k != kind::object) j["default"] = s.def;
+  return j;
+}
+}  // namespace
+
+json schema_json() {
+  json root = json_schema_of(root_spec());
+  // A method's keys depend on its algorithm: the common keys, then one branch per algorithm
+  // adding its own; unevaluatedProperties sees the branch's keys (additionalProperties would
+  // not).
+  const spec common = method_common();
+  json m = json_schema_of(common);
+  m.erase("additionalProperties");
+  json branches = json::array();
+  for (const auto& [a, fields] : algorithm_params()) {
+    json props = json::object();
+    for (const auto& [k, f] : fields) props[k] = json_schema_of(f);
+    branches.push_back({{"if", {{"properties", {{"algorithm", {{"const", a}}}}}}},
+                        {"then", {{"properties", std::move(props)}}}});
+  }
+  m["allOf"] = std::move(branches);
+  m["unevaluatedProperties"] = false;
+  root["properties"]["methods"]["items"] = std::move(m);
+  json out = {{"$schema", "https://json-schema.org/draft/2020-12/schema"},
+              {"$id", "https://heterograd.invalid/heterograd-run/experiment.schema.json"},
+              {"title", "heterograd-run experiment"}};
+  out.update(root);
+  return out;
+}
+
 std::string slug(const std::string& label) {
   std::string s;
   for (char c : label) {

@@ -75,6 +75,10 @@ std::vector<std::string> list_experiments();
 /// The schema as Markdown (key, type and range, default, meaning): `heterograd-run --schema`.
 std::string schema_markdown();
 
+/// The schema as a JSON Schema (draft 2020-12) of an experiment file: `heterograd-run
+/// --schema=json`. Methods are one branch per algorithm (if algorithm is ... then its keys).
+json schema_json();
+
 /// A file-system-friendly name for a method label.
 std::string slug(const std::string& label);
 

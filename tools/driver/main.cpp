@@ -260,14 +260,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   std::uint64_t seed = 0, halt_after = 0, checkpoint_every = 0;
   unsigned jobs = 1;
-  bool list = false, schema = false, tiny = false, resume = false, check = false, no_plots = false, quiet = false;
+  std::string schema;  // "markdown" or "json": --schema, --schema=json
+  bool list = false, tiny = false, resume = false, check = false, no_plots = false, quiet = false;
   bool child = false;
   std::size_t child_method = 0;
   std::string child_dir;
   long parent_pid = 0;
   app.add_option("experiment", experiment, "named experiment (examples/experiments/<name>.json) or a JSON file");
   app.add_flag("--list", list, "list the named experiments");
-  app.add_flag("--schema", schema, "print every configuration key (Markdown)");
+  app.add_flag("--schema{markdown}", schema,
+               "print every configuration key: Markdown, or --schema=json a JSON Schema (draft 2020-12)");
   app.add_option("--set", sets, "override a key: --set workers.count=32 --set methods[1].threshold=8")->allow_extra_args(false);
   app.add_option("--seed", seed, "seed (overrides the config's)");
   app.add_option("--seeds", seeds_text, "several seeds, comma-separated: one run each, in parallel with --jobs");
@@ -300,8 +302,15 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (schema) {
-      std::printf("%s", schema_markdown().c_str());
+    if (!schema.empty()) {
+      if (schema == "json") {
+        std::printf("%s\n", schema_json().dump(2).c_str());
+      } else if (schema == "markdown") {
+        std::printf("%s", schema_markdown().c_str());
+      } else {
+        std::fprintf(stderr, "heterograd-run: --schema takes markdown or json, got '%s'\n", schema.c_str());
+        return 2;
+      }
       return 0;
     }
     if (experiment.empty()) {

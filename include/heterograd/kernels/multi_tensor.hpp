@@ -57,28 +57,37 @@ inline std::string tensor_name(const char* kernel, const char* field, std::size_
 }  // namespace detail
 
 /// SGD over a list of tensors.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>> list,
-                      const sgd_args& a) {
+                      const sgd_config<Lr>& a, const sgd_options& o = {}) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  std::vector<tensor_task<detail::sgd_body<T>>> tasks;
-  tasks.reserve(list.size());
-  for (std::size_t k = 0; k < list.size(); ++k) {
-    const auto& t = list[k];
-    require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(), "params",
-                      t.params.size());
-    tasks.push_back(
-        {{t.params.data(), t.grads.data(), static_cast<T>(a.lr), static_cast<T>(a.weight_decay)},
-         t.params.size(),
-         detail::line_offset_of(t.params.data())});
-  }
-  detail::launch_multi(policy, std::span<const tensor_task<detail::sgd_body<T>>>(tasks));
+  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), wd = static_cast<T>(a.weight_decay);
+  // The single kernel's bodies (without decay when it is 0), so that the results agree bitwise.
+  auto run = [&](auto decay) {
+    using body = detail::sgd_body<T, decltype(decay)::value>;
+    std::vector<tensor_task<body>> tasks;
+    tasks.reserve(list.size());
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const auto& t = list[k];
+      require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(),
+                        "params", t.params.size());
+      tasks.push_back({{t.params.data(), t.grads.data(), lr, wd},
+                       t.params.size(),
+                       detail::line_offset_of(t.params.data())});
+    }
+    detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
+  };
+  if (a.weight_decay == 0.0)
+    run(std::false_type{});
+  else
+    run(std::true_type{});
 }
 
 /// Heavy-ball or Nesterov momentum over a list of tensors.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor<T, Space>> list,
-                           const momentum_args& a) {
+                           const momentum_config<Lr>& a, const momentum_options& o = {}) {
+  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step));
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   auto run = [&](auto nesterov) {
     using body = detail::momentum_body<T, decltype(nesterov)::value>;
@@ -90,7 +99,7 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
                         "params", t.params.size());
       require_same_size(detail::tensor_name("multi_tensor_momentum", "velocity", k),
                         t.velocity.size(), "params", t.params.size());
-      tasks.push_back({{t.params.data(), t.grads.data(), t.velocity.data(), static_cast<T>(a.lr),
+      tasks.push_back({{t.params.data(), t.grads.data(), t.velocity.data(), lr,
                         static_cast<T>(a.momentum), static_cast<T>(1.0 - a.dampening),
                         static_cast<T>(a.weight_decay)},
                        t.params.size(),
@@ -98,19 +107,19 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
     }
     detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
   };
-  if (a.nesterov)
+  if (o.nesterov)
     run(std::true_type{});
   else
     run(std::false_type{});
 }
 
 /// Adam / AdamW over a list of tensors (bias correction computed once for the whole list).
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_adam(const Policy& policy, std::span<const adam_tensor<T, Space>> list,
-                       const adam_args& a) {
+                       const adam_config<Lr>& a, const adam_options& o = {}) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  require(a.step >= 1, "multi_tensor_adam.step", a.step, "must be >= 1");
-  const auto c = detail::make_adam_coeffs<T>(a);
+  require(o.step >= 1, "multi_tensor_adam.step", o.step, "must be >= 1");
+  const auto c = detail::make_adam_coeffs<T>(a, o);
   std::vector<tensor_task<detail::adam_body<T>>> tasks;
   tasks.reserve(list.size());
   for (std::size_t k = 0; k < list.size(); ++k) {

@@ -12,6 +12,7 @@
 //              pass 2 p, m, v -> p             4*sizeof(T)   (40 B in all)
 
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -25,61 +26,27 @@
 #include "heterograd/kernels/detail/launch.hpp"
 #include "heterograd/kernels/detail/multi_launch.hpp"
 #include "heterograd/kernels/detail/reduce_impl.hpp"
+#include "heterograd/kernels/hyperparameters.hpp"
 
 namespace heterograd::kernels {
 
-/// p <- p - lr (g + weight_decay p).
-struct sgd_args {
-  double lr = 0.01;
-  double weight_decay = 0.0;
+/// What a fused update needs besides the hyper-parameters, known only at the call.
+struct sgd_options {
+  std::int64_t step = 1;  ///< 1-based index of this step (a learning-rate schedule's argument)
 };
-
-/// d = g + weight_decay p;  v <- momentum v + (1 - dampening) d;
-/// p <- p - lr (nesterov ? d + momentum v : v).   (Sutskever et al. 2013; PyTorch's form)
-struct momentum_args {
-  double lr = 0.01;
-  double momentum = 0.9;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
+struct momentum_options {
+  std::int64_t step = 1;
   bool nesterov = false;
 };
-
-/// Adam (Kingma & Ba 2015, Alg. 1) and AdamW (Loshchilov & Hutter 2019, Alg. 2):
-///   g' = g + weight_decay p (Adam only);  m <- b1 m + (1-b1) g';  v <- b2 v + (1-b2) g'^2;
-///   p <- p (1 - lr weight_decay) (AdamW only) - lr/c1 * m / (sqrt(v)/sqrt(c2) + eps),
-/// with c1 = 1 - b1^step, c2 = 1 - b2^step (1 without bias correction, as in FedAdam).
-struct adam_args {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
+struct adam_options {
+  std::int64_t step = 1;  ///< also the bias correction's t
   bool decoupled_weight_decay = false;  ///< true: AdamW
-  bool bias_correction = true;
-  std::int64_t step = 1;  ///< 1-based index of this step (for the bias correction)
 };
-
-/// Adagrad (Duchi et al. 2011), PyTorch's form: clr = lr / (1 + (step-1) lr_decay);
-/// g' = g + weight_decay p;  s <- s + g'^2;  p <- p - clr g' / (sqrt(s) + eps).
-struct adagrad_args {
-  double lr = 0.01;
-  double eps = 1e-10;
-  double weight_decay = 0.0;
-  double lr_decay = 0.0;
-  std::int64_t step = 1;
+struct adagrad_options {
+  std::int64_t step = 1;  ///< also the learning-rate decay's
 };
-
-/// LAMB (You et al. 2020, Alg. 2), per tensor l:
-///   m, v as Adam;  r = (m/c1) / (sqrt(v/c2) + eps) + weight_decay p;
-///   p <- p - lr * (||p_l|| / ||r_l||) r   (trust ratio 1 when either norm is 0).
-struct lamb_args {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-6;
-  double weight_decay = 0.01;
-  bool bias_correction = true;
-  std::int64_t step = 1;
+struct lamb_options {
+  std::int64_t step = 1;  ///< also the bias correction's t
 };
 
 namespace detail {
@@ -122,14 +89,33 @@ HG_HOST_DEVICE inline T div_rn(T a, T b) {
 #endif
 }
 
-template <class T>
+/// The learning rate of 1-based step `step`: a number is a constant; anything else is
+/// called with the number of steps applied before this one (optim's schedules).
+template <class Lr>
+double lr_at(const Lr& lr, std::int64_t step) {
+  if constexpr (std::convertible_to<const Lr&, double>)
+    return static_cast<double>(lr);
+  else
+    return lr(step - 1);
+}
+
+// Without weight decay (Decay false) the body is p - lr g, as PyTorch's: g + 0 p is g for
+// every finite p (a zero g gives a zero of either sign, and p - lr (+-0) is p), so the numbers
+// are the same; only an infinite p differs (0 * inf is NaN, so it used to become NaN). The
+// multiply-add saved is what held SGD, the update with the fewest bytes per operation, at
+// 0.85-0.90 of the plain update loop's bandwidth (BM_sgd, bench/kernels_bench.cpp).
+template <class T, bool Decay = true>
 struct sgd_body {
   T* p;
   const T* g;
   T lr, wd;
   HG_HOST_DEVICE void operator()(std::size_t i) const {
-    const T d = g[i] + wd * p[i];
-    p[i] -= lr * d;
+    if constexpr (Decay) {
+      const T d = g[i] + wd * p[i];
+      p[i] -= lr * d;
+    } else {
+      p[i] -= lr * g[i];
+    }
   }
 };
 
@@ -152,20 +138,21 @@ struct adam_coeffs {
   T b1, omb1, b2, omb2, step_size, inv_sqrt_c2, eps, l2, decay;
 };
 
-template <class T>
-adam_coeffs<T> make_adam_coeffs(const adam_args& a) {
-  const double t = static_cast<double>(a.step);
+template <class T, class Lr>
+adam_coeffs<T> make_adam_coeffs(const adam_config<Lr>& a, const adam_options& o) {
+  const double lr = lr_at(a.lr, o.step);
+  const double t = static_cast<double>(o.step);
   const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
   const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
   return {static_cast<T>(a.beta1),
           static_cast<T>(1.0 - a.beta1),
           static_cast<T>(a.beta2),
           static_cast<T>(1.0 - a.beta2),
-          static_cast<T>(a.lr / c1),
+          static_cast<T>(lr / c1),
           static_cast<T>(1.0 / std::sqrt(c2)),
           static_cast<T>(a.eps),
-          static_cast<T>(a.decoupled_weight_decay ? 0.0 : a.weight_decay),
-          static_cast<T>(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0)};
+          static_cast<T>(o.decoupled_weight_decay ? 0.0 : a.weight_decay),
+          static_cast<T>(o.decoupled_weight_decay ? 1.0 - lr * a.weight_decay : 1.0)};
 }
 
 template <class T>
@@ -263,28 +250,33 @@ constexpr void check_policy_space() {
 }  // namespace detail
 
 /// SGD with weight decay. 3*sizeof(T) bytes per element.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void sgd(const Policy& policy, span<T, Space> params,
-         std::type_identity_t<span<const T, Space>> grads, const sgd_args& a) {
+         std::type_identity_t<span<const T, Space>> grads, const sgd_config<Lr>& a,
+         const sgd_options& o = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
-  detail::launch(policy, params.size(),
-                 detail::sgd_body<T>{params.data(), grads.data(), static_cast<T>(a.lr),
-                                     static_cast<T>(a.weight_decay)},
-                 params.data());
+  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), wd = static_cast<T>(a.weight_decay);
+  if (a.weight_decay == 0.0) {
+    detail::launch(policy, params.size(),
+                   detail::sgd_body<T, false>{params.data(), grads.data(), lr, wd}, params.data());
+  } else {
+    detail::launch(policy, params.size(),
+                   detail::sgd_body<T, true>{params.data(), grads.data(), lr, wd}, params.data());
+  }
 }
 
 /// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void momentum(const Policy& policy, span<T, Space> params,
               std::type_identity_t<span<const T, Space>> grads, span<T, Space> velocity,
-              const momentum_args& a) {
+              const momentum_config<Lr>& a, const momentum_options& o = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("momentum.grads", grads.size(), "momentum.params", params.size());
   require_same_size("momentum.velocity", velocity.size(), "momentum.params", params.size());
-  const T lr = static_cast<T>(a.lr), mu = static_cast<T>(a.momentum),
+  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), mu = static_cast<T>(a.momentum),
           d1 = static_cast<T>(1.0 - a.dampening), wd = static_cast<T>(a.weight_decay);
-  if (a.nesterov) {
+  if (o.nesterov) {
     detail::launch(policy, params.size(),
                    detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
                                                   mu, d1, wd},
@@ -298,31 +290,32 @@ void momentum(const Policy& policy, span<T, Space> params,
 }
 
 /// Adam / AdamW, bias correction computed once per call. 7*sizeof(T) bytes per element.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void adam(const Policy& policy, span<T, Space> params,
           std::type_identity_t<span<const T, Space>> grads, span<T, Space> m, span<T, Space> v,
-          const adam_args& a) {
+          const adam_config<Lr>& a, const adam_options& o = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("adam.grads", grads.size(), "adam.params", params.size());
   require_same_size("adam.m", m.size(), "adam.params", params.size());
   require_same_size("adam.v", v.size(), "adam.params", params.size());
-  require(a.step >= 1, "adam.step", a.step, "must be >= 1");
+  require(o.step >= 1, "adam.step", o.step, "must be >= 1");
   detail::launch(policy, params.size(),
                  detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
-                                      detail::make_adam_coeffs<T>(a)},
+                                      detail::make_adam_coeffs<T>(a, o)},
                  params.data());
 }
 
 /// Adagrad. 5*sizeof(T) bytes per element.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void adagrad(const Policy& policy, span<T, Space> params,
              std::type_identity_t<span<const T, Space>> grads, span<T, Space> sum_sq,
-             const adagrad_args& a) {
+             const adagrad_config<Lr>& a, const adagrad_options& o = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("adagrad.grads", grads.size(), "adagrad.params", params.size());
   require_same_size("adagrad.sum_sq", sum_sq.size(), "adagrad.params", params.size());
-  require(a.step >= 1, "adagrad.step", a.step, "must be >= 1");
-  const double clr = a.lr / (1.0 + static_cast<double>(a.step - 1) * a.lr_decay);
+  require(o.step >= 1, "adagrad.step", o.step, "must be >= 1");
+  const double clr =
+      detail::lr_at(a.lr, o.step) / (1.0 + static_cast<double>(o.step - 1) * a.lr_decay);
   detail::launch(
       policy, params.size(),
       detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(), static_cast<T>(clr),
@@ -330,28 +323,29 @@ void adagrad(const Policy& policy, span<T, Space> params,
       params.data());
 }
 
-/// LAMB over a packed buffer of tensors of sizes `tensor_sizes` (empty: one tensor), each
+/// LAMB over a packed buffer of tensors of sizes `a.tensor_sizes` (empty: one tensor), each
 /// with its own trust ratio. Two passes (the ratio needs the norm of the whole direction
 /// first): 10*sizeof(T) bytes per element in all. Norms use the deterministic reduction.
 /// Returns nothing; the trust ratios are written to `ratios_out` when it is not empty.
-template <class Policy, class T, class Space>
+template <class Policy, class T, class Space, class Lr = double>
 void lamb(const Policy& policy, span<T, Space> params,
           std::type_identity_t<span<const T, Space>> grads, span<T, Space> m, span<T, Space> v,
-          std::span<const std::size_t> tensor_sizes, const lamb_args& a,
+          const lamb_config<Lr>& a, const lamb_options& o = {},
           std::span<double> ratios_out = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("lamb.grads", grads.size(), "lamb.params", params.size());
   require_same_size("lamb.m", m.size(), "lamb.params", params.size());
   require_same_size("lamb.v", v.size(), "lamb.params", params.size());
-  require(a.step >= 1, "lamb.step", a.step, "must be >= 1");
-  std::vector<std::size_t> sizes(tensor_sizes.begin(), tensor_sizes.end());
+  require(o.step >= 1, "lamb.step", o.step, "must be >= 1");
+  std::vector<std::size_t> sizes(a.tensor_sizes.begin(), a.tensor_sizes.end());
   if (sizes.empty()) sizes.push_back(params.size());
   std::size_t total = 0;
   for (std::size_t s : sizes) total += s;
   require_same_size("lamb.tensor_sizes (sum)", total, "lamb.params", params.size());
   if (!ratios_out.empty())
     require_same_size("lamb.ratios_out", ratios_out.size(), "lamb.tensor_sizes", sizes.size());
-  const double t = static_cast<double>(a.step);
+  const double lr = detail::lr_at(a.lr, o.step);
+  const double t = static_cast<double>(o.step);
   const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
   const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
   const detail::lamb_coeffs<T> c{static_cast<T>(a.beta1),  static_cast<T>(1.0 - a.beta1),
@@ -371,7 +365,7 @@ void lamb(const Policy& policy, span<T, Space> params,
     const double pn = std::sqrt(norms.p2), rn = std::sqrt(norms.r2);
     const double ratio = (pn > 0.0 && rn > 0.0) ? pn / rn : 1.0;
     if (!ratios_out.empty()) ratios_out[k] = ratio;
-    tasks.push_back({{p, mk, vk, c, static_cast<T>(a.lr * ratio)}, n, detail::line_offset_of(p)});
+    tasks.push_back({{p, mk, vk, c, static_cast<T>(lr * ratio)}, n, detail::line_offset_of(p)});
     off += n;
   }
   detail::launch_multi(policy, std::span<const detail::tensor_task<detail::lamb_apply_body<T>>>(

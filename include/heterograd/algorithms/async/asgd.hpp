@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -91,7 +92,13 @@ struct delay_adaptive_config {
   /// n of the rule; 0 = the number of workers (the authors' choice).
   std::size_t reference = 0;
 
-  void validate() const {}
+  static constexpr auto description() {
+    return describe("delay_adaptive_config",
+                    describe_field("reference", &delay_adaptive_config::reference,
+                                   "n of gamma n / max(n, delay) (0: the number of workers)",
+                                   at_least(0)));
+  }
+  void validate() const { validate_fields(*this); }
 };
 
 namespace detail {
@@ -127,14 +134,23 @@ enum class staleness_rule : std::uint8_t {
   polynomial,  ///< w = (1 + delta)^(-a)        (FedAsync's polynomial weights)
 };
 
+inline constexpr choice<staleness_rule> staleness_rules[] = {
+    {"inverse", staleness_rule::inverse}, {"polynomial", staleness_rule::polynomial}};
+
 struct staleness_scaled_config {
   staleness_rule rule = staleness_rule::polynomial;
   double exponent = 0.5;  ///< a of the polynomial rule (FedAsync's default)
 
-  void validate() const {
-    require(std::isfinite(exponent) && exponent >= 0, "staleness_scaled_config.exponent",
-            exponent, "must be finite and >= 0");
+  static constexpr auto description() {
+    return describe(
+        "staleness_scaled_config",
+        describe_field("rule", &staleness_scaled_config::rule,
+                       "inverse: 1 / max(1, delay); polynomial: (1 + delay)^(-exponent)",
+                       staleness_rules),
+        describe_field("exponent", &staleness_scaled_config::exponent,
+                       "a of the polynomial rule", finite_at_least(0)));
   }
+  void validate() const { validate_fields(*this); }
 };
 
 namespace detail {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -29,15 +30,20 @@ struct dc_asgd_config {
   double mean_square_decay = 0.95;  ///< m
   double eps = 1e-7;
 
-  void validate() const {
-    require(std::isfinite(lambda) && lambda >= 0, "dc_asgd_config.lambda", lambda,
-            "must be finite and >= 0");
-    require(std::isfinite(adaptive_lambda) && adaptive_lambda >= 0,
-            "dc_asgd_config.adaptive_lambda", adaptive_lambda, "must be finite and >= 0");
-    require(mean_square_decay >= 0 && mean_square_decay < 1, "dc_asgd_config.mean_square_decay",
-            mean_square_decay, "must be in [0, 1)");
-    require(std::isfinite(eps) && eps > 0, "dc_asgd_config.eps", eps, "must be finite and > 0");
+  static constexpr auto description() {
+    return describe(
+        "dc_asgd_config",
+        describe_field("lambda", &dc_asgd_config::lambda, "lambda_0 of DC-ASGD-c",
+                       finite_at_least(0)),
+        describe_field("adaptive", &dc_asgd_config::adaptive,
+                       "DC-ASGD-a (then lambda_0 = adaptive_lambda)"),
+        describe_field("adaptive_lambda", &dc_asgd_config::adaptive_lambda,
+                       "lambda_0 of DC-ASGD-a", finite_at_least(0)),
+        describe_field("mean_square_decay", &dc_asgd_config::mean_square_decay,
+                       "m: decay of the mean square of the gradients", closed_open(0, 1)),
+        describe_field("eps", &dc_asgd_config::eps, "added to the denominator", finite_above(0)));
   }
+  void validate() const { validate_fields(*this); }
 };
 
 template <class T = double, class Optimizer = default_optimizer>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -25,11 +26,17 @@ struct fedbuff_config {
   bool staleness_weighting = true;  ///< s(delta) = (1 + delta)^(-exponent); false: s = 1
   double exponent = 0.5;
 
-  void validate() const {
-    require(buffer >= 1, "fedbuff_config.buffer", buffer, "must be >= 1");
-    require(std::isfinite(exponent) && exponent >= 0, "fedbuff_config.exponent", exponent,
-            "must be finite and >= 0");
+  static constexpr auto description() {
+    return describe(
+        "fedbuff_config",
+        describe_field("buffer", &fedbuff_config::buffer, "K: updates buffered per server step",
+                       at_least(1)),
+        describe_field("staleness_weighting", &fedbuff_config::staleness_weighting,
+                       "weight updates by (1 + delay)^(-exponent) (false: 1)"),
+        describe_field("exponent", &fedbuff_config::exponent, "exponent of the staleness weight",
+                       finite_at_least(0)));
   }
+  void validate() const { validate_fields(*this); }
 };
 
 template <class T = double, class Optimizer = default_optimizer>

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -173,10 +174,15 @@ struct malenia_config {
   double threshold = 1.0;  ///< S: step once the harmonic mean of the counts reaches S (~sigma^2/eps)
   bool stop_stale = true;  ///< stop computations at the old x at each step
 
-  void validate() const {
-    require(std::isfinite(threshold) && threshold > 0, "malenia_config.threshold", threshold,
-            "must be finite and > 0");
+  static constexpr auto description() {
+    return describe("malenia_config",
+                    describe_field("threshold", &malenia_config::threshold,
+                                   "S: step once the harmonic mean of the counts reaches S",
+                                   finite_above(0)),
+                    describe_field("stop_stale", &malenia_config::stop_stale,
+                                   "stop computations at the old x at each step"));
   }
+  void validate() const { validate_fields(*this); }
 };
 
 /// Malenia SGD: rounds at a fixed point; one step per round with the table average.

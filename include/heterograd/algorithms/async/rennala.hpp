@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -35,7 +36,14 @@ struct rennala_config {
   std::size_t batch = 6;  ///< B: fresh gradients per update (authors' tuned value)
   bool stop_stale = true;  ///< stop computations at the old x at each update
 
-  void validate() const { require(batch >= 1, "rennala_config.batch", batch, "must be >= 1"); }
+  static constexpr auto description() {
+    return describe("rennala_config",
+                    describe_field("batch", &rennala_config::batch,
+                                   "B: fresh gradients per update", at_least(1)),
+                    describe_field("stop_stale", &rennala_config::stop_stale,
+                                   "stop computations at the old x at each update"));
+  }
+  void validate() const { validate_fields(*this); }
 };
 
 template <class T = double, class Optimizer = default_optimizer>

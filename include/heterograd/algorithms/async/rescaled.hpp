@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -35,11 +36,20 @@ struct rescaled_config {
   double reference = 0.0;           ///< tau_ref; 0 = the largest current estimate
   std::vector<double> initial_tau;  ///< known tau_i (empty: learnt from the first job)
 
+  static constexpr auto description() {
+    return describe(
+        "rescaled_config",
+        describe_field("ema", &rescaled_config::ema,
+                       "alpha: weight of the newest job time in tau_i's moving average",
+                       open_closed(0, 1)),
+        describe_field("reference", &rescaled_config::reference,
+                       "tau_ref (0: the largest current estimate)", finite_at_least(0)),
+        describe_field("initial_tau", &rescaled_config::initial_tau,
+                       "known tau_i, each finite and > 0 (empty: learnt from the first job)"));
+  }
   void validate() const {
-    require(std::isfinite(ema) && ema > 0 && ema <= 1, "rescaled_config.ema", ema,
-            "must be in (0, 1]");
-    require(std::isfinite(reference) && reference >= 0, "rescaled_config.reference", reference,
-            "must be finite and >= 0");
+    validate_fields(*this);
+    // Element rules: a description holds one rule per field.
     for (std::size_t i = 0; i < initial_tau.size(); ++i)
       require(std::isfinite(initial_tau[i]) && initial_tau[i] > 0,
               "rescaled_config.initial_tau[" + std::to_string(i) + "]", initial_tau[i],

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -33,14 +34,25 @@ enum class ringmaster_variant : std::uint8_t {
   interrupt,  ///< Alg. 5: computations R versions behind are stopped and restarted
 };
 
+inline constexpr choice<ringmaster_variant> ringmaster_variants[] = {
+    {"discard", ringmaster_variant::discard}, {"interrupt", ringmaster_variant::interrupt}};
+
 struct ringmaster_config {
   std::uint64_t threshold = 6;  ///< R (the authors' tuned MLP value); infinite_delay: no cap
   ringmaster_variant variant = ringmaster_variant::discard;
 
-  void validate() const {
-    require(threshold >= 1, "ringmaster_config.threshold", threshold,
-            "must be >= 1 (R = 0 would discard every gradient)");
+  static constexpr auto description() {
+    return describe(
+        "ringmaster_config",
+        describe_field("threshold", &ringmaster_config::threshold,
+                       "R: delay threshold (gradients this many versions old are stale)",
+                       with_note(at_least(1), "(R = 0 would discard every gradient)")),
+        describe_field("variant", &ringmaster_config::variant,
+                       "discard stale gradients on arrival (Alg. 4), or interrupt stale "
+                       "computations (Alg. 5)",
+                       ringmaster_variants));
   }
+  void validate() const { validate_fields(*this); }
 };
 
 template <class T = double, class Optimizer = default_optimizer>

@@ -30,6 +30,7 @@
 
 #include "heterograd/algorithms/async/server.hpp"
 #include "heterograd/balance/dssp.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -37,7 +38,13 @@ namespace heterograd::algorithms::async {
 struct ssp_config {
   std::uint64_t staleness = 3;  ///< s: how many pushes a worker may run ahead of the slowest
 
-  void validate() const {}
+  static constexpr auto description() {
+    return describe("ssp_config",
+                    describe_field("staleness", &ssp_config::staleness,
+                                   "s: pushes a worker may run ahead of the slowest",
+                                   at_least(0)));
+  }
+  void validate() const { validate_fields(*this); }
 };
 
 template <class T = double, class Optimizer = default_optimizer>
