@@ -15,7 +15,7 @@
 #include "heterograd/comm/sparse/hybrid.hpp"
 #include "heterograd/compress/codecs.hpp"
 #include "heterograd/core/rng.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/lsh_layer.hpp"
 #include "heterograd/nn/mlp.hpp"
 
@@ -163,7 +163,7 @@ BENCHMARK(BM_lsh_layer_train)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Us
 
 void BM_dense_layer_train(benchmark::State& state) {
   const auto& d = xc();
-  nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   auto net = nn::softmax_regression<float>(d.dim, d.classes);
   std::vector<float> p(net.num_params()), g(net.num_params());
   net.init(p, 1);

@@ -42,7 +42,7 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/comm/inproc.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/runtime.hpp"
