@@ -134,7 +134,7 @@ struct top_k_codec {
     std::vector<std::uint32_t> idx(n);
     for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
     const auto better = [&](std::uint32_t a, std::uint32_t b) {
-      return kernels::detail::ranks_before(std::fabs(x[a]), a, std::fabs(x[b]), b);
+      return kernels::ranks_before(std::fabs(x[a]), a, std::fabs(x[b]), b);
     };
     if (kk < n) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(kk), idx.end(), better);
     idx.resize(kk);

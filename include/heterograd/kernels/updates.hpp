@@ -22,9 +22,9 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
 #include "heterograd/kernels/detail/multi_launch.hpp"
 #include "heterograd/kernels/detail/reduce_impl.hpp"
+#include "heterograd/kernels/launch.hpp"
 
 namespace heterograd::kernels {
 
@@ -268,10 +268,10 @@ void sgd(const Policy& policy, span<T, Space> params,
          std::type_identity_t<span<const T, Space>> grads, const sgd_args& a) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
-  detail::launch(policy, params.size(),
-                 detail::sgd_body<T>{params.data(), grads.data(), static_cast<T>(a.lr),
-                                     static_cast<T>(a.weight_decay)},
-                 params.data());
+  kernels::launch(policy, params.size(),
+                  detail::sgd_body<T>{params.data(), grads.data(), static_cast<T>(a.lr),
+                                      static_cast<T>(a.weight_decay)},
+                  params.data());
 }
 
 /// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
@@ -285,15 +285,15 @@ void momentum(const Policy& policy, span<T, Space> params,
   const T lr = static_cast<T>(a.lr), mu = static_cast<T>(a.momentum),
           d1 = static_cast<T>(1.0 - a.dampening), wd = static_cast<T>(a.weight_decay);
   if (a.nesterov) {
-    detail::launch(policy, params.size(),
-                   detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
-                                                  mu, d1, wd},
-                   params.data());
-  } else {
-    detail::launch(policy, params.size(),
-                   detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(), lr,
+    kernels::launch(policy, params.size(),
+                    detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
                                                    mu, d1, wd},
-                   params.data());
+                    params.data());
+  } else {
+    kernels::launch(policy, params.size(),
+                    detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(),
+                                                    lr, mu, d1, wd},
+                    params.data());
   }
 }
 
@@ -307,10 +307,10 @@ void adam(const Policy& policy, span<T, Space> params,
   require_same_size("adam.m", m.size(), "adam.params", params.size());
   require_same_size("adam.v", v.size(), "adam.params", params.size());
   require(a.step >= 1, "adam.step", a.step, "must be >= 1");
-  detail::launch(policy, params.size(),
-                 detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
-                                      detail::make_adam_coeffs<T>(a)},
-                 params.data());
+  kernels::launch(policy, params.size(),
+                  detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
+                                       detail::make_adam_coeffs<T>(a)},
+                  params.data());
 }
 
 /// Adagrad. 5*sizeof(T) bytes per element.
@@ -323,7 +323,7 @@ void adagrad(const Policy& policy, span<T, Space> params,
   require_same_size("adagrad.sum_sq", sum_sq.size(), "adagrad.params", params.size());
   require(a.step >= 1, "adagrad.step", a.step, "must be >= 1");
   const double clr = a.lr / (1.0 + static_cast<double>(a.step - 1) * a.lr_decay);
-  detail::launch(
+  kernels::launch(
       policy, params.size(),
       detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(), static_cast<T>(clr),
                               static_cast<T>(a.eps), static_cast<T>(a.weight_decay)},
