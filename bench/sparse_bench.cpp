@@ -10,9 +10,9 @@
 #include <optional>
 #include <vector>
 
+#include "heterograd/algorithms/sparse/hybrid.hpp"
 #include "heterograd/comm/composite.hpp"
 #include "heterograd/comm/inproc.hpp"
-#include "heterograd/comm/sparse/hybrid.hpp"
 #include "heterograd/compress/codecs.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/gemm.hpp"
@@ -21,6 +21,7 @@
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
+namespace hps = heterograd::algorithms::sparse;
 namespace hi = heterograd::comm::inproc;
 namespace hs = heterograd::sparse;
 namespace nn = heterograd::nn;
@@ -41,7 +42,7 @@ void BM_hybrid_step(benchmark::State& state) {
   for (auto _ : state) {
     std::mutex m;
     hi::spawn(2, [&](hi::communicator c) {
-      hc::hybrid_aggregator<hi::communicator> agg(c);
+      hps::hybrid_aggregator<hi::communicator> agg(c);
       agg.add_table(rows, width, hg::span<const float>(init));
       const hg::counter_rng rng(7, static_cast<std::uint64_t>(c.rank()));
       std::vector<hs::index_t> ids(touched);
