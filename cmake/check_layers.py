@@ -8,7 +8,7 @@ Usage: check_layers.py [--no-known-wrong] [INCLUDE_DIR]
 Reads every header under INCLUDE_DIR/heterograd, places it in a layer, and prints one line per
 `#include "heterograd/..."` that points to a higher layer:
 
-    heterograd/compress/codecs.hpp:46: compress -> nn (includes heterograd/nn/gemm.hpp)
+    heterograd/kernels/launch.hpp:24: kernels -> sim (includes heterograd/sim/engine.hpp)
 
 Exit status: 0 when the graph follows the rule, 1 when some include breaks it or some header
 cannot be placed, 2 on bad usage. Standard library only, so it runs wherever CMake runs tests.
