@@ -44,7 +44,7 @@ constexpr std::size_t kInputs = 8;
 
 // 64-byte aligned, as PyTorch's CPU allocator gives: misaligned buffers cost every
 // hand-written loop (not the kernels, which peel to alignment) a third of its bandwidth with
-// 64-byte vectors (see detail/launch.hpp).
+// 64-byte vectors (see kernels/launch.hpp).
 struct free_deleter {
   void operator()(float* p) const { std::free(p); }
 };
@@ -303,15 +303,15 @@ variant adam_loop() {
 }
 
 // The same Adam body through thrust::for_each_n on Thrust's own omp backend (for reference:
-// the kernels' omp path is a direct `omp parallel for simd` loop, see detail/launch.hpp).
+// the kernels' omp path is a direct `omp parallel for simd` loop, see kernels/launch.hpp).
 variant adam_thrust_for_each() {
-  return {
-      "thrust_for_each", 28, [c = counter{}]() mutable {
-        hk::detail::launch_thrust(
-            thrust::omp::par, kN,
-            hk::detail::adam_body<float>{data().p(), data().g(), data().m(), data().v(),
-                                         hk::detail::make_adam_coeffs<float>(adam_hp, adam_step(c.next()))});
-      }};
+  return {"thrust_for_each", 28, [c = counter{}]() mutable {
+            hk::launch_thrust(
+                thrust::omp::par, kN,
+                hk::detail::adam_body<float>{
+                    data().p(), data().g(), data().m(), data().v(),
+                    hk::detail::make_adam_coeffs<float>(adam_hp, adam_step(c.next()))});
+          }};
 }
 
 void BM_adam(benchmark::State& state) {

@@ -14,7 +14,7 @@
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/optimizers.hpp"
 
@@ -34,7 +34,7 @@ void run(benchmark::State& state, std::vector<std::size_t> sizes) {
 #if defined(_OPENMP)
   omp_set_num_threads(threads);
 #endif
-  nn::set_blas_threads(threads);
+  hg::kernels::set_blas_threads(threads);
   const std::size_t batch = 64;
   nn::mlp<float> net(std::move(sizes));
   std::vector<float> p(net.num_params()), g(net.num_params());

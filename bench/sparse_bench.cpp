@@ -10,17 +10,18 @@
 #include <optional>
 #include <vector>
 
+#include "heterograd/algorithms/sparse/hybrid.hpp"
 #include "heterograd/comm/composite.hpp"
 #include "heterograd/comm/inproc.hpp"
-#include "heterograd/comm/sparse/hybrid.hpp"
 #include "heterograd/compress/codecs.hpp"
 #include "heterograd/core/rng.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/lsh_layer.hpp"
 #include "heterograd/nn/mlp.hpp"
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
+namespace hps = heterograd::algorithms::sparse;
 namespace hi = heterograd::comm::inproc;
 namespace hs = heterograd::sparse;
 namespace nn = heterograd::nn;
@@ -41,7 +42,7 @@ void BM_hybrid_step(benchmark::State& state) {
   for (auto _ : state) {
     std::mutex m;
     hi::spawn(2, [&](hi::communicator c) {
-      hc::hybrid_aggregator<hi::communicator> agg(c);
+      hps::hybrid_aggregator<hi::communicator> agg(c);
       agg.add_table(rows, width, hg::span<const float>(init));
       const hg::counter_rng rng(7, static_cast<std::uint64_t>(c.rank()));
       std::vector<hs::index_t> ids(touched);
@@ -163,7 +164,7 @@ BENCHMARK(BM_lsh_layer_train)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Us
 
 void BM_dense_layer_train(benchmark::State& state) {
   const auto& d = xc();
-  nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   auto net = nn::softmax_regression<float>(d.dim, d.classes);
   std::vector<float> p(net.num_params()), g(net.num_params());
   net.init(p, 1);

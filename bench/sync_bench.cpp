@@ -18,7 +18,7 @@
 #include "heterograd/algorithms/sync/detail/blend.hpp"
 #include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/core/rng.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/optimizers.hpp"
 
@@ -70,7 +70,7 @@ struct bsp_problem {
 };
 
 void BM_bsp_round(benchmark::State& state) {
-  hg::nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   bsp_problem pr;
   auto oracle = pr.oracle();
   hs::bsp<float, hg::optim::sgd, decltype(oracle)> bsp(4, pr.p0, hg::optim::sgd({.lr = 0.01}),
@@ -81,7 +81,7 @@ void BM_bsp_round(benchmark::State& state) {
 BENCHMARK(BM_bsp_round)->UseRealTime();
 
 void BM_bsp_round_threads(benchmark::State& state) {
-  hg::nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   bsp_problem pr;
   auto oracle = pr.oracle();
   hs::bsp<float, hg::optim::sgd, decltype(oracle)> bsp(4, pr.p0, hg::optim::sgd({.lr = 0.01}),

@@ -8,8 +8,8 @@
 #include "decoupled_support.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "hg_test.hpp"
 
 namespace hg = heterograd;
@@ -26,7 +26,7 @@ const hd::train_test& fmnist() {
 // Trains with `cfg` for `epochs` and returns the whole network's test loss and accuracy.
 nn::eval_result train(const dc::local_learning_config& cfg, std::size_t epochs, std::uint64_t seed) {
   const auto& d = fmnist();
-  nn::set_blas_threads(1);  // OpenBLAS threads and OpenMP threads fight over 2 cores
+  hg::kernels::set_blas_threads(1);  // OpenBLAS threads and OpenMP threads fight over 2 cores
   // Narrow layers make greedy local learning lose information, so K = 4 has a real gap.
   const nn::mlp<float> net({784, 64, 32, 16, 10});
   std::vector<float> p(net.num_params());

@@ -9,8 +9,8 @@
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "hg_test.hpp"
 
@@ -22,7 +22,7 @@ namespace {
 struct fixture_data {
   hd::dataset train, test;
   fixture_data() {
-    nn::set_blas_threads(1);  // several trainer threads share 2 cores
+    heterograd::kernels::set_blas_threads(1);  // several trainer threads share 2 cores
     auto tt = hd::load_fashion_mnist();
     train = tt.train.head(12000);
     test = tt.test.head(2000);

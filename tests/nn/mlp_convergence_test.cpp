@@ -14,8 +14,8 @@
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/optim/schedule.hpp"
@@ -33,7 +33,7 @@ const hd::train_test& fmnist() {
 
 double train_with_adam(nn::mlp<float> net, std::size_t epochs, std::size_t batch, double lr) {
   const auto& d = fmnist();
-  nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   std::vector<float> p(net.num_params()), g(net.num_params());
   net.init(p, 26);
   const auto steps = static_cast<std::int64_t>(epochs * (d.train.size() / batch));

@@ -5,8 +5,8 @@
 #include <boost/test/unit_test.hpp>
 #include <thrust/system/cpp/execution_policy.h>
 
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/concepts.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/testing/nn_archetypes.hpp"
 #include "hg_test.hpp"
@@ -106,20 +106,20 @@ BOOST_AUTO_TEST_CASE(blas_and_portable_gemm_agree_for_every_transpose_combinatio
   std::vector<double> A(M * K), B(K * N);
   for (std::size_t i = 0; i < A.size(); ++i) A[i] = rng.normal(i);
   for (std::size_t i = 0; i < B.size(); ++i) B[i] = rng.normal(1000 + i);
-  for (auto ta : {nn::transpose::no, nn::transpose::yes})
-    for (auto tb : {nn::transpose::no, nn::transpose::yes}) {
-      const std::size_t lda = ta == nn::transpose::no ? K : M;
-      const std::size_t ldb = tb == nn::transpose::no ? N : K;
+  for (auto ta : {hg::kernels::transpose::no, hg::kernels::transpose::yes})
+    for (auto tb : {hg::kernels::transpose::no, hg::kernels::transpose::yes}) {
+      const std::size_t lda = ta == hg::kernels::transpose::no ? K : M;
+      const std::size_t ldb = tb == hg::kernels::transpose::no ? N : K;
       std::vector<double> c1(M * N, 1.0), c2(M * N, 1.0), ref(M * N);
-      nn::gemm(ta, tb, M, N, K, 2.0, A.data(), lda, B.data(), ldb, 0.5, c1.data(), N);
-      nn::gemm_portable(thrust::cpp::par, ta, tb, M, N, K, 2.0, A.data(), lda, B.data(), ldb, 0.5,
-                        c2.data(), N);
+      hg::kernels::gemm(ta, tb, M, N, K, 2.0, A.data(), lda, B.data(), ldb, 0.5, c1.data(), N);
+      hg::kernels::gemm_portable(thrust::cpp::par, ta, tb, M, N, K, 2.0, A.data(), lda, B.data(),
+                                 ldb, 0.5, c2.data(), N);
       for (std::size_t i = 0; i < M; ++i)
         for (std::size_t j = 0; j < N; ++j) {
           double acc = 0;
           for (std::size_t k = 0; k < K; ++k)
-            acc += (ta == nn::transpose::no ? A[i * K + k] : A[k * M + i]) *
-                   (tb == nn::transpose::no ? B[k * N + j] : B[j * K + k]);
+            acc += (ta == hg::kernels::transpose::no ? A[i * K + k] : A[k * M + i]) *
+                   (tb == hg::kernels::transpose::no ? B[k * N + j] : B[j * K + k]);
           ref[i * N + j] = 2 * acc + 0.5;
         }
       for (std::size_t i = 0; i < M * N; ++i) {
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(blas_and_portable_gemm_agree_for_every_transpose_combinatio
         BOOST_TEST(std::abs(c2[i] - ref[i]) < 1e-12);
       }
     }
-  BOOST_TEST_MESSAGE("gemm through BLAS: " << nn::has_blas());
+  BOOST_TEST_MESSAGE("gemm through BLAS: " << hg::kernels::has_blas());
 }
 
 BOOST_AUTO_TEST_CASE(bad_model_configuration_and_batches_throw_invalid_argument) {

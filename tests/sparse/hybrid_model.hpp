@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "heterograd/comm/sparse/hybrid.hpp"
+#include "heterograd/algorithms/sparse/hybrid.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/sparse/row_sparse.hpp"
 
@@ -18,6 +18,7 @@ namespace hybrid_model {
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
+namespace hps = heterograd::algorithms::sparse;
 namespace hs = heterograd::sparse;
 
 struct config {
@@ -29,8 +30,8 @@ struct config {
 
 struct result {
   std::vector<float> table, dense;  // E (rows x width), then v (width) and b
-  std::vector<hc::route> routes;    // of the hybrid's last step
-  hc::traffic traffic{};
+  std::vector<hps::route> routes;   // of the hybrid's last step
+  hps::traffic traffic{};
 };
 
 inline std::vector<float> initial_table(const config& c) {
@@ -101,7 +102,8 @@ result run_dense(const Transport& tr, const config& c) {
 template <class Transport>
 result run_hybrid(const Transport& tr, const config& c) {
   result r;
-  hc::hybrid_aggregator<Transport> agg(tr, hc::hybrid_options{.max_sparse_density = c.max_sparse_density});
+  hps::hybrid_aggregator<Transport> agg(
+      tr, hps::hybrid_options{.max_sparse_density = c.max_sparse_density});
   const auto init = initial_table(c);
   agg.add_table(c.rows, c.width, hg::span<const float>(init));
   r.dense.assign(c.width + 1, 0.05f);

@@ -15,6 +15,7 @@
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
+namespace hps = heterograd::algorithms::sparse;
 namespace hs = heterograd::sparse;
 namespace hi = heterograd::comm::inproc;
 namespace hm = hybrid_model;
@@ -30,7 +31,7 @@ BOOST_AUTO_TEST_CASE(hybrid_gives_the_parameters_of_an_all_dense_allreduce_on_ev
       c.max_sparse_density = threshold;
       std::mutex m;
       double diff = 0;
-      std::vector<hc::route> routes;
+      std::vector<hps::route> routes;
       hi::spawn(n, [&](hi::communicator comm) {
         const auto ref = hm::run_dense(comm, c);
         const auto hyb = hm::run_hybrid(comm, c);
@@ -42,7 +43,7 @@ BOOST_AUTO_TEST_CASE(hybrid_gives_the_parameters_of_an_all_dense_allreduce_on_ev
       BOOST_TEST(diff <= 1e-6);
       BOOST_TEST_REQUIRE(routes.size() == 1u);
       // 2000 rows, each rank touching <= 40 rows a step: automatic picks the sparse path.
-      BOOST_TEST((routes[0] == (threshold == 0.0 ? hc::route::dense : hc::route::sparse)));
+      BOOST_TEST((routes[0] == (threshold == 0.0 ? hps::route::dense : hps::route::sparse)));
     }
   }
 }
@@ -55,7 +56,7 @@ BOOST_AUTO_TEST_CASE(automatic_routing_goes_dense_when_most_rows_are_touched) {
   c.rows = 30;
   c.width = 1;
   c.steps = 3;
-  std::vector<hc::route> routes;
+  std::vector<hps::route> routes;
   double diff = 0;
   std::mutex m;
   hi::spawn(2, [&](hi::communicator comm) {
@@ -65,7 +66,7 @@ BOOST_AUTO_TEST_CASE(automatic_routing_goes_dense_when_most_rows_are_touched) {
     routes = hyb.routes;
     diff = std::max({diff, hm::max_abs_diff(ref.table, hyb.table), hm::max_abs_diff(ref.dense, hyb.dense)});
   });
-  BOOST_TEST((routes.at(0) == hc::route::dense));
+  BOOST_TEST((routes.at(0) == hps::route::dense));
   BOOST_TEST(diff <= 1e-6);
 }
 
@@ -99,8 +100,10 @@ BOOST_AUTO_TEST_CASE(pull_returns_current_rows_in_request_order_and_push_average
   std::vector<std::vector<float>> pulled(3), tables(3);
   std::vector<std::vector<hs::index_t>> touched(3);
   hi::spawn(3, [&](hi::communicator comm) {
-    hc::sparse_parameter_server<hi::communicator> ps(comm, rows, width, hg::span<const float>(init));
-    if (ps.range(comm.rank()).size() != (comm.rank() < 2 ? 4u : 2u)) throw std::logic_error("blocks of 4 rows");
+    hps::sparse_parameter_server<hi::communicator> ps(comm, rows, width,
+                                                      hg::span<const float>(init));
+    if (ps.range(comm.rank()).size() != (comm.rank() < 2 ? 4u : 2u))
+      throw std::logic_error("blocks of 4 rows");
     hs::row_sparse<float> g(rows, width);
     const float one[] = {1.0f, 1.0f};
     g.push_row(9, hg::span<const float>(one));
@@ -136,12 +139,14 @@ BOOST_AUTO_TEST_CASE(pull_returns_current_rows_in_request_order_and_push_average
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_and_shapes_throw_invalid_argument) {
-  BOOST_CHECK_THROW(hc::hybrid_options{.max_sparse_density = 2.0}.validate(), std::invalid_argument);
+  BOOST_CHECK_THROW(hps::hybrid_options{.max_sparse_density = 2.0}.validate(),
+                    std::invalid_argument);
   hi::spawn(1, [](hi::communicator comm) {
     std::vector<float> init(6);
-    BOOST_CHECK_THROW(hc::sparse_parameter_server<hi::communicator>(comm, 4, 2, hg::span<const float>(init)),
-                      std::invalid_argument);
-    hc::sparse_parameter_server<hi::communicator> ps(comm, 3, 2, hg::span<const float>(init));
+    BOOST_CHECK_THROW(
+        hps::sparse_parameter_server<hi::communicator>(comm, 4, 2, hg::span<const float>(init)),
+        std::invalid_argument);
+    hps::sparse_parameter_server<hi::communicator> ps(comm, 3, 2, hg::span<const float>(init));
     const hs::index_t bad[] = {3};
     std::vector<float> out(2);
     BOOST_CHECK_THROW(ps.pull(hg::span<const hs::index_t>(bad), hg::span<float>(out)), std::invalid_argument);

@@ -17,8 +17,8 @@
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "hg_test.hpp"
 
@@ -48,7 +48,7 @@ struct local_sgd_config {
 template <class Make>
 std::pair<double, double> local_sgd(const local_sgd_config& c, Make&& make) {
   const auto& d = fmnist();
-  nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   const auto shards = hd::partition_iid(d.train.size(), static_cast<std::size_t>(c.workers), c.seed);
   std::vector<float> final_model;
   double ratio = 0;

@@ -12,8 +12,8 @@
 
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/dataset.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/lsh_layer.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "hg_test.hpp"
@@ -114,7 +114,7 @@ double train_dense(const problem& p, std::size_t epochs, float lr, std::size_t b
 
 BOOST_AUTO_TEST_CASE(lsh_layer_reaches_dense_precision_within_two_points_touching_under_ten_percent,
                      *boost::unit_test::timeout(240)) {
-  nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   const auto seed = hg_test::seed() % 1000;
   // Noise 0.5: the dense layer is near-perfect, the test is how close the LSH layer gets with
   // ~7% of the neurons (K = 8 bits, L = 16 tables: 16 buckets of ~39 neurons).

@@ -9,11 +9,11 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "hg_test.hpp"
 #include "heterograd/core/rng.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/loss.hpp"
 #include "heterograd/nn/lsh_layer.hpp"
+#include "hg_test.hpp"
 
 namespace hg = heterograd;
 namespace nn = heterograd::nn;
@@ -50,12 +50,14 @@ BOOST_AUTO_TEST_CASE(with_every_neuron_active_the_layer_is_the_dense_layer_bitwi
       float* W = ref.data();
       float* b = W + neurons * dim;
       std::copy(b, b + neurons, z.begin());
-      nn::gemm_portable(thrust::cpp::par, nn::transpose::no, nn::transpose::yes, 1, neurons, dim, 1.0f,
-                        x.data(), dim, W, dim, 1.0f, z.data(), neurons);
+      hg::kernels::gemm_portable(thrust::cpp::par, hg::kernels::transpose::no,
+                                 hg::kernels::transpose::yes, 1, neurons, dim, 1.0f, x.data(), dim,
+                                 W, dim, 1.0f, z.data(), neurons);
       std::size_t am = 0;
       const float ref_loss = nn::softmax_cross_entropy_row(z.data(), neurons, y, 0.0f, 1.0f, dz.data(), am);
-      nn::gemm_portable(thrust::cpp::par, nn::transpose::yes, nn::transpose::no, neurons, dim, 1, 1.0f,
-                        dz.data(), neurons, x.data(), dim, 0.0f, dW.data(), dim);
+      hg::kernels::gemm_portable(thrust::cpp::par, hg::kernels::transpose::yes,
+                                 hg::kernels::transpose::no, neurons, dim, 1, 1.0f, dz.data(),
+                                 neurons, x.data(), dim, 0.0f, dW.data(), dim);
       for (std::size_t i = 0; i < neurons * dim; ++i) W[i] -= lr * dW[i];
       for (std::size_t j = 0; j < neurons; ++j) b[j] -= lr * dz[j];
       BOOST_TEST(loss == ref_loss);

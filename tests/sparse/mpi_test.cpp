@@ -20,6 +20,7 @@
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
+namespace hps = heterograd::algorithms::sparse;
 namespace hi = heterograd::comm::inproc;
 namespace hm = heterograd::comm::mpi;
 
@@ -61,7 +62,7 @@ BOOST_AUTO_TEST_CASE(hybrid_over_mpi_gives_the_parameters_of_an_all_dense_allred
     BOOST_TEST_INFO("max_sparse_density " << threshold);
     BOOST_TEST(hybrid_model::max_abs_diff(ref.table, hyb.table) <= 1e-6);
     BOOST_TEST(hybrid_model::max_abs_diff(ref.dense, hyb.dense) <= 1e-6);
-    BOOST_TEST((hyb.routes.at(0) == (threshold == 0.0 ? hc::route::dense : hc::route::sparse)));
+    BOOST_TEST((hyb.routes.at(0) == (threshold == 0.0 ? hps::route::dense : hps::route::sparse)));
     if (threshold != 0.0) BOOST_TEST(hyb.traffic.ratio() < 0.5);
   }
 }

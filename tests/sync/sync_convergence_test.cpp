@@ -6,18 +6,18 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "hg_test.hpp"
-#include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/dataset.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/synthetic.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
+#include "hg_test.hpp"
+#include "sync_support.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
@@ -181,7 +181,7 @@ e7_result run_bsp(const e7_setup& s, const hg::data::dataset& train, const hg::d
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(biased_local_sgd_runs_an_epoch_sum_h_over_n_times_faster_than_sync_sgd_without_losing_accuracy) {
-  hg::nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   e7_setup s;
   const std::uint64_t seed = hg_test::seed();
   const auto train = fmnist().train.head(s.train), test = fmnist().test.head(s.test);

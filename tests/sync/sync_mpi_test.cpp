@@ -10,12 +10,12 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "hg_test.hpp"
-#include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/algorithms/sync/mpi.hpp"
 #include "heterograd/comm/mpi.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
+#include "hg_test.hpp"
+#include "sync_support.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(bsp_and_local_sgd_under_mpi_match_the_threads_runtime_withi
   const auto n = static_cast<std::size_t>(c.size());
   const std::size_t me = static_cast<std::size_t>(c.rank());
   const std::uint64_t seed = shared_seed();
-  hg::nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
   const class_data d(256, seed);
   const auto model = hg::nn::softmax_regression<float>(d.dim, d.classes);
   std::vector<float> x0(model.num_params());

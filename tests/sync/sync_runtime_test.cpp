@@ -15,15 +15,15 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "hg_test.hpp"
-#include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/comm/inproc.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/optim/outer.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
+#include "hg_test.hpp"
+#include "sync_support.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
@@ -61,7 +61,7 @@ struct problem {
   explicit problem(std::uint64_t s, std::size_t hidden = 12)
       : seed(s), d(256, s), model(hg::nn::mlp<float>({10, hidden, 4})), x0(model.num_params()),
         m_sim(n, model), m_thr(n, model) {
-    hg::nn::set_blas_threads(1);  // the same GEMM path on the main and the worker threads
+    hg::kernels::set_blas_threads(1);  // the same GEMM path on the main and the worker threads
     model.init(x0, s);
   }
   oracle sim_oracle() { return {&d, &m_sim, seed}; }

@@ -8,15 +8,15 @@
 #include <numeric>
 #include <sstream>
 
+#include "files.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/synthetic.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
-#include "heterograd/nn/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/sim/network.hpp"
-#include "files.hpp"
 #include "resume.hpp"
 #include "run.hpp"
 
@@ -787,7 +787,7 @@ void preflight(const json& c) {
 json run_method(const run_request& req) {
   // One thread per run: parallelism comes from processes (--jobs). OpenMP teams and BLAS
   // threads on the small per-event vectors of a simulation cost more than they give.
-  hg::nn::set_blas_threads(1);
+  hg::kernels::set_blas_threads(1);
 #ifdef _OPENMP
   omp_set_num_threads(1);
 #endif

@@ -41,7 +41,7 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/comm/inproc.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/engine.hpp"

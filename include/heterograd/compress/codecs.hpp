@@ -42,8 +42,8 @@
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/cast.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/kernels/select.hpp"
-#include "heterograd/nn/gemm.hpp"
 
 namespace heterograd::compress {
 
@@ -134,7 +134,7 @@ struct top_k_codec {
     std::vector<std::uint32_t> idx(n);
     for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
     const auto better = [&](std::uint32_t a, std::uint32_t b) {
-      return kernels::detail::ranks_before(std::fabs(x[a]), a, std::fabs(x[b]), b);
+      return kernels::ranks_before(std::fabs(x[a]), a, std::fabs(x[b]), b);
     };
     if (kk < n) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(kk), idx.end(), better);
     idx.resize(kk);
@@ -383,20 +383,20 @@ struct powersgd_codec {
   }
   // P = M Q: (rows x cols)(cols x r).
   static void first_factor(const std::vector<float>& m, const state& s, const shape& sh, std::vector<float>& p) {
-    nn::gemm(nn::transpose::no, nn::transpose::no, sh.rows, sh.r, sh.cols, 1.0f, m.data(), sh.cols,
-             s.q.data(), sh.r, 0.0f, p.data(), sh.r);
+    kernels::gemm(kernels::transpose::no, kernels::transpose::no, sh.rows, sh.r, sh.cols, 1.0f,
+                  m.data(), sh.cols, s.q.data(), sh.r, 0.0f, p.data(), sh.r);
   }
   // Q = M^T P: (cols x rows)(rows x r).
   static void second_factor(const std::vector<float>& m, const std::vector<float>& p, const shape& sh,
                             std::vector<float>& q) {
-    nn::gemm(nn::transpose::yes, nn::transpose::no, sh.cols, sh.r, sh.rows, 1.0f, m.data(), sh.cols,
-             p.data(), sh.r, 0.0f, q.data(), sh.r);
+    kernels::gemm(kernels::transpose::yes, kernels::transpose::no, sh.cols, sh.r, sh.rows, 1.0f,
+                  m.data(), sh.cols, p.data(), sh.r, 0.0f, q.data(), sh.r);
   }
   // out = (P Q^T) flattened, first n elements.
   static void product(const std::vector<float>& p, const std::vector<float>& q, const shape& sh, span<float> out) {
     std::vector<float> d(sh.rows * sh.cols);
-    nn::gemm(nn::transpose::no, nn::transpose::yes, sh.rows, sh.cols, sh.r, 1.0f, p.data(), sh.r,
-             q.data(), sh.r, 0.0f, d.data(), sh.cols);
+    kernels::gemm(kernels::transpose::no, kernels::transpose::yes, sh.rows, sh.cols, sh.r, 1.0f,
+                  p.data(), sh.r, q.data(), sh.r, 0.0f, d.data(), sh.cols);
     std::copy_n(d.begin(), out.size(), out.begin());
   }
   // Modified Gram-Schmidt on the r columns of P (dots in double, fixed order); a column

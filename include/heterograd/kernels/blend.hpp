@@ -18,7 +18,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
+#include "heterograd/kernels/launch.hpp"
 
 namespace heterograd::kernels {
 
@@ -114,14 +114,14 @@ void axpby(const Policy& policy, std::type_identity_t<T> a,
            span<T, Space> y) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   require_same_size("axpby.x", x.size(), "axpby.y", y.size());
-  detail::launch(policy, y.size(), detail::axpby_body<T>{x.data(), y.data(), a, b}, y.data());
+  kernels::launch(policy, y.size(), detail::axpby_body<T>{x.data(), y.data(), a, b}, y.data());
 }
 
 /// x <- a x.
 template <class Policy, class T, class Space>
 void scale(const Policy& policy, std::type_identity_t<T> a, span<T, Space> x) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  detail::launch(policy, x.size(), detail::scale_body<T>{x.data(), a}, x.data());
+  kernels::launch(policy, x.size(), detail::scale_body<T>{x.data(), a}, x.data());
 }
 
 /// out <- sum_k weights[k] inputs[k], summed in list order (model averaging with weights).
@@ -162,10 +162,10 @@ void running_mean_update(const Policy& policy, span<T, Space> mean,
   require_same_size("running_mean_update.fresh", fresh.size(), "running_mean_update.mean",
                     mean.size());
   require_same_size("running_mean_update.old", old.size(), "running_mean_update.mean", mean.size());
-  detail::launch(policy, mean.size(),
-                 detail::running_mean_body<T>{mean.data(), fresh.data(), old.data(),
-                                              static_cast<T>(1.0 / static_cast<double>(n))},
-                 mean.data());
+  kernels::launch(policy, mean.size(),
+                  detail::running_mean_body<T>{mean.data(), fresh.data(), old.data(),
+                                               static_cast<T>(1.0 / static_cast<double>(n))},
+                  mean.data());
 }
 
 /// out <- w - s lr v: weight prediction (SpecTrain, Chen et al. 2018: W_hat = W - s eta v).
@@ -176,9 +176,10 @@ void linear_prediction(const Policy& policy, span<T, Space> out,
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   require_same_size("linear_prediction.w", w.size(), "linear_prediction.out", out.size());
   require_same_size("linear_prediction.v", v.size(), "linear_prediction.out", out.size());
-  detail::launch(policy, out.size(),
-                 detail::prediction_body<T>{out.data(), w.data(), v.data(), static_cast<T>(s * lr)},
-                 out.data());
+  kernels::launch(
+      policy, out.size(),
+      detail::prediction_body<T>{out.data(), w.data(), v.data(), static_cast<T>(s * lr)},
+      out.data());
 }
 
 }  // namespace heterograd::kernels

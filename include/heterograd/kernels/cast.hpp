@@ -16,7 +16,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
+#include "heterograd/kernels/launch.hpp"
 
 namespace heterograd::kernels {
 
@@ -120,7 +120,7 @@ void cast(const Policy& policy, span<From, Space> in, span<To, Space> out) {
                     (detail::is_half_v<F> && std::is_same_v<To, float>),
                 "cast converts between float and bf16/fp16");
   require_same_size("cast.out", out.size(), "cast.in", in.size());
-  detail::launch(policy, in.size(), detail::cast_body<F, To>{in.data(), out.data()}, out.data());
+  kernels::launch(policy, in.size(), detail::cast_body<F, To>{in.data(), out.data()}, out.data());
 }
 
 }  // namespace heterograd::kernels

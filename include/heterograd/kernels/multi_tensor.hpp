@@ -19,7 +19,7 @@
 
 namespace heterograd::kernels {
 
-/// A body applied to elements [0, size) of one tensor (see detail/launch.hpp for bodies).
+/// A body applied to elements [0, size) of one tensor (see launch.hpp for bodies).
 template <class Body>
 using tensor_task = detail::tensor_task<Body>;
 

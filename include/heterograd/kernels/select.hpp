@@ -25,14 +25,13 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/launch.hpp"
+#include "heterograd/kernels/scratch.hpp"
 
 namespace heterograd::kernels {
 
-namespace detail {
-
-// True when (sa, a) ranks before (sb, b).
+/// top_k's order: true when value sa at index a ranks before sb at index b (larger first,
+/// NaN after every number, equal values by the lower index).
 template <class T>
 HG_HOST_DEVICE inline bool ranks_before(T sa, std::size_t a, T sb, std::size_t b) {
   const bool na = sa != sa, nb = sb != sb;
@@ -40,6 +39,8 @@ HG_HOST_DEVICE inline bool ranks_before(T sa, std::size_t a, T sb, std::size_t b
   if (!na && sa != sb) return sa > sb;
   return a < b;
 }
+
+namespace detail {
 
 template <class T>
 struct index_order {
@@ -114,7 +115,7 @@ void top_k(const Policy& policy, span<T, Space> scores_in, span<std::size_t, Spa
   detail::check_select(policy, scores, out);
   const std::size_t n = scores.size(), k = out.size();
   if (k == 0) return;
-  detail::scratch<std::size_t, Policy> idx(policy, n);
+  kernels::scratch<std::size_t, Policy> idx(policy, n);
   thrust::sequence(policy, idx.data(), idx.data() + n);
   thrust::sort(policy, idx.data(), idx.data() + n, detail::index_order<V>{scores.data()});
   thrust::copy(policy, idx.data(), idx.data() + k, out.data());
@@ -130,15 +131,15 @@ void partial_top_k(const Policy& policy, span<T, Space> scores_in, span<std::siz
   if (k == 0) return;
   const std::size_t chunk = std::max<std::size_t>(4096, 8 * k);
   const std::size_t chunks = (n + chunk - 1) / chunk;
-  detail::scratch<std::size_t, Policy> cand(policy, chunks * k);
-  detail::scratch<std::size_t, Policy> count(policy, chunks);
-  detail::launch_plain(
+  kernels::scratch<std::size_t, Policy> cand(policy, chunks * k);
+  kernels::scratch<std::size_t, Policy> count(policy, chunks);
+  kernels::launch_plain(
       policy, chunks,
       detail::chunk_select_body<V>{scores.data(), n, chunk, k, cand.data(), count.data()});
   // Gather the candidates on the host and order them (n k / chunk of them: small).
   std::vector<std::size_t> all(chunks * k), counts(chunks);
-  detail::copy_to_host(policy, cand.data(), chunks * k, all.data());
-  detail::copy_to_host(policy, count.data(), chunks, counts.data());
+  kernels::copy_to_host(policy, cand.data(), chunks * k, all.data());
+  kernels::copy_to_host(policy, count.data(), chunks, counts.data());
   std::vector<std::size_t> pool;
   pool.reserve(chunks * k);
   for (std::size_t c = 0; c < chunks; ++c)
@@ -147,11 +148,11 @@ void partial_top_k(const Policy& policy, span<T, Space> scores_in, span<std::siz
   std::vector<V> pool_scores(pool.size());
   if constexpr (exec::backend_of_v<Policy> == exec::backend::cuda) {
     // Gather the candidates' scores on the device, then fetch them.
-    detail::scratch<std::size_t, Policy> dpool(policy, pool.size());
-    detail::scratch<V, Policy> dscore(policy, pool.size());
-    detail::copy_from_host(policy, pool.data(), pool.size(), dpool.data());
+    kernels::scratch<std::size_t, Policy> dpool(policy, pool.size());
+    kernels::scratch<V, Policy> dscore(policy, pool.size());
+    kernels::copy_from_host(policy, pool.data(), pool.size(), dpool.data());
     thrust::gather(policy, dpool.data(), dpool.data() + pool.size(), scores.data(), dscore.data());
-    detail::copy_to_host(policy, dscore.data(), pool.size(), pool_scores.data());
+    kernels::copy_to_host(policy, dscore.data(), pool.size(), pool_scores.data());
   } else {
     for (std::size_t j = 0; j < pool.size(); ++j) pool_scores[j] = scores.data()[pool[j]];
   }
@@ -159,11 +160,12 @@ void partial_top_k(const Policy& policy, span<T, Space> scores_in, span<std::siz
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                     [&](std::size_t a, std::size_t b) {
-                      return detail::ranks_before(pool_scores[a], pool[a], pool_scores[b], pool[b]);
+                      return kernels::ranks_before(pool_scores[a], pool[a], pool_scores[b],
+                                                   pool[b]);
                     });
   std::vector<std::size_t> best(k);
   for (std::size_t j = 0; j < k; ++j) best[j] = pool[order[j]];
-  detail::copy_from_host(policy, best.data(), k, out.data());
+  kernels::copy_from_host(policy, best.data(), k, out.data());
 }
 
 }  // namespace heterograd::kernels

@@ -23,10 +23,10 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
 #include "heterograd/kernels/detail/multi_launch.hpp"
 #include "heterograd/kernels/detail/reduce_impl.hpp"
 #include "heterograd/kernels/hyperparameters.hpp"
+#include "heterograd/kernels/launch.hpp"
 
 namespace heterograd::kernels {
 
@@ -258,11 +258,11 @@ void sgd(const Policy& policy, span<T, Space> params,
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
   const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), wd = static_cast<T>(a.weight_decay);
   if (a.weight_decay == 0.0) {
-    detail::launch(policy, params.size(),
-                   detail::sgd_body<T, false>{params.data(), grads.data(), lr, wd}, params.data());
+    kernels::launch(policy, params.size(),
+                    detail::sgd_body<T, false>{params.data(), grads.data(), lr, wd}, params.data());
   } else {
-    detail::launch(policy, params.size(),
-                   detail::sgd_body<T, true>{params.data(), grads.data(), lr, wd}, params.data());
+    kernels::launch(policy, params.size(),
+                    detail::sgd_body<T, true>{params.data(), grads.data(), lr, wd}, params.data());
   }
 }
 
@@ -277,15 +277,15 @@ void momentum(const Policy& policy, span<T, Space> params,
   const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), mu = static_cast<T>(a.momentum),
           d1 = static_cast<T>(1.0 - a.dampening), wd = static_cast<T>(a.weight_decay);
   if (o.nesterov) {
-    detail::launch(policy, params.size(),
-                   detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
-                                                  mu, d1, wd},
-                   params.data());
-  } else {
-    detail::launch(policy, params.size(),
-                   detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(), lr,
+    kernels::launch(policy, params.size(),
+                    detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
                                                    mu, d1, wd},
-                   params.data());
+                    params.data());
+  } else {
+    kernels::launch(policy, params.size(),
+                    detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(),
+                                                    lr, mu, d1, wd},
+                    params.data());
   }
 }
 
@@ -299,10 +299,10 @@ void adam(const Policy& policy, span<T, Space> params,
   require_same_size("adam.m", m.size(), "adam.params", params.size());
   require_same_size("adam.v", v.size(), "adam.params", params.size());
   require(o.step >= 1, "adam.step", o.step, "must be >= 1");
-  detail::launch(policy, params.size(),
-                 detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
-                                      detail::make_adam_coeffs<T>(a, o)},
-                 params.data());
+  kernels::launch(policy, params.size(),
+                  detail::adam_body<T>{params.data(), grads.data(), m.data(), v.data(),
+                                       detail::make_adam_coeffs<T>(a, o)},
+                  params.data());
 }
 
 /// Adagrad. 5*sizeof(T) bytes per element.
@@ -316,7 +316,7 @@ void adagrad(const Policy& policy, span<T, Space> params,
   require(o.step >= 1, "adagrad.step", o.step, "must be >= 1");
   const double clr =
       detail::lr_at(a.lr, o.step) / (1.0 + static_cast<double>(o.step - 1) * a.lr_decay);
-  detail::launch(
+  kernels::launch(
       policy, params.size(),
       detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(), static_cast<T>(clr),
                               static_cast<T>(a.eps), static_cast<T>(a.weight_decay)},

@@ -2,7 +2,7 @@
 // Multi-layer perceptron on one flat parameter buffer: dense layers with ReLU between them and
 // softmax cross-entropy (optional label smoothing) on the last. Layer l maps sizes[l] inputs to
 // sizes[l+1] outputs with W_l (row-major out x in) followed by b_l in the buffer. With two
-// sizes it is softmax regression. GEMMs go through nn::gemm (BLAS when available).
+// sizes it is softmax regression. GEMMs go through kernels::gemm (BLAS when available).
 //
 // Forward and backward also run over a sub-range of layers, which is what decoupled
 // (locally supervised) modules and pipelines use.
@@ -19,7 +19,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/loss.hpp"
 
 namespace heterograd::nn {
@@ -111,8 +111,8 @@ class mlp {
       const T* b = W + nout * nin;
       for (std::size_t r = 0; r < rows; ++r) std::copy(b, b + nout, out.data() + r * nout);
       // out = in (rows x nin) * W^T (nin x nout) + out
-      gemm(transpose::no, transpose::yes, rows, nout, nin, T(1), in, nin, W, nin, T(1),
-           out.data(), nout);
+      kernels::gemm(kernels::transpose::no, kernels::transpose::yes, rows, nout, nin, T(1), in, nin,
+                    W, nin, T(1), out.data(), nout);
       if (l + 1 < num_layers())
         for (auto& v : out) v = v > T(0) ? v : T(0);
       in = out.data();
@@ -149,8 +149,8 @@ class mlp {
       T* dW = grads.data() + offsets_[l];
       T* db = dW + nout * nin;
       // dW = cur^T (nout x rows) * in (rows x nin)
-      gemm(transpose::yes, transpose::no, nout, nin, rows, T(1), cur.data(), nout, in, nin, T(0),
-           dW, nin);
+      kernels::gemm(kernels::transpose::yes, kernels::transpose::no, nout, nin, rows, T(1),
+                    cur.data(), nout, in, nin, T(0), dW, nin);
       std::fill(db, db + nout, T(0));
       for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t o = 0; o < nout; ++o) db[o] += cur[r * nout + o];
@@ -159,8 +159,8 @@ class mlp {
         prev.resize(rows * nin);
         const T* W = params.data() + offsets_[l];
         // d(in) = cur (rows x nout) * W (nout x nin)
-        gemm(transpose::no, transpose::no, rows, nin, nout, T(1), cur.data(), nout, W, nin, T(0),
-             prev.data(), nin);
+        kernels::gemm(kernels::transpose::no, kernels::transpose::no, rows, nin, nout, T(1),
+                      cur.data(), nout, W, nin, T(0), prev.data(), nin);
         if (l == first) {
           std::copy(prev.begin(), prev.end(), dinput);
         } else {

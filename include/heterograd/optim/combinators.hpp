@@ -16,9 +16,9 @@
 #include "heterograd/core/config.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/launch.hpp"
 #include "heterograd/kernels/reduce.hpp"
+#include "heterograd/kernels/scratch.hpp"
 #include "heterograd/optim/detail/base.hpp"
 #include "heterograd/optim/state.hpp"
 
@@ -120,13 +120,13 @@ class every_k : public transformation_base<every_k<Inner>> {
       return;
     }
     T* acc = slot_span<T, S>(st.slots[0]).data();
-    kernels::detail::launch(policy, g.size(), detail::add_body<T>{acc, g.data()});
+    kernels::launch(policy, g.size(), detail::add_body<T>{acc, g.data()});
     ++st.count;
     if (st.count % k_ == 0) {
-      kernels::detail::launch(policy, g.size(),
-                              detail::scale_body<T>{acc, static_cast<T>(1.0 / double(k_))});
+      kernels::launch(policy, g.size(),
+                      detail::scale_body<T>{acc, static_cast<T>(1.0 / double(k_))});
       inner_.apply_impl(policy, span<const T, S>(acc, g.size()), st.children[0], p);
-      kernels::detail::launch(policy, g.size(), detail::fill_body<T>{acc, T(0)});
+      kernels::launch(policy, g.size(), detail::fill_body<T>{acc, T(0)});
     }
   }
   template <class Policy, class T, class S>
@@ -138,16 +138,16 @@ class every_k : public transformation_base<every_k<Inner>> {
       return;
     }
     T* acc = slot_span<T, S>(st.slots[0]).data();
-    kernels::detail::launch(policy, u.size(), detail::add_body<T>{acc, u.data()});
+    kernels::launch(policy, u.size(), detail::add_body<T>{acc, u.data()});
     ++st.count;
     if (st.count % k_ == 0) {
-      kernels::detail::launch(policy, u.size(), detail::copy_body<T>{acc, u.data()});
-      kernels::detail::launch(policy, u.size(),
-                              detail::scale_body<T>{u.data(), static_cast<T>(1.0 / double(k_))});
+      kernels::launch(policy, u.size(), detail::copy_body<T>{acc, u.data()});
+      kernels::launch(policy, u.size(),
+                      detail::scale_body<T>{u.data(), static_cast<T>(1.0 / double(k_))});
       inner_.transform_impl(policy, u, st.children[0], p);
-      kernels::detail::launch(policy, u.size(), detail::fill_body<T>{acc, T(0)});
+      kernels::launch(policy, u.size(), detail::fill_body<T>{acc, T(0)});
     } else {
-      kernels::detail::launch(policy, u.size(), detail::fill_body<T>{u.data(), T(0)});
+      kernels::launch(policy, u.size(), detail::fill_body<T>{u.data(), T(0)});
     }
   }
 
@@ -202,7 +202,7 @@ class apply_if_finite : public transformation_base<apply_if_finite<Inner>> {
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
                       span<const T, S> p) const {
     if (!finite(policy, span<const T, S>(u.data(), u.size()), st)) {
-      kernels::detail::launch(policy, u.size(), detail::fill_body<T>{u.data(), T(0)});
+      kernels::launch(policy, u.size(), detail::fill_body<T>{u.data(), T(0)});
       return;
     }
     inner_.transform_impl(policy, u, st.children[0], p);
@@ -285,12 +285,12 @@ class masked : public transformation_base<masked<Inner>> {
     std::size_t pos = 0;
     for (std::size_t i = 0; i < segs_.size(); ++i) {
       const auto& s = segs_[i];
-      kernels::detail::launch(policy, s.offset - pos, detail::fill_body<T>{u.data() + pos, T(0)});
+      kernels::launch(policy, s.offset - pos, detail::fill_body<T>{u.data() + pos, T(0)});
       inner_.transform_impl(policy, u.subspan(s.offset, s.size), st.children[i],
                             p.subspan(s.offset, s.size));
       pos = s.offset + s.size;
     }
-    kernels::detail::launch(policy, u.size() - pos, detail::fill_body<T>{u.data() + pos, T(0)});
+    kernels::launch(policy, u.size() - pos, detail::fill_body<T>{u.data() + pos, T(0)});
     ++st.count;
   }
 
@@ -346,13 +346,13 @@ class partitioned_t : public transformation_base<partitioned_t<Ms...>> {
     // Each part transforms its own segments of a copy of the gradient; the results are
     // summed (the parts are disjoint, and each masked part zeroes what is not its own).
     const std::size_t n = u.size();
-    kernels::detail::scratch<T, Policy> g(policy, n), w(policy, n);
-    kernels::detail::launch(policy, n, detail::copy_body<T>{u.data(), g.data()});
-    kernels::detail::launch(policy, n, detail::fill_body<T>{u.data(), T(0)});
+    kernels::scratch<T, Policy> g(policy, n), w(policy, n);
+    kernels::launch(policy, n, detail::copy_body<T>{u.data(), g.data()});
+    kernels::launch(policy, n, detail::fill_body<T>{u.data(), T(0)});
     each([&](const auto& m, std::size_t i) {
-      kernels::detail::launch(policy, n, detail::copy_body<T>{g.data(), w.data()});
+      kernels::launch(policy, n, detail::copy_body<T>{g.data(), w.data()});
       m.transform_impl(policy, span<T, S>(w.data(), n), st.children[i], p);
-      kernels::detail::launch(policy, n, detail::add_body<T>{u.data(), w.data()});
+      kernels::launch(policy, n, detail::add_body<T>{u.data(), w.data()});
     });
     ++st.count;
   }

@@ -19,8 +19,8 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/launch.hpp"
+#include "heterograd/kernels/scratch.hpp"
 #include "heterograd/optim/detail/base.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/optim/state.hpp"
@@ -56,8 +56,8 @@ class outer_optimizer {
       require_same_size("outer.average", avg.size(), "outer.anchor", x.size());
       inner_.check_state(st, x.size(), "outer");
       const std::size_t n = x.size();
-      kernels::detail::scratch<T, Policy> delta(policy, n);
-      kernels::detail::launch(policy, n, detail::diff_body<T>{delta.data(), x.data(), avg.data()});
+      kernels::scratch<T, Policy> delta(policy, n);
+      kernels::launch(policy, n, detail::diff_body<T>{delta.data(), x.data(), avg.data()});
       inner_.apply_impl(policy, span<const T, S>(delta.data(), n), st, span<T, S>(x.data(), n));
     }
   }

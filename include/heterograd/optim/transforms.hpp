@@ -22,7 +22,7 @@
 #include "heterograd/core/config.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
+#include "heterograd/kernels/launch.hpp"
 #include "heterograd/kernels/reduce.hpp"
 #include "heterograd/optim/detail/base.hpp"
 #include "heterograd/optim/schedule.hpp"
@@ -112,7 +112,7 @@ class scale_by_learning_rate : public transformation_base<scale_by_learning_rate
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     const double lr = lr_(st.count) / (1.0 + decay_ * static_cast<double>(st.count));
-    kernels::detail::launch(policy, u.size(), detail::scale_body<T>{u.data(), static_cast<T>(-lr)});
+    kernels::launch(policy, u.size(), detail::scale_body<T>{u.data(), static_cast<T>(-lr)});
     ++st.count;
   }
 
@@ -138,8 +138,7 @@ class scale : public transformation_base<scale> {
   }
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
-    kernels::detail::launch(policy, u.size(),
-                            detail::scale_body<T>{u.data(), static_cast<T>(factor_)});
+    kernels::launch(policy, u.size(), detail::scale_body<T>{u.data(), static_cast<T>(factor_)});
     ++st.count;
   }
 
@@ -166,8 +165,8 @@ class add_decayed_weights : public transformation_base<add_decayed_weights> {
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
                       span<const T, S> p) const {
     if (wd_ != 0.0)
-      kernels::detail::launch(policy, u.size(),
-                              detail::add_scaled_body<T>{u.data(), p.data(), static_cast<T>(wd_)});
+      kernels::launch(policy, u.size(),
+                      detail::add_scaled_body<T>{u.data(), p.data(), static_cast<T>(wd_)});
     ++st.count;
   }
 
@@ -198,9 +197,9 @@ class trace : public transformation_base<trace> {
     T* v = slot_span<T, S>(st.slots[0]).data();
     const T mu = static_cast<T>(mu_), d1 = static_cast<T>(1.0 - damp_);
     if (nesterov_)
-      kernels::detail::launch(policy, u.size(), detail::trace_body<T, true>{u.data(), v, mu, d1});
+      kernels::launch(policy, u.size(), detail::trace_body<T, true>{u.data(), v, mu, d1});
     else
-      kernels::detail::launch(policy, u.size(), detail::trace_body<T, false>{u.data(), v, mu, d1});
+      kernels::launch(policy, u.size(), detail::trace_body<T, false>{u.data(), v, mu, d1});
     ++st.count;
   }
 
@@ -232,7 +231,7 @@ class scale_by_adam : public transformation_base<scale_by_adam> {
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     const double t = static_cast<double>(st.count + 1);
     const double c1 = bc_ ? 1.0 - std::pow(b1_, t) : 1.0, c2 = bc_ ? 1.0 - std::pow(b2_, t) : 1.0;
-    kernels::detail::launch(
+    kernels::launch(
         policy, u.size(),
         detail::scale_by_adam_body<T>{u.data(), slot_span<T, S>(st.slots[0]).data(),
                                       slot_span<T, S>(st.slots[1]).data(), static_cast<T>(b1_),
@@ -268,10 +267,9 @@ class scale_by_rss : public transformation_base<scale_by_rss> {
   }
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
-    kernels::detail::launch(
-        policy, u.size(),
-        detail::scale_by_rss_body<T>{u.data(), slot_span<T, S>(st.slots[0]).data(),
-                                     static_cast<T>(eps_)});
+    kernels::launch(policy, u.size(),
+                    detail::scale_by_rss_body<T>{u.data(), slot_span<T, S>(st.slots[0]).data(),
+                                                 static_cast<T>(eps_)});
     ++st.count;
   }
 
@@ -310,7 +308,7 @@ class scale_by_trust_ratio : public transformation_base<scale_by_trust_ratio> {
       const double pn = kernels::l2_norm(policy, p.subspan(off, n));
       const double un = kernels::l2_norm(policy, span<const T, S>(u.data() + off, n));
       const double r = (pn > 0.0 && un > 0.0) ? pn / un : 1.0;
-      kernels::detail::launch(policy, n, detail::scale_body<T>{u.data() + off, static_cast<T>(r)});
+      kernels::launch(policy, n, detail::scale_body<T>{u.data() + off, static_cast<T>(r)});
       off += n;
     }
     ++st.count;

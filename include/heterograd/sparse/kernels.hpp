@@ -26,8 +26,8 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/launch.hpp"
+#include "heterograd/kernels/scratch.hpp"
 
 namespace heterograd::sparse {
 
@@ -165,9 +165,8 @@ void gather_rows(const Policy& policy, span<const T, Space> table, std::size_t w
           "must be a multiple of width");
   require_same_size("gather_rows.out", out.size(), "idx.size() * width", idx.size() * width);
   detail::check_indices(idx, table.size() / width, "gather_rows.idx");
-  kernels::detail::launch(policy, out.size(),
-                          detail::gather_body<T>{table.data(), idx.data(), out.data(), width},
-                          out.data());
+  kernels::launch(policy, out.size(),
+                  detail::gather_body<T>{table.data(), idx.data(), out.data(), width}, out.data());
 }
 
 /// table[idx[k], :] += alpha * values[k, :] for every k, duplicates added in list order.
@@ -187,14 +186,13 @@ void scatter_add_rows(const Policy& policy, span<const index_t, Space> idx,
   detail::check_indices(idx, table.size() / width, "scatter_add_rows.idx");
   if (idx.empty()) return;
   if (unique_indices) {
-    kernels::detail::launch(policy, values.size(),
-                            detail::scatter_add_unique_body<T>{idx.data(), values.data(),
-                                                               table.data(), width, alpha});
+    kernels::launch(
+        policy, values.size(),
+        detail::scatter_add_unique_body<T>{idx.data(), values.data(), table.data(), width, alpha});
   } else {
-    kernels::detail::launch_plain(
-        policy, width,
-        detail::scatter_add_column_body<T>{idx.data(), values.data(), table.data(), idx.size(),
-                                           width, alpha});
+    kernels::launch_plain(policy, width,
+                          detail::scatter_add_column_body<T>{
+                              idx.data(), values.data(), table.data(), idx.size(), width, alpha});
   }
 }
 
@@ -215,11 +213,10 @@ std::size_t coalesce(const Policy& policy, span<const index_t, Space> idx,
   require(values_out.size() >= nnz * width, "coalesce.values_out.size", values_out.size(),
           "must be >= idx.size() * width");
   if (nnz == 0) return 0;
-  kernels::detail::scratch<index_t, Policy> keys(policy, nnz);
-  kernels::detail::scratch<std::size_t, Policy> perm(policy, nnz);
-  kernels::detail::scratch<std::size_t, Policy> starts(policy, nnz + 1);
-  kernels::detail::launch(policy, nnz, detail::copy_body<index_t>{idx.data(), keys.data()},
-                          keys.data());
+  kernels::scratch<index_t, Policy> keys(policy, nnz);
+  kernels::scratch<std::size_t, Policy> perm(policy, nnz);
+  kernels::scratch<std::size_t, Policy> starts(policy, nnz + 1);
+  kernels::launch(policy, nnz, detail::copy_body<index_t>{idx.data(), keys.data()}, keys.data());
   thrust::sequence(policy, perm.data(), perm.data() + nnz);
   // Stable: duplicates keep their list order, which fixes the order they are summed in.
   thrust::stable_sort_by_key(policy, keys.data(), keys.data() + nnz, perm.data());
@@ -227,13 +224,12 @@ std::size_t coalesce(const Policy& policy, span<const index_t, Space> idx,
                                      thrust::counting_iterator<std::size_t>(nnz), starts.data(),
                                      detail::segment_head{keys.data()});
   const std::size_t unique = static_cast<std::size_t>(end - starts.data());
-  kernels::detail::copy_from_host(policy, &nnz, 1, starts.data() + unique);
-  kernels::detail::launch_plain(
-      policy, unique, detail::coalesce_index_body{keys.data(), starts.data(), idx_out.data()});
-  kernels::detail::launch_plain(policy, unique * width,
-                                detail::coalesce_value_body<T>{values.data(), perm.data(),
-                                                               starts.data(), values_out.data(),
-                                                               width});
+  kernels::copy_from_host(policy, &nnz, 1, starts.data() + unique);
+  kernels::launch_plain(policy, unique,
+                        detail::coalesce_index_body{keys.data(), starts.data(), idx_out.data()});
+  kernels::launch_plain(policy, unique * width,
+                        detail::coalesce_value_body<T>{values.data(), perm.data(), starts.data(),
+                                                       values_out.data(), width});
   return unique;
 }
 
@@ -257,10 +253,9 @@ std::size_t dense_to_sparse(const Policy& policy, span<const T, Space> dense, st
                                  idx_out.data(), detail::row_nonzero<T>{dense.data(), width});
   const std::size_t nnz = static_cast<std::size_t>(end - idx_out.data());
   if (nnz)
-    kernels::detail::launch(policy, nnz * width,
-                            detail::gather_body<T>{dense.data(), idx_out.data(),
-                                                   values_out.data(), width},
-                            values_out.data());
+    kernels::launch(policy, nnz * width,
+                    detail::gather_body<T>{dense.data(), idx_out.data(), values_out.data(), width},
+                    values_out.data());
   return nnz;
 }
 
@@ -276,8 +271,7 @@ void sparse_to_dense(const Policy& policy, span<const index_t, Space> idx,
   require_same_size("sparse_to_dense.values", values.size(), "idx.size() * width",
                     idx.size() * width);
   detail::check_indices(idx, dense.size() / width, "sparse_to_dense.idx");
-  kernels::detail::launch(policy, dense.size(), detail::fill_body<T>{dense.data(), T(0)},
-                          dense.data());
+  kernels::launch(policy, dense.size(), detail::fill_body<T>{dense.data(), T(0)}, dense.data());
   scatter_add_rows(policy, idx, values, width, dense, T(1), unique_indices);
 }
 

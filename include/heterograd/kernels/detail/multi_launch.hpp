@@ -30,8 +30,8 @@
 
 #include "heterograd/core/config.hpp"
 #include "heterograd/core/execution.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/launch.hpp"
+#include "heterograd/kernels/scratch.hpp"
 
 #if defined(__CUDACC__)
 #include <algorithm>

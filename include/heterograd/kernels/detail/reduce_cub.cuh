@@ -15,7 +15,7 @@
 #include <thrust/system/cuda/detail/util.h>
 #include <cub/device/device_reduce.cuh>
 
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/scratch.hpp"
 
 namespace heterograd::kernels::detail {
 

@@ -20,8 +20,8 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/kernels/detail/launch.hpp"
-#include "heterograd/kernels/detail/scratch.hpp"
+#include "heterograd/kernels/launch.hpp"
+#include "heterograd/kernels/scratch.hpp"
 #include "heterograd/optim/state.hpp"
 
 namespace heterograd::optim {
@@ -173,11 +173,11 @@ class transformation_base {
   // Default unfused update: u = grads; transform; params += u.
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
-    kernels::detail::scratch<T, Policy> u(policy, g.size());
-    kernels::detail::launch(policy, g.size(), detail::copy_body<T>{g.data(), u.data()});
+    kernels::scratch<T, Policy> u(policy, g.size());
+    kernels::launch(policy, g.size(), detail::copy_body<T>{g.data(), u.data()});
     self().transform_impl(policy, span<T, S>(u.data(), g.size()), st,
                           span<const T, S>(p.data(), p.size()));
-    kernels::detail::launch(policy, g.size(), detail::add_body<T>{p.data(), u.data()});
+    kernels::launch(policy, g.size(), detail::add_body<T>{p.data(), u.data()});
   }
 
  protected:
@@ -193,10 +193,10 @@ class fused_base : public transformation_base<D> {
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
                       span<const T, S> p) const {
     const std::size_t n = p.size();
-    kernels::detail::scratch<T, Policy> q(policy, n);
-    kernels::detail::launch(policy, n, detail::copy_body<T>{p.data(), q.data()});
+    kernels::scratch<T, Policy> q(policy, n);
+    kernels::launch(policy, n, detail::copy_body<T>{p.data(), q.data()});
     this->self().apply_impl(policy, span<const T, S>(u.data(), n), st, span<T, S>(q.data(), n));
-    kernels::detail::launch(policy, n, detail::diff_body<T>{u.data(), q.data(), p.data()});
+    kernels::launch(policy, n, detail::diff_body<T>{u.data(), q.data(), p.data()});
   }
 };
 

@@ -8,10 +8,10 @@
 #include <thrust/system/cuda/execution_policy.h>
 
 #include "heterograd/core/rng.hpp"
-#include "heterograd/nn/gemm_cublas.cuh"
+#include "heterograd/kernels/gemm_cublas.cuh"
 #include "hg_test.hpp"
 
-namespace nn = heterograd::nn;
+namespace kernels = heterograd::kernels;
 
 BOOST_AUTO_TEST_CASE(cublas_and_portable_device_gemm_match_the_host_reference) {
   const std::size_t M = 33, N = 17, K = 65;
@@ -20,16 +20,16 @@ BOOST_AUTO_TEST_CASE(cublas_and_portable_device_gemm_match_the_host_reference) {
   for (std::size_t i = 0; i < A.size(); ++i) A[i] = static_cast<float>(rng.normal(i));
   for (std::size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>(rng.normal(5000 + i));
   thrust::device_vector<float> dA(A.begin(), A.end()), dB(B.begin(), B.end());
-  nn::cublas_handle h;
-  for (auto ta : {nn::transpose::no, nn::transpose::yes})
-    for (auto tb : {nn::transpose::no, nn::transpose::yes}) {
-      const std::size_t lda = ta == nn::transpose::no ? K : M;
-      const std::size_t ldb = tb == nn::transpose::no ? N : K;
+  kernels::cublas_handle h;
+  for (auto ta : {kernels::transpose::no, kernels::transpose::yes})
+    for (auto tb : {kernels::transpose::no, kernels::transpose::yes}) {
+      const std::size_t lda = ta == kernels::transpose::no ? K : M;
+      const std::size_t ldb = tb == kernels::transpose::no ? N : K;
       thrust::device_vector<float> c1(M * N, 1.0f), c2(M * N, 1.0f);
-      nn::gemm_device(h, ta, tb, M, N, K, 2.0f, thrust::raw_pointer_cast(dA.data()), lda,
+      kernels::gemm_device(h, ta, tb, M, N, K, 2.0f, thrust::raw_pointer_cast(dA.data()), lda,
                       thrust::raw_pointer_cast(dB.data()), ldb, 0.5f,
                       thrust::raw_pointer_cast(c1.data()), N);
-      nn::gemm_portable(thrust::cuda::par, ta, tb, M, N, K, 2.0f,
+      kernels::gemm_portable(thrust::cuda::par, ta, tb, M, N, K, 2.0f,
                         thrust::raw_pointer_cast(dA.data()), lda,
                         thrust::raw_pointer_cast(dB.data()), ldb, 0.5f,
                         thrust::raw_pointer_cast(c2.data()), N);
@@ -38,8 +38,8 @@ BOOST_AUTO_TEST_CASE(cublas_and_portable_device_gemm_match_the_host_reference) {
         for (std::size_t j = 0; j < N; ++j) {
           double acc = 0;
           for (std::size_t k = 0; k < K; ++k)
-            acc += double(ta == nn::transpose::no ? A[i * K + k] : A[k * M + i]) *
-                   double(tb == nn::transpose::no ? B[k * N + j] : B[j * K + k]);
+            acc += double(ta == kernels::transpose::no ? A[i * K + k] : A[k * M + i]) *
+                   double(tb == kernels::transpose::no ? B[k * N + j] : B[j * K + k]);
           const double ref = 2 * acc + 0.5;
           BOOST_TEST(std::abs(h1[i * N + j] - ref) < 1e-3 * (1 + std::abs(ref)));
           BOOST_TEST(std::abs(h2[i * N + j] - ref) < 1e-3 * (1 + std::abs(ref)));

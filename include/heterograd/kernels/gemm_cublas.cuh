@@ -1,5 +1,5 @@
 #pragma once
-// GEMM on device memory through cuBLAS, with the same row-major convention as nn::gemm:
+// GEMM on device memory through cuBLAS, with the same row-major convention as kernels::gemm:
 // C = alpha op(A) op(B) + beta C. cuBLAS is column-major, and a row-major matrix is its
 // transpose in column-major, so C^T = op(B)^T op(A)^T is computed with the operands swapped.
 // Errors come back as std::runtime_error naming the cuBLAS status.
@@ -13,9 +13,9 @@
 #include <string>
 #include <type_traits>
 
-#include "heterograd/nn/gemm.hpp"
+#include "heterograd/kernels/gemm.hpp"
 
-namespace heterograd::nn {
+namespace heterograd::kernels {
 
 namespace detail {
 inline void check_cublas(cublasStatus_t s, const char* what) {
@@ -67,6 +67,6 @@ void gemm_device(const cublas_handle& handle, transpose ta, transpose tb, std::s
   }
 }
 
-}  // namespace heterograd::nn
+}  // namespace heterograd::kernels
 
 #endif  // __CUDACC__

@@ -31,7 +31,7 @@
 #include "heterograd/sparse/kernels.hpp"
 #include "heterograd/sparse/row_sparse.hpp"
 
-namespace heterograd::comm {
+namespace heterograd::algorithms::sparse {
 
 /// Bytes a rank sent, by path, and what an all-dense allreduce would have sent.
 struct traffic {
@@ -59,14 +59,14 @@ struct sparse_ps_options {
   /// Tags [tag, tag + 3] carry the server's messages on the transport; keep them apart from
   /// the caller's own tagged traffic.
   int tag = 0x5e00;
-  seconds timeout = default_timeout;
+  seconds timeout = comm::default_timeout;
   /// avg divides the summed rows by the number of ranks (data-parallel SGD), sum keeps sums.
-  reduce_op op = reduce_op::avg;
+  comm::reduce_op op = comm::reduce_op::avg;
 
   void validate() const {
     require_non_negative("sparse_ps_options.tag", tag);
     require(timeout.count() > 0, "sparse_ps_options.timeout", timeout.count(), "must be > 0");
-    require(op == reduce_op::avg || op == reduce_op::sum, "sparse_ps_options.op",
+    require(op == comm::reduce_op::avg || op == comm::reduce_op::sum, "sparse_ps_options.op",
             reduce_op_name(op), "must be sum or avg");
   }
 };
@@ -83,7 +83,7 @@ inline std::size_t shard_block(std::size_t rows, int n) {
 }
 
 template <class Transport>
-  requires transport<Transport>
+  requires comm::transport<Transport>
 class sparse_parameter_server {
  public:
   /// Collective. `initial` is the full table (rows x width) on every rank; each keeps its
@@ -107,7 +107,7 @@ class sparse_parameter_server {
   std::size_t width() const { return width_; }
   const Transport& transport_handle() const { return t_; }
   /// The rank that holds `row`.
-  int owner(sparse::index_t row) const { return static_cast<int>(static_cast<std::size_t>(row) / block_); }
+  int owner(heterograd::sparse::index_t row) const { return static_cast<int>(static_cast<std::size_t>(row) / block_); }
   shard_range range(int rank) const {
     const std::size_t b = std::min(rows_, static_cast<std::size_t>(rank) * block_);
     return {b, std::min(rows_, b + block_)};
@@ -115,42 +115,42 @@ class sparse_parameter_server {
   /// This rank's rows (range(rank()).size() x width).
   span<float> shard() { return span<float>(shard_); }
   span<const float> shard() const { return span<const float>(shard_); }
-  const comm::traffic& traffic() const { return traffic_; }
+  const sparse::traffic& traffic() const { return traffic_; }
   void reset_traffic() { traffic_ = {}; }
 
   /// Collective. Pushes this rank's gradient rows (any order, duplicates allowed); each owner
   /// sums every rank's rows in rank order, averages (options.op), and calls
   /// update(row, params_row, grad_row) once per row anybody touched, rows ascending.
   template <class Update>
-  void push(const sparse::row_sparse<float>& g, Update&& update) {
+  void push(const heterograd::sparse::row_sparse<float>& g, Update&& update) {
     require(g.rows == rows_ && g.width == width_, "sparse_parameter_server.push.g.rows", g.rows,
             "must match the table's rows and width");
     g.validate();
-    const auto local = sparse::coalesced(thrust::cpp::par, g);  // local aggregation
+    const auto local = heterograd::sparse::coalesced(thrust::cpp::par, g);  // local aggregation
     const std::vector<std::size_t> cut = cuts(local.indices);
     // counts[src * n + dst]: rows src sends dst.
     std::vector<std::uint64_t> mine(static_cast<std::size_t>(n_)), counts(mine.size() * mine.size());
     for (int d = 0; d < n_; ++d) mine[d] = cut[d + 1] - cut[d];
     t_.allgather(span<const std::uint64_t>(mine), span<std::uint64_t>(counts),
-                 allgather_options{o_.timeout})
+                 comm::allgather_options{o_.timeout})
         .wait();
     traffic_.sparse_bytes += static_cast<double>((n_ - 1) * n_) * sizeof(std::uint64_t);
 
     const int me = t_.rank();
     std::vector<std::size_t> from(static_cast<std::size_t>(n_) + 1, 0);
     for (int s = 0; s < n_; ++s) from[s + 1] = from[s] + counts[static_cast<std::size_t>(s * n_ + me)];
-    sparse::row_sparse<float> in(rows_, width_);
+    heterograd::sparse::row_sparse<float> in(rows_, width_);
     in.indices.resize(from.back());
     in.values.resize(from.back() * width_);
-    std::vector<request> reqs;
+    std::vector<comm::request> reqs;
     for (int d = 0; d < n_; ++d) {
       const std::size_t c = cut[d + 1] - cut[d];
       if (d == me || c == 0) continue;
-      reqs.push_back(t_.send(span<const sparse::index_t>(local.indices.data() + cut[d], c), d,
-                             o_.tag, send_options{o_.timeout}));
+      reqs.push_back(t_.send(span<const heterograd::sparse::index_t>(local.indices.data() + cut[d], c), d,
+                             o_.tag, comm::send_options{o_.timeout}));
       reqs.push_back(t_.send(span<const float>(local.values.data() + cut[d] * width_, c * width_),
-                             d, o_.tag + 1, send_options{o_.timeout}));
-      traffic_.sparse_bytes += static_cast<double>(c * (sizeof(sparse::index_t) + width_ * sizeof(float)));
+                             d, o_.tag + 1, comm::send_options{o_.timeout}));
+      traffic_.sparse_bytes += static_cast<double>(c * (sizeof(heterograd::sparse::index_t) + width_ * sizeof(float)));
     }
     for (int s = 0; s < n_; ++s) {
       const std::size_t c = from[s + 1] - from[s];
@@ -162,20 +162,20 @@ class sparse_parameter_server {
                     c * width_, in.values.begin() + static_cast<std::ptrdiff_t>(from[s] * width_));
         continue;
       }
-      reqs.push_back(t_.recv(span<sparse::index_t>(in.indices.data() + from[s], c), s, o_.tag,
-                             recv_options{o_.timeout}));
+      reqs.push_back(t_.recv(span<heterograd::sparse::index_t>(in.indices.data() + from[s], c), s, o_.tag,
+                             comm::recv_options{o_.timeout}));
       reqs.push_back(t_.recv(span<float>(in.values.data() + from[s] * width_, c * width_), s,
-                             o_.tag + 1, recv_options{o_.timeout}));
+                             o_.tag + 1, comm::recv_options{o_.timeout}));
     }
     wait_all(reqs);
     // Concatenated in rank order; coalescing sums each row's contributions in that order.
-    const auto agg = sparse::coalesced(thrust::cpp::par, in);
+    const auto agg = heterograd::sparse::coalesced(thrust::cpp::par, in);
     const std::size_t base = range(me).begin;
     const float div = static_cast<float>(n_);
     std::vector<float> row(width_);
     for (std::size_t k = 0; k < agg.nnz(); ++k) {
       const float* v = agg.values.data() + k * width_;
-      for (std::size_t j = 0; j < width_; ++j) row[j] = o_.op == reduce_op::avg ? v[j] / div : v[j];
+      for (std::size_t j = 0; j < width_; ++j) row[j] = o_.op == comm::reduce_op::avg ? v[j] / div : v[j];
       const std::size_t r = static_cast<std::size_t>(agg.indices[k]);
       update(agg.indices[k], span<float>(shard_.data() + (r - base) * width_, width_),
              span<const float>(row));
@@ -193,45 +193,45 @@ class sparse_parameter_server {
     for (std::size_t i = r.begin; i < r.end; ++i) {
       const float* g = reduced.data() + i * width_;
       if (std::all_of(g, g + width_, [](float v) { return v == 0.0f; })) continue;
-      update(static_cast<sparse::index_t>(i),
+      update(static_cast<heterograd::sparse::index_t>(i),
              span<float>(shard_.data() + (i - r.begin) * width_, width_),
              span<const float>(g, width_));
     }
   }
 
   /// Collective. out[k, :] = the current row idx[k] (any order, duplicates allowed).
-  void pull(span<const sparse::index_t> idx, span<float> out) {
+  void pull(span<const heterograd::sparse::index_t> idx, span<float> out) {
     require_same_size("sparse_parameter_server.pull.out", out.size(), "idx.size() * width",
                       idx.size() * width_);
     for (std::size_t k = 0; k < idx.size(); ++k)
       require(idx[k] >= 0 && static_cast<std::size_t>(idx[k]) < rows_,
               "sparse_parameter_server.pull.idx", idx[k], "must be in [0, rows)");
-    std::vector<sparse::index_t> want(idx.begin(), idx.end());
+    std::vector<heterograd::sparse::index_t> want(idx.begin(), idx.end());
     std::sort(want.begin(), want.end());
     want.erase(std::unique(want.begin(), want.end()), want.end());
     const std::vector<std::size_t> cut = cuts(want);
     std::vector<std::uint64_t> mine(static_cast<std::size_t>(n_)), counts(mine.size() * mine.size());
     for (int d = 0; d < n_; ++d) mine[d] = cut[d + 1] - cut[d];
     t_.allgather(span<const std::uint64_t>(mine), span<std::uint64_t>(counts),
-                 allgather_options{o_.timeout})
+                 comm::allgather_options{o_.timeout})
         .wait();
     traffic_.sparse_bytes += static_cast<double>((n_ - 1) * n_) * sizeof(std::uint64_t);
     const int me = t_.rank();
     // Requests to owners, then serve the requests this rank owns, then take the replies.
-    std::vector<std::vector<sparse::index_t>> asked(static_cast<std::size_t>(n_));
-    std::vector<request> reqs;
+    std::vector<std::vector<heterograd::sparse::index_t>> asked(static_cast<std::size_t>(n_));
+    std::vector<comm::request> reqs;
     for (int d = 0; d < n_; ++d) {
       const std::size_t c = cut[d + 1] - cut[d];
       if (d == me || c == 0) continue;
-      reqs.push_back(t_.send(span<const sparse::index_t>(want.data() + cut[d], c), d, o_.tag + 2,
-                             send_options{o_.timeout}));
-      traffic_.sparse_bytes += static_cast<double>(c * sizeof(sparse::index_t));
+      reqs.push_back(t_.send(span<const heterograd::sparse::index_t>(want.data() + cut[d], c), d, o_.tag + 2,
+                             comm::send_options{o_.timeout}));
+      traffic_.sparse_bytes += static_cast<double>(c * sizeof(heterograd::sparse::index_t));
     }
     for (int s = 0; s < n_; ++s) {
       const std::size_t c = counts[static_cast<std::size_t>(s * n_ + me)];
       if (s == me || c == 0) continue;
       asked[s].resize(c);
-      reqs.push_back(t_.recv(span<sparse::index_t>(asked[s]), s, o_.tag + 2, recv_options{o_.timeout}));
+      reqs.push_back(t_.recv(span<heterograd::sparse::index_t>(asked[s]), s, o_.tag + 2, comm::recv_options{o_.timeout}));
     }
     wait_all(reqs);
     reqs.clear();
@@ -246,7 +246,7 @@ class sparse_parameter_server {
                 "must be a row of this shard");
         std::copy_n(shard_.data() + (r - base) * width_, width_, served[s].data() + k * width_);
       }
-      reqs.push_back(t_.send(span<const float>(served[s]), s, o_.tag + 3, send_options{o_.timeout}));
+      reqs.push_back(t_.send(span<const float>(served[s]), s, o_.tag + 3, comm::send_options{o_.timeout}));
       traffic_.sparse_bytes += static_cast<double>(served[s].size() * sizeof(float));
     }
     std::vector<float> got(want.size() * width_);
@@ -260,7 +260,7 @@ class sparse_parameter_server {
         continue;
       }
       reqs.push_back(t_.recv(span<float>(got.data() + cut[d] * width_, c * width_), d, o_.tag + 3,
-                             recv_options{o_.timeout}));
+                             comm::recv_options{o_.timeout}));
     }
     wait_all(reqs);
     for (std::size_t k = 0; k < idx.size(); ++k) {
@@ -277,17 +277,17 @@ class sparse_parameter_server {
                       rows_ * width_);
     std::vector<float> padded(block_ * width_, 0.0f), all(padded.size() * static_cast<std::size_t>(n_));
     std::copy(shard_.begin(), shard_.end(), padded.begin());
-    t_.allgather(span<const float>(padded), span<float>(all), allgather_options{o_.timeout}).wait();
+    t_.allgather(span<const float>(padded), span<float>(all), comm::allgather_options{o_.timeout}).wait();
     std::copy_n(all.begin(), out.size(), out.begin());
   }
 
  private:
   // Positions in a sorted index list where each owner's rows start (n + 1 entries).
-  std::vector<std::size_t> cuts(const std::vector<sparse::index_t>& sorted) const {
+  std::vector<std::size_t> cuts(const std::vector<heterograd::sparse::index_t>& sorted) const {
     std::vector<std::size_t> c(static_cast<std::size_t>(n_) + 1, sorted.size());
     c[0] = 0;
     for (int d = 1; d < n_; ++d) {
-      const auto first = static_cast<sparse::index_t>(static_cast<std::size_t>(d) * block_);
+      const auto first = static_cast<heterograd::sparse::index_t>(static_cast<std::size_t>(d) * block_);
       c[d] = static_cast<std::size_t>(std::lower_bound(sorted.begin(), sorted.end(), first) -
                                       sorted.begin());
     }
@@ -300,7 +300,7 @@ class sparse_parameter_server {
   int n_ = 1;
   std::size_t block_ = 1;
   std::vector<float> shard_;
-  comm::traffic traffic_{};
+  sparse::traffic traffic_{};
 };
 
-}  // namespace heterograd::comm
+}  // namespace heterograd::algorithms::sparse

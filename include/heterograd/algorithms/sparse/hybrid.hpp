@@ -25,13 +25,13 @@
 
 #include "heterograd/comm/concepts.hpp"
 #include "heterograd/comm/request.hpp"
-#include "heterograd/comm/sparse/parameter_server.hpp"
+#include "heterograd/algorithms/sparse/parameter_server.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/sparse/row_sparse.hpp"
 
-namespace heterograd::comm {
+namespace heterograd::algorithms::sparse {
 
 /// The path a table's gradient took in a step.
 enum class route : std::uint8_t { dense, sparse };
@@ -41,24 +41,24 @@ struct hybrid_options {
   /// the touched rows, summed over ranks and divided by n rows, are at most this fraction.
   double max_sparse_density = -1.0;
   /// Options of the dense allreduces (op is forced to avg).
-  allreduce_options dense{};
+  comm::allreduce_options dense{};
   sparse_ps_options sparse{};
 
   void validate() const {
     require(max_sparse_density < 0 || max_sparse_density <= 1.0, "hybrid_options.max_sparse_density",
             max_sparse_density, "must be < 0 (automatic) or in [0, 1]");
     sparse.validate();
-    detail::validate(dense);
+    comm::detail::validate(dense);
   }
 };
 
 template <class Transport>
-  requires transport<Transport>
+  requires comm::transport<Transport>
 class hybrid_aggregator {
  public:
   explicit hybrid_aggregator(Transport t, hybrid_options o = {}) : t_(std::move(t)), o_(o) {
     o_.validate();
-    o_.dense.op = reduce_op::avg;
+    o_.dense.op = comm::reduce_op::avg;
     o_.dense.weight.reset();
   }
 
@@ -75,7 +75,7 @@ class hybrid_aggregator {
   const sparse_parameter_server<Transport>& table(std::size_t i) const { return tables_.at(i); }
 
   /// Collective. out[k, :] = row idx[k] of table `i`.
-  void pull(std::size_t i, span<const sparse::index_t> idx, span<float> out) {
+  void pull(std::size_t i, span<const heterograd::sparse::index_t> idx, span<float> out) {
     require(i < tables_.size(), "hybrid_aggregator.pull.table", i, "must be a table number");
     tables_[i].pull(idx, out);
     sync_traffic();
@@ -86,7 +86,7 @@ class hybrid_aggregator {
   /// params_row, grad_row). Returns the path each table took.
   template <class Update>
   std::vector<route> step(std::span<const span<float>> dense_grads,
-                          std::span<const sparse::row_sparse<float>> table_grads, Update&& update) {
+                          std::span<const heterograd::sparse::row_sparse<float>> table_grads, Update&& update) {
     require_same_size("hybrid_aggregator.step.table_grads", table_grads.size(), "tables()",
                       tables_.size());
     for (std::size_t i = 0; i < tables_.size(); ++i)
@@ -95,15 +95,15 @@ class hybrid_aggregator {
               "must match the table's rows and width");
     const int n = t_.size();
     // Measured sparsity: rows touched after local aggregation, summed over ranks.
-    std::vector<sparse::row_sparse<float>> local;
+    std::vector<heterograd::sparse::row_sparse<float>> local;
     local.reserve(tables_.size());
     std::vector<double> touched(tables_.size());
     for (std::size_t i = 0; i < tables_.size(); ++i) {
-      local.push_back(sparse::coalesced(thrust::cpp::par, table_grads[i]));
+      local.push_back(heterograd::sparse::coalesced(thrust::cpp::par, table_grads[i]));
       touched[i] = static_cast<double>(local.back().nnz());
     }
     if (!touched.empty()) {
-      t_.allreduce(span<double>(touched), allreduce_options{.op = reduce_op::sum, .timeout = o_.dense.timeout})
+      t_.allreduce(span<double>(touched), comm::allreduce_options{.op = comm::reduce_op::sum, .timeout = o_.dense.timeout})
           .wait();
       traffic_.sparse_bytes += allreduce_bytes_per_rank(n, static_cast<double>(touched.size() * sizeof(double)));
     }
@@ -117,7 +117,7 @@ class hybrid_aggregator {
                         ? route::sparse : route::dense;
       } else {
         // A rank sends the (n-1)/n of its rows that others own.
-        const double sparse_bytes = touched[i] / n * (n - 1) / n * (sizeof(sparse::index_t) + w * sizeof(float)) +
+        const double sparse_bytes = touched[i] / n * (n - 1) / n * (sizeof(heterograd::sparse::index_t) + w * sizeof(float)) +
                                     static_cast<double>(n * (n - 1)) * sizeof(std::uint64_t);
         routes[i] = sparse_bytes < dense_bytes ? route::sparse : route::dense;
       }
@@ -133,12 +133,12 @@ class hybrid_aggregator {
       const double dense_b =
           allreduce_bytes_per_rank(n, static_cast<double>(ps.rows() * ps.width() * sizeof(float)));
       traffic_.reference_bytes += dense_b;
-      auto apply = [&](sparse::index_t row, span<float> p, span<const float> g) { update(i, row, p, g); };
+      auto apply = [&](heterograd::sparse::index_t row, span<float> p, span<const float> g) { update(i, row, p, g); };
       if (routes[i] == route::sparse) {
         ps.push(local[i], apply);
       } else {
         std::vector<float> dense(ps.rows() * ps.width());
-        sparse::to_dense(thrust::cpp::par, local[i], span<float>(dense));
+        heterograd::sparse::to_dense(thrust::cpp::par, local[i], span<float>(dense));
         t_.allreduce(span<float>(dense), o_.dense).wait();
         traffic_.dense_bytes += dense_b;
         ps.apply_dense(span<const float>(dense), apply);
@@ -149,7 +149,7 @@ class hybrid_aggregator {
   }
 
   /// Bytes this rank sent so far (dense and sparse paths) against an all-dense allreduce.
-  const comm::traffic& traffic() const { return total_; }
+  const sparse::traffic& traffic() const { return total_; }
 
  private:
   void sync_traffic() {
@@ -160,8 +160,8 @@ class hybrid_aggregator {
   Transport t_;
   hybrid_options o_;
   std::vector<sparse_parameter_server<Transport>> tables_;
-  comm::traffic traffic_{};
-  comm::traffic total_{};
+  sparse::traffic traffic_{};
+  sparse::traffic total_{};
 };
 
-}  // namespace heterograd::comm
+}  // namespace heterograd::algorithms::sparse

@@ -3,7 +3,7 @@
 // With HG_HAS_BLAS (the heterograd::blas component) it calls CBLAS (OpenBLAS on Debian);
 // without it, a portable loop over a Thrust execution policy computes the same product (the
 // fallback is exact-order: each C element is one sequential dot product). cuBLAS lives in
-// nn/gemm_cublas.cuh.
+// kernels/gemm_cublas.cuh.
 
 #include <cstddef>
 #include <type_traits>
@@ -18,7 +18,7 @@
 #include <cblas.h>
 #endif
 
-namespace heterograd::nn {
+namespace heterograd::kernels {
 
 enum class transpose { no, yes };
 
@@ -102,4 +102,4 @@ constexpr bool has_blas() {
 #endif
 }
 
-}  // namespace heterograd::nn
+}  // namespace heterograd::kernels

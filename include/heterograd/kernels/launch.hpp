@@ -37,7 +37,7 @@
 #define HG_PRAGMA_PARALLEL
 #endif
 
-namespace heterograd::kernels::detail {
+namespace heterograd::kernels {
 
 template <class Policy>
 inline constexpr exec::backend backend_v = exec::backend_of_v<Policy>;
@@ -139,4 +139,4 @@ int host_threads(const Policy&) {
   return 1;
 }
 
-}  // namespace heterograd::kernels::detail
+}  // namespace heterograd::kernels

@@ -29,7 +29,7 @@
 #include <thrust/system/cuda/execution_policy.h>
 #endif
 
-namespace heterograd::kernels::detail {
+namespace heterograd::kernels {
 
 #if defined(__CUDACC__)
 /// heterograd's stream-ordered pool on the current device (created on first use, unlimited
@@ -159,4 +159,4 @@ void copy_from_host(const Policy& policy, const T* src, std::size_t n, T* dst) {
   }
 }
 
-}  // namespace heterograd::kernels::detail
+}  // namespace heterograd::kernels
