@@ -367,9 +367,9 @@ struct round_timing {
   }
 };
 
-/// `steps(w, round)`: local steps of worker w in a round.
-template <class Policy, class Params, class Steps>
-json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model, Steps steps,
+/// `p.steps_in_round(w, round)`: local steps of worker w in a round.
+template <class Policy, class Params>
+json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model,
                          const round_wiring& wiring) {
   sim::round_runtime<hs::round_stats, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
@@ -395,7 +395,7 @@ json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_m
   std::uint64_t ended = 0;  // samples of the rounds that ended (stop_rule; drive_rounds')
   auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t, hs::round_stats& out) {
     if (w == 0) ended = timing.samples;
-    out.steps = steps(w, round);
+    out.steps = p.steps_in_round(w, round);
     out.loss = 0;
     timing.samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(w))) * out.steps;
   };
@@ -483,18 +483,18 @@ std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real
 }
 
 /// A round policy on the configured real runtime; `params()` is the model evaluated (worker
-/// 0's replica or the anchor), `steps(w, round)` its local steps. `p` gives the timing
-/// (batch(w), communication_time(r)); `wiring` how the real rounds run (default: p's own
-/// rounds on sync::run_threads / run_mpi).
-template <class Policy, class Params, class Steps>
+/// 0's replica or the anchor). `p` gives the timing (batch(w), steps_in_round(w, r),
+/// communication_time(r)); `wiring` how the real rounds run (default: p's own rounds on
+/// sync::run_threads / run_mpi).
+template <class Policy, class Params>
 json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
-                       Steps steps, rt_detail::round_wiring wiring = {}) {
+                       rt_detail::round_wiring wiring = {}) {
   ctx.extra["runtime"] = ctx.runtime();
   if (!wiring.run) {
     if constexpr (requires { heterograd::algorithms::sync::start_of(p); }) wiring.run = real_rounds(ctx, p);
     else throw std::logic_error("drive_rounds_real: no real runner for this policy");
   }
-  return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), steps, wiring);
+  return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), wiring);
 }
 
 }  // namespace hgrun

@@ -78,6 +78,8 @@ class bsp {
   // --- sim::round_runtime policy ------------------------------------------------------------
   std::size_t batch(std::size_t w) const { return c_.batch(w); }
   double communication_time(std::uint64_t) const { return cfg_.sync_time; }
+  /// Local steps of worker w in a round: one (a round is a step).
+  std::size_t steps_in_round(std::size_t, std::uint64_t) const { return 1; }
   /// Worker w's work in `round`: its gradient (gradients mode) or its local step (parameters).
   void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
     if (!limit_.run_now(w, round)) return;

@@ -210,6 +210,8 @@ class local_sgd {
   // --- sim::round_runtime policy ------------------------------------------------------------
   std::size_t batch(std::size_t w) const { return c_.batch(w); }
   double communication_time(std::uint64_t round) const { return sched_.communication_time(round); }
+  /// Local steps of worker w in `round` (the schedule's; 0 for a worker not sampled).
+  std::size_t steps_in_round(std::size_t w, std::uint64_t round) const { return sched_.steps(w, round); }
   void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
     if (!limit_.run_now(w, round)) return;
     work(w, round, out);

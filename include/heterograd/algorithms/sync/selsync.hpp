@@ -150,8 +150,15 @@ class selsync {
   /// Called when every worker finished the step: the vote decides the cost of the round.
   double communication_time(std::uint64_t) {
     run_deferred();
-    return cfg_.vote_time + (vote_sum() > 0 ? cfg_.sync_time : 0.0);
+    return step_communication_time(vote_sum() > 0);
   }
+  /// Virtual seconds of a step that synchronises or not: the vote allreduce, plus the model
+  /// or gradient allreduce when it synchronises (heterograd-run times its real steps by it).
+  double step_communication_time(bool synchronises) const {
+    return cfg_.vote_time + (synchronises ? cfg_.sync_time : 0.0);
+  }
+  /// Local steps of worker w in a round: one (a round is a step).
+  std::size_t steps_in_round(std::size_t, std::uint64_t) const { return 1; }
   template <class Ctl>
   void on_round(Ctl& ctl, std::uint64_t, std::vector<round_stats>& results) {
     run_deferred();
