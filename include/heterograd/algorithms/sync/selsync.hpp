@@ -125,23 +125,23 @@ class selsync_trigger {
 
 
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
-class selsync {
+class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
+  using base = detail::replicated<T, Optimizer, Grad, Transform>;
+  using base::c_;
+
  public:
   selsync(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
           std::vector<std::size_t> batches, selsync_config cfg = {}, Transform tr = {})
-      : cfg_((cfg.validate(), cfg)),
-        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
-        limit_(workers),
+      : base((cfg.validate(), workers), init, std::move(opt), std::move(grad), std::move(batches),
+             std::move(tr)),
+        cfg_(cfg), limit_(workers),
         triggers_(workers, selsync_trigger(cfg_.window, cfg_.alpha, cfg_.threshold)),
         votes_(workers, 0), stats_(workers) {
     decltype(c_)::require_state_policy(cfg_.states, "selsync.states");
     c_.set_nonfinite(cfg_.nonfinite, "selsync");
-    all_.resize(workers);
-    for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }
 
-  // --- sim::round_runtime policy ------------------------------------------------------------
-  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  // --- sim::round_runtime policy (batch(w): the base's) -------------------------------------
   void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
     if (!limit_.run_now(w, round)) return;
     work(w);
@@ -176,15 +176,7 @@ class selsync {
     finish();
   }
 
-  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
-  // Worker w's thread (or rank) touches only worker w's replica through these.
-  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
-  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
-  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
-  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
-  const Optimizer& optimizer() const { return c_.optimizer(); }
-  const Transform& transform() const { return c_.transform(); }
-  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  // --- the threads and MPI runtimes (drive.hpp; replica access: the base's) -------------------
   selsync_trigger& replica_trigger(std::size_t w) { return triggers_.at(w); }
   /// Worker w finished a step under another runtime; `count` (one worker per process)
   /// records the step's decision.
@@ -195,12 +187,7 @@ class selsync {
     syncs_ += synchronised ? 1 : 0;
   }
 
-  // --- observers --------------------------------------------------------------------------------
-  std::size_t workers() const { return c_.workers(); }
-  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
-  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
-  /// Worker w's gradients dropped by the skip policy.
-  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
+  // --- observers (and the base's) ---------------------------------------------------------------
   const selsync_trigger& trigger(std::size_t w) const { return triggers_.at(w); }
   /// Per step: true if it synchronised.
   const std::vector<bool>& decisions() const { return decisions_; }
@@ -238,34 +225,25 @@ class selsync {
     for (int v : votes_) s += v;  // the one-integer allreduce
     return s;
   }
+  // A synchronising step is BSP's (cluster::synchronous_step); a local one steps every replica
+  // on its own gradient.
   void finish() {
     const bool sync = vote_sum() > 0;
-    const std::size_t n = c_.workers();
-    if (!sync) {
-      for (std::size_t w = 0; w < n; ++w) c_.apply(w, c_.gradient(w));
+    if (sync) {
+      c_.synchronous_step(cfg_.mode, cfg_.states, step_weights(cfg_.weighting, c_.batches()), agg_,
+                          model_);
     } else {
-      const auto wts = step_weights(cfg_.weighting, c_.batches());
-      if (cfg_.mode == aggregation::gradients) {
-        c_.combine_gradients(all_, wts, agg_);
-        for (std::size_t w = 0; w < n; ++w) c_.apply(w, span<const T>(agg_));
-      } else {
-        for (std::size_t w = 0; w < n; ++w) c_.apply(w, c_.gradient(w));
-        c_.combine_models(all_, wts, model_);
-        c_.distribute(model_, all_);
-        c_.apply_state_policy(cfg_.states, all_, wts, all_);
-      }
+      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, c_.gradient(w));
     }
     decisions_.push_back(sync);
     syncs_ += sync ? 1 : 0;
   }
 
   selsync_config cfg_;
-  detail::cluster<T, Optimizer, Grad, Transform> c_;
   detail::round_limit limit_;
   std::vector<selsync_trigger> triggers_;
   std::vector<int> votes_;
   std::vector<round_stats> stats_;
-  std::vector<std::size_t> all_;
   std::vector<T> agg_, model_;
   std::vector<bool> decisions_;
   std::uint64_t syncs_ = 0;
