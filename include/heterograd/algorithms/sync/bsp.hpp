@@ -108,7 +108,7 @@ class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
     ++rounds_;
   }
 
-  // --- the threads and MPI runtimes (drive.hpp; replica access: the base's) -------------------
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
   /// Worker w finished a round under another runtime; `count` (one worker per process)
   /// advances rounds().
   void note_round(std::size_t w, const round_stats& s, bool count) {

@@ -176,7 +176,7 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   }
   const std::vector<double>& applied_sum() const { return applied_sum_; }
 
-  // --- the threads and MPI runtimes (drive.hpp; replica access: the base's) -------------------
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
   // Worker w's thread (or rank) touches only worker w's replica and counters.
   /// The base's compute_gradient, and the gradient's share of computed_sum().
   double compute_gradient(std::size_t w) {

@@ -299,7 +299,7 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
   void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
   const Outer& outer_optimizer() const { return outer_; }
 
-  // --- the threads and MPI runtimes (drive.hpp; replica access: the base's) -------------------
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
   // The shared anchor and outer state are written back by one worker (set_shared).
   /// Worker w finished a round under another runtime; `count` (one worker per process)
   /// advances rounds().

@@ -176,7 +176,7 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
     finish();
   }
 
-  // --- the threads and MPI runtimes (drive.hpp; replica access: the base's) -------------------
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
   selsync_trigger& replica_trigger(std::size_t w) { return triggers_.at(w); }
   /// Worker w finished a step under another runtime; `count` (one worker per process)
   /// records the step's decision.

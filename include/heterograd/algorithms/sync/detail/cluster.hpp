@@ -5,7 +5,7 @@
 // optimizer and optimizer-state policy). One thread, no I/O: the sim runtimes call it.
 //
 // Every gradient of the family enters through compute_gradient (the sim runtimes, and the
-// threads / MPI runtimes through drive.hpp), which applies the method's non-finite policy
+// threads / MPI runtimes through heterograd/runtime/rounds.hpp), which applies the method's non-finite policy
 // (heterograd/algorithms/nonfinite.hpp) to the worker's buffer before anything uses it:
 // fail throws before the worker's step counter moves and before any parameter or optimizer
 // state does; zero sets the non-finite entries to 0 in place; skip drops the whole gradient
@@ -275,7 +275,7 @@ class cluster {
 
 /// The replicas of a simulated policy (bsp, local_sgd, selsync, eager_sgd derive from it),
 /// with what every runtime reads of them: the observers, and the replica access of the
-/// threads and MPI runtimes (drive.hpp), through which worker w's thread (or rank) touches
+/// threads and MPI runtimes (heterograd/runtime/rounds.hpp), through which worker w's thread (or rank) touches
 /// only worker w's replica. The derived policy reaches the cluster as c_.
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
 class replicated {
