@@ -16,11 +16,11 @@
 
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/detail/blend.hpp"
-#include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "heterograd/runtime/round_threads.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
@@ -87,7 +87,7 @@ void BM_bsp_round_threads(benchmark::State& state) {
   hs::bsp<float, hg::optim::sgd, decltype(oracle)> bsp(4, pr.p0, hg::optim::sgd({.lr = 0.01}),
                                                        oracle, {32, 32, 32, 32});
   constexpr std::uint64_t rounds = 100;
-  for (auto _ : state) hs::run_threads(bsp, rounds);
+  for (auto _ : state) heterograd::runtime::run_threads(bsp, rounds);
   state.SetItemsProcessed(state.iterations() * 128 * static_cast<std::int64_t>(rounds));
   state.counters["us_per_round"] = benchmark::Counter(
       static_cast<double>(rounds) * static_cast<double>(state.iterations()),

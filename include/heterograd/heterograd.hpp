@@ -13,5 +13,9 @@
 #include "heterograd/algorithms/decoupled.hpp"
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/sync.hpp"
+#include "heterograd/runtime/round_threads.hpp"
+#if defined(HG_HAS_MPI)
+#include "heterograd/runtime/round_mpi.hpp"
+#endif
 #include "heterograd/sparse.hpp"
 #include "heterograd/runtime.hpp"

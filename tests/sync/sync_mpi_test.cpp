@@ -10,15 +10,17 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "heterograd/algorithms/sync.hpp"
-#include "heterograd/algorithms/sync/mpi.hpp"
-#include "heterograd/comm/mpi.hpp"
-#include "heterograd/kernels/gemm.hpp"
 #include "hg_test.hpp"
 #include "sync_support.hpp"
+#include "heterograd/algorithms/sync.hpp"
+#include "heterograd/comm/mpi.hpp"
+#include "heterograd/kernels/gemm.hpp"
+#include "heterograd/runtime/round_mpi.hpp"
+#include "heterograd/runtime/round_threads.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
+namespace hr = heterograd::runtime;
 namespace ho = heterograd::optim;
 namespace hm = heterograd::comm::mpi;
 using sync_test::class_data;
@@ -88,8 +90,8 @@ BOOST_AUTO_TEST_CASE(bsp_and_local_sgd_under_mpi_match_the_threads_runtime_withi
     using policy = hs::bsp<float, ho::momentum, oracle>;
     policy a(n, x0, heavy_ball(), o1, b, {.mode = mode, .states = hs::state_policy::keep_local});
     policy t(n, x0, heavy_ball(), o2, b, {.mode = mode, .states = hs::state_policy::keep_local});
-    hs::run_mpi(a, c, 10);
-    hs::run_threads(t, 10);
+    hr::run_mpi(a, c, 10);
+    hr::run_threads(t, 10);
     const double e = max_diff(a.params(me), t.params(me));
     BOOST_TEST_MESSAGE("rank " << me << " bsp: max |mpi - threads| = " << e);
     BOOST_TEST(e <= 1e-6);
@@ -103,8 +105,8 @@ BOOST_AUTO_TEST_CASE(bsp_and_local_sgd_under_mpi_match_the_threads_runtime_withi
     using policy = hs::local_sgd<float, ho::momentum, oracle>;
     policy a(n, x0, heavy_ball(), o1, b, cfg);
     policy t(n, x0, heavy_ball(), o2, b, cfg);
-    hs::run_mpi(a, c, 6);
-    hs::run_threads(t, 6);
+    hr::run_mpi(a, c, 6);
+    hr::run_threads(t, 6);
     const double e = max_diff(a.params(me), t.params(me));
     BOOST_TEST_MESSAGE("rank " << me << " local SGD: max |mpi - threads| = " << e);
     BOOST_TEST(e <= 1e-6);
@@ -131,7 +133,7 @@ BOOST_AUTO_TEST_CASE(eager_sgd_over_the_mpi_partial_allreduce_keeps_replicas_ide
     hs::eager_sgd<float, ho::sgd, integer_oracle> e(
         n, x0, sgd(0.125), integer_oracle{}, std::vector<std::size_t>(n, 1),
         {.mode = mode, .seed = seed, .average = false, .rounds = 30});
-    hs::run_mpi(e, c);
+    hr::run_mpi(e, c);
     // Rank 0's replica, broadcast: every process must hold the same bits.
     std::vector<float> mine(e.params(me).begin(), e.params(me).end()), root = mine;
     c.broadcast(hg::span<float>(root), 0).wait();

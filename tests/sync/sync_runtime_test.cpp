@@ -15,20 +15,20 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "hg_test.hpp"
+#include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
-#include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/kernels/gemm.hpp"
 #include "heterograd/optim/outer.hpp"
+#include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
-#include "hg_test.hpp"
-#include "sync_support.hpp"
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
-namespace sim = heterograd::sim;
 namespace hr = heterograd::runtime;
+namespace sim = heterograd::sim;
 namespace ho = heterograd::optim;
 namespace hc = heterograd::comm;
 using sync_test::bitwise_equal;
@@ -113,8 +113,8 @@ BOOST_AUTO_TEST_CASE(bsp_gives_bitwise_identical_parameters_under_sim_and_thread
     policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, configs[k]);
     auto rt = equal_speeds();
     hs::run_rounds(rt, a, 15, hr::run_options{});
-    hs::run_threads(b, 10);
-    hs::run_threads(b, 5);  // a continued run picks up where it stopped
+    hr::run_threads(b, 10);
+    hr::run_threads(b, 5);  // a continued run picks up where it stopped
     expect_identical(a, b, "bsp config " + std::to_string(k));
   }
 }
@@ -139,8 +139,8 @@ BOOST_AUTO_TEST_CASE(local_sgd_gives_bitwise_identical_parameters_under_sim_and_
     hs::steps_time<sim::fixed_times> timing(sim::fixed_times({1, 1, 1, 1}), a.schedule());
     hr::round_runtime<hs::round_stats, decltype(timing)> rt(n, timing);
     hs::run_rounds(rt, a, 12, hr::run_options{});
-    hs::run_threads(b, 7);
-    hs::run_threads(b, 5);
+    hr::run_threads(b, 7);
+    hr::run_threads(b, 5);
     expect_identical(a, b, "local_sgd config " + std::to_string(k));
     BOOST_TEST(a.anchor() == b.anchor());
     for (std::size_t w = 0; w < n; ++w) BOOST_TEST(a.steps(w) == b.steps(w));
@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(outer_optimizers_and_transforms_give_bitwise_identical_para
     hs::steps_time<sim::fixed_times> timing(sim::fixed_times({1, 1, 1, 1}), a.schedule());
     hr::round_runtime<hs::round_stats, decltype(timing)> rt2(n, timing);
     hs::run_rounds(rt2, a, 8, hr::run_options{});
-    hs::run_threads(b, 8);
+    hr::run_threads(b, 8);
     expect_identical(a, b, name);
     BOOST_TEST((a.outer_optimizer_state() == b.outer_optimizer_state()));
   };
@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(outer_optimizers_and_transforms_give_bitwise_identical_para
   policy a(n, x0, sgd(0.1), pr.sim_oracle(), batches, {.period = 2}, {}, scale_transform{});
   policy b(n, x0, sgd(0.1), pr.thr_oracle(), batches, {.period = 2}, {}, scale_transform{});
   for (int r = 0; r < 6; ++r) a.round();
-  hs::run_threads(b, 6);
+  hr::run_threads(b, 6);
   expect_identical(a, b, "scale transform");
 }
 
@@ -186,14 +186,14 @@ BOOST_AUTO_TEST_CASE(large_models_take_the_owner_computes_allreduce_and_stay_bit
   bsp_policy b(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, bc);
   auto rt = equal_speeds();
   hs::run_rounds(rt, a, 6, hr::run_options{});
-  hs::run_threads(b, 6);
+  hr::run_threads(b, 6);
   expect_identical(a, b, "bsp, owner-computes");
   using local_policy = hs::local_sgd<float, ho::momentum, oracle>;
   const hs::local_sgd_config lc{.local_steps = {1, 3, 2, 3}, .weighting = hs::averaging::fednova};
   local_policy c(n, pr.x0, heavy_ball(), pr.sim_oracle(), batches, lc);
   local_policy d(n, pr.x0, heavy_ball(), pr.thr_oracle(), batches, lc);
   for (int r = 0; r < 4; ++r) c.round();
-  hs::run_threads(d, 4);
+  hr::run_threads(d, 4);
   expect_identical(c, d, "local SGD (FedNova), owner-computes");
 }
 
@@ -206,8 +206,8 @@ BOOST_AUTO_TEST_CASE(selsync_gives_bitwise_identical_parameters_and_decisions_un
     policy b(n, pr.x0, sgd(0.2), pr.thr_oracle(), batches, cfg);
     auto rt = equal_speeds();
     hs::run_rounds(rt, a, 40, hr::run_options{});
-    hs::run_threads(b, 25);
-    hs::run_threads(b, 15);
+    hr::run_threads(b, 25);
+    hr::run_threads(b, 15);
     BOOST_TEST(a.decisions() == b.decisions(), boost::test_tools::per_element());
     for (std::size_t w = 0; w < n; ++w) {
       BOOST_TEST(bitwise_equal(a.params(w), b.params(w)));
@@ -241,7 +241,7 @@ BOOST_AUTO_TEST_CASE(eager_sgd_over_the_inproc_partial_allreduce_keeps_replicas_
     hs::eager_sgd<float, ho::sgd, integer_oracle> e(
         8, x0, sgd(0.125), integer_oracle{seed}, std::vector<std::size_t>(8, 1),
         {.mode = mode, .seed = seed, .average = false, .rounds = 60});
-    hs::run_threads(e);
+    hr::run_threads(e);
     BOOST_TEST(e.rounds_fired() == 60u);
     for (std::size_t w = 0; w < 8; ++w) {
       BOOST_TEST(e.rounds_applied(w) == 60u);

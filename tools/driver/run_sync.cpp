@@ -54,6 +54,7 @@ class omnilearn_policy {
   }
   std::size_t batch(std::size_t w) const { return bsp_.batch(w); }
   double communication_time(std::uint64_t r) const { return bsp_.communication_time(r); }
+  std::size_t steps_in_round(std::size_t w, std::uint64_t r) const { return bsp_.steps_in_round(w, r); }
   void compute(std::size_t w, std::uint64_t r, std::uint64_t k, hs::round_stats& out) { bsp_.compute(w, r, k, out); }
   template <class Ctl>
   void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
@@ -174,6 +175,7 @@ class biased_policy {
   biased_policy(Local& p, biased_data& d) : p_(p), d_(d) {}
   std::size_t batch(std::size_t w) const { return p_.batch(w); }
   double communication_time(std::uint64_t r) { return p_.communication_time(r); }
+  std::size_t steps_in_round(std::size_t w, std::uint64_t r) const { return p_.steps_in_round(w, r); }
   void compute(std::size_t w, std::uint64_t r, std::uint64_t k, hs::round_stats& out) { p_.compute(w, r, k, out); }
   template <class Ctl>
   void on_round(Ctl& c, std::uint64_t r, std::vector<hs::round_stats>& res) {
@@ -245,8 +247,7 @@ json run_with(context& ctx, O opt) {
                                 {.mode = aggregation_of(m), .weighting = averaging_of(m), .sync_time = sync,
                                  .nonfinite = nonfinite_of(m)});
     if (ctx.runtime() != "sim")
-      return drive_rounds_real(ctx, p, [&p] { return p.params(0); }, model,
-                               [](std::size_t, std::uint64_t) { return std::size_t{1}; });
+      return drive_rounds_real(ctx, p, [&p] { return p.params(0); }, model);
     return drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
   }
   if (a == "omnilearn") {
@@ -269,8 +270,7 @@ json run_with(context& ctx, O opt) {
       rt_detail::round_wiring wiring;
       wiring.run = real_rounds(ctx, inner);
       wiring.after_round = [&p](std::uint64_t r) { p.control(r); };
-      s = drive_rounds_real(ctx, p, params, model, [](std::size_t, std::uint64_t) { return std::size_t{1}; },
-                            wiring);
+      s = drive_rounds_real(ctx, p, params, model, wiring);
       if (s.is_null()) return s;  // an MPI rank other than 0
     } else {
       s = drive_rounds<hs::round_stats>(ctx, p, params, model);
@@ -289,14 +289,11 @@ json run_with(context& ctx, O opt) {
     cfg.states = states_of(m);
     cfg.sync_time = sync;
     cfg.nonfinite = nonfinite_of(m);
-    hs::local_sgd_schedule sched(n, cfg);
     hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
     auto anchor = [&p] { return hg::span<const float>(p.anchor()); };
-    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, sched);
-    json s = ctx.runtime() != "sim"
-                 ? drive_rounds_real(ctx, p, anchor, timed,
-                                     [&sched](std::size_t w, std::uint64_t r) { return sched.steps(w, r); })
-                 : drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
+    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, p.schedule());
+    json s = ctx.runtime() != "sim" ? drive_rounds_real(ctx, p, anchor, timed)
+                                    : drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
     if (s.is_null()) return s;  // an MPI rank other than 0
     s["extra"]["local_steps"] = cfg.local_steps;
       return s;
@@ -318,11 +315,10 @@ json run_with(context& ctx, O opt) {
     cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
     cfg.sync_time = sync;
     cfg.nonfinite = nonfinite_of(m);
-    hs::local_sgd_schedule sched(n, cfg);
     hs::local_sgd<float, O, biased_oracle> inner(n, x0, opt, biased_oracle{&data}, batches, cfg);
     biased_policy<decltype(inner)> p(inner, data);
     auto anchor = [&inner] { return hg::span<const float>(inner.anchor()); };
-    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, sched);
+    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, inner.schedule());
     if (ctx.runtime() == "sim") return drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
     // Threads and MPI: the redraw that the simulated run makes at the first step of round
     // k * shuffle_rounds (after every worker's last step of the round before) is made here,
@@ -349,8 +345,7 @@ json run_with(context& ctx, O opt) {
         from = end;
       }
     };
-    return drive_rounds_real(ctx, p, anchor, timed,
-                             [&sched](std::size_t w, std::uint64_t r) { return sched.steps(w, r); }, wiring);
+    return drive_rounds_real(ctx, p, anchor, timed, wiring);
   }
   if (a == "selsync") {
     hs::selsync_config cfg;
@@ -368,11 +363,8 @@ json run_with(context& ctx, O opt) {
       // runs the real step r and reads its decision (vote, then synchronisation or not).
       rt_detail::round_wiring wiring;
       wiring.run = real_rounds(ctx, p);
-      wiring.communication = [&p, cfg](std::uint64_t) {
-        return cfg.vote_time + (p.decisions().back() ? cfg.sync_time : 0.0);
-      };
-      s = drive_rounds_real(ctx, p, params, model, [](std::size_t, std::uint64_t) { return std::size_t{1}; },
-                            wiring);
+      wiring.communication = [&p](std::uint64_t) { return p.step_communication_time(p.decisions().back()); };
+      s = drive_rounds_real(ctx, p, params, model, wiring);
       if (s.is_null()) return s;  // an MPI rank other than 0
     } else {
       s = drive_rounds<hs::round_stats>(ctx, p, params, model);

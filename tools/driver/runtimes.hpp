@@ -16,9 +16,9 @@
 // evaluation time, the server parks; the evaluation loop (this thread) evaluates and moves the
 // target on. Workers keep computing their jobs while the server is parked.
 //
-// Round family (algorithms/sync/drive.hpp): a shadow runtime::round_runtime with a timing-only
+// Round family (heterograd/runtime/rounds.hpp): a shadow runtime::round_runtime with a timing-only
 // policy says how many rounds finish by the next evaluation time; the real runtime
-// (sync::run_threads / sync::run_mpi) then runs exactly those rounds on its workers. A
+// (runtime::run_threads / runtime::run_mpi) then runs exactly those rounds on its workers. A
 // round_wiring lets a method act between real rounds (OmniLearn's controller at a round's
 // end, biased local SGD's redraws) or run a round before the shadow ends it (SelSync: the
 // step's vote decides its communication time; evaluations keep the model before the step
@@ -39,16 +39,16 @@
 
 #include "drive.hpp"
 #include "heterograd/algorithms/sync/common.hpp"
-#include "heterograd/algorithms/sync/threads.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/kernels/gemm.hpp"
+#include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
 #ifdef HG_HAS_MPI
-#include "heterograd/algorithms/sync/mpi.hpp"
 #include "heterograd/comm/mpi.hpp"
+#include "heterograd/runtime/round_mpi.hpp"
 #endif
 
 namespace hgrun {
@@ -327,7 +327,7 @@ inline auto remote_compute(context& ctx) {
 /// How a round method runs on real workers (besides the shadow's timing).
 struct round_wiring {
   /// Runs the real rounds [from, to) (SelSync: steps) on the workers; the adapter may act
-  /// between rounds (biased local SGD's redraws). Empty: sync::run_threads / run_mpi on the
+  /// between rounds (biased local SGD's redraws). Empty: runtime::run_threads / run_mpi on the
   /// policy given to drive_rounds_real.
   std::function<void(std::uint64_t, std::uint64_t)> run;
   /// Optional: the shadow ended round r (at its virtual time), after the real rounds up to
@@ -367,9 +367,9 @@ struct round_timing {
   }
 };
 
-/// `steps(w, round)`: local steps of worker w in a round.
-template <class Policy, class Params, class Steps>
-json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model, Steps steps,
+/// `p.steps_in_round(w, round)`: local steps of worker w in a round.
+template <class Policy, class Params>
+json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_model model,
                          const round_wiring& wiring) {
   hr::round_runtime<hs::round_stats, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
@@ -395,7 +395,7 @@ json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_m
   std::uint64_t ended = 0;  // samples of the rounds that ended (stop_rule; drive_rounds')
   auto compute = [&](sim::worker_id w, std::uint64_t round, std::uint64_t, hs::round_stats& out) {
     if (w == 0) ended = timing.samples;
-    out.steps = steps(w, round);
+    out.steps = p.steps_in_round(w, round);
     out.loss = 0;
     timing.samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(w))) * out.steps;
   };
@@ -469,12 +469,14 @@ std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real
   wo.timeout = heterograd::seconds{runtime_timeout_s};
   if (ctx.runtime() == "threads")
     // The oracle sets each worker thread's OpenMP team on its first call (oracle::operator()).
-    return [&real, wo](std::uint64_t from, std::uint64_t to) { hs::run_threads(real, to - from, wo); };
+    return [&real, wo](std::uint64_t from, std::uint64_t to) {
+      heterograd::runtime::run_threads(real, to - from, wo);
+    };
 #ifdef HG_HAS_MPI
   // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
   return [&real, wo](std::uint64_t from, std::uint64_t to) {
     const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
-    hs::run_mpi(real, c, to - from, wo);
+    heterograd::runtime::run_mpi(real, c, to - from, wo);
   };
 #else
   rt_detail::no_mpi();
@@ -483,18 +485,18 @@ std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real
 }
 
 /// A round policy on the configured real runtime; `params()` is the model evaluated (worker
-/// 0's replica or the anchor), `steps(w, round)` its local steps. `p` gives the timing
-/// (batch(w), communication_time(r)); `wiring` how the real rounds run (default: p's own
-/// rounds on sync::run_threads / run_mpi).
-template <class Policy, class Params, class Steps>
+/// 0's replica or the anchor). `p` gives the timing (batch(w), steps_in_round(w, r),
+/// communication_time(r)); `wiring` how the real rounds run (default: p's own rounds on
+/// runtime::run_threads / run_mpi).
+template <class Policy, class Params>
 json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
-                       Steps steps, rt_detail::round_wiring wiring = {}) {
+                       rt_detail::round_wiring wiring = {}) {
   ctx.extra["runtime"] = ctx.runtime();
   if (!wiring.run) {
-    if constexpr (requires { heterograd::algorithms::sync::start_of(p); }) wiring.run = real_rounds(ctx, p);
+    if constexpr (requires { heterograd::runtime::start_of(p); }) wiring.run = real_rounds(ctx, p);
     else throw std::logic_error("drive_rounds_real: no real runner for this policy");
   }
-  return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), steps, wiring);
+  return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), wiring);
 }
 
 }  // namespace hgrun

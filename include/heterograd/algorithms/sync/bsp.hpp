@@ -13,10 +13,10 @@
 //                            plain SGD the same point up to rounding; with momentum the
 //                            optimizer-state policy decides what happens to the states).
 //
-// Driving. This class is the policy of sim::round_runtime (one round = one step):
-//     sim::round_runtime<sync::round_stats, Model> rt(n, model);
+// Driving. This class is the policy of runtime::round_runtime (one round = one step):
+//     runtime::round_runtime<sync::round_stats, Model> rt(n, model);
 //     sync::bsp<float, optim::sgd, Grad> p(n, x0, optim::sgd({.lr = 0.1}), grad, {8, 24});
-//     sync::run_rounds(rt, p, 100, sim::run_options{});
+//     sync::run_rounds(rt, p, 100, runtime::run_options{});
 // batch(w) gives the runtime each worker's b_i (the worker-time models scale with it) and
 // communication_time() the configured per-step allreduce time. set_batches() lets a
 // load-balancing policy (OmniLearn's controller) change the b_i between rounds; the weights
@@ -62,22 +62,24 @@ inline std::vector<double> step_weights(averaging a, const std::vector<std::size
 }
 
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
-class bsp {
+class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
+  using base = detail::replicated<T, Optimizer, Grad, Transform>;
+  using base::c_;
+
  public:
   bsp(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
       std::vector<std::size_t> batches, bsp_config cfg = {}, Transform tr = {})
-      : cfg_((cfg.validate(), cfg)),
-        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
-        limit_(workers), last_(workers) {
+      : base((cfg.validate(), workers), init, std::move(opt), std::move(grad), std::move(batches),
+             std::move(tr)),
+        cfg_(cfg), limit_(workers), last_(workers) {
     decltype(c_)::require_state_policy(cfg_.states, "bsp.states");
     c_.set_nonfinite(cfg_.nonfinite, "bsp");
-    all_.resize(workers);
-    for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }
 
-  // --- sim::round_runtime policy ------------------------------------------------------------
-  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  // --- runtime::round_runtime policy (batch(w): the base's) -------------------------------------
   double communication_time(std::uint64_t) const { return cfg_.sync_time; }
+  /// Local steps of worker w in a round: one (a round is a step).
+  std::size_t steps_in_round(std::size_t, std::uint64_t) const { return 1; }
   /// Worker w's work in `round`: its gradient (gradients mode) or its local step (parameters).
   void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
     if (!limit_.run_now(w, round)) return;
@@ -106,15 +108,7 @@ class bsp {
     ++rounds_;
   }
 
-  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
-  // Worker w's thread (or rank) touches only worker w's replica through these.
-  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
-  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
-  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
-  /// Worker w's gradient at its replica (the oracle, with w's step counter); returns the loss.
-  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
-  const Optimizer& optimizer() const { return c_.optimizer(); }
-  const Transform& transform() const { return c_.transform(); }
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
   /// Worker w finished a round under another runtime; `count` (one worker per process)
   /// advances rounds().
   void note_round(std::size_t w, const round_stats& s, bool count) {
@@ -122,12 +116,7 @@ class bsp {
     if (count) ++rounds_;
   }
 
-  // --- observers --------------------------------------------------------------------------------
-  std::size_t workers() const { return c_.workers(); }
-  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
-  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
-  /// Worker w's gradients dropped by the skip policy.
-  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
+  // --- observers (and the base's) ---------------------------------------------------------------
   /// The aggregated gradient of the last gradients-mode step.
   span<const T> aggregated_gradient() const { return span<const T>(agg_); }
   std::vector<double> weights() const { return step_weights(cfg_.weighting, c_.batches()); }
@@ -141,7 +130,6 @@ class bsp {
     for (std::size_t w = 0; w < b.size(); ++w) b[w] = p.assignment(w);
     c_.set_batches(std::move(b));
   }
-  const std::vector<std::size_t>& batches() const { return c_.batches(); }
   std::uint64_t rounds() const { return rounds_; }
   /// Mean loss of the workers' last round.
   double last_loss() const {
@@ -159,18 +147,7 @@ class bsp {
     out.steps = 1;
     out.loss = c_.compute_gradient(w);
   }
-  void synchronise() {
-    const auto wts = weights();
-    if (cfg_.mode == aggregation::gradients) {
-      c_.combine_gradients(all_, wts, agg_);
-      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, span<const T>(agg_));
-    } else {
-      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, c_.gradient(w));
-      c_.combine_models(all_, wts, model_);
-      c_.distribute(model_, all_);
-      c_.apply_state_policy(cfg_.states, all_, wts, all_);
-    }
-  }
+  void synchronise() { c_.synchronous_step(cfg_.mode, cfg_.states, weights(), agg_, model_); }
 
  public:
   /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
@@ -182,9 +159,7 @@ class bsp {
 
  private:
   bsp_config cfg_;
-  detail::cluster<T, Optimizer, Grad, Transform> c_;
   detail::round_limit limit_;
-  std::vector<std::size_t> all_;
   std::vector<T> agg_, model_;
   std::vector<round_stats> last_;
   std::uint64_t rounds_ = 0;

@@ -55,7 +55,7 @@ constexpr std::string_view state_policy_name(state_policy p) {
   return "unknown";
 }
 
-/// What a simulated worker reports for one round (the Result of sim::round_runtime).
+/// What a simulated worker reports for one round (the Result of runtime::round_runtime).
 struct round_stats {
   std::size_t steps = 0;  ///< gradient computations this round
   double loss = 0;        ///< mean loss of those computations (0 when none)

@@ -15,7 +15,7 @@
 // 1/n with averaging: result = sum / n over all ranks, fresh or not).
 // Staleness bound B: round t fires only when every rank has taken the result of round t - B.
 //
-// This file holds the policy for sim::async_runtime (a rank's arrival is a job's end; ranks
+// This file holds the policy for runtime::async_runtime (a rank's arrival is a job's end; ranks
 // that wait for their round are held and released when it fires) and a worker-time model
 // that delays a random subset of ranks each step (E6 of papers.md). The firing rule and the
 // majority initiator are the transport layer's (comm::detail::should_fire,
@@ -102,12 +102,16 @@ class subset_delay_time {
 };
 
 template <class T, class Optimizer, class Grad>
-class eager_sgd {
+class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
+  using base = detail::replicated<T, Optimizer, Grad>;
+  using base::c_;
+
  public:
   eager_sgd(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
             std::vector<std::size_t> batches, eager_config cfg = {})
-      : cfg_((cfg.validate(), cfg)), policy_(cfg_.partial_policy()),
-        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), identity_transform{}),
+      : base((cfg.validate(), workers), init, std::move(opt), std::move(grad), std::move(batches),
+             identity_transform{}),
+        cfg_(cfg), policy_(cfg_.partial_policy()),
         round_of_(workers, 0), consumed_(workers, -1), arrived_(workers, 0),
         fresh_(workers, std::vector<T>(init.size())),
         pending_(workers, std::vector<T>(init.size(), T(0))), pending_origin_(workers, -1),
@@ -117,7 +121,7 @@ class eager_sgd {
     c_.set_nonfinite(cfg_.nonfinite, "eager_sgd");
   }
 
-  // --- sim::async_runtime policy ------------------------------------------------------------
+  // --- runtime::async_runtime policy ------------------------------------------------------------
   /// Rounds fired so far.
   std::uint64_t version() const { return next_; }
   /// Rank w's gradient at its replica, computed when its job starts.
@@ -151,9 +155,7 @@ class eager_sgd {
     try_fire(ctl);
   }
 
-  // --- observers --------------------------------------------------------------------------------
-  std::size_t workers() const { return c_.workers(); }
-  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
+  // --- observers (and the base's) ---------------------------------------------------------------
   /// Rounds whose result rank w has applied.
   std::uint64_t rounds_applied(std::size_t w) const { return round_of_.at(w); }
   std::uint64_t rounds_fired() const { return static_cast<std::uint64_t>(next_); }
@@ -174,19 +176,15 @@ class eager_sgd {
   }
   const std::vector<double>& applied_sum() const { return applied_sum_; }
 
-  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
-  // Worker w's thread (or rank) touches only worker w's replica and counters through these.
-  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
-  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
-  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
-  /// Worker w's gradient at its replica into replica_gradient(w); returns the loss.
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
+  // Worker w's thread (or rank) touches only worker w's replica and counters.
+  /// The base's compute_gradient, and the gradient's share of computed_sum().
   double compute_gradient(std::size_t w) {
     const double loss = c_.compute_gradient(w);
     const auto g = c_.gradient(w);
     for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
     return loss;
   }
-  const Optimizer& optimizer() const { return c_.optimizer(); }
   const eager_config& config() const { return cfg_; }
   /// Worker w applied round `round`'s `result` under another runtime, fresh or late; `count`
   /// (one worker per process) records the round's result and fresh count.
@@ -280,7 +278,6 @@ class eager_sgd {
 
   eager_config cfg_;
   comm::partial_policy policy_;
-  detail::cluster<T, Optimizer, Grad> c_;
   std::vector<std::uint64_t> round_of_;
   std::vector<std::int64_t> consumed_;
   std::vector<char> arrived_;

@@ -26,7 +26,7 @@
 //   transforms (#16)          parameters are mapped to a common form before averaging and
 //                             back after.
 //
-// Round structure under sim::round_runtime: round r = every worker's local steps of that
+// Round structure under runtime::round_runtime: round r = every worker's local steps of that
 // round, then one synchronisation (global, a group's, or gossip). Use steps_time<Model> so a
 // round's duration is the sum of its steps' durations. Hierarchical group rounds are timed as
 // barriers over all workers with group_sync_time (a round_runtime has one barrier).
@@ -185,9 +185,54 @@ class steps_time {
   local_sgd_schedule s_;
 };
 
+namespace detail {
+
+/// The weights of a round's average over `members` (increasing worker ids), worker m having
+/// batch batches[m] and taken steps_of(m) local steps in the round: uniform 1/K,
+/// sample-weighted b_m H_m / sum_j b_j H_j (the samples processed in the round), or FedNova's
+/// normalised weights with the anchor's (weights.hpp). `states`: what the optimizer-state
+/// policy of a global average weighs with (FedNova: p_m = b_m / B; else the models').
+/// One formula for the simulated policy and the per-rank helper (workers.hpp).
+struct round_weights {
+  std::vector<double> models;
+  double anchor = 0;
+  std::vector<double> states;
+};
+template <class StepsOf>
+round_weights member_weights(averaging a, const std::vector<std::size_t>& batches,
+                             const std::vector<std::size_t>& members, StepsOf steps_of) {
+  round_weights r;
+  if (a == averaging::uniform) {
+    r.models.assign(members.size(), 1.0 / static_cast<double>(members.size()));
+    r.states = r.models;
+    return r;
+  }
+  std::vector<std::size_t> b;
+  for (auto m : members) b.push_back(batches[m]);
+  if (a == averaging::fednova) {
+    std::vector<std::size_t> tau;
+    for (auto m : members) tau.push_back(steps_of(m));
+    r.states = sample_weights(b);
+    const auto f = fednova_weights(r.states, tau);
+    r.anchor = f.anchor;
+    r.models = f.workers;
+    return r;
+  }
+  std::vector<std::size_t> samples;
+  for (auto m : members) samples.push_back(batches[m] * steps_of(m));
+  r.models = sample_weights(samples);
+  r.states = r.models;
+  return r;
+}
+
+}  // namespace detail
+
 template <class T, class Optimizer, class Grad, class Outer = no_outer,
           class Transform = identity_transform>
-class local_sgd {
+class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
+  using base = detail::replicated<T, Optimizer, Grad, Transform>;
+  using base::c_;
+
  public:
   using outer_state = decltype(std::declval<const Outer&>().init(thrust::cpp::par,
                                                                  std::declval<std::vector<T>&>()));
@@ -195,11 +240,11 @@ class local_sgd {
   local_sgd(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
             std::vector<std::size_t> batches, local_sgd_config cfg, Outer outer = {},
             Transform tr = {})
-      : sched_(workers, std::move(cfg)),
-        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
-        outer_(std::move(outer)), anchor_(init.begin(), init.end()),
-        outer_state_(outer_.init(thrust::cpp::par, anchor_)), limit_(workers),
-        round_steps_(workers, 0), last_(workers) {
+      : base((cfg.validate(workers), workers), init, std::move(opt), std::move(grad),
+             std::move(batches), std::move(tr)),
+        sched_(workers, std::move(cfg)), outer_(std::move(outer)),
+        anchor_(init.begin(), init.end()), outer_state_(outer_.init(thrust::cpp::par, anchor_)),
+        limit_(workers), round_steps_(workers, 0), last_(workers) {
     decltype(c_)::require_state_policy(sched_.config().states, "local_sgd.states");
     c_.set_nonfinite(sched_.config().nonfinite, "local_sgd");
     if constexpr (!detail::is_no_outer_v<Outer>)
@@ -207,9 +252,12 @@ class local_sgd {
               "cannot be combined with an outer optimizer (there is no global average)");
   }
 
-  // --- sim::round_runtime policy ------------------------------------------------------------
-  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  // --- runtime::round_runtime policy (batch(w): the base's) -------------------------------------
   double communication_time(std::uint64_t round) const { return sched_.communication_time(round); }
+  /// Local steps of worker w in `round` (the schedule's; 0 for a worker not sampled).
+  std::size_t steps_in_round(std::size_t w, std::uint64_t round) const {
+    return sched_.steps(w, round);
+  }
   void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
     if (!limit_.run_now(w, round)) return;
     work(w, round, out);
@@ -231,12 +279,7 @@ class local_sgd {
     finish_round(rounds_, r);
   }
 
-  // --- observers --------------------------------------------------------------------------------
-  std::size_t workers() const { return c_.workers(); }
-  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
-  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
-  /// Worker w's gradients dropped by the skip policy.
-  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
+  // --- observers (and the base's) ---------------------------------------------------------------
   const std::vector<T>& anchor() const { return anchor_; }
   const outer_state& outer_optimizer_state() const { return outer_state_; }
   const local_sgd_schedule& schedule() const { return sched_; }
@@ -253,19 +296,11 @@ class local_sgd {
       }
     return active ? l / static_cast<double>(active) : 0.0;
   }
-  const std::vector<std::size_t>& batches() const { return c_.batches(); }
   void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
   const Outer& outer_optimizer() const { return outer_; }
 
-  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
-  // Worker w's thread (or rank) touches only worker w's replica through these; the shared
-  // anchor and outer state are written back by one worker (resume_shared).
-  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
-  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
-  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
-  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
-  const Optimizer& optimizer() const { return c_.optimizer(); }
-  const Transform& transform() const { return c_.transform(); }
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
+  // The shared anchor and outer state are written back by one worker (set_shared).
   /// Worker w finished a round under another runtime; `count` (one worker per process)
   /// advances rounds().
   void note_round(std::size_t w, const round_stats& s, bool count) {
@@ -290,28 +325,10 @@ class local_sgd {
     round_steps_[w] = h;
   }
 
-  /// Weights of `members` for this round's average and, for FedNova, the anchor's.
-  std::vector<double> member_weights(const std::vector<std::size_t>& members,
-                                     double* anchor_weight) const {
-    const auto& cfg = sched_.config();
-    std::vector<double> w(members.size());
-    if (cfg.weighting == averaging::uniform) {
-      for (auto& v : w) v = 1.0 / static_cast<double>(members.size());
-      return w;
-    }
-    std::vector<std::size_t> b;
-    for (auto m : members) b.push_back(c_.batch(m));
-    if (cfg.weighting == averaging::fednova) {
-      std::vector<std::size_t> tau;
-      for (auto m : members) tau.push_back(round_steps_[m]);
-      const auto a = fednova_weights(sample_weights(b), tau);
-      if (anchor_weight) *anchor_weight = a.anchor;
-      return a.workers;
-    }
-    // Sample-weighted: samples processed this round, b_i * H_i.
-    std::vector<std::size_t> samples;
-    for (auto m : members) samples.push_back(c_.batch(m) * round_steps_[m]);
-    return sample_weights(samples);
+  /// Weights of `members` for this round's average (the steps they took in it).
+  detail::round_weights member_weights(const std::vector<std::size_t>& members) const {
+    return detail::member_weights(sched_.config().weighting, c_.batches(), members,
+                                  [this](std::size_t m) { return round_steps_[m]; });
   }
 
   void finish_round(std::uint64_t round, const std::vector<round_stats>& results) {
@@ -322,21 +339,15 @@ class local_sgd {
     switch (sched_.scope(round)) {
       case sync_scope::global: {
         const auto members = sched_.participants(round);
-        double aw = 0;
-        auto w = member_weights(members, &aw);
-        c_.combine_models(members, w, model_, &anchor_, aw);
+        const auto w = member_weights(members);
+        c_.combine_models(members, w.models, model_, &anchor_, w.anchor);
         if constexpr (detail::is_no_outer_v<Outer>) {
           anchor_ = model_;
         } else {
           outer_.step(thrust::cpp::par, model_, outer_state_, anchor_);
         }
         c_.distribute(anchor_, all);
-        if (cfg.weighting == averaging::fednova) {
-          std::vector<std::size_t> b;
-          for (auto m : members) b.push_back(c_.batch(m));
-          w = sample_weights(b);
-        }
-        c_.apply_state_policy(cfg.states, members, w, all);
+        c_.apply_state_policy(cfg.states, members, w.states, all);
         break;
       }
       case sync_scope::group: {
@@ -345,7 +356,7 @@ class local_sgd {
           if (done[g]) continue;
           const auto members = sched_.group_of(g);
           for (auto m : members) done[m] = 1;
-          const auto w = member_weights(members, nullptr);
+          const auto w = member_weights(members).models;
           c_.combine_models(members, w, model_);
           c_.distribute(model_, members);
           c_.apply_state_policy(cfg.states, members, w, members);
@@ -390,7 +401,6 @@ class local_sgd {
 
  private:
   local_sgd_schedule sched_;
-  detail::cluster<T, Optimizer, Grad, Transform> c_;
   Outer outer_;
   std::vector<T> anchor_;
   outer_state outer_state_;

@@ -1,7 +1,7 @@
 #pragma once
 // Driving the synchronous policies for a given number of rounds.
 //
-// run_rounds(rt, policy, R, options [, evaluate]) runs R more rounds of a sim::round_runtime
+// run_rounds(rt, policy, R, options [, evaluate]) runs R more rounds of a runtime::round_runtime
 // (or any runtime with the same members: round(), engine().workers(), run(policy, compute,
 // options, evaluate)) and stops right after round R's synchronisation. The runtime starts the
 // next round's jobs before it stops; the policy defers that round's work to the round's end

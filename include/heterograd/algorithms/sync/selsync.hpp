@@ -15,7 +15,7 @@
 // aggregation mode (tested bitwise). [papers.md #9: the windowed EWMA is our reading of the
 // authors' code: "EWMA, window 25, alpha 0.01".]
 //
-// Driving: the policy of sim::round_runtime (one round = one step); communication_time(r) is
+// Driving: the policy of runtime::round_runtime (one round = one step); communication_time(r) is
 // vote_time plus sync_time when the round synchronises.
 
 #include <cmath>
@@ -125,23 +125,23 @@ class selsync_trigger {
 
 
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
-class selsync {
+class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
+  using base = detail::replicated<T, Optimizer, Grad, Transform>;
+  using base::c_;
+
  public:
   selsync(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
           std::vector<std::size_t> batches, selsync_config cfg = {}, Transform tr = {})
-      : cfg_((cfg.validate(), cfg)),
-        c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)),
-        limit_(workers),
+      : base((cfg.validate(), workers), init, std::move(opt), std::move(grad), std::move(batches),
+             std::move(tr)),
+        cfg_(cfg), limit_(workers),
         triggers_(workers, selsync_trigger(cfg_.window, cfg_.alpha, cfg_.threshold)),
         votes_(workers, 0), stats_(workers) {
     decltype(c_)::require_state_policy(cfg_.states, "selsync.states");
     c_.set_nonfinite(cfg_.nonfinite, "selsync");
-    all_.resize(workers);
-    for (std::size_t i = 0; i < workers; ++i) all_[i] = i;
   }
 
-  // --- sim::round_runtime policy ------------------------------------------------------------
-  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  // --- runtime::round_runtime policy (batch(w): the base's) -------------------------------------
   void compute(std::size_t w, std::uint64_t round, std::uint64_t, round_stats& out) {
     if (!limit_.run_now(w, round)) return;
     work(w);
@@ -150,8 +150,15 @@ class selsync {
   /// Called when every worker finished the step: the vote decides the cost of the round.
   double communication_time(std::uint64_t) {
     run_deferred();
-    return cfg_.vote_time + (vote_sum() > 0 ? cfg_.sync_time : 0.0);
+    return step_communication_time(vote_sum() > 0);
   }
+  /// Virtual seconds of a step that synchronises or not: the vote allreduce, plus the model
+  /// or gradient allreduce when it synchronises (heterograd-run times its real steps by it).
+  double step_communication_time(bool synchronises) const {
+    return cfg_.vote_time + (synchronises ? cfg_.sync_time : 0.0);
+  }
+  /// Local steps of worker w in a round: one (a round is a step).
+  std::size_t steps_in_round(std::size_t, std::uint64_t) const { return 1; }
   template <class Ctl>
   void on_round(Ctl& ctl, std::uint64_t, std::vector<round_stats>& results) {
     run_deferred();
@@ -169,15 +176,7 @@ class selsync {
     finish();
   }
 
-  // --- replica access for the threads and MPI runtimes (runtimes.hpp) ------------------------
-  // Worker w's thread (or rank) touches only worker w's replica through these.
-  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
-  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
-  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
-  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
-  const Optimizer& optimizer() const { return c_.optimizer(); }
-  const Transform& transform() const { return c_.transform(); }
-  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
   selsync_trigger& replica_trigger(std::size_t w) { return triggers_.at(w); }
   /// Worker w finished a step under another runtime; `count` (one worker per process)
   /// records the step's decision.
@@ -188,12 +187,7 @@ class selsync {
     syncs_ += synchronised ? 1 : 0;
   }
 
-  // --- observers --------------------------------------------------------------------------------
-  std::size_t workers() const { return c_.workers(); }
-  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
-  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
-  /// Worker w's gradients dropped by the skip policy.
-  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
+  // --- observers (and the base's) ---------------------------------------------------------------
   const selsync_trigger& trigger(std::size_t w) const { return triggers_.at(w); }
   /// Per step: true if it synchronised.
   const std::vector<bool>& decisions() const { return decisions_; }
@@ -231,34 +225,25 @@ class selsync {
     for (int v : votes_) s += v;  // the one-integer allreduce
     return s;
   }
+  // A synchronising step is BSP's (cluster::synchronous_step); a local one steps every replica
+  // on its own gradient.
   void finish() {
     const bool sync = vote_sum() > 0;
-    const std::size_t n = c_.workers();
-    if (!sync) {
-      for (std::size_t w = 0; w < n; ++w) c_.apply(w, c_.gradient(w));
+    if (sync) {
+      c_.synchronous_step(cfg_.mode, cfg_.states, step_weights(cfg_.weighting, c_.batches()), agg_,
+                          model_);
     } else {
-      const auto wts = step_weights(cfg_.weighting, c_.batches());
-      if (cfg_.mode == aggregation::gradients) {
-        c_.combine_gradients(all_, wts, agg_);
-        for (std::size_t w = 0; w < n; ++w) c_.apply(w, span<const T>(agg_));
-      } else {
-        for (std::size_t w = 0; w < n; ++w) c_.apply(w, c_.gradient(w));
-        c_.combine_models(all_, wts, model_);
-        c_.distribute(model_, all_);
-        c_.apply_state_policy(cfg_.states, all_, wts, all_);
-      }
+      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, c_.gradient(w));
     }
     decisions_.push_back(sync);
     syncs_ += sync ? 1 : 0;
   }
 
   selsync_config cfg_;
-  detail::cluster<T, Optimizer, Grad, Transform> c_;
   detail::round_limit limit_;
   std::vector<selsync_trigger> triggers_;
   std::vector<int> votes_;
   std::vector<round_stats> stats_;
-  std::vector<std::size_t> all_;
   std::vector<T> agg_, model_;
   std::vector<bool> decisions_;
   std::uint64_t syncs_ = 0;

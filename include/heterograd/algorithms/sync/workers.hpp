@@ -162,6 +162,22 @@ class worker_core {
     tr_.to_common(rank(), p);
     weighted_allreduce(t, p, w, o_.timeout);
   }
+  /// One synchronising step of this rank with weight w (BSP's, and SelSync's when it
+  /// synchronises; cluster::synchronous_step is the simulated one): gradients mode: grads <-
+  /// the weighted allreduce, then the optimizer step with it; parameters mode: the step on
+  /// the own gradient, then the weighted model average and the optimizer-state policy.
+  void synchronous_step(aggregation mode, state_policy sp, double w, span<T> params,
+                        span<T> grads) {
+    if (mode == aggregation::gradients) {
+      weighted_allreduce(t_, grads, w, o_.timeout);
+      update(span<const T>(grads), params);
+    } else {
+      update(span<const T>(grads), params);
+      average_common(t_, params, w);
+      tr_.from_common(rank(), params);
+      apply_state_policy(t_, sp, w, true, params);
+    }
+  }
   template <class Tr>
   void apply_state_policy(const Tr& t, state_policy sp, double w, bool member, span<T> p) {
     switch (sp) {
@@ -210,16 +226,7 @@ class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform
   void step(span<T> params, span<T> grads) {
     require_same_size("bsp_worker.grads", grads.size(), "bsp_worker.params", params.size());
     this->screen_in_place(cfg_.nonfinite, grads, steps_, "bsp_worker");
-    const double w = weights_[this->rank()];
-    if (cfg_.mode == aggregation::gradients) {
-      detail::weighted_allreduce(this->t_, grads, w, this->o_.timeout);
-      this->update(span<const T>(grads), params);
-    } else {
-      this->update(span<const T>(grads), params);
-      this->average_common(this->t_, params, w);
-      this->tr_.from_common(this->rank(), params);
-      this->apply_state_policy(this->t_, cfg_.states, w, true, params);
-    }
+    this->synchronous_step(cfg_.mode, cfg_.states, weights_[this->rank()], params, grads);
     ++steps_;
   }
 
@@ -325,29 +332,12 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
   }
 
  private:
-  /// Weights of `members` (increasing ranks) in `round` and, for FedNova, the anchor's: the
-  /// simulated policy's formula (local_sgd::member_weights).
-  std::vector<double> member_weights(const std::vector<std::size_t>& members, std::uint64_t r,
-                                     double* anchor_weight, std::vector<double>* state_w) const {
-    const auto& cfg = sched_.config();
-    std::vector<double> w(members.size());
-    std::vector<std::size_t> b;
-    for (auto m : members) b.push_back(batches_[m]);
-    if (cfg.weighting == averaging::uniform) {
-      for (auto& v : w) v = 1.0 / static_cast<double>(members.size());
-    } else if (cfg.weighting == averaging::fednova) {
-      std::vector<std::size_t> tau;
-      for (auto m : members) tau.push_back(sched_.steps(m, r));
-      const auto a = fednova_weights(sample_weights(b), tau);
-      if (anchor_weight) *anchor_weight = a.anchor;
-      w = a.workers;
-    } else {
-      std::vector<std::size_t> samples;
-      for (auto m : members) samples.push_back(batches_[m] * sched_.steps(m, r));
-      w = sample_weights(samples);
-    }
-    if (state_w) *state_w = cfg.weighting == averaging::fednova ? sample_weights(b) : w;
-    return w;
+  /// Weights of `members` (increasing ranks) in round r: the simulated policy's formula
+  /// (detail::member_weights, local_sgd.hpp) on the schedule's steps.
+  detail::round_weights member_weights(const std::vector<std::size_t>& members,
+                                       std::uint64_t r) const {
+    return detail::member_weights(sched_.config().weighting, batches_, members,
+                                  [this, r](std::size_t m) { return sched_.steps(m, r); });
   }
 
   static double weight_of(const std::vector<std::size_t>& members, const std::vector<double>& w,
@@ -364,11 +354,10 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
     switch (sched_.scope(r)) {
       case sync_scope::global: {
         const auto members = sched_.participants(r);
-        double aw = 0;
-        std::vector<double> sw;
-        const auto w = member_weights(members, r, &aw, &sw);
+        const auto w = member_weights(members, r);
+        const double aw = w.anchor;
         bool member = false;
-        const double mine = weight_of(members, w, me, &member);
+        const double mine = weight_of(members, w.models, me, &member);
         if (!member) std::fill(params.begin(), params.end(), T(0));
         this->average_common(this->t_, params, mine);  // non-members map zeros: harmless
         // FedNova's affine term, added last like the simulated sum: (aw anchor) + average.
@@ -382,13 +371,13 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
         std::copy(anchor_.begin(), anchor_.end(), params.begin());
         this->tr_.from_common(me, params);
         bool smember = false;
-        const double smine = weight_of(members, sw, me, &smember);
+        const double smine = weight_of(members, w.states, me, &smember);
         this->apply_state_policy(this->t_, cfg.states, smine, smember, params);
         break;
       }
       case sync_scope::group: {
         const auto members = sched_.group_of(me);
-        const auto w = member_weights(members, r, nullptr, nullptr);
+        const auto w = member_weights(members, r).models;
         bool member = false;
         const double mine = weight_of(members, w, me, &member);
         this->average_common(*group_, params, mine);
@@ -485,18 +474,10 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
     vo.timeout = this->o_.timeout;
     this->t_.allreduce(span<std::int64_t>(&votes, 1), vo).wait();
     const bool sync = votes > 0;
-    const double w = weights_[this->rank()];
-    if (!sync) {
+    if (sync)
+      this->synchronous_step(cfg_.mode, cfg_.states, weights_[this->rank()], params, grads);
+    else
       this->update(span<const T>(grads), params);
-    } else if (cfg_.mode == aggregation::gradients) {
-      detail::weighted_allreduce(this->t_, grads, w, this->o_.timeout);
-      this->update(span<const T>(grads), params);
-    } else {
-      this->update(span<const T>(grads), params);
-      this->average_common(this->t_, params, w);
-      this->tr_.from_common(this->rank(), params);
-      this->apply_state_policy(this->t_, cfg_.states, w, true, params);
-    }
     syncs_ += sync ? 1 : 0;
     ++steps_;
     return sync;

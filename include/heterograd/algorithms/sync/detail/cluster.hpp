@@ -5,7 +5,7 @@
 // optimizer and optimizer-state policy). One thread, no I/O: the sim runtimes call it.
 //
 // Every gradient of the family enters through compute_gradient (the sim runtimes, and the
-// threads / MPI runtimes through drive.hpp), which applies the method's non-finite policy
+// threads / MPI runtimes through heterograd/runtime/rounds.hpp), which applies the method's non-finite policy
 // (heterograd/algorithms/nonfinite.hpp) to the worker's buffer before anything uses it:
 // fail throws before the worker's step counter moves and before any parameter or optimizer
 // state does; zero sets the non-finite entries to 0 in place; skip drops the whole gradient
@@ -205,6 +205,25 @@ class cluster {
     for (auto m : members) tr_.from_common(m, span<T>(params_[m]));
   }
 
+  /// One synchronising step of every replica (BSP's, and SelSync's when it synchronises):
+  /// gradients mode: agg <- sum_i w_i g_i, every replica steps with agg; parameters mode:
+  /// every replica steps on its own gradient, then model <- sum_i w_i x_i (common form)
+  /// becomes every replica's model and `states` acts on the optimizer states.
+  void synchronous_step(aggregation mode, state_policy states, const std::vector<double>& weights,
+                        std::vector<T>& agg, std::vector<T>& model) {
+    std::vector<std::size_t> all(workers());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    if (mode == aggregation::gradients) {
+      combine_gradients(all, weights, agg);
+      for (auto w : all) apply(w, span<const T>(agg));
+    } else {
+      for (auto w : all) apply(w, gradient(w));
+      combine_models(all, weights, model);
+      distribute(model, all);
+      apply_state_policy(states, all, weights, all);
+    }
+  }
+
   /// Applies an optimizer-state policy after members' models were averaged into targets.
   void apply_state_policy(state_policy p, const std::vector<std::size_t>& members,
                           const std::vector<double>& weights,
@@ -252,6 +271,41 @@ class cluster {
         algorithms::nonfinite_outcome::skipped)
       ++skipped_[w];
   }
+};
+
+/// The replicas of a simulated policy (bsp, local_sgd, selsync, eager_sgd derive from it),
+/// with what every runtime reads of them: the observers, and the replica access of the
+/// threads and MPI runtimes (heterograd/runtime/rounds.hpp), through which worker w's thread (or rank) touches
+/// only worker w's replica. The derived policy reaches the cluster as c_.
+template <class T, class Optimizer, class Grad, class Transform = identity_transform>
+class replicated {
+ public:
+  replicated(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
+             std::vector<std::size_t> batches, Transform tr)
+      : c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)) {}
+
+  // --- observers --------------------------------------------------------------------------------
+  std::size_t workers() const { return c_.workers(); }
+  span<const T> params(std::size_t w = 0) const { return c_.params(w); }
+  const auto& optimizer_state(std::size_t w) const { return c_.optimizer_state(w); }
+  /// Worker w's gradients dropped by the skip policy.
+  std::uint64_t nonfinite_skipped(std::size_t w) const { return c_.nonfinite_skipped(w); }
+  /// Worker w's b_i (runtime::round_runtime scales the worker-time models with it).
+  std::size_t batch(std::size_t w) const { return c_.batch(w); }
+  const std::vector<std::size_t>& batches() const { return c_.batches(); }
+  const Optimizer& optimizer() const { return c_.optimizer(); }
+  const Transform& transform() const { return c_.transform(); }
+
+  // --- replica access for the threads and MPI runtimes (drive.hpp) ------------------------------
+  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
+  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
+  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
+  /// Worker w's gradient at its replica (the oracle, with w's step counter, through the
+  /// non-finite policy) into replica_gradient(w); returns the loss.
+  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
+
+ protected:
+  cluster<T, Optimizer, Grad, Transform> c_;
 };
 
 /// Stops a round_runtime-driven policy after a number of rounds without losing the work the

@@ -1,10 +1,11 @@
 #pragma once
-// The threads runtime of the synchronous family: one real thread per worker over the inproc
-// transport (comm::inproc::spawn), each running the per-worker helper of workers.hpp on its
-// replica of the SAME policy object the simulator drives (drive.hpp):
+// The threads runtime of the round methods: one real thread per worker over the inproc
+// transport (comm::inproc::spawn), each running the per-worker helper of
+// algorithms/sync/workers.hpp on its replica of the SAME policy object the simulator drives
+// (rounds.hpp):
 //
 //     sync::local_sgd<float, optim::sgd, Grad> p(n, x0, optim::sgd({.lr = 0.1}), grad, b, cfg);
-//     sync::run_threads(p, 100);              // 100 rounds on n threads
+//     runtime::run_threads(p, 100);           // 100 rounds on n threads
 //     p.params(w);  p.optimizer_state(w);  p.rounds();
 //
 // The gradient oracle is called concurrently for different workers (never twice at once for
@@ -16,18 +17,18 @@
 
 #include <cstdint>
 
-#include "heterograd/algorithms/sync/drive.hpp"
 #include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/runtime/rounds.hpp"
 
-namespace heterograd::algorithms::sync {
+namespace heterograd::runtime {
 
 /// Runs `rounds` more rounds (SelSync: steps) of `p` on p.workers() threads.
 template <class Policy>
-void run_threads(Policy& p, std::uint64_t rounds, worker_options o = {}) {
+void run_threads(Policy& p, std::uint64_t rounds, algorithms::sync::worker_options o = {}) {
   o.validate();
   const auto start = start_of(p);  // shared start values, read before any worker moves
   comm::inproc::spawn(static_cast<int>(p.workers()), [&](comm::inproc::communicator c) {
@@ -38,7 +39,7 @@ void run_threads(Policy& p, std::uint64_t rounds, worker_options o = {}) {
 /// eager-SGD on p.workers() threads over the inproc partial allreduce, until the configured
 /// rounds (eager.rounds > 0) are over.
 template <class T, class O, class G>
-void run_threads(eager_sgd<T, O, G>& p, worker_options o = {}) {
+void run_threads(algorithms::sync::eager_sgd<T, O, G>& p, algorithms::sync::worker_options o = {}) {
   o.validate();
   require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
           "must be > 0 on threads (the run ends with a flush round)");
@@ -51,4 +52,4 @@ void run_threads(eager_sgd<T, O, G>& p, worker_options o = {}) {
   });
 }
 
-}  // namespace heterograd::algorithms::sync
+}  // namespace heterograd::runtime

@@ -1,12 +1,12 @@
 #pragma once
-// The MPI runtime of the synchronous family: one process per worker over comm::mpi, each
-// running the per-worker helper of workers.hpp on its own replica of the same policy object
-// the simulator drives (drive.hpp). Needs <mpi.h> and the mpi component (HG_HAS_MPI).
+// The MPI runtime of the round methods: one process per worker over comm::mpi, each running
+// the per-worker helper of algorithms/sync/workers.hpp on its own replica of the same policy
+// object the simulator drives (rounds.hpp). Needs <mpi.h> and the mpi component (HG_HAS_MPI).
 //
 //     MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...);   // eager-SGD's progress thread needs it
 //     comm::mpi::communicator c(MPI_COMM_WORLD);
 //     sync::bsp<float, optim::sgd, Grad> p(c.size(), x0, optim::sgd({.lr = 0.1}), grad, b);
-//     sync::run_mpi(p, c, 100);                        // replica c.rank() moves
+//     runtime::run_mpi(p, c, 100);                     // replica c.rank() moves
 //     p.params(c.rank());
 //
 // Every rank builds the policy with the same arguments (it holds all replicas, but only its
@@ -16,19 +16,19 @@
 
 #include <cstdint>
 
-#include "heterograd/algorithms/sync/drive.hpp"
 #include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/mpi.hpp"
 #include "heterograd/comm/mpi_partial.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/runtime/rounds.hpp"
 
-namespace heterograd::algorithms::sync {
+namespace heterograd::runtime {
 
 /// Runs `rounds` more rounds (SelSync: steps) of worker c.rank() of `p` (collective over c).
 template <class Policy>
 void run_mpi(Policy& p, const comm::mpi::communicator& c, std::uint64_t rounds,
-             worker_options o = {}) {
+             algorithms::sync::worker_options o = {}) {
   o.validate();
   run_worker(p, c, rounds, o, true);
 }
@@ -37,7 +37,8 @@ void run_mpi(Policy& p, const comm::mpi::communicator& c, std::uint64_t rounds,
 /// (eager.rounds > 0) are over. Needs MPI_THREAD_MULTIPLE (the partial allreduce's
 /// progress thread).
 template <class T, class O, class G>
-void run_mpi(eager_sgd<T, O, G>& p, const comm::mpi::communicator& c, worker_options o = {}) {
+void run_mpi(algorithms::sync::eager_sgd<T, O, G>& p, const comm::mpi::communicator& c,
+             algorithms::sync::worker_options o = {}) {
   o.validate();
   require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
           "must be > 0 on MPI (the run ends with a flush round)");
@@ -47,4 +48,4 @@ void run_mpi(eager_sgd<T, O, G>& p, const comm::mpi::communicator& c, worker_opt
   run_worker(p, std::move(partial), no_start{}, true);
 }
 
-}  // namespace heterograd::algorithms::sync
+}  // namespace heterograd::runtime
