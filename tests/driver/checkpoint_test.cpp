@@ -68,7 +68,7 @@ std::map<std::string, case_t> cases() {
   std::map<std::string, case_t> c;
   c["asgd"] = {q, m(R"({"label": "ASGD", "algorithm": "asgd"})")};
   c["delay_adaptive"] = {q, m(R"({"label": "delay-adaptive", "algorithm": "delay_adaptive"})")};
-  c["ringmaster"] = {q, m(R"({"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2})")};
+  c["ringmaster"] = {q, m(R"({"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"})")};
   c["rescaled"] = {q, m(R"({"label": "Rescaled", "algorithm": "rescaled"})")};
   c["rennala"] = {q, m(R"({"label": "Rennala", "algorithm": "rennala", "gradients": 3})")};
   c["ia2sgd"] = {q, m(R"({"label": "IA2SGD", "algorithm": "ia2sgd"})")};

@@ -54,7 +54,7 @@ json tiny_experiment() {
     "horizon": {"time": 150}, "eval_interval": 10, "checkpoint_every": 1,
     "target": {"metric": "loss", "value": 0.01, "below": true},
     "methods": [{"label": "ASGD", "algorithm": "asgd"},
-                {"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2},
+                {"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"},
                 {"label": "BSP", "algorithm": "bsp"}]})");
 }
 

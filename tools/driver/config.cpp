@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "files.hpp"
+#include "heterograd/algorithms/async/ringmaster.hpp"
 
 #ifndef HG_SOURCE_DIR
 #define HG_SOURCE_DIR "."
@@ -505,6 +506,17 @@ spec worker_time_spec() {
        {"slowdowns", array("slow-down windows", window_spec(true), json::array())}});
 }
 
+// The name a configuration writes for an enumeration value (the library's own list).
+template <class E, std::size_t N>
+std::string_view name_of(E v, const heterograd::choice<E> (&names)[N]) {
+  for (const auto& c : names)
+    if (c.value == v) return c.name;
+  throw std::logic_error("config: an enumeration value without a name");
+}
+
+// Defaults the library defines (one source of truth: the config struct's initialisers).
+const heterograd::algorithms::async::ringmaster_config ringmaster_defaults{};
+
 // Per-algorithm hyper-parameters (the method object holds them next to label and algorithm).
 const std::map<std::string, std::vector<std::pair<std::string, spec>>>& algorithm_params() {
   static const std::map<std::string, std::vector<std::pair<std::string, spec>>> m{
@@ -542,8 +554,9 @@ const std::map<std::string, std::vector<std::pair<std::string, spec>>>& algorith
       {"asgd", {}},
       {"delay_adaptive", {{"reference", integer("n of gamma*n/max(n, delay) (0: workers)", 0, 0)}}},
       {"ringmaster",
-       {{"threshold", count_or_inf("R: delay threshold", 16, 1)},
-        {"variant", choice("discard stale gradients, or interrupt stale computations", "interrupt",
+       {{"threshold", count_or_inf("R: delay threshold", ringmaster_defaults.threshold, 1)},
+        {"variant", choice("discard stale gradients, or interrupt stale computations",
+                           std::string(name_of(ringmaster_defaults.variant, heterograd::algorithms::async::ringmaster_variants)),
                            {"discard", "interrupt"})}}},
       {"rescaled",
        {{"ema", number("EMA weight of the newest job time", 0.2, 0, 1, true, false)},
