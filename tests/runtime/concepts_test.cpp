@@ -29,14 +29,15 @@ namespace sim = heterograd::sim;
 
 namespace {
 
-// The drivers' own control handles, for a policy P.
-struct gradient_stub {
+// The drivers' own control handles, for a policy P (the simulator's handle is named by its
+// compute type, which these compile-time checks never call).
+struct never_called_compute {
   template <class R>
   void operator()(hr::worker_id, std::uint64_t, std::uint64_t, R&) const {}
 };
 template <class P, class Result>
 using sim_control = typename hr::async_runtime<Result, sim::fixed_times>::template control<
-    P, gradient_stub>;
+    P, never_called_compute>;
 template <class P, class T>
 using server_control = hr::detail::remote_server<T, P, hg::comm::inproc::communicator,
                                                  sim::fixed_times>;
