@@ -28,7 +28,9 @@
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
+// x86's pause instruction through the compiler's builtin where there is one: <immintrin.h>
+// alone costs every includer about a second of compile time.
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__GNUC__)
 #include <immintrin.h>
 #endif
 
@@ -39,7 +41,9 @@ class request;
 namespace detail {
 
 inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+  __builtin_ia32_pause();
+#elif defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");

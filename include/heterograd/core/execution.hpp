@@ -7,9 +7,15 @@
 #include <string_view>
 #include <type_traits>
 
-#include <thrust/system/cpp/execution_policy.h>
+// Only the policy objects (par) and their tags: the public <thrust/system/*/execution_policy.h>
+// also includes every algorithm of the system, which a header naming policies does not need
+// (a kernel's Thrust algorithm header brings the implementations of every system it can
+// dispatch to). This keeps core cheap to include alone.
+#include <thrust/system/cpp/detail/execution_policy.h>
+#include <thrust/system/cpp/detail/par.h>
 #if defined(_OPENMP)
-#include <thrust/system/omp/execution_policy.h>
+#include <thrust/system/omp/detail/execution_policy.h>
+#include <thrust/system/omp/detail/par.h>
 #endif
 #if defined(__CUDACC__)
 #include <thrust/system/cuda/execution_policy.h>

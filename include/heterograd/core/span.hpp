@@ -8,9 +8,12 @@
 #include <ranges>
 #include <type_traits>
 
+// The three Thrust names a span needs (iterator_system, raw_pointer_cast, the host tags), not
+// <thrust/memory.h>, which costs an includer about twice as much.
+#include <thrust/detail/raw_pointer_cast.h>
+#include <thrust/iterator/detail/host_system_tag.h>
 #include <thrust/iterator/iterator_traits.h>
-#include <thrust/memory.h>
-#include <thrust/system/cpp/memory.h>
+#include <thrust/system/cpp/detail/execution_policy.h>
 
 #include "heterograd/core/config.hpp"
 
