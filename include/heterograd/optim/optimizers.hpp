@@ -29,18 +29,13 @@
 
 namespace heterograd::optim {
 
-using sgd_params = kernels::sgd_config<schedule>;
-using momentum_params = kernels::momentum_config<schedule>;
-using adam_params = kernels::adam_config<schedule>;
-using adagrad_params = kernels::adagrad_config<schedule>;
-using lamb_params = kernels::lamb_config<schedule>;
 
 /// SGD with (L2) weight decay: p <- p - lr (g + wd p). 12 B/element (float).
 class sgd : public fused_base<sgd> {
  public:
-  explicit sgd(sgd_params p = {}) : p_(p) { validate_fields(p_, name()); }
+  explicit sgd(kernels::sgd_config<schedule> p = {}) : p_(p) { validate_fields(p_, name()); }
   static constexpr std::string_view name() { return "sgd"; }
-  const sgd_params& params() const { return p_; }
+  const kernels::sgd_config<schedule>& params() const { return p_; }
   template <class T, class S>
   state<T, S> init_state(std::size_t) const {
     return detail::plain_state<T, S>(name(), 0, 0);
@@ -59,7 +54,7 @@ class sgd : public fused_base<sgd> {
   }
 
  private:
-  sgd_params p_;
+  kernels::sgd_config<schedule> p_;
 };
 
 namespace detail {
@@ -67,8 +62,8 @@ namespace detail {
 template <bool Nesterov, class D>
 class momentum_impl : public fused_base<D> {
  public:
-  explicit momentum_impl(momentum_params p) : p_(p) { validate_fields(p_, D::name()); }
-  const momentum_params& params() const { return p_; }
+  explicit momentum_impl(kernels::momentum_config<schedule> p) : p_(p) { validate_fields(p_, D::name()); }
+  const kernels::momentum_config<schedule>& params() const { return p_; }
   template <class T, class S>
   state<T, S> init_state(std::size_t n) const {
     return plain_state<T, S>(D::name(), 1, n);
@@ -89,7 +84,7 @@ class momentum_impl : public fused_base<D> {
   }
 
  private:
-  momentum_params p_;
+  kernels::momentum_config<schedule> p_;
 };
 }  // namespace detail
 
@@ -97,14 +92,14 @@ class momentum_impl : public fused_base<D> {
 /// p <- p - lr v. 20 B/element (float).
 class momentum : public detail::momentum_impl<false, momentum> {
  public:
-  explicit momentum(momentum_params p = {}) : momentum_impl(p) {}
+  explicit momentum(kernels::momentum_config<schedule> p = {}) : momentum_impl(p) {}
   static constexpr std::string_view name() { return "momentum"; }
 };
 
 /// Nesterov momentum (Sutskever et al. 2013): as momentum, then p <- p - lr (d + mu v).
 class nesterov : public detail::momentum_impl<true, nesterov> {
  public:
-  explicit nesterov(momentum_params p = {}) : momentum_impl(p) {}
+  explicit nesterov(kernels::momentum_config<schedule> p = {}) : momentum_impl(p) {}
   static constexpr std::string_view name() { return "nesterov"; }
 };
 
@@ -113,8 +108,8 @@ namespace detail {
 template <bool Decoupled, class D>
 class adam_impl : public fused_base<D> {
  public:
-  explicit adam_impl(adam_params p) : p_(p) { validate_fields(p_, D::name()); }
-  const adam_params& params() const { return p_; }
+  explicit adam_impl(kernels::adam_config<schedule> p) : p_(p) { validate_fields(p_, D::name()); }
+  const kernels::adam_config<schedule>& params() const { return p_; }
   template <class T, class S>
   state<T, S> init_state(std::size_t n) const {
     return plain_state<T, S>(D::name(), 2, n);
@@ -139,14 +134,14 @@ class adam_impl : public fused_base<D> {
   }
 
  private:
-  adam_params p_;
+  kernels::adam_config<schedule> p_;
 };
 }  // namespace detail
 
 /// Adam (Kingma & Ba 2015) with L2 weight decay added to the gradient. 28 B/element (float).
 class adam : public detail::adam_impl<false, adam> {
  public:
-  explicit adam(adam_params p = {}) : adam_impl(p) {}
+  explicit adam(kernels::adam_config<schedule> p = {}) : adam_impl(p) {}
   static constexpr std::string_view name() { return "adam"; }
 };
 
@@ -154,7 +149,7 @@ class adam : public detail::adam_impl<false, adam> {
 /// Default weight_decay 0.01 (PyTorch's). 28 B/element (float).
 class adamw : public detail::adam_impl<true, adamw> {
  public:
-  explicit adamw(adam_params p = {.lr = 1e-3, .weight_decay = 0.01}) : adam_impl(p) {}
+  explicit adamw(kernels::adam_config<schedule> p = {.lr = 1e-3, .weight_decay = 0.01}) : adam_impl(p) {}
   static constexpr std::string_view name() { return "adamw"; }
 };
 
@@ -162,9 +157,9 @@ class adamw : public detail::adam_impl<true, adamw> {
 /// ratio ||p|| / ||r||. Two passes, 40 B/element (float).
 class lamb : public fused_base<lamb> {
  public:
-  explicit lamb(lamb_params p = {}) : p_(std::move(p)) { validate_fields(p_, name()); }
+  explicit lamb(kernels::lamb_config<schedule> p = {}) : p_(std::move(p)) { validate_fields(p_, name()); }
   static constexpr std::string_view name() { return "lamb"; }
-  const lamb_params& params() const { return p_; }
+  const kernels::lamb_config<schedule>& params() const { return p_; }
   template <class T, class S>
   state<T, S> init_state(std::size_t n) const {
     return detail::plain_state<T, S>(name(), 2, n);
@@ -192,15 +187,15 @@ class lamb : public fused_base<lamb> {
   }
 
  private:
-  lamb_params p_;
+  kernels::lamb_config<schedule> p_;
 };
 
 /// Adagrad (Duchi et al. 2011; PyTorch's form). 20 B/element (float).
 class adagrad : public fused_base<adagrad> {
  public:
-  explicit adagrad(adagrad_params p = {}) : p_(p) { validate_fields(p_, name()); }
+  explicit adagrad(kernels::adagrad_config<schedule> p = {}) : p_(p) { validate_fields(p_, name()); }
   static constexpr std::string_view name() { return "adagrad"; }
-  const adagrad_params& params() const { return p_; }
+  const kernels::adagrad_config<schedule>& params() const { return p_; }
   template <class T, class S>
   state<T, S> init_state(std::size_t n) const {
     state<T, S> st = detail::plain_state<T, S>(name(), 0, 0);
@@ -222,7 +217,7 @@ class adagrad : public fused_base<adagrad> {
   }
 
  private:
-  adagrad_params p_;
+  kernels::adagrad_config<schedule> p_;
 };
 
 }  // namespace heterograd::optim
