@@ -66,11 +66,14 @@ std::string message() { return hg_last_error(); }
 /// The C++ optimizer an hg_optimizer_config describes.
 template <class F>
 void with_cpp_optimizer(const hg_optimizer_config& c, F&& f) {
-  const hg::kernels::adam_config<ho::schedule> a{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps,
-                          .weight_decay = c.weight_decay,
-                          .bias_correction = c.bias_correction != 0};
-  const hg::kernels::momentum_config<ho::schedule> m{.lr = c.lr, .momentum = c.momentum, .dampening = c.dampening,
-                              .weight_decay = c.weight_decay};
+  const hg::kernels::adam_config<ho::schedule> a{.lr = c.lr,
+                                                 .beta1 = c.beta1,
+                                                 .beta2 = c.beta2,
+                                                 .eps = c.eps,
+                                                 .weight_decay = c.weight_decay,
+                                                 .bias_correction = c.bias_correction != 0};
+  const hg::kernels::momentum_config<ho::schedule> m{
+      .lr = c.lr, .momentum = c.momentum, .dampening = c.dampening, .weight_decay = c.weight_decay};
   switch (c.kind) {
     case HG_OPTIMIZER_SGD: f(ho::sgd({.lr = c.lr, .weight_decay = c.weight_decay})); break;
     case HG_OPTIMIZER_MOMENTUM: f(ho::momentum(m)); break;

@@ -75,7 +75,9 @@ using algorithms::nonfinite_policy_name;
 using default_optimizer = optim::sgd;
 
 /// Plain SGD with learning rate `lr` (the step size gamma of the papers).
-inline optim::sgd plain_sgd(double lr) { return optim::sgd(kernels::sgd_config<optim::schedule>{.lr = lr}); }
+inline optim::sgd plain_sgd(double lr) {
+  return optim::sgd(kernels::sgd_config<optim::schedule>{.lr = lr});
+}
 
 /// Parameters, version and server-side optimizer of an asynchronous server.
 template <class T = double, class Optimizer = default_optimizer>

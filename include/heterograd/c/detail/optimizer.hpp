@@ -1,9 +1,9 @@
 #pragma once
 // The C API's optimizers (hg_optimizer_*): an hg_optimizer_config is read into the C++
-// hyper-parameter struct of its kind (kernels::sgd_config<optim::schedule>, kernels::momentum_config<schedule>, kernels::adam_config<schedule>), whose
-// optimizer's constructor validates it; hg_optimizer_config_init fills it from a
-// default-constructed C++ optimizer. So no default value or range is written here: the C
-// layer only pairs each config field with its C++ member (`fields`).
+// hyper-parameter struct of its kind (kernels::sgd_config, momentum_config, adam_config over
+// optim::schedule), whose optimizer's constructor validates it; hg_optimizer_config_init
+// fills it from a default-constructed C++ optimizer. So no default value or range is written
+// here: the C layer only pairs each config field with its C++ member (`fields`).
 
 #include <cstddef>
 #include <cstdint>
