@@ -157,8 +157,7 @@ class model_server {
            a.state_ == b.state_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(params_, state_, version_, skipped_);
