@@ -12,6 +12,7 @@
 
 #include "heterograd/balance.hpp"
 #include "heterograd/testing/balance_archetypes.hpp"
+#include "messages.hpp"
 
 namespace hg = heterograd;
 namespace bal = heterograd::balance;
@@ -30,15 +31,6 @@ void run_epoch(Policy& p, const std::vector<double>& cores, double c = 0.01,
     const double b = static_cast<double>(p.assignment(i));
     p.observe(i, {p.assignment(i) * iters, iters, hg::seconds{iters * c * b / cores[i]}, 0});
   }
-}
-
-std::string message_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -250,8 +242,9 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_before_any_state_change) {
   // b_min > b_max.
   BOOST_CHECK_THROW(bal::omnilearn_bsp(4, 128, {.min_batch = 97, .max_batch = 96}),
                     std::invalid_argument);
-  BOOST_TEST(message_of([] { bal::omnilearn_bsp(4, 128, {.min_batch = 97, .max_batch = 96}); })
-                 .find("omnilearn.min_batch") != std::string::npos);
+  BOOST_TEST(hg_test::invalid_argument_message([] {
+               bal::omnilearn_bsp(4, 128, {.min_batch = 97, .max_batch = 96});
+             }).find("omnilearn.min_batch") != std::string::npos);
   BOOST_CHECK_THROW(bal::omnilearn_asp(std::vector<std::size_t>{32}, {.min_batch = 8, .max_batch = 4}),
                     std::invalid_argument);
   BOOST_CHECK_THROW(bal::proportional_split(10, std::vector<double>{1, 1}, 6, 5),

@@ -10,6 +10,7 @@
 #include "heterograd/comm/detail/frontend.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/testing/comm_archetypes.hpp"
+#include "messages.hpp"
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
@@ -81,16 +82,7 @@ struct fake_handle {
   int size() const { return n; }
 };
 
-/// The message of the std::invalid_argument that fn throws, or "" if it throws none.
-template <class Fn>
-std::string argument_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using hg_test::invalid_argument_message;
 
 }  // namespace
 
@@ -101,33 +93,43 @@ BOOST_AUTO_TEST_CASE(the_front_end_checks_timeout_then_handle_then_the_call_and_
   fake_handle empty;
   empty.ok = false;
   // Order: the timeout before the handle, the handle before the root.
-  BOOST_TEST(argument_error([&] { hc::detail::check_broadcast(empty, 9, late); }).find("broadcast_options.timeout") !=
-             std::string::npos);
-  BOOST_TEST(argument_error([&] { hc::detail::check_broadcast(empty, 9, {}); }).find("'communicator'") !=
-             std::string::npos);
-  BOOST_TEST(argument_error([&] { hc::detail::check_broadcast(h, 9, {}); }).find("broadcast.root") !=
-             std::string::npos);
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_broadcast(empty, 9, late);
+             }).find("broadcast_options.timeout") != std::string::npos);
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_broadcast(empty, 9, {});
+             }).find("'communicator'") != std::string::npos);
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_broadcast(h, 9, {});
+             }).find("broadcast.root") != std::string::npos);
   // gather's output size is the root's business only.
-  BOOST_TEST(argument_error([&] { hc::detail::check_gather(h, 2, 0, 1, {}); }) == "");
-  BOOST_TEST(argument_error([&] { hc::detail::check_gather(h, 2, 0, 0, {}); }).find("gather.out") !=
-             std::string::npos);
-  BOOST_TEST(argument_error([&] { hc::detail::check_reduce_scatter(h, 8, 2, {}); }) == "");
-  BOOST_TEST(argument_error([&] { hc::detail::check_allgather(h, 2, 7, {}); }).find("allgather.out") !=
-             std::string::npos);
+  BOOST_TEST(invalid_argument_message([&] { hc::detail::check_gather(h, 2, 0, 1, {}); }) == "");
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_gather(h, 2, 0, 0, {});
+             }).find("gather.out") != std::string::npos);
+  BOOST_TEST(invalid_argument_message([&] { hc::detail::check_reduce_scatter(h, 8, 2, {}); }) ==
+             "");
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_allgather(h, 2, 7, {});
+             }).find("allgather.out") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_tag_rule_is_the_backends_bound_and_any_tag_only_where_a_receive_allows_it) {
   const fake_handle h;
-  BOOST_TEST(argument_error([&] { hc::detail::check_send(h, 1, 32767, 32767, {}); }) == "");
-  BOOST_TEST(argument_error([&] { hc::detail::check_send(h, 1, 32768, 32767, {}); }) ==
+  BOOST_TEST(invalid_argument_message([&] { hc::detail::check_send(h, 1, 32767, 32767, {}); }) ==
+             "");
+  BOOST_TEST(invalid_argument_message([&] { hc::detail::check_send(h, 1, 32768, 32767, {}); }) ==
              "heterograd: invalid argument 'send.tag' = 32768: must be in [0, 32767]");
-  BOOST_TEST(argument_error([&] { hc::detail::check_send(h, 1, hc::any_tag, hc::detail::unbounded_tag, {}); }) ==
-             "heterograd: invalid argument 'send.tag' = -1: must be >= 0");
-  BOOST_TEST(argument_error([&] { hc::detail::check_recv(h, hc::any_source, hc::any_tag, 32767, {}); }) == "");
-  BOOST_TEST(argument_error([&] { hc::detail::check_recv(h, 0, -2, 32767, {}); }) ==
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_send(h, 1, hc::any_tag, hc::detail::unbounded_tag, {});
+             }) == "heterograd: invalid argument 'send.tag' = -1: must be >= 0");
+  BOOST_TEST(invalid_argument_message(
+                 [&] { hc::detail::check_recv(h, hc::any_source, hc::any_tag, 32767, {}); }) == "");
+  BOOST_TEST(invalid_argument_message([&] { hc::detail::check_recv(h, 0, -2, 32767, {}); }) ==
              "heterograd: invalid argument 'recv.tag' = -2: must be in [0, 32767] or any_tag");
-  BOOST_TEST(argument_error([&] { hc::detail::check_recv(h, 4, 0, 32767, {}); }).find("recv.source") !=
-             std::string::npos);
+  BOOST_TEST(invalid_argument_message([&] {
+               hc::detail::check_recv(h, 4, 0, 32767, {});
+             }).find("recv.source") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(schedule_tags_take_two_per_call_and_wrap_below_the_mpi_abort_tag) {

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "heterograd/core/describe.hpp"
+#include "messages.hpp"
 
 namespace hg = heterograd;
 
@@ -48,12 +49,7 @@ struct toy_config {
 };
 
 std::string message_of(const toy_config& c) {
-  try {
-    hg::validate_fields(c);
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
+  return hg_test::invalid_argument_message([&] { hg::validate_fields(c); });
 }
 
 }  // namespace

@@ -5,33 +5,27 @@
 #include <boost/test/unit_test.hpp>
 
 #include "heterograd/core/error.hpp"
+#include "messages.hpp"
 
 namespace hg = heterograd;
 
 BOOST_AUTO_TEST_SUITE(errors)
 
-namespace {
-std::string message_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-}  // namespace
+using hg_test::invalid_argument_message;
 
 BOOST_AUTO_TEST_CASE(invalid_argument_names_parameter_value_and_rule) {
-  const auto m = message_of([] { hg::require_in_range_co("adam.beta1", 1.0, 0.0, 1.0); });
+  const auto m =
+      invalid_argument_message([] { hg::require_in_range_co("adam.beta1", 1.0, 0.0, 1.0); });
   BOOST_TEST(m == "heterograd: invalid argument 'adam.beta1' = 1: must be in [0, 1)");
-  BOOST_TEST(message_of([] { hg::require_positive("eps", 0.0); }) ==
+  BOOST_TEST(invalid_argument_message([] { hg::require_positive("eps", 0.0); }) ==
              "heterograd: invalid argument 'eps' = 0: must be > 0");
-  BOOST_TEST(message_of([] { hg::require_non_negative("lr", -0.5); }) ==
+  BOOST_TEST(invalid_argument_message([] { hg::require_non_negative("lr", -0.5); }) ==
              "heterograd: invalid argument 'lr' = -0.5: must be >= 0");
-  BOOST_TEST(message_of([] { hg::require_same_size("grads", 3, "params", 4); }) ==
+  BOOST_TEST(invalid_argument_message([] { hg::require_same_size("grads", 3, "params", 4); }) ==
              "heterograd: invalid argument 'grads' = 3: must equal the size of 'params' (4)");
-  BOOST_TEST(message_of([] { hg::require(false, "mode", std::string("x"), "unknown"); }) ==
-             "heterograd: invalid argument 'mode' = x: unknown");
+  BOOST_TEST(invalid_argument_message([] {
+               hg::require(false, "mode", std::string("x"), "unknown");
+             }) == "heterograd: invalid argument 'mode' = x: unknown");
 }
 
 BOOST_AUTO_TEST_CASE(valid_arguments_do_not_throw) {

@@ -11,22 +11,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "heterograd/optim.hpp"
+#include "messages.hpp"
 #include "optim_test_util.hpp"
 
 namespace hg = heterograd;
 namespace o = heterograd::optim;
 
 namespace {
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no exception";
-}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -37,20 +28,20 @@ bool contains(const std::string& s, const std::string& part) {
 BOOST_AUTO_TEST_SUITE(optim_api)
 
 BOOST_AUTO_TEST_CASE(bad_hyper_parameters_throw_naming_field_value_and_rule) {
-  auto m = message_of([] { o::adam({.beta1 = 1.0}); });
+  auto m = hg_test::invalid_argument_message([] { o::adam({.beta1 = 1.0}); });
   BOOST_TEST(contains(m, "'adam.beta1' = 1: must be in [0, 1)"), m);
-  m = message_of([] { o::sgd({.lr = -0.5}); });
+  m = hg_test::invalid_argument_message([] { o::sgd({.lr = -0.5}); });
   BOOST_TEST(contains(m, "'sgd.lr' = -0.5: must be finite and >= 0"), m);
-  m = message_of([] { o::adamw({.eps = 0.0}); });
+  m = hg_test::invalid_argument_message([] { o::adamw({.eps = 0.0}); });
   BOOST_TEST(contains(m, "'adamw.eps' = 0: must be finite and > 0"), m);
-  m = message_of([] { o::nesterov({.momentum = -0.1}); });
+  m = hg_test::invalid_argument_message([] { o::nesterov({.momentum = -0.1}); });
   BOOST_TEST(contains(m, "'nesterov.momentum' = -0.10000000000000001"), m);
   BOOST_CHECK_THROW(o::lamb({.beta2 = 1.5}), std::invalid_argument);
   BOOST_CHECK_THROW(o::adagrad({.lr_decay = -1}), std::invalid_argument);
   BOOST_CHECK_THROW(o::momentum({.dampening = 2}), std::invalid_argument);
   BOOST_CHECK_THROW(o::every_k(o::sgd{}, 0), std::invalid_argument);
   BOOST_CHECK_THROW(o::cosine_decay(1.0, 0), std::invalid_argument);
-  m = message_of([] { o::adam({.lr = o::step_decay(0.1, 10, 1.5)}); });
+  m = hg_test::invalid_argument_message([] { o::adam({.lr = o::step_decay(0.1, 10, 1.5)}); });
   BOOST_TEST(contains(m, "step_decay.gamma"), m);
 }
 
@@ -64,8 +55,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_input_throws_before_anything_is_written, B, hg
   const auto st0 = st;
   // Sizes of params and grads differ.
   auto short_g = ot::to_backend<B>(ot::random_vector(9, 3));
-  auto m =
-      message_of([&] { opt.update(B::policy(), ot::cspan_of<B>(short_g), st, ot::span_of<B>(x)); });
+  auto m = hg_test::invalid_argument_message(
+      [&] { opt.update(B::policy(), ot::cspan_of<B>(short_g), st, ot::span_of<B>(x)); });
   BOOST_TEST(contains(m, "adam.grads"), m);
   // Sizes of params and state differ.
   auto long_x = ot::to_backend<B>(ot::random_vector(11, 4));
@@ -74,7 +65,8 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_input_throws_before_anything_is_written, B, hg
                     std::invalid_argument);
   // The state belongs to another optimizer.
   auto other = o::momentum{}.init(B::policy(), ot::span_of<B>(x));
-  m = message_of([&] { opt.update(B::policy(), ot::cspan_of<B>(g), other, ot::span_of<B>(x)); });
+  m = hg_test::invalid_argument_message(
+      [&] { opt.update(B::policy(), ot::cspan_of<B>(g), other, ot::span_of<B>(x)); });
   BOOST_TEST(contains(m, "the state belongs to another optimizer"), m);
   auto adamw_state = o::adamw{}.init(B::policy(), ot::span_of<B>(x));
   BOOST_CHECK_THROW(opt.update(B::policy(), ot::cspan_of<B>(g), adamw_state, ot::span_of<B>(x)),
@@ -98,7 +90,7 @@ BOOST_AUTO_TEST_CASE(memory_spaces_that_do_not_match_throw_before_anything_is_wr
   // Device-space spans over host memory: never dereferenced, since the check throws first.
   const hg::span<double, hg::device_space> dx(x.data(), x.size());
   const hg::span<const double, hg::device_space> dg(g.data(), g.size());
-  auto m = message_of([&] { opt.update(thrust::cpp::par, g, st, dx); });
+  auto m = hg_test::invalid_argument_message([&] { opt.update(thrust::cpp::par, g, st, dx); });
   BOOST_TEST(contains(m, "memory spaces"), m);
   BOOST_CHECK_THROW(opt.update(thrust::cpp::par, dg, st, x), std::invalid_argument);
   BOOST_CHECK_THROW(opt.init(thrust::cpp::par, dx), std::invalid_argument);
@@ -122,7 +114,7 @@ BOOST_AUTO_TEST_CASE(state_bytes_carry_a_version_tag_and_a_checksum) {
   // Truncated bytes, the wrong element type, a future version.
   BOOST_CHECK_THROW(o::deserialize<float>(std::span(bytes).first(bytes.size() - 9)),
                     std::invalid_argument);
-  auto m = message_of([&] { o::deserialize<double>(bytes); });
+  auto m = hg_test::invalid_argument_message([&] { o::deserialize<double>(bytes); });
   BOOST_TEST(contains(m, "element size"), m);
   auto future = bytes;
   future[4] = std::byte{2};
@@ -133,7 +125,7 @@ BOOST_AUTO_TEST_CASE(state_bytes_carry_a_version_tag_and_a_checksum) {
     h *= 0x100000001b3ull;
   }
   std::memcpy(future.data() + body, &h, 8);
-  m = message_of([&] { o::deserialize<float>(future); });
+  m = hg_test::invalid_argument_message([&] { o::deserialize<float>(future); });
   BOOST_TEST(contains(m, "version"), m);
   // States are values: copies compare equal, a changed element does not.
   auto copy = st;

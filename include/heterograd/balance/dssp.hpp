@@ -125,7 +125,7 @@ class dssp_controller {
 
   friend bool operator==(const dssp_controller&, const dssp_controller&) = default;
 
-  /// Checkpointing (heterograd-run): every worker's clock, credits and last two push times;
+  /// Checkpointing (core/archive.hpp): every worker's clock, credits and last two push times;
   /// `ar(...)` writes or reads them. The configuration is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {

@@ -80,7 +80,7 @@ class measurement_window {
 
   friend bool operator==(const measurement_window&, const measurement_window&) = default;
 
-  /// Checkpointing (heterograd-run): the per-worker sums of the open window.
+  /// Checkpointing (core/archive.hpp): the per-worker sums of the open window.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(sums_);

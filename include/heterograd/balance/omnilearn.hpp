@@ -122,54 +122,86 @@ inline double largest_relative_change(const std::vector<double>& target,
   return worst;
 }
 
-}  // namespace detail
-
-/// OmniLearn's controller for BSP data parallelism: batch sizes with a fixed global batch.
-class omnilearn_bsp {
+/// What both OmniLearn controllers share: the configuration, the batches, the measurement
+/// window and one controller step.
+class omnilearn_controller {
  public:
-  /// Starts from the given per-worker batches; the global batch is their sum.
-  omnilearn_bsp(std::span<const std::size_t> initial_batches, omnilearn_config config = {})
-      : config_(config),
-        batches_(detail::validated_batches(initial_batches, config)),
-        targets_(batches_.begin(), batches_.end()),
-        global_(std::accumulate(batches_.begin(), batches_.end(), std::size_t{0})),
-        window_(batches_.size()) {}
-
-  /// Starts from an even split of `global_batch` over `workers` (b = 32 each in the paper).
-  omnilearn_bsp(std::size_t workers, std::size_t global_batch, omnilearn_config config = {})
-      : omnilearn_bsp(even_split(workers, global_batch, config), config) {}
-
   const omnilearn_config& config() const { return config_; }
   std::size_t workers() const { return batches_.size(); }
-  std::size_t global_batch() const { return global_; }
 
   /// Records one measurement of worker w (use compute time only, as the paper does).
   void observe(std::size_t w, const worker_measurement& m) { window_.add(w, m); }
 
-  /// Runs the controller on the window observed since the last call (once per epoch);
-  /// true if some batch size changed. Throws, changing nothing, unless every worker
-  /// reported samples and positive compute time.
-  bool rebalance() {
+  std::size_t assignment(std::size_t w) const { return batches_.at(w); }
+  std::size_t batch_size(std::size_t w) const { return batches_.at(w); }
+  std::span<const std::size_t> batch_sizes() const { return batches_; }
+
+  friend bool operator==(const omnilearn_controller&, const omnilearn_controller&) = default;
+
+ protected:
+  omnilearn_controller(std::span<const std::size_t> initial_batches, omnilearn_config config)
+      : config_(config),
+        batches_(validated_batches(initial_batches, config)),
+        window_(batches_.size()) {}
+
+  /// One step on the window observed since the last: `spread` turns the candidates into
+  /// real-valued batches, `round` those into the new batches unless the cluster-wide
+  /// deadband keeps the old ones; true if some batch changed. Throws, changing nothing,
+  /// unless every worker reported samples and positive compute time.
+  template <class Spread, class Round>
+  bool step(Spread&& spread, Round&& round) {
     window_.require_complete();
-    const auto cand = detail::omnilearn_candidates(batches_, window_, config_);
-    auto x = detail::water_fill(static_cast<double>(global_), cand,
-                                static_cast<double>(config_.min_batch),
-                                static_cast<double>(config_.max_batch));
+    std::vector<double> x = spread(omnilearn_candidates(batches_, window_, config_));
     window_.clear();
     if (config_.scope == deadband_scope::cluster &&
-        detail::largest_relative_change(x, batches_) < config_.deadband) {
+        largest_relative_change(x, batches_) < config_.deadband) {
       return false;
     }
-    auto next = detail::largest_remainder(x, global_, config_.min_batch, config_.max_batch);
-    targets_ = std::move(x);
+    std::vector<std::size_t> next = round(x);
     const bool changed = next != batches_;
     batches_ = std::move(next);
     return changed;
   }
 
-  std::size_t assignment(std::size_t w) const { return batches_.at(w); }
-  std::size_t batch_size(std::size_t w) const { return batches_.at(w); }
-  std::span<const std::size_t> batch_sizes() const { return batches_; }
+  omnilearn_config config_;
+  std::vector<std::size_t> batches_;
+  measurement_window window_;
+};
+
+}  // namespace detail
+
+/// OmniLearn's controller for BSP data parallelism: batch sizes with a fixed global batch.
+class omnilearn_bsp : public detail::omnilearn_controller {
+ public:
+  /// Starts from the given per-worker batches; the global batch is their sum.
+  omnilearn_bsp(std::span<const std::size_t> initial_batches, omnilearn_config config = {})
+      : omnilearn_controller(initial_batches, config),
+        targets_(batches_.begin(), batches_.end()),
+        global_(std::accumulate(batches_.begin(), batches_.end(), std::size_t{0})) {}
+
+  /// Starts from an even split of `global_batch` over `workers` (b = 32 each in the paper).
+  omnilearn_bsp(std::size_t workers, std::size_t global_batch, omnilearn_config config = {})
+      : omnilearn_bsp(even_split(workers, global_batch, config), config) {}
+
+  std::size_t global_batch() const { return global_; }
+
+  /// Runs the controller on the window observed since the last call (once per epoch): the
+  /// global batch water-filled over the candidates, rounded by largest remainder; true if
+  /// some batch size changed.
+  bool rebalance() {
+    return step(
+        [&](const std::vector<double>& cand) {
+          return detail::water_fill(static_cast<double>(global_), cand,
+                                    static_cast<double>(config_.min_batch),
+                                    static_cast<double>(config_.max_batch));
+        },
+        [&](std::vector<double>& x) {
+          auto next = detail::largest_remainder(x, global_, config_.min_batch, config_.max_batch);
+          targets_ = std::move(x);
+          return next;
+        });
+  }
+
   /// The real-valued batch sizes of the last change, before integer rounding.
   std::span<const double> targets() const { return targets_; }
   /// Gradient weight b_i / B: Σ_i (b_i/B)·g_i is the mean gradient over the global batch.
@@ -179,7 +211,7 @@ class omnilearn_bsp {
 
   friend bool operator==(const omnilearn_bsp&, const omnilearn_bsp&) = default;
 
-  /// Checkpointing (heterograd-run): the batches, the last real-valued targets and the open
+  /// Checkpointing (core/archive.hpp): the batches, the last real-valued targets and the open
   /// measurement window, in a fixed order; `ar(...)` writes or reads them. The configuration
   /// and the global batch are rebuilt by the caller.
   template <class Archive>
@@ -201,55 +233,39 @@ class omnilearn_bsp {
     return proportional_split(global_batch, even, c.min_batch, c.max_batch);
   }
 
-  omnilearn_config config_;
-  std::vector<std::size_t> batches_;
   std::vector<double> targets_;
   std::size_t global_;
-  detail::measurement_window window_;
 };
 
 /// OmniLearn's controller for an ASP parameter server: per-worker batches equalising
 /// iteration times, with no global batch to keep.
-class omnilearn_asp {
+class omnilearn_asp : public detail::omnilearn_controller {
  public:
   omnilearn_asp(std::span<const std::size_t> initial_batches, omnilearn_config config = {})
-      : config_(config),
-        batches_(detail::validated_batches(initial_batches, config)),
-        initial_(batches_),
-        window_(batches_.size()) {}
+      : omnilearn_controller(initial_batches, config), initial_(batches_) {}
 
-  const omnilearn_config& config() const { return config_; }
-  std::size_t workers() const { return batches_.size(); }
-
-  void observe(std::size_t w, const worker_measurement& m) { window_.add(w, m); }
-
-  /// Runs the controller (once per epoch, on the server); true if some batch changed.
+  /// Runs the controller (once per epoch, on the server): each candidate clamped to the
+  /// batch bounds and rounded half up; true if some batch changed.
   bool rebalance() {
-    window_.require_complete();
-    const auto cand = detail::omnilearn_candidates(batches_, window_, config_);
-    std::vector<double> x(cand.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      x[i] = std::clamp(cand[i], static_cast<double>(config_.min_batch),
-                        static_cast<double>(config_.max_batch));
-    }
-    window_.clear();
-    if (config_.scope == deadband_scope::cluster &&
-        detail::largest_relative_change(x, batches_) < config_.deadband) {
-      return false;
-    }
-    std::vector<std::size_t> next(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      // Round half up; the clamp bounds are integers, so the result stays inside them.
-      next[i] = static_cast<std::size_t>(std::floor(x[i] + 0.5));
-    }
-    const bool changed = next != batches_;
-    batches_ = std::move(next);
-    return changed;
+    return step(
+        [&](const std::vector<double>& cand) {
+          std::vector<double> x(cand.size());
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            x[i] = std::clamp(cand[i], static_cast<double>(config_.min_batch),
+                              static_cast<double>(config_.max_batch));
+          }
+          return x;
+        },
+        [](const std::vector<double>& x) {
+          std::vector<std::size_t> next(x.size());
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            // Round half up; the clamp bounds are integers, so the result stays inside them.
+            next[i] = static_cast<std::size_t>(std::floor(x[i] + 0.5));
+          }
+          return next;
+        });
   }
 
-  std::size_t assignment(std::size_t w) const { return batches_.at(w); }
-  std::size_t batch_size(std::size_t w) const { return batches_.at(w); }
-  std::span<const std::size_t> batch_sizes() const { return batches_; }
   /// The server applies each push on its own: every contribution has weight 1.
   double weight(std::size_t w) const {
     require(w < workers(), "worker", w, "must be < the number of workers");
@@ -262,7 +278,7 @@ class omnilearn_asp {
 
   friend bool operator==(const omnilearn_asp&, const omnilearn_asp&) = default;
 
-  /// Checkpointing (heterograd-run): the batches and the open measurement window; the
+  /// Checkpointing (core/archive.hpp): the batches and the open measurement window; the
   /// configuration and the initial batches are rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
@@ -270,10 +286,7 @@ class omnilearn_asp {
   }
 
  private:
-  omnilearn_config config_;
-  std::vector<std::size_t> batches_;
   std::vector<std::size_t> initial_;
-  detail::measurement_window window_;
 };
 
 }  // namespace heterograd::balance

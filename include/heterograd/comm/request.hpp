@@ -118,13 +118,7 @@ class request_state {
 
   /// Non-blocking progress; true once the operation finished (successfully or not).
   bool test() {
-    if (done_) return true;
-    try {
-      if (progress()) return finish();
-    } catch (...) {
-      fail(std::current_exception());
-      return true;
-    }
+    if (step()) return true;
     if (anchor(clock_.now()) >= deadline_) expire("its deadline passed");
     return done_;
   }
@@ -240,6 +234,8 @@ class request_state {
   comm::status status_{};
 
  private:
+  // One attempt to progress: true once finished, with or without an error (the deadline is
+  // the caller's to check).
   bool step() {
     if (done_) return true;
     try {

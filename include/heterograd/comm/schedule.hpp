@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "heterograd/comm/types.hpp"
@@ -171,6 +172,12 @@ inline void append_tree_broadcast(std::vector<schedule_step>& steps,
   }
 }
 
+/// A grid side or group size must tile the ranks.
+inline void require_divides(std::string_view parameter, int divisor, int size) {
+  require(divisor >= 1 && size % divisor == 0, parameter, divisor,
+          "must be >= 1 and divide the number of ranks");
+}
+
 inline std::vector<int> iota_members(int first, int count, int stride = 1) {
   std::vector<int> m(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) m[static_cast<std::size_t>(i)] = first + i * stride;
@@ -269,8 +276,7 @@ inline schedule tree_allreduce(int rank, int size, std::size_t count) {
 
 /// Two-level: groups of `group` consecutive ranks (size % group == 0).
 inline schedule hierarchical_allreduce(int rank, int size, std::size_t count, int group) {
-  require(group >= 1 && size % group == 0, "hierarchical.group_size", group,
-          "must be >= 1 and divide the number of ranks");
+  detail::require_divides("hierarchical.group_size", group, size);
   schedule s{algorithm::hierarchical, rank, size, count, {}};
   const int g = rank / group, l = rank % group, groups = size / group;
   const auto local = detail::iota_members(g * group, group);
@@ -284,8 +290,7 @@ inline schedule hierarchical_allreduce(int rank, int size, std::size_t count, in
 
 /// 2D torus on an X x Y grid (size == X * Y, rank = y*X + x).
 inline schedule torus_2d_allreduce(int rank, int size, std::size_t count, int x_dim) {
-  require(x_dim >= 1 && size % x_dim == 0, "torus_2d.x", x_dim,
-          "must be >= 1 and divide the number of ranks");
+  detail::require_divides("torus_2d.x", x_dim, size);
   schedule s{algorithm::torus_2d, rank, size, count, {}};
   const int X = x_dim, Y = size / x_dim, x = rank % X, y = rank / X;
   const auto row = detail::iota_members(y * X, X);

@@ -1,8 +1,8 @@
 #pragma once
 // The hyper-parameters of every optimizer, defined once: one struct per optimizer with its
 // defaults (the member initialisers) and its description (core/describe.hpp), used by the
-// fused kernels (kernels/updates.hpp), by optim (optim::sgd_params = sgd_config<schedule>,
-// ...), by the C API and by the driver's schema.
+// fused kernels (kernels/updates.hpp), by optim (sgd_config<optim::schedule>, ...), by the
+// C API and by the driver's schema.
 //
 // `Lr` is the learning rate's type: a number here in kernels, a schedule in optim (anything
 // callable with the number of steps already applied). What only the caller knows at each
@@ -17,6 +17,35 @@
 
 namespace heterograd::kernels {
 
+namespace detail {
+// The fields several optimizers share, with one name, meaning and rule each.
+template <class C, class Lr>
+constexpr auto lr_field(Lr C::*m) {
+  return describe_field("lr", m, "learning rate", finite_at_least(0));
+}
+template <class C>
+constexpr auto l2_decay_field(double C::*m) {
+  return describe_field("weight_decay", m, "L2 weight decay (added to the gradient)",
+                        finite_at_least(0));
+}
+template <class C>
+constexpr auto beta1_field(double C::*m) {
+  return describe_field("beta1", m, "decay of the first moment", closed_open(0, 1));
+}
+template <class C>
+constexpr auto beta2_field(double C::*m) {
+  return describe_field("beta2", m, "decay of the second moment", closed_open(0, 1));
+}
+template <class C>
+constexpr auto eps_field(double C::*m) {
+  return describe_field("eps", m, "added to the denominator", finite_above(0));
+}
+template <class C>
+constexpr auto bias_correction_field(bool C::*m) {
+  return describe_field("bias_correction", m, "divide the moments by 1 - beta^step");
+}
+}  // namespace detail
+
 /// SGD: p <- p - lr (g + weight_decay p).
 template <class Lr = double>
 struct sgd_config {
@@ -24,10 +53,8 @@ struct sgd_config {
   double weight_decay = 0.0;
 
   static constexpr auto description() {
-    return describe("sgd",
-                    describe_field("lr", &sgd_config::lr, "learning rate", finite_at_least(0)),
-                    describe_field("weight_decay", &sgd_config::weight_decay,
-                                   "L2 weight decay (added to the gradient)", finite_at_least(0)));
+    return describe("sgd", detail::lr_field(&sgd_config::lr),
+                    detail::l2_decay_field(&sgd_config::weight_decay));
   }
 };
 
@@ -42,15 +69,12 @@ struct momentum_config {
   double weight_decay = 0.0;
 
   static constexpr auto description() {
-    return describe(
-        "momentum",
-        describe_field("lr", &momentum_config::lr, "learning rate", finite_at_least(0)),
-        describe_field("momentum", &momentum_config::momentum, "momentum coefficient mu",
-                       closed_open(0, 1)),
-        describe_field("dampening", &momentum_config::dampening,
-                       "dampening of the gradient added to the velocity", closed(0, 1)),
-        describe_field("weight_decay", &momentum_config::weight_decay,
-                       "L2 weight decay (added to the gradient)", finite_at_least(0)));
+    return describe("momentum", detail::lr_field(&momentum_config::lr),
+                    describe_field("momentum", &momentum_config::momentum,
+                                   "momentum coefficient mu", closed_open(0, 1)),
+                    describe_field("dampening", &momentum_config::dampening,
+                                   "dampening of the gradient added to the velocity", closed(0, 1)),
+                    detail::l2_decay_field(&momentum_config::weight_decay));
   }
 };
 
@@ -70,17 +94,12 @@ struct adam_config {
 
   static constexpr auto description() {
     return describe(
-        "adam", describe_field("lr", &adam_config::lr, "learning rate", finite_at_least(0)),
-        describe_field("beta1", &adam_config::beta1, "decay of the first moment",
-                       closed_open(0, 1)),
-        describe_field("beta2", &adam_config::beta2, "decay of the second moment",
-                       closed_open(0, 1)),
-        describe_field("eps", &adam_config::eps, "added to the denominator", finite_above(0)),
+        "adam", detail::lr_field(&adam_config::lr), detail::beta1_field(&adam_config::beta1),
+        detail::beta2_field(&adam_config::beta2), detail::eps_field(&adam_config::eps),
         describe_field("weight_decay", &adam_config::weight_decay,
                        "weight decay (Adam: L2 added to the gradient; AdamW: decoupled)",
                        finite_at_least(0)),
-        describe_field("bias_correction", &adam_config::bias_correction,
-                       "divide the moments by 1 - beta^step"));
+        detail::bias_correction_field(&adam_config::bias_correction));
   }
 };
 
@@ -96,10 +115,8 @@ struct adagrad_config {
 
   static constexpr auto description() {
     return describe(
-        "adagrad", describe_field("lr", &adagrad_config::lr, "learning rate", finite_at_least(0)),
-        describe_field("eps", &adagrad_config::eps, "added to the denominator", finite_above(0)),
-        describe_field("weight_decay", &adagrad_config::weight_decay,
-                       "L2 weight decay (added to the gradient)", finite_at_least(0)),
+        "adagrad", detail::lr_field(&adagrad_config::lr), detail::eps_field(&adagrad_config::eps),
+        detail::l2_decay_field(&adagrad_config::weight_decay),
         describe_field("lr_decay", &adagrad_config::lr_decay,
                        "learning-rate decay: lr / (1 + (step - 1) lr_decay)", finite_at_least(0)),
         describe_field("initial_accumulator", &adagrad_config::initial_accumulator,
@@ -122,19 +139,14 @@ struct lamb_config {
 
   static constexpr auto description() {
     return describe(
-        "lamb", describe_field("lr", &lamb_config::lr, "learning rate", finite_at_least(0)),
-        describe_field("beta1", &lamb_config::beta1, "decay of the first moment",
-                       closed_open(0, 1)),
-        describe_field("beta2", &lamb_config::beta2, "decay of the second moment",
-                       closed_open(0, 1)),
-        describe_field("eps", &lamb_config::eps, "added to the denominator", finite_above(0)),
+        "lamb", detail::lr_field(&lamb_config::lr), detail::beta1_field(&lamb_config::beta1),
+        detail::beta2_field(&lamb_config::beta2), detail::eps_field(&lamb_config::eps),
         describe_field("weight_decay", &lamb_config::weight_decay,
                        "weight decay (added to the direction)", finite_at_least(0)),
         describe_field("tensor_sizes", &lamb_config::tensor_sizes,
                        "sizes of the tensors packed in the buffer, one trust ratio each "
                        "(empty: one tensor)"),
-        describe_field("bias_correction", &lamb_config::bias_correction,
-                       "divide the moments by 1 - beta^step"));
+        detail::bias_correction_field(&lamb_config::bias_correction));
   }
 };
 

@@ -58,6 +58,23 @@ std::size_t peel_count(const A* p, std::size_t n) {
   return k < n ? k : n;
 }
 
+namespace detail {
+/// The calling thread's index in its OpenMP team and the team's size ({0, 1} without OpenMP),
+/// from which the omp paths cut each thread's share.
+struct team_place {
+  std::size_t index;
+  std::size_t count;
+};
+inline team_place this_thread_place() {
+#if defined(_OPENMP)
+  return {static_cast<std::size_t>(omp_get_thread_num()),
+          static_cast<std::size_t>(omp_get_num_threads())};
+#else
+  return {0, 1};
+#endif
+}
+}  // namespace detail
+
 /// Runs body(i) for i in [0, n) on the policy's backend.
 ///
 /// `align_to` names the buffer the omp path aligns its threads' shares to (the one the body
@@ -87,12 +104,8 @@ void launch(const Policy& policy, std::size_t n, const Body& body, const A* alig
         align_to != nullptr && vector_bytes % sizeof(A) == 0 ? vector_bytes / sizeof(A) : 16;
     const std::size_t blocks = (n - peel) / unit;
     HG_PRAGMA_PARALLEL {
-#if defined(_OPENMP)
-      const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
-      const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
-#else
-      const std::size_t nt = 1, t = 0;
-#endif
+      const detail::team_place me = detail::this_thread_place();
+      const std::size_t nt = me.count, t = me.index;
       // Equal shares of whole 64-byte blocks; thread 0 adds the peel, the last the tail.
       const std::size_t lo = t == 0 ? 0 : peel + blocks * t / nt * unit;
       const std::size_t hi = t + 1 == nt ? n : peel + blocks * (t + 1) / nt * unit;

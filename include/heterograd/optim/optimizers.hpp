@@ -29,26 +29,13 @@
 
 namespace heterograd::optim {
 
-using sgd_params = kernels::sgd_config<schedule>;
-using momentum_params = kernels::momentum_config<schedule>;
-using adam_params = kernels::adam_config<schedule>;
-using adagrad_params = kernels::adagrad_config<schedule>;
-using lamb_params = kernels::lamb_config<schedule>;
-
 /// SGD with (L2) weight decay: p <- p - lr (g + wd p). 12 B/element (float).
 class sgd : public fused_base<sgd> {
  public:
-  explicit sgd(sgd_params p = {}) : p_(p) { validate_fields(p_, name()); }
+  explicit sgd(kernels::sgd_config<schedule> p = {}) : p_(p) { validate_fields(p_, name()); }
   static constexpr std::string_view name() { return "sgd"; }
-  const sgd_params& params() const { return p_; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t) const {
-    return detail::plain_state<T, S>(name(), 0, 0);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 0);
-  }
+  static constexpr std::size_t state_slots = 0;
+  const kernels::sgd_config<schedule>& params() const { return p_; }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::sgd(policy, p, g, p_, {.step = st.count + 1});
@@ -59,7 +46,7 @@ class sgd : public fused_base<sgd> {
   }
 
  private:
-  sgd_params p_;
+  kernels::sgd_config<schedule> p_;
 };
 
 namespace detail {
@@ -67,16 +54,11 @@ namespace detail {
 template <bool Nesterov, class D>
 class momentum_impl : public fused_base<D> {
  public:
-  explicit momentum_impl(momentum_params p) : p_(p) { validate_fields(p_, D::name()); }
-  const momentum_params& params() const { return p_; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return plain_state<T, S>(D::name(), 1, n);
+  explicit momentum_impl(kernels::momentum_config<schedule> p) : p_(p) {
+    validate_fields(p_, D::name());
   }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    check_plain_state(st, n, where, D::name(), 1);
-  }
+  static constexpr std::size_t state_slots = 1;  // v
+  const kernels::momentum_config<schedule>& params() const { return p_; }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::momentum(policy, p, g, slot_span<T, S>(st.slots[0]), p_,
@@ -89,7 +71,7 @@ class momentum_impl : public fused_base<D> {
   }
 
  private:
-  momentum_params p_;
+  kernels::momentum_config<schedule> p_;
 };
 }  // namespace detail
 
@@ -97,14 +79,14 @@ class momentum_impl : public fused_base<D> {
 /// p <- p - lr v. 20 B/element (float).
 class momentum : public detail::momentum_impl<false, momentum> {
  public:
-  explicit momentum(momentum_params p = {}) : momentum_impl(p) {}
+  explicit momentum(kernels::momentum_config<schedule> p = {}) : momentum_impl(p) {}
   static constexpr std::string_view name() { return "momentum"; }
 };
 
 /// Nesterov momentum (Sutskever et al. 2013): as momentum, then p <- p - lr (d + mu v).
 class nesterov : public detail::momentum_impl<true, nesterov> {
  public:
-  explicit nesterov(momentum_params p = {}) : momentum_impl(p) {}
+  explicit nesterov(kernels::momentum_config<schedule> p = {}) : momentum_impl(p) {}
   static constexpr std::string_view name() { return "nesterov"; }
 };
 
@@ -113,16 +95,9 @@ namespace detail {
 template <bool Decoupled, class D>
 class adam_impl : public fused_base<D> {
  public:
-  explicit adam_impl(adam_params p) : p_(p) { validate_fields(p_, D::name()); }
-  const adam_params& params() const { return p_; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return plain_state<T, S>(D::name(), 2, n);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    check_plain_state(st, n, where, D::name(), 2);
-  }
+  explicit adam_impl(kernels::adam_config<schedule> p) : p_(p) { validate_fields(p_, D::name()); }
+  static constexpr std::size_t state_slots = 2;  // m, v
+  const kernels::adam_config<schedule>& params() const { return p_; }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::adam(policy, p, g, slot_span<T, S>(st.slots[0]), slot_span<T, S>(st.slots[1]), p_,
@@ -139,14 +114,14 @@ class adam_impl : public fused_base<D> {
   }
 
  private:
-  adam_params p_;
+  kernels::adam_config<schedule> p_;
 };
 }  // namespace detail
 
 /// Adam (Kingma & Ba 2015) with L2 weight decay added to the gradient. 28 B/element (float).
 class adam : public detail::adam_impl<false, adam> {
  public:
-  explicit adam(adam_params p = {}) : adam_impl(p) {}
+  explicit adam(kernels::adam_config<schedule> p = {}) : adam_impl(p) {}
   static constexpr std::string_view name() { return "adam"; }
 };
 
@@ -154,7 +129,8 @@ class adam : public detail::adam_impl<false, adam> {
 /// Default weight_decay 0.01 (PyTorch's). 28 B/element (float).
 class adamw : public detail::adam_impl<true, adamw> {
  public:
-  explicit adamw(adam_params p = {.lr = 1e-3, .weight_decay = 0.01}) : adam_impl(p) {}
+  explicit adamw(kernels::adam_config<schedule> p = {.lr = 1e-3, .weight_decay = 0.01})
+      : adam_impl(p) {}
   static constexpr std::string_view name() { return "adamw"; }
 };
 
@@ -162,22 +138,16 @@ class adamw : public detail::adam_impl<true, adamw> {
 /// ratio ||p|| / ||r||. Two passes, 40 B/element (float).
 class lamb : public fused_base<lamb> {
  public:
-  explicit lamb(lamb_params p = {}) : p_(std::move(p)) { validate_fields(p_, name()); }
-  static constexpr std::string_view name() { return "lamb"; }
-  const lamb_params& params() const { return p_; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return detail::plain_state<T, S>(name(), 2, n);
+  explicit lamb(kernels::lamb_config<schedule> p = {}) : p_(std::move(p)) {
+    validate_fields(p_, name());
   }
+  static constexpr std::string_view name() { return "lamb"; }
+  static constexpr std::size_t state_slots = 2;  // m, v
+  const kernels::lamb_config<schedule>& params() const { return p_; }
   template <class T, class S>
   void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 2);
-    if (!p_.tensor_sizes.empty()) {
-      std::size_t total = 0;
-      for (auto s : p_.tensor_sizes) total += s;
-      require_same_size(detail::join(where, "tensor_sizes (sum)"), total,
-                        detail::join(where, "params"), n);
-    }
+    detail::check_plain_state(st, n, where, name(), state_slots);
+    detail::check_tensor_sizes(p_.tensor_sizes, n, where);
   }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
@@ -192,24 +162,23 @@ class lamb : public fused_base<lamb> {
   }
 
  private:
-  lamb_params p_;
+  kernels::lamb_config<schedule> p_;
 };
 
 /// Adagrad (Duchi et al. 2011; PyTorch's form). 20 B/element (float).
 class adagrad : public fused_base<adagrad> {
  public:
-  explicit adagrad(adagrad_params p = {}) : p_(p) { validate_fields(p_, name()); }
+  explicit adagrad(kernels::adagrad_config<schedule> p = {}) : p_(p) {
+    validate_fields(p_, name());
+  }
   static constexpr std::string_view name() { return "adagrad"; }
-  const adagrad_params& params() const { return p_; }
-  template <class T, class S>
+  static constexpr std::size_t state_slots = 1;  // the sum of squares
+  const kernels::adagrad_config<schedule>& params() const { return p_; }
+  template <class T, class S>  // the sum of squares starts at initial_accumulator, not 0
   state<T, S> init_state(std::size_t n) const {
     state<T, S> st = detail::plain_state<T, S>(name(), 0, 0);
     st.slots.push_back(buffer<T, S>(n, static_cast<T>(p_.initial_accumulator)));
     return st;
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 1);
   }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
@@ -222,7 +191,7 @@ class adagrad : public fused_base<adagrad> {
   }
 
  private:
-  adagrad_params p_;
+  kernels::adagrad_config<schedule> p_;
 };
 
 }  // namespace heterograd::optim

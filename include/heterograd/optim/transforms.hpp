@@ -101,14 +101,7 @@ class scale_by_learning_rate : public transformation_base<scale_by_learning_rate
     detail::require_finite_nonneg("scale_by_learning_rate.decay", decay);
   }
   static constexpr std::string_view name() { return "scale_by_learning_rate"; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t) const {
-    return detail::plain_state<T, S>(name(), 0, 0);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 0);
-  }
+  static constexpr std::size_t state_slots = 0;
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     const double lr = lr_(st.count) / (1.0 + decay_ * static_cast<double>(st.count));
@@ -128,14 +121,7 @@ class scale : public transformation_base<scale> {
     require(std::isfinite(factor), "scale.factor", factor, "must be finite");
   }
   static constexpr std::string_view name() { return "scale"; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t) const {
-    return detail::plain_state<T, S>(name(), 0, 0);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 0);
-  }
+  static constexpr std::size_t state_slots = 0;
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     kernels::launch(policy, u.size(), detail::scale_body<T>{u.data(), static_cast<T>(factor_)});
@@ -153,14 +139,7 @@ class add_decayed_weights : public transformation_base<add_decayed_weights> {
     detail::require_finite_nonneg("add_decayed_weights.weight_decay", weight_decay);
   }
   static constexpr std::string_view name() { return "add_decayed_weights"; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t) const {
-    return detail::plain_state<T, S>(name(), 0, 0);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 0);
-  }
+  static constexpr std::size_t state_slots = 0;
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,
                       span<const T, S> p) const {
@@ -184,14 +163,7 @@ class trace : public transformation_base<trace> {
             "must be in [0, 1]");
   }
   static constexpr std::string_view name() { return "trace"; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return detail::plain_state<T, S>(name(), 1, n);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 1);
-  }
+  static constexpr std::size_t state_slots = 1;
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     T* v = slot_span<T, S>(st.slots[0]).data();
@@ -219,14 +191,7 @@ class scale_by_adam : public transformation_base<scale_by_adam> {
     detail::require_eps("scale_by_adam.eps", eps);
   }
   static constexpr std::string_view name() { return "scale_by_adam"; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return detail::plain_state<T, S>(name(), 2, n);
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 2);
-  }
+  static constexpr std::size_t state_slots = 2;
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
     const double t = static_cast<double>(st.count + 1);
@@ -255,15 +220,12 @@ class scale_by_rss : public transformation_base<scale_by_rss> {
     detail::require_finite_nonneg("scale_by_rss.initial_accumulator", initial_accumulator);
   }
   static constexpr std::string_view name() { return "scale_by_rss"; }
-  template <class T, class S>
+  static constexpr std::size_t state_slots = 1;
+  template <class T, class S>  // the sum of squares starts at initial_accumulator, not 0
   state<T, S> init_state(std::size_t n) const {
     state<T, S> st = detail::plain_state<T, S>(name(), 0, 0);
     st.slots.push_back(buffer<T, S>(n, static_cast<T>(init_)));
     return st;
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 1);
   }
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st, span<const T, S>) const {
@@ -284,19 +246,11 @@ class scale_by_trust_ratio : public transformation_base<scale_by_trust_ratio> {
   explicit scale_by_trust_ratio(std::vector<std::size_t> tensor_sizes = {})
       : sizes_(std::move(tensor_sizes)) {}
   static constexpr std::string_view name() { return "scale_by_trust_ratio"; }
-  template <class T, class S>
-  state<T, S> init_state(std::size_t) const {
-    return detail::plain_state<T, S>(name(), 0, 0);
-  }
+  static constexpr std::size_t state_slots = 0;
   template <class T, class S>
   void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    detail::check_plain_state(st, n, where, name(), 0);
-    if (!sizes_.empty()) {
-      std::size_t total = 0;
-      for (auto s : sizes_) total += s;
-      require_same_size(detail::join(where, "tensor_sizes (sum)"), total,
-                        detail::join(where, "params"), n);
-    }
+    detail::check_plain_state(st, n, where, name(), state_slots);
+    detail::check_tensor_sizes(sizes_, n, where);
   }
   template <class Policy, class T, class S>
   void transform_impl(const Policy& policy, span<T, S> u, state<T, S>& st,

@@ -138,7 +138,7 @@ inline int worker_of_rank(int rank, int server_rank) { return rank < server_rank
 
 /// The server's side: per-worker state, the control handle's implementation.
 template <class T, class Policy, class Transport, class Model>
-class remote_server {
+class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Transport, Model>> {
  public:
   enum class state : std::uint8_t { idle, busy, waiting };
 
@@ -187,15 +187,8 @@ class remote_server {
     state_[w] = state::idle;  // its result, if it still comes, is for a job no longer current
     restart(w);
   }
-  void applied(worker_id w, std::uint64_t s) {
-    log_.record_update(w, s, sim::update_outcome::applied);
-  }
-  void buffered(worker_id w, std::uint64_t s) {
-    log_.record_update(w, s, sim::update_outcome::buffered);
-  }
-  void discarded(worker_id w, std::uint64_t s) {
-    log_.record_update(w, s, sim::update_outcome::discarded);
-  }
+  // applied, buffered, discarded: sim::reports_outcomes, into log_.
+  sim::recorder& outcome_log() { return log_; }
 
   // ---- the loop ---------------------------------------------------------------------------
   remote_summary run() {

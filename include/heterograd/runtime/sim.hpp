@@ -132,25 +132,61 @@ void evaluate_into(sim::recorder& rec, Eval& eval, double t) {
     rec.record_evaluation(t, eval(t));
   }
 }
+
+/// What both simulated runtimes hold: the engine, the worker-time model, the recorder and
+/// one Result per worker (allocated once), with the drawing of a job's duration and the end
+/// of a run.
+template <class Result, sim::worker_time_model Model>
+class simulated {
+ public:
+  sim::engine& engine() { return engine_; }
+  const sim::engine& engine() const { return engine_; }
+  sim::recorder& recorder() { return recorder_; }
+  const sim::recorder& recorder() const { return recorder_; }
+  const Model& model() const { return model_; }
+
+ protected:
+  simulated(std::size_t workers, Model model)
+      : engine_(workers), model_(std::move(model)), recorder_(workers), results_(workers) {}
+
+  /// The duration of worker w's job k of `batch` samples starting now, checked before the
+  /// caller computes anything, so a bad model value leaves everything as it was.
+  double job_duration(worker_id w, std::uint64_t k, std::size_t batch) {
+    const double d = model_.duration(w, k, engine_.now(), batch);
+    require(!std::isnan(d) && d >= 0.0, "duration", d, "must be >= 0 (from the worker-time model)");
+    return d;
+  }
+
+  template <class Handler>
+  run_summary run_engine(Handler& h, const run_options& opt) {
+    const run_summary s = runtime::run(engine_, h, opt);
+    recorder_.capture(engine_);
+    return s;
+  }
+
+  sim::engine engine_;
+  Model model_;
+  sim::recorder recorder_;
+  std::vector<Result> results_;
+};
+
 }  // namespace detail
 
 /// A parameter server and n asynchronous workers (see the header comment for the policy
 /// contract). `Result` is what one job produces (a gradient buffer, a model delta), kept per
 /// worker: memory is O(workers) results, allocated once.
 template <class Result, sim::worker_time_model Model>
-class async_runtime {
+class async_runtime : public detail::simulated<Result, Model> {
+  using base = detail::simulated<Result, Model>;
+  using base::engine_;
+  using base::recorder_;
+  using base::results_;
+
  public:
   async_runtime(std::size_t workers, Model model, std::size_t batch = 1)
-      : engine_(workers), model_(std::move(model)), recorder_(workers), results_(workers),
-        batch_(workers, batch) {
+      : base(workers, std::move(model)), batch_(workers, batch) {
     require(batch > 0, "batch", batch, "must be > 0");
   }
-
-  sim::engine& engine() { return engine_; }
-  const sim::engine& engine() const { return engine_; }
-  sim::recorder& recorder() { return recorder_; }
-  const sim::recorder& recorder() const { return recorder_; }
-  const Model& model() const { return model_; }
   /// Batch size worker w's next jobs are timed with.
   void set_batch(worker_id w, std::size_t b) {
     require(w < batch_.size(), "worker", w, "must be < the number of workers");
@@ -168,7 +204,7 @@ class async_runtime {
 
   /// The control handle a policy receives.
   template <class Policy, class Compute>
-  class control {
+  class control : public sim::reports_outcomes<control<Policy, Compute>> {
    public:
     control(async_runtime& rt, Policy& p, Compute& c) : rt_(rt), policy_(p), compute_(c) {}
     double now() const { return rt_.engine_.now(); }
@@ -184,10 +220,7 @@ class async_runtime {
       require(e.state(w) == sim::worker_state::idle, "worker", w, "must be idle to restart");
       const std::uint64_t v = policy_.version();
       const std::uint64_t k = e.next_job_index(w);
-      // The duration is drawn and checked before the computation overwrites w's result, so a
-      // bad model value leaves everything as it was.
-      const double d = rt_.model_.duration(w, k, e.now(), rt_.batch_[w]);
-      require(!std::isnan(d) && d >= 0.0, "duration", d, "must be >= 0 (from the worker-time model)");
+      const double d = rt_.job_duration(w, k, rt_.batch_[w]);
       compute_(w, v, k, rt_.results_[w]);
       e.start(w, d, v);
     }
@@ -205,18 +238,12 @@ class async_runtime {
       rt_.recorder_.record_update(w, policy_.version() - j.tag, sim::update_outcome::interrupted);
       restart(w);
     }
-    void applied(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, sim::update_outcome::applied);
-    }
-    void buffered(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, sim::update_outcome::buffered);
-    }
-    void discarded(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, sim::update_outcome::discarded);
-    }
     void set_batch(worker_id w, std::size_t b) { rt_.set_batch(w, b); }
 
    private:
+    friend sim::reports_outcomes<control>;
+    sim::recorder& outcome_log() { return rt_.recorder_; }
+
     async_runtime& rt_;
     Policy& policy_;
     Compute& compute_;
@@ -250,39 +277,33 @@ class async_runtime {
       }
       void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
     } h{*this, policy, ctl, evaluate};
-    const run_summary s = runtime::run(engine_, h, opt);
-    recorder_.capture(engine_);
-    return s;
+    return this->run_engine(h, opt);
   }
 
  private:
-  sim::engine engine_;
-  Model model_;
-  sim::recorder recorder_;
-  std::vector<Result> results_;
   std::vector<std::size_t> batch_;
   bool started_ = false;
 };
 
 /// Synchronous rounds over n workers (see the header comment for the policy contract).
 template <class Result, sim::worker_time_model Model>
-class round_runtime {
+class round_runtime : public detail::simulated<Result, Model> {
+  using base = detail::simulated<Result, Model>;
+  using base::engine_;
+  using base::recorder_;
+  using base::results_;
+
  public:
   /// `communication_time` virtual seconds are added to every round (e.g. a network model's
   /// ring_allreduce(n, bytes).seconds) unless the policy provides communication_time(round).
   round_runtime(std::size_t workers, Model model, std::size_t batch = 1,
                 double communication_time = 0.0)
-      : engine_(workers), model_(std::move(model)), recorder_(workers), results_(workers),
-        batch_(batch), comm_(communication_time) {
+      : base(workers, std::move(model)), batch_(batch), comm_(communication_time) {
     require(batch > 0, "batch", batch, "must be > 0");
     require(std::isfinite(comm_) && comm_ >= 0, "communication_time", comm_,
             "must be finite and >= 0 (a negative time)");
   }
 
-  sim::engine& engine() { return engine_; }
-  const sim::engine& engine() const { return engine_; }
-  sim::recorder& recorder() { return recorder_; }
-  const sim::recorder& recorder() const { return recorder_; }
   std::uint64_t round() const { return round_; }
 
   /// Checkpointing: engine, recorder, the round's contributions and counters (see
@@ -292,23 +313,17 @@ class round_runtime {
     ar(engine_, recorder_, results_, batch_, comm_, round_, finished_, started_);
   }
 
-  class control {
+  class control : public sim::reports_outcomes<control> {
    public:
     explicit control(round_runtime& rt) : rt_(rt) {}
     double now() const { return rt_.engine_.now(); }
     std::size_t workers() const { return rt_.engine_.workers(); }
     std::uint64_t round() const { return rt_.round_; }
-    void applied(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, sim::update_outcome::applied);
-    }
-    void buffered(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, sim::update_outcome::buffered);
-    }
-    void discarded(worker_id w, std::uint64_t staleness) {
-      rt_.recorder_.record_update(w, staleness, sim::update_outcome::discarded);
-    }
 
    private:
+    friend sim::reports_outcomes<control>;
+    sim::recorder& outcome_log() { return rt_.recorder_; }
+
     round_runtime& rt_;
   };
 
@@ -326,9 +341,7 @@ class round_runtime {
         std::size_t b = batch_;
         if constexpr (requires { policy.batch(w); }) b = policy.batch(w);
         const std::uint64_t k = engine_.next_job_index(w);
-        const double d = model_.duration(w, k, engine_.now(), b);
-        require(!std::isnan(d) && d >= 0.0, "duration", d,
-                "must be >= 0 (from the worker-time model)");
+        const double d = this->job_duration(w, k, b);
         compute(w, round_, k, results_[w]);
         engine_.start(w, d, round_);
       }
@@ -359,16 +372,10 @@ class round_runtime {
       }
       void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
     } h{*this, policy, ctl, evaluate, start_round};
-    const run_summary s = runtime::run(engine_, h, opt);
-    recorder_.capture(engine_);
-    return s;
+    return this->run_engine(h, opt);
   }
 
  private:
-  sim::engine engine_;
-  Model model_;
-  sim::recorder recorder_;
-  std::vector<Result> results_;
   std::size_t batch_;
   double comm_;
   std::uint64_t round_ = 0;

@@ -200,20 +200,14 @@ class engine {
 
   /// Blocks idle worker w from now until release(w).
   void wait(worker_id w) {
-    check(w, "worker");
-    auto& r = workers_[w];
-    require(r.state == worker_state::idle, "worker", w, "must be idle to wait");
-    transition(r, worker_state::waiting);
-    trace(event_kind::wait_began, w, r.started, 0, 0);
+    hand_over(w, worker_state::idle, worker_state::waiting, event_kind::wait_began,
+              "must be idle to wait");
   }
 
   /// Unblocks waiting worker w now; it is idle and may start its next job at this instant.
   void release(worker_id w) {
-    check(w, "worker");
-    auto& r = workers_[w];
-    require(r.state == worker_state::waiting, "worker", w, "must be waiting to be released");
-    transition(r, worker_state::idle);
-    trace(event_kind::worker_released, w, r.started, 0, 0);
+    hand_over(w, worker_state::waiting, worker_state::idle, event_kind::worker_released,
+              "must be waiting to be released");
   }
 
   /// A timer delivered at virtual time `at` (>= now) with the caller's `tag`.
@@ -365,6 +359,14 @@ class engine {
     return w;
   }
 
+  // wait and release: w must be in `from`; it moves to `to` now, traced as k.
+  void hand_over(worker_id w, worker_state from, worker_state to, event_kind k, const char* rule) {
+    check(w, "worker");
+    auto& r = workers_[w];
+    require(r.state == from, "worker", w, rule);
+    transition(r, to);
+    trace(k, w, r.started, 0, 0);
+  }
   void transition(worker_record& r, worker_state to) {
     const double open = now_ - r.since;
     switch (r.state) {

@@ -329,4 +329,24 @@ class recorder {
   std::uint64_t trace_hash_ = 0;
 };
 
+/// The outcome reports of a control handle (applied, buffered, discarded, each with the
+/// update's staleness), written once for every runtime: D provides
+/// `sim::recorder& outcome_log()` (befriending this base if it is private).
+template <class D>
+class reports_outcomes {
+ public:
+  void applied(worker_id w, std::uint64_t staleness) {
+    log().record_update(w, staleness, update_outcome::applied);
+  }
+  void buffered(worker_id w, std::uint64_t staleness) {
+    log().record_update(w, staleness, update_outcome::buffered);
+  }
+  void discarded(worker_id w, std::uint64_t staleness) {
+    log().record_update(w, staleness, update_outcome::discarded);
+  }
+
+ private:
+  recorder& log() { return static_cast<D&>(*this).outcome_log(); }
+};
+
 }  // namespace heterograd::sim

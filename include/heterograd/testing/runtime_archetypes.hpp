@@ -32,19 +32,10 @@ struct async_control_archetype {
   void discarded(runtime::worker_id, std::uint64_t) {}
 };
 
-/// Not an asynchronous control: no interrupt (calculation stops could not be written).
-struct not_an_async_control_no_interrupt {
-  double now() const { return 0.0; }
-  std::size_t workers() const { return 1; }
-  bool busy(runtime::worker_id) const { return false; }
-  bool waiting(runtime::worker_id) const { return false; }
-  std::uint64_t version_of(runtime::worker_id) const { return 0; }
-  void restart(runtime::worker_id) {}
-  void hold(runtime::worker_id) {}
-  void release(runtime::worker_id) {}
-  void applied(runtime::worker_id, std::uint64_t) {}
-  void buffered(runtime::worker_id, std::uint64_t) {}
-  void discarded(runtime::worker_id, std::uint64_t) {}
+/// Not an asynchronous control: no interrupt (calculation stops could not be written). The
+/// archetype with interrupt deleted, so that only it is missing.
+struct not_an_async_control_no_interrupt : async_control_archetype {
+  void interrupt(runtime::worker_id) = delete;
 };
 
 /// Not an asynchronous control: version_of answers a name, not a model version.
@@ -112,13 +103,10 @@ struct round_control_archetype {
   void discarded(runtime::worker_id, std::uint64_t) {}
 };
 
-/// Not a round control: no round() (a policy could not tell rounds apart).
-struct not_a_round_control_no_round {
-  double now() const { return 0.0; }
-  std::size_t workers() const { return 1; }
-  void applied(runtime::worker_id, std::uint64_t) {}
-  void buffered(runtime::worker_id, std::uint64_t) {}
-  void discarded(runtime::worker_id, std::uint64_t) {}
+/// Not a round control: no round() (a policy could not tell rounds apart). The archetype
+/// with round() deleted, so that only it is missing.
+struct not_a_round_control_no_round : round_control_archetype {
+  std::uint64_t round() const = delete;
 };
 
 /// The least round method, with double contributions: each worker contributes its index + 1

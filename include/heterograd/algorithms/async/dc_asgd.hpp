@@ -108,8 +108,7 @@ class dc_asgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.backup_ == b.backup_ && a.mean_square_ == b.mean_square_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, backup_, mean_square_);

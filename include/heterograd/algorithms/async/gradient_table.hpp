@@ -157,8 +157,7 @@ class ia2sgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.table_ == b.table_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, table_);
@@ -222,8 +221,7 @@ class malenia_sgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.table_ == b.table_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, table_);
@@ -294,8 +292,7 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer> {
            a.triggered_ == b.triggered_ && a.updates_ == b.updates_ && a.round_ == b.round_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, current_, next_, triggered_, updates_, round_, max_used_);

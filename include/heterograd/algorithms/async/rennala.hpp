@@ -85,8 +85,7 @@ class rennala_sgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.count_ == b.count_ && a.sum_ == b.sum_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, sum_, count_);
@@ -192,8 +191,7 @@ class naive_optimal_asgd : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_);

@@ -75,7 +75,9 @@ using algorithms::nonfinite_policy_name;
 using default_optimizer = optim::sgd;
 
 /// Plain SGD with learning rate `lr` (the step size gamma of the papers).
-inline optim::sgd plain_sgd(double lr) { return optim::sgd(optim::sgd_params{.lr = lr}); }
+inline optim::sgd plain_sgd(double lr) {
+  return optim::sgd(kernels::sgd_config<optim::schedule>{.lr = lr});
+}
 
 /// Parameters, version and server-side optimizer of an asynchronous server.
 template <class T = double, class Optimizer = default_optimizer>
@@ -155,8 +157,7 @@ class model_server {
            a.state_ == b.state_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(params_, state_, version_, skipped_);

@@ -90,8 +90,7 @@ class ssp_server : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.clock_ == b.clock_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, clock_, max_gap_);
@@ -160,7 +159,7 @@ class dssp_server : public detail::policy_base<T, Optimizer> {
     return a.server_ == b.server_ && a.controller_ == b.controller_;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
   /// writes or reads it. Configuration (optimizer, s_L, r_max) is rebuilt by the caller. Only
   /// with a controller that can be checkpointed itself (balance::dssp_controller can).
   template <class Archive>

@@ -128,13 +128,7 @@ class sparse_parameter_server {
     g.validate();
     const auto local = heterograd::sparse::coalesced(thrust::cpp::par, g);  // local aggregation
     const std::vector<std::size_t> cut = cuts(local.indices);
-    // counts[src * n + dst]: rows src sends dst.
-    std::vector<std::uint64_t> mine(static_cast<std::size_t>(n_)), counts(mine.size() * mine.size());
-    for (int d = 0; d < n_; ++d) mine[d] = cut[d + 1] - cut[d];
-    t_.allgather(span<const std::uint64_t>(mine), span<std::uint64_t>(counts),
-                 comm::allgather_options{o_.timeout})
-        .wait();
-    traffic_.sparse_bytes += static_cast<double>((n_ - 1) * n_) * sizeof(std::uint64_t);
+    const std::vector<std::uint64_t> counts = exchange_counts(cut);
 
     const int me = t_.rank();
     std::vector<std::size_t> from(static_cast<std::size_t>(n_) + 1, 0);
@@ -210,12 +204,7 @@ class sparse_parameter_server {
     std::sort(want.begin(), want.end());
     want.erase(std::unique(want.begin(), want.end()), want.end());
     const std::vector<std::size_t> cut = cuts(want);
-    std::vector<std::uint64_t> mine(static_cast<std::size_t>(n_)), counts(mine.size() * mine.size());
-    for (int d = 0; d < n_; ++d) mine[d] = cut[d + 1] - cut[d];
-    t_.allgather(span<const std::uint64_t>(mine), span<std::uint64_t>(counts),
-                 comm::allgather_options{o_.timeout})
-        .wait();
-    traffic_.sparse_bytes += static_cast<double>((n_ - 1) * n_) * sizeof(std::uint64_t);
+    const std::vector<std::uint64_t> counts = exchange_counts(cut);
     const int me = t_.rank();
     // Requests to owners, then serve the requests this rank owns, then take the replies.
     std::vector<std::vector<heterograd::sparse::index_t>> asked(static_cast<std::size_t>(n_));
@@ -292,6 +281,19 @@ class sparse_parameter_server {
                                       sorted.begin());
     }
     return c;
+  }
+
+  /// Collective. counts[src * n + dst]: the rows rank src has for rank dst, from every rank's
+  /// `cut` (its rows split by owner).
+  std::vector<std::uint64_t> exchange_counts(const std::vector<std::size_t>& cut) {
+    std::vector<std::uint64_t> mine(static_cast<std::size_t>(n_)),
+        counts(mine.size() * mine.size());
+    for (int d = 0; d < n_; ++d) mine[d] = cut[d + 1] - cut[d];
+    t_.allgather(span<const std::uint64_t>(mine), span<std::uint64_t>(counts),
+                 comm::allgather_options{o_.timeout})
+        .wait();
+    traffic_.sparse_bytes += static_cast<double>((n_ - 1) * n_) * sizeof(std::uint64_t);
+    return counts;
   }
 
   Transport t_;

@@ -1,9 +1,9 @@
 #pragma once
 // The C API's optimizers (hg_optimizer_*): an hg_optimizer_config is read into the C++
-// hyper-parameter struct of its kind (optim::sgd_params, momentum_params, adam_params), whose
-// optimizer's constructor validates it; hg_optimizer_config_init fills it from a
-// default-constructed C++ optimizer. So no default value or range is written here: the C
-// layer only pairs each config field with its C++ member (`fields`).
+// hyper-parameter struct of its kind (kernels::sgd_config, momentum_config, adam_config over
+// optim::schedule), whose optimizer's constructor validates it; hg_optimizer_config_init
+// fills it from a default-constructed C++ optimizer. So no default value or range is written
+// here: the C layer only pairs each config field with its C++ member (`fields`).
 
 #include <cstddef>
 #include <cstdint>
@@ -71,19 +71,19 @@ decltype(auto) with_kind(std::int32_t kind, F&& f) {
 // it, as f(member, field): the one pairing, read in both directions (C++ -> C for the
 // defaults, C -> C++ for an optimizer).
 template <class Config, class F>
-void fields(optim::sgd_params& p, Config& c, F&& f) {
+void fields(kernels::sgd_config<optim::schedule>& p, Config& c, F&& f) {
   f(p.lr, c.lr);
   f(p.weight_decay, c.weight_decay);
 }
 template <class Config, class F>
-void fields(optim::momentum_params& p, Config& c, F&& f) {
+void fields(kernels::momentum_config<optim::schedule>& p, Config& c, F&& f) {
   f(p.lr, c.lr);
   f(p.momentum, c.momentum);
   f(p.dampening, c.dampening);
   f(p.weight_decay, c.weight_decay);
 }
 template <class Config, class F>
-void fields(optim::adam_params& p, Config& c, F&& f) {
+void fields(kernels::adam_config<optim::schedule>& p, Config& c, F&& f) {
   f(p.lr, c.lr);
   f(p.beta1, c.beta1);
   f(p.beta2, c.beta2);

@@ -192,12 +192,8 @@ void launch_multi(const Policy& policy, std::span<const tensor_task<Body>> tasks
     const tensor_task<Body>* list = tasks.data();
     const std::size_t count = tasks.size();
     HG_PRAGMA_PARALLEL {
-#if defined(_OPENMP)
-      const std::size_t nt = static_cast<std::size_t>(omp_get_num_threads());
-      const std::size_t t = static_cast<std::size_t>(omp_get_thread_num());
-#else
-      const std::size_t nt = 1, t = 0;
-#endif
+      const detail::team_place me = detail::this_thread_place();
+      const std::size_t nt = me.count, t = me.index;
       const std::size_t base = total / nt, extra = total % nt;
       const std::size_t lo = t * base + (t < extra ? t : extra);
       const std::size_t hi = lo + base + (t < extra ? 1 : 0);

@@ -6,6 +6,8 @@
 //   std::string_view name() const;
 //   state<T, S> init_state<T, S>(std::size_t n) const;
 //   void check_state(const state<T, S>&, std::size_t n, std::string_view where) const;
+//        (or `static constexpr std::size_t state_slots`: the base's plain state of that many
+//        zero-filled slots and no children, and its check)
 //   void transform_impl(policy, span<T, S> updates, state<T, S>&, span<const T, S> params)
 //        const;   // updates <- the step to add to params (unchecked)
 // and optionally a fused `apply_impl(policy, span<const T, S> grads, state&, span<T, S>
@@ -16,6 +18,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
@@ -107,6 +110,15 @@ state<T, S> plain_state(std::string_view kind, std::size_t slots, std::size_t n)
   return st;
 }
 
+/// LAMB's tensors must tile the parameters (an empty list is one tensor).
+inline void check_tensor_sizes(const std::vector<std::size_t>& sizes, std::size_t n,
+                               std::string_view where) {
+  if (sizes.empty()) return;
+  std::size_t total = 0;
+  for (auto s : sizes) total += s;
+  require_same_size(join(where, "tensor_sizes (sum)"), total, join(where, "params"), n);
+}
+
 }  // namespace detail
 
 /// CRTP base giving every transformation the public init / update / transform entry points.
@@ -129,6 +141,16 @@ class transformation_base {
     } else {
       return self().template init_state<T, S>(p.size());
     }
+  }
+
+  // The plain state of D::state_slots zero-filled slots (a D with other state defines both).
+  template <class T, class S>
+  state<T, S> init_state(std::size_t n) const {
+    return detail::plain_state<T, S>(self().name(), D::state_slots, n);
+  }
+  template <class T, class S>
+  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
+    detail::check_plain_state(st, n, where, self().name(), D::state_slots);
   }
 
   /// Applies one step to `params` from `grads`. Checks everything first: nothing is written
