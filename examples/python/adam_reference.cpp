@@ -28,7 +28,7 @@ int run(char** argv, bool decoupled) {
   in.read(reinterpret_cast<char*>(p.data()), static_cast<std::streamsize>(n * sizeof(T)));
   in.read(reinterpret_cast<char*>(g.data()), static_cast<std::streamsize>(g.size() * sizeof(T)));
   if (!in) throw std::runtime_error(std::string("cannot read ") + argv[4]);
-  const hg::kernels::adam_config<hg::optim::schedule> a{.lr = std::stod(argv[6]),
+  const hg::optim::adam_config a{.lr = std::stod(argv[6]),
                                                         .beta1 = std::stod(argv[7]),
                                                         .beta2 = std::stod(argv[8]),
                                                         .eps = std::stod(argv[9]),

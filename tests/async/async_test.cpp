@@ -631,7 +631,7 @@ auto noisy_gradient(const P& p, std::uint64_t seed) {
 async::model_server<double, mom> momentum_server() {
   return async::model_server<double, mom>(
       std::vector<double>{0.0, 0.5, -1.0},
-      mom(heterograd::kernels::momentum_config<heterograd::optim::schedule>{.lr = 0.05,
+      mom(heterograd::optim::momentum_config{.lr = 0.05,
                                                                             .momentum = 0.5}));
 }
 

@@ -66,13 +66,13 @@ std::string message() { return hg_last_error(); }
 /// The C++ optimizer an hg_optimizer_config describes.
 template <class F>
 void with_cpp_optimizer(const hg_optimizer_config& c, F&& f) {
-  const hg::kernels::adam_config<ho::schedule> a{.lr = c.lr,
+  const ho::adam_config a{.lr = c.lr,
                                                  .beta1 = c.beta1,
                                                  .beta2 = c.beta2,
                                                  .eps = c.eps,
                                                  .weight_decay = c.weight_decay,
                                                  .bias_correction = c.bias_correction != 0};
-  const hg::kernels::momentum_config<ho::schedule> m{
+  const ho::momentum_config m{
       .lr = c.lr, .momentum = c.momentum, .dampening = c.dampening, .weight_decay = c.weight_decay};
   switch (c.kind) {
     case HG_OPTIMIZER_SGD: f(ho::sgd({.lr = c.lr, .weight_decay = c.weight_decay})); break;
@@ -126,7 +126,7 @@ constexpr float poison = 1e30f;
 /// Momentum whose update throws on a poisoned gradient after it has changed the parameters
 /// and the velocity: the worst a failing update can leave behind.
 struct momentum_failing_late {
-  ho::momentum inner{hg::kernels::momentum_config<ho::schedule>{.lr = 0.05}};
+  ho::momentum inner{ho::momentum_config{.lr = 0.05}};
   template <class E, class T>
   auto init(const E& e, hg::span<T> p) const {
     return inner.init(e, p);
@@ -194,7 +194,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(every_optimizer_through_the_c_api_equals_the_cpp_o
 BOOST_AUTO_TEST_CASE(the_config_defaults_are_the_cpp_optimizers_defaults) {
   hg_optimizer_config c;
   BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAM), HG_OK);
-  const hg::kernels::adam_config<ho::schedule> a;
+  const ho::adam_config a;
   BOOST_TEST(c.lr == a.lr(0));
   BOOST_TEST(c.beta1 == a.beta1);
   BOOST_TEST(c.beta2 == a.beta2);
@@ -204,8 +204,8 @@ BOOST_AUTO_TEST_CASE(the_config_defaults_are_the_cpp_optimizers_defaults) {
   BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_ADAMW), HG_OK);
   BOOST_TEST(c.weight_decay == ho::adamw().params().weight_decay);
   BOOST_REQUIRE_EQUAL(hg_optimizer_config_init(&c, HG_OPTIMIZER_MOMENTUM), HG_OK);
-  BOOST_TEST(c.momentum == hg::kernels::momentum_config<ho::schedule>{}.momentum);
-  BOOST_TEST(c.lr == hg::kernels::momentum_config<ho::schedule>{}.lr(0));
+  BOOST_TEST(c.momentum == ho::momentum_config{}.momentum);
+  BOOST_TEST(c.lr == ho::momentum_config{}.lr(0));
 }
 
 BOOST_FIXTURE_TEST_CASE(null_pointers_return_null_pointer_errors_and_change_nothing,
@@ -596,11 +596,11 @@ BOOST_AUTO_TEST_CASE(every_c_default_equals_the_cpp_structs_default_field_by_fie
         using params_t = std::remove_cvref_t<decltype(p)>;
         BOOST_TEST(c.lr == p.lr(0));
         BOOST_TEST(c.weight_decay == p.weight_decay);
-        if constexpr (std::is_same_v<params_t, hg::kernels::momentum_config<ho::schedule>>) {
+        if constexpr (std::is_same_v<params_t, ho::momentum_config>) {
           BOOST_TEST(c.momentum == p.momentum);
           BOOST_TEST(c.dampening == p.dampening);
         }
-        if constexpr (std::is_same_v<params_t, hg::kernels::adam_config<ho::schedule>>) {
+        if constexpr (std::is_same_v<params_t, ho::adam_config>) {
           BOOST_TEST(c.beta1 == p.beta1);
           BOOST_TEST(c.beta2 == p.beta2);
           BOOST_TEST(c.eps == p.eps);
@@ -633,13 +633,13 @@ BOOST_AUTO_TEST_CASE(every_c_default_equals_the_cpp_structs_default_field_by_fie
 BOOST_AUTO_TEST_CASE(the_defaults_docs_integration_md_states_are_the_cpp_structs_defaults) {
   // docs/integration.md, "The C API": if a C++ default changes, this fails until the docs
   // say the new value.
-  const hg::kernels::adam_config<ho::schedule> adam;
+  const ho::adam_config adam;
   BOOST_TEST(adam.lr(0) == 1e-3);
   BOOST_TEST(adam.beta1 == 0.9);
   BOOST_TEST(adam.beta2 == 0.999);
   BOOST_TEST(adam.eps == 1e-8);
   BOOST_TEST(ho::adamw().params().weight_decay == 0.01);
-  BOOST_TEST(hg::kernels::momentum_config<ho::schedule>{}.momentum == 0.9);
+  BOOST_TEST(ho::momentum_config{}.momentum == 0.9);
   BOOST_TEST(hs::local_sgd_config{}.period == 8u);
   BOOST_TEST(hs::worker_options{}.timeout.count() == 60.0);
   const hr::remote_options r;

@@ -1,8 +1,8 @@
 #pragma once
 // The hyper-parameters of every optimizer, defined once: one struct per optimizer with its
 // defaults (the member initialisers) and its description (core/describe.hpp), used by the
-// fused kernels (kernels/updates.hpp), by optim (sgd_config<optim::schedule>, ...), by the
-// C API and by the driver's schema.
+// fused kernels (kernels/updates.hpp), by optim (optim::sgd_config names
+// sgd_config<optim::schedule>, ...), by the C API and by the driver's schema.
 //
 // `Lr` is the learning rate's type: a number here in kernels, a schedule in optim (anything
 // callable with the number of steps already applied). What only the caller knows at each

@@ -29,13 +29,22 @@
 
 namespace heterograd::optim {
 
+/// The hyper-parameters of optim's optimizers: the kernels' structs (one per optimizer; each
+/// field's default, rule and meaning are described there once) with a schedule as the
+/// learning rate. Names of those structs, not new ones.
+using sgd_config = kernels::sgd_config<schedule>;
+using momentum_config = kernels::momentum_config<schedule>;
+using adam_config = kernels::adam_config<schedule>;
+using adagrad_config = kernels::adagrad_config<schedule>;
+using lamb_config = kernels::lamb_config<schedule>;
+
 /// SGD with (L2) weight decay: p <- p - lr (g + wd p). 12 B/element (float).
 class sgd : public fused_base<sgd> {
  public:
-  explicit sgd(kernels::sgd_config<schedule> p = {}) : p_(p) { validate_fields(p_, name()); }
+  explicit sgd(sgd_config p = {}) : p_(p) { validate_fields(p_, name()); }
   static constexpr std::string_view name() { return "sgd"; }
   static constexpr std::size_t state_slots = 0;
-  const kernels::sgd_config<schedule>& params() const { return p_; }
+  const sgd_config& params() const { return p_; }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::sgd(policy, p, g, p_, {.step = st.count + 1});
@@ -46,7 +55,7 @@ class sgd : public fused_base<sgd> {
   }
 
  private:
-  kernels::sgd_config<schedule> p_;
+  sgd_config p_;
 };
 
 namespace detail {
@@ -54,11 +63,11 @@ namespace detail {
 template <bool Nesterov, class D>
 class momentum_impl : public fused_base<D> {
  public:
-  explicit momentum_impl(kernels::momentum_config<schedule> p) : p_(p) {
+  explicit momentum_impl(momentum_config p) : p_(p) {
     validate_fields(p_, D::name());
   }
   static constexpr std::size_t state_slots = 1;  // v
-  const kernels::momentum_config<schedule>& params() const { return p_; }
+  const momentum_config& params() const { return p_; }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::momentum(policy, p, g, slot_span<T, S>(st.slots[0]), p_,
@@ -71,7 +80,7 @@ class momentum_impl : public fused_base<D> {
   }
 
  private:
-  kernels::momentum_config<schedule> p_;
+  momentum_config p_;
 };
 }  // namespace detail
 
@@ -79,14 +88,14 @@ class momentum_impl : public fused_base<D> {
 /// p <- p - lr v. 20 B/element (float).
 class momentum : public detail::momentum_impl<false, momentum> {
  public:
-  explicit momentum(kernels::momentum_config<schedule> p = {}) : momentum_impl(p) {}
+  explicit momentum(momentum_config p = {}) : momentum_impl(p) {}
   static constexpr std::string_view name() { return "momentum"; }
 };
 
 /// Nesterov momentum (Sutskever et al. 2013): as momentum, then p <- p - lr (d + mu v).
 class nesterov : public detail::momentum_impl<true, nesterov> {
  public:
-  explicit nesterov(kernels::momentum_config<schedule> p = {}) : momentum_impl(p) {}
+  explicit nesterov(momentum_config p = {}) : momentum_impl(p) {}
   static constexpr std::string_view name() { return "nesterov"; }
 };
 
@@ -95,9 +104,9 @@ namespace detail {
 template <bool Decoupled, class D>
 class adam_impl : public fused_base<D> {
  public:
-  explicit adam_impl(kernels::adam_config<schedule> p) : p_(p) { validate_fields(p_, D::name()); }
+  explicit adam_impl(adam_config p) : p_(p) { validate_fields(p_, D::name()); }
   static constexpr std::size_t state_slots = 2;  // m, v
-  const kernels::adam_config<schedule>& params() const { return p_; }
+  const adam_config& params() const { return p_; }
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::adam(policy, p, g, slot_span<T, S>(st.slots[0]), slot_span<T, S>(st.slots[1]), p_,
@@ -114,14 +123,14 @@ class adam_impl : public fused_base<D> {
   }
 
  private:
-  kernels::adam_config<schedule> p_;
+  adam_config p_;
 };
 }  // namespace detail
 
 /// Adam (Kingma & Ba 2015) with L2 weight decay added to the gradient. 28 B/element (float).
 class adam : public detail::adam_impl<false, adam> {
  public:
-  explicit adam(kernels::adam_config<schedule> p = {}) : adam_impl(p) {}
+  explicit adam(adam_config p = {}) : adam_impl(p) {}
   static constexpr std::string_view name() { return "adam"; }
 };
 
@@ -129,7 +138,7 @@ class adam : public detail::adam_impl<false, adam> {
 /// Default weight_decay 0.01 (PyTorch's). 28 B/element (float).
 class adamw : public detail::adam_impl<true, adamw> {
  public:
-  explicit adamw(kernels::adam_config<schedule> p = {.lr = 1e-3, .weight_decay = 0.01})
+  explicit adamw(adam_config p = {.lr = 1e-3, .weight_decay = 0.01})
       : adam_impl(p) {}
   static constexpr std::string_view name() { return "adamw"; }
 };
@@ -138,12 +147,12 @@ class adamw : public detail::adam_impl<true, adamw> {
 /// ratio ||p|| / ||r||. Two passes, 40 B/element (float).
 class lamb : public fused_base<lamb> {
  public:
-  explicit lamb(kernels::lamb_config<schedule> p = {}) : p_(std::move(p)) {
+  explicit lamb(lamb_config p = {}) : p_(std::move(p)) {
     validate_fields(p_, name());
   }
   static constexpr std::string_view name() { return "lamb"; }
   static constexpr std::size_t state_slots = 2;  // m, v
-  const kernels::lamb_config<schedule>& params() const { return p_; }
+  const lamb_config& params() const { return p_; }
   template <class T, class S>
   void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
     detail::check_plain_state(st, n, where, name(), state_slots);
@@ -162,18 +171,18 @@ class lamb : public fused_base<lamb> {
   }
 
  private:
-  kernels::lamb_config<schedule> p_;
+  lamb_config p_;
 };
 
 /// Adagrad (Duchi et al. 2011; PyTorch's form). 20 B/element (float).
 class adagrad : public fused_base<adagrad> {
  public:
-  explicit adagrad(kernels::adagrad_config<schedule> p = {}) : p_(p) {
+  explicit adagrad(adagrad_config p = {}) : p_(p) {
     validate_fields(p_, name());
   }
   static constexpr std::string_view name() { return "adagrad"; }
   static constexpr std::size_t state_slots = 1;  // the sum of squares
-  const kernels::adagrad_config<schedule>& params() const { return p_; }
+  const adagrad_config& params() const { return p_; }
   template <class T, class S>  // the sum of squares starts at initial_accumulator, not 0
   state<T, S> init_state(std::size_t n) const {
     state<T, S> st = detail::plain_state<T, S>(name(), 0, 0);
@@ -191,7 +200,7 @@ class adagrad : public fused_base<adagrad> {
   }
 
  private:
-  kernels::adagrad_config<schedule> p_;
+  adagrad_config p_;
 };
 
 }  // namespace heterograd::optim

@@ -70,25 +70,25 @@ class outer_optimizer {
 /// outer lr 0.7, momentum 0.9).
 inline outer_optimizer<nesterov> diloco_nesterov(double lr = 0.7, double momentum = 0.9) {
   return outer_optimizer<nesterov>(
-      nesterov(kernels::momentum_config<schedule>{.lr = lr, .momentum = momentum}));
+      nesterov(momentum_config{.lr = lr, .momentum = momentum}));
 }
 
 /// FedAvgM: server heavy-ball momentum (Hsu et al. 2019: server lr 1, momentum 0.9).
 inline outer_optimizer<optim::momentum> fedavgm(double lr = 1.0, double momentum = 0.9) {
   return outer_optimizer<optim::momentum>(
-      optim::momentum(kernels::momentum_config<schedule>{.lr = lr, .momentum = momentum}));
+      optim::momentum(momentum_config{.lr = lr, .momentum = momentum}));
 }
 
 /// FedAdam: server Adam without bias correction, adaptivity tau as eps (Reddi et al. 2021).
 inline outer_optimizer<optim::adam> fedadam(double lr = 1e-2, double beta1 = 0.9,
                                             double beta2 = 0.99, double tau = 1e-3) {
-  return outer_optimizer<optim::adam>(optim::adam(kernels::adam_config<schedule>{
+  return outer_optimizer<optim::adam>(optim::adam(adam_config{
       .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = tau, .bias_correction = false}));
 }
 
 /// Plain outer SGD (lr 1 is FedAvg: the anchor becomes the average).
 inline outer_optimizer<optim::sgd> outer_sgd(double lr = 1.0) {
-  return outer_optimizer<optim::sgd>(optim::sgd(kernels::sgd_config<schedule>{.lr = lr}));
+  return outer_optimizer<optim::sgd>(optim::sgd(sgd_config{.lr = lr}));
 }
 
 }  // namespace heterograd::optim

@@ -1,8 +1,8 @@
 #pragma once
 // Schedules are values: a learning rate as a function of the step (0-based count of steps
 // already applied), and batch-size schedules for large-batch training. A plain number
-// converts to a constant schedule, so `kernels::adam_config<schedule>{.lr = 1e-3}` and
-// `kernels::adam_config<schedule>{.lr = cosine_decay(1e-3, 10000)}` both work.
+// converts to a constant schedule, so `adam_config{.lr = 1e-3}` and
+// `adam_config{.lr = cosine_decay(1e-3, 10000)}` both work.
 //
 //   constant(v)                          v
 //   linear_warmup(peak, W, init)         init + (peak - init) t / W for t < W, then peak

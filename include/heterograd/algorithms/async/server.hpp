@@ -76,7 +76,7 @@ using default_optimizer = optim::sgd;
 
 /// Plain SGD with learning rate `lr` (the step size gamma of the papers).
 inline optim::sgd plain_sgd(double lr) {
-  return optim::sgd(kernels::sgd_config<optim::schedule>{.lr = lr});
+  return optim::sgd(optim::sgd_config{.lr = lr});
 }
 
 /// Parameters, version and server-side optimizer of an asynchronous server.

@@ -71,19 +71,19 @@ decltype(auto) with_kind(std::int32_t kind, F&& f) {
 // it, as f(member, field): the one pairing, read in both directions (C++ -> C for the
 // defaults, C -> C++ for an optimizer).
 template <class Config, class F>
-void fields(kernels::sgd_config<optim::schedule>& p, Config& c, F&& f) {
+void fields(optim::sgd_config& p, Config& c, F&& f) {
   f(p.lr, c.lr);
   f(p.weight_decay, c.weight_decay);
 }
 template <class Config, class F>
-void fields(kernels::momentum_config<optim::schedule>& p, Config& c, F&& f) {
+void fields(optim::momentum_config& p, Config& c, F&& f) {
   f(p.lr, c.lr);
   f(p.momentum, c.momentum);
   f(p.dampening, c.dampening);
   f(p.weight_decay, c.weight_decay);
 }
 template <class Config, class F>
-void fields(kernels::adam_config<optim::schedule>& p, Config& c, F&& f) {
+void fields(optim::adam_config& p, Config& c, F&& f) {
   f(p.lr, c.lr);
   f(p.beta1, c.beta1);
   f(p.beta2, c.beta2);
