@@ -711,6 +711,16 @@ BOOST_AUTO_TEST_CASE(schema_json_is_a_draft_2020_12_json_schema_of_every_key_wit
       BOOST_TEST(r[1]["const"].get<std::string>() == "inf");
     }
   BOOST_TEST(ringmaster);
+  // Optimizers: one branch per kind, with that kind's keys and defaults and no other key.
+  const json& o = p["optimizer"];
+  BOOST_TEST(o["allOf"].size() == 7u);
+  for (const auto& b : o["allOf"])
+    if (b["if"]["properties"]["kind"]["const"] == "adamw") {
+      BOOST_TEST(b["then"]["properties"]["weight_decay"]["default"].get<double>() == 0.01);
+      BOOST_TEST(b["then"]["properties"]["beta1"]["exclusiveMaximum"].get<double>() == 1.0);
+      BOOST_TEST((b["then"]["propertyNames"]["enum"] ==
+                  json::array({"kind", "lr", "beta1", "beta2", "eps", "weight_decay", "bias_correction"})));
+    }
   // Plain --schema stays the Markdown table.
   const auto [md_status, md] = run_exe("--schema");
   BOOST_TEST(md_status == 0);

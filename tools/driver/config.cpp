@@ -1254,10 +1254,14 @@ json schema_json() {
   auto optimizer_node = [](json o) {
     json kinds = json::array();
     for (const auto& k : optimizer_kinds()) {
-      json props = json::object();
-      for (const auto& [key, f] : k.fields) props[key] = json_schema_of(f);
+      json props = json::object(), names = json::array({"kind"});
+      for (const auto& [key, f] : k.fields) {
+        props[key] = json_schema_of(f);
+        names.push_back(key);
+      }
+      // propertyNames: a key of another kind is refused, as resolve() refuses it.
       kinds.push_back({{"if", {{"properties", {{"kind", {{"const", k.name}}}}}, {"required", json::array({"kind"})}}},
-                       {"then", {{"properties", std::move(props)}}}});
+                       {"then", {{"properties", std::move(props)}, {"propertyNames", {{"enum", std::move(names)}}}}}});
     }
     o["allOf"] = std::move(kinds);
     return o;
