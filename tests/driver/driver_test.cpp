@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -78,7 +79,7 @@ BOOST_AUTO_TEST_CASE(defaults_are_filled_and_overrides_reach_nested_keys) {
   BOOST_TEST(c["seed"].get<int>() == 1);
   BOOST_TEST(c["runtime"].get<std::string>() == "sim");
   BOOST_TEST(c["output"].get<std::string>() == "out/t");
-  BOOST_TEST(c["optimizer"]["lr"].get<double>() == 0.05);
+  BOOST_TEST(c["optimizer"]["lr"].get<double>() == 0.01);  // kernels::sgd_config's default
   BOOST_TEST(c["methods"][0]["optimizer"]["kind"].get<std::string>() == "sgd");  // inherited
   BOOST_TEST(c["methods"][0]["batch"].get<int>() == 32);                          // data.batch
   BOOST_TEST(c["methods"][0]["modules"].get<int>() == 2);                         // algorithm default
@@ -109,8 +110,9 @@ BOOST_AUTO_TEST_CASE(unknown_keys_wrong_types_and_impossible_values_name_the_key
       {R"({"workers": {"count": 0}})", "'workers.count'", "expected an integer"},
       {R"({"eval_interval": 0})", "'eval_interval'", "expected a number > 0, got 0"},
       {R"({"eval_interval": -3})", "'eval_interval'", "expected a number > 0"},
-      {R"({"optimizer": {"lr": "fast"}})", "'optimizer.lr'", "expected a number > 0, got \"fast\""},
-      {R"({"optimizer": {"kind": "adamw"}})", "'optimizer.kind'", "expected one of \"sgd\", \"momentum\""},
+      {R"({"optimizer": {"lr": "fast"}})", "'optimizer.lr'", "expected a number >= 0, got \"fast\""},
+      {R"({"optimizer": {"kind": "rmsprop"}})", "'optimizer.kind'",
+       "expected one of \"sgd\", \"momentum\", \"nesterov\", \"adam\", \"adamw\", \"adagrad\", \"lamb\", got \"rmsprop\""},
       {R"({"optimizer": {"momentum": 1.0}})", "'optimizer.momentum'", "expected a number in [0, 1)"},
       {R"({"workers": {"time": {"tau": [1, 2, 4]}}})", "'workers.time.tau'", "expected 4 times"},
       {R"({"workers": {"time": {"outages": [{"worker": 9, "begin": 1, "end": 2}]}}})",
@@ -142,8 +144,8 @@ BOOST_AUTO_TEST_CASE(unknown_keys_wrong_types_and_impossible_values_name_the_key
        "expected at most the number of dense layers (2), got 3"},
       {R"({"data": {"dataset": "worst_case_quadratic"}})", "'methods[0].algorithm'",
        "local_learning needs data.dataset \"fashion_mnist\""},
-      {R"({"methods": [{"label": "a", "algorithm": "asgd", "optimizer": {"lr": 0}}]})",
-       "'methods[0].optimizer.lr'", "expected a number > 0, got 0"},
+      {R"({"methods": [{"label": "a", "algorithm": "asgd", "optimizer": {"lr": -1}}]})",
+       "'methods[0].optimizer.lr'", "expected a number >= 0, got -1"},
   };
   for (const auto& c : cases) {
     const std::string e = error_of([&] { (void)resolved_with(c.patch); });
@@ -585,6 +587,97 @@ BOOST_AUTO_TEST_CASE(the_demos_checkpointable_methods_resume_to_the_uninterrupte
 }
 
 // ---------------------------------------------------------------------------------------------
+// Optimizers: all seven of optim/ through one type-erased optimizer (tools/driver/optimizer.hpp),
+// their keys, defaults and rules from kernels/hyperparameters.hpp's descriptions.
+
+BOOST_AUTO_TEST_SUITE(optimizers)
+
+BOOST_AUTO_TEST_CASE(each_optimizer_resolves_to_its_own_keys_and_defaults_and_a_method_inherits_only_the_keys_its_kind_has) {
+  const json c = resolved_with(R"({"optimizer": {"kind": "momentum", "lr": 0.2, "momentum": 0.5},
+    "methods": [{"label": "m", "algorithm": "local_learning"},
+                {"label": "a", "algorithm": "local_learning", "optimizer": {"kind": "adam"}},
+                {"label": "w", "algorithm": "local_learning", "optimizer": {"kind": "adamw", "lr": 0.001}}]})");
+  const json want_top = json::parse(R"({"kind": "momentum", "lr": 0.2, "momentum": 0.5, "dampening": 0.0,
+                                        "weight_decay": 0.0})");
+  BOOST_TEST(c["optimizer"] == want_top, c["optimizer"].dump());
+  BOOST_TEST(c["methods"][0]["optimizer"] == want_top, c["methods"][0]["optimizer"].dump());
+  // adam keeps the experiment's lr (adam has one) and leaves momentum behind.
+  const json want_adam = json::parse(R"({"kind": "adam", "lr": 0.2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+                                         "weight_decay": 0.0, "bias_correction": true})");
+  BOOST_TEST(c["methods"][1]["optimizer"] == want_adam, c["methods"][1]["optimizer"].dump());
+  // AdamW's default weight decay is its own (0.01), not Adam's.
+  BOOST_TEST(c["methods"][2]["optimizer"]["weight_decay"].get<double>() == 0.01);
+  BOOST_TEST(c["methods"][2]["optimizer"]["lr"].get<double>() == 0.001);
+  // Every kind resolves, with lr among its keys.
+  for (const char* k : {"sgd", "momentum", "nesterov", "adam", "adamw", "adagrad", "lamb"}) {
+    const json r = resolved_with(std::string(R"({"optimizer": {"kind": ")") + k + R"("}})");
+    BOOST_TEST(r["optimizer"]["kind"].get<std::string>() == k);
+    BOOST_TEST(r["optimizer"].contains("lr"), k);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_optimizer_or_key_or_an_out_of_range_hyper_parameter_names_the_key_the_value_and_the_rule) {
+  struct bad {
+    std::string patch, path, expected;
+  };
+  const std::vector<bad> cases{
+      {R"({"optimizer": {"kind": "rmsprop"}})", "'optimizer.kind'",
+       "expected one of \"sgd\", \"momentum\", \"nesterov\", \"adam\", \"adamw\", \"adagrad\", \"lamb\", got \"rmsprop\""},
+      {R"({"optimizer": {"kind": "adam", "beta1": 1}})", "'optimizer.beta1'", "expected a number in [0, 1), got 1"},
+      {R"({"optimizer": {"kind": "adam", "eps": 0}})", "'optimizer.eps'", "expected a number > 0, got 0"},
+      {R"({"optimizer": {"kind": "lamb", "weight_decay": -0.5}})", "'optimizer.weight_decay'",
+       "expected a number >= 0, got -0.5"},
+      {R"({"optimizer": {"kind": "momentum", "dampening": 2}})", "'optimizer.dampening'",
+       "expected a number in [0, 1], got 2"},
+      {R"({"optimizer": {"kind": "adagrad", "lr_decay": "slow"}})", "'optimizer.lr_decay'",
+       "expected a number >= 0, got \"slow\""},
+      {R"({"optimizer": {"kind": "adam", "bias_correction": 1}})", "'optimizer.bias_correction'",
+       "expected true or false, got 1"},
+      {R"({"optimizer": {"kind": "sgd", "beta1": 0.5}})", "'optimizer.beta1'",
+       "unknown key for optimizer kind \"sgd\"; expected one of: kind, lr, weight_decay"},
+      {R"({"optimizer": {"rho": 0.5}})", "'optimizer.rho'", "unknown key; expected one of: kind, lr,"},
+      {R"({"methods": [{"label": "a", "algorithm": "local_learning", "optimizer": {"kind": "adagrad", "momentum": 0.5}}]})",
+       "'methods[0].optimizer.momentum'", "unknown key for optimizer kind \"adagrad\""},
+      {R"({"methods": [{"label": "a", "algorithm": "local_learning", "optimizer": {"kind": "nesterov", "momentum": 1}}]})",
+       "'methods[0].optimizer.momentum'", "expected a number in [0, 1), got 1"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = error_of([&] { (void)resolved_with(c.patch); });
+    BOOST_TEST(e.find(c.path) != std::string::npos, c.patch << " -> " << e);
+    BOOST_TEST(e.find(c.expected) != std::string::npos, c.patch << " -> " << e);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_optimizer_runs_bsp_and_asgd_through_the_driver_to_their_fixed_points,
+                     *boost::unit_test::timeout(120)) {
+  // f_i(x) = (x - c_i)^2 / 2 with c = 0, 1, 2, 3 and job times tau = 1, 2, 4, 8; the run starts
+  // at 0. BSP descends the mean, whose minimum is 1.5; ASGD applies worker i's gradients at
+  // the rate 1 / tau_i and settles at the frequency-weighted point sum_i (c_i / tau_i) /
+  // sum_i (1 / tau_i) = 11/15 (E1's). Each optimizer ends within 0.2 of its method's point
+  // after 300 updates at lr 0.05 (Adagrad 0.2: its steps shrink like lr / sqrt(steps));
+  // momentum 0.5, because ASGD's gradients are up to ~15 updates stale.
+  for (const char* kind : {"sgd", "momentum", "nesterov", "adam", "adamw", "adagrad", "lamb"})
+    for (const auto& [algorithm, fixed_point] : {std::pair<const char*, double>{"bsp", 1.5}, {"asgd", 11.0 / 15.0}}) {
+      json raw = json::parse(R"({
+        "name": "opt", "data": {"dataset": "scalar_quadratics", "centers": [0, 1, 2, 3]},
+        "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 2, 4, 8]}},
+        "horizon": {"updates": 300}, "eval_interval": 1000, "target": {"metric": "loss", "value": 0.7, "below": true}})");
+      raw["optimizer"] = json{{"kind", kind}, {"lr", std::string(kind) == "adagrad" ? 0.2 : 0.05}};
+      if (std::string(kind) == "momentum" || std::string(kind) == "nesterov") raw["optimizer"]["momentum"] = 0.5;
+      raw["methods"] = json::array({json{{"label", "m"}, {"algorithm", algorithm}}});
+      const json cfg = hgrun::resolve(raw);
+      hgrun::run_request req;
+      req.config = cfg;
+      req.dir = scratch(std::string("opt-") + kind + "-" + algorithm);
+      const json s = hgrun::run_method(req);
+      const double x = s["final"]["x"].get<double>();
+      BOOST_TEST(std::fabs(x - fixed_point) < 0.2, kind << " " << algorithm << ": x = " << x);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
 // --schema=json: the checker's schema as a JSON Schema (draft 2020-12).
 
 BOOST_AUTO_TEST_SUITE(schema)
@@ -618,6 +711,16 @@ BOOST_AUTO_TEST_CASE(schema_json_is_a_draft_2020_12_json_schema_of_every_key_wit
       BOOST_TEST(r[1]["const"].get<std::string>() == "inf");
     }
   BOOST_TEST(ringmaster);
+  // Optimizers: one branch per kind, with that kind's keys and defaults and no other key.
+  const json& o = p["optimizer"];
+  BOOST_TEST(o["allOf"].size() == 7u);
+  for (const auto& b : o["allOf"])
+    if (b["if"]["properties"]["kind"]["const"] == "adamw") {
+      BOOST_TEST(b["then"]["properties"]["weight_decay"]["default"].get<double>() == 0.01);
+      BOOST_TEST(b["then"]["properties"]["beta1"]["exclusiveMaximum"].get<double>() == 1.0);
+      BOOST_TEST((b["then"]["propertyNames"]["enum"] ==
+                  json::array({"kind", "lr", "beta1", "beta2", "eps", "weight_decay", "bias_correction"})));
+    }
   // Plain --schema stays the Markdown table.
   const auto [md_status, md] = run_exe("--schema");
   BOOST_TEST(md_status == 0);

@@ -15,9 +15,12 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "files.hpp"
-#include "heterograd/algorithms/async/ringmaster.hpp"
+#include "optimizer.hpp"
+#include "registry.hpp"
+#include "schema.hpp"
 
 #ifndef HG_SOURCE_DIR
 #define HG_SOURCE_DIR "."
@@ -27,125 +30,8 @@ namespace hgrun {
 
 namespace {
 
+using namespace schema;
 constexpr double inf = std::numeric_limits<double>::infinity();
-
-// ---------------------------------------------------------------------------------------------
-// A small schema language: each node knows its kind, range, choices, default and meaning.
-
-enum class kind { integer, number, boolean, string, choice, object, array, count_or_inf };
-
-struct spec {
-  kind k = kind::number;
-  std::string doc;
-  json def;                  // null: no default
-  bool required = false;
-  double lo = -inf, hi = inf;
-  bool lo_open = false, hi_open = false;
-  std::vector<std::string> choices;
-  std::vector<std::pair<std::string, spec>> fields;  // object
-  std::shared_ptr<spec> item;                        // array
-  std::size_t min_items = 0;
-  std::size_t max_items = std::numeric_limits<std::size_t>::max();
-  bool free_form = false;  // object: any keys (checked elsewhere)
-  // Out of line: `fields` holds specs, a complete type only after this brace (clang with
-  // libstdc++ refuses vector<pair<string, spec>> members generated inside the class).
-  spec();
-  spec(const spec&);
-  spec(spec&&) noexcept;
-  spec& operator=(const spec&);
-  spec& operator=(spec&&) noexcept;
-  ~spec();
-};
-spec::spec() = default;
-spec::spec(const spec&) = default;
-spec::spec(spec&&) noexcept = default;
-spec& spec::operator=(const spec&) = default;
-spec& spec::operator=(spec&&) noexcept = default;
-spec::~spec() = default;
-
-spec integer(std::string doc, json def, double lo = 0, double hi = 1e15) {
-  spec s;
-  s.k = kind::integer;
-  s.doc = std::move(doc);
-  s.def = std::move(def);
-  s.lo = lo;
-  s.hi = hi;
-  return s;
-}
-spec number(std::string doc, json def, double lo = -inf, double hi = inf, bool lo_open = false,
-            bool hi_open = false) {
-  spec s;
-  s.k = kind::number;
-  s.doc = std::move(doc);
-  s.def = std::move(def);
-  s.lo = lo;
-  s.hi = hi;
-  s.lo_open = lo_open;
-  s.hi_open = hi_open;
-  return s;
-}
-spec positive(std::string doc, json def) { return number(std::move(doc), std::move(def), 0, inf, true); }
-spec boolean(std::string doc, json def) {
-  spec s;
-  s.k = kind::boolean;
-  s.doc = std::move(doc);
-  s.def = std::move(def);
-  return s;
-}
-spec string(std::string doc, json def) {
-  spec s;
-  s.k = kind::string;
-  s.doc = std::move(doc);
-  s.def = std::move(def);
-  return s;
-}
-spec choice(std::string doc, json def, std::vector<std::string> options) {
-  spec s;
-  s.k = kind::choice;
-  s.doc = std::move(doc);
-  s.def = std::move(def);
-  s.choices = std::move(options);
-  return s;
-}
-spec object(std::string doc, std::vector<std::pair<std::string, spec>> fields) {
-  spec s;
-  s.k = kind::object;
-  s.doc = std::move(doc);
-  s.fields = std::move(fields);
-  s.def = json::object();
-  return s;
-}
-spec free_object(std::string doc) {
-  spec s = object(std::move(doc), {});
-  s.free_form = true;
-  return s;
-}
-spec array(std::string doc, spec item, json def, std::size_t min_items = 0) {
-  spec s;
-  s.k = kind::array;
-  s.doc = std::move(doc);
-  s.item = std::make_shared<spec>(std::move(item));
-  s.def = std::move(def);
-  s.min_items = min_items;
-  return s;
-}
-spec count_or_inf(std::string doc, json def, double lo) {
-  spec s;
-  s.k = kind::count_or_inf;
-  s.doc = std::move(doc);
-  s.def = std::move(def);
-  s.lo = lo;
-  return s;
-}
-spec required(spec s) {
-  s.required = true;
-  s.def = nullptr;
-  return s;
-}
-spec optional(spec s) {  // absent means "not set" (no default written)
-  s.def = nullptr;
-  return s;
-}
 
 std::string fmt(double x) {
   if (std::fabs(x) < 1e15 && x == std::nearbyint(x)) return std::to_string(static_cast<long long>(x));
@@ -445,15 +331,79 @@ std::optional<json> parse_limited(std::string_view text, const std::string& pref
 // ---------------------------------------------------------------------------------------------
 // The schema.
 
-spec optimizer_spec(bool partial) {
-  auto o = object("the optimizer (every worker's, or the server's for asynchronous methods)",
-                  {{"kind", choice("optimizer", "sgd", {"sgd", "momentum"})},
-                   {"lr", positive("learning rate (gamma of the papers)", 0.05)},
-                   {"momentum", number("heavy-ball momentum (kind momentum)", 0.9, 0, 1, false, true)},
-                   {"weight_decay", number("L2 weight decay", 0.0, 0)}});
-  if (partial)
-    for (auto& [k, f] : o.fields) f.def = nullptr;
-  return o;
+// The optimizers (optimizer.hpp's list) and their keys: each kind's hyper-parameters with its
+// own defaults.
+struct optimizer_kind {
+  std::string name;
+  std::vector<std::pair<std::string, spec>> fields;
+};
+const std::vector<optimizer_kind>& optimizer_kinds() {
+  static const std::vector<optimizer_kind> v = [] {
+    std::vector<optimizer_kind> out;
+    for_each_optimizer_kind([&](std::string_view name, auto, const auto& defaults) {
+      out.push_back({std::string(name), described_fields(defaults)});
+    });
+    return out;
+  }();
+  return v;
+}
+
+const optimizer_kind* optimizer_kind_of(const std::string& name) {
+  for (const auto& k : optimizer_kinds())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+// The optimizer object as the checker sees it before the kind is known: `kind` and every key
+// any optimizer has, with its rule (a key shared by several optimizers has one rule) and no
+// default; resolve_optimizer() then keeps the kind's own keys and fills its defaults.
+spec optimizer_spec() {
+  std::vector<std::string> names;
+  for (const auto& k : optimizer_kinds()) names.push_back(k.name);
+  std::vector<std::pair<std::string, spec>> fields{
+      {"kind", choice("optimizer (docs/optimizers.md); default sgd, a method's default the experiment's", nullptr,
+                      names)}};
+  for (const auto& k : optimizer_kinds())
+    for (const auto& [key, f] : k.fields) {
+      // (A loop over names: clang before 16 cannot capture a structured binding.)
+      auto it = fields.begin();
+      while (it != fields.end() && it->first != key) ++it;
+      if (it == fields.end()) {
+        spec u = f;
+        u.def = nullptr;
+        u.doc += " (" + k.name;
+        fields.emplace_back(key, std::move(u));
+      } else {
+        if (expected(it->second) != expected(f))
+          throw std::logic_error("config: optimizer key '" + key + "' has two rules");
+        it->second.doc += ", " + k.name;
+      }
+    }
+  for (auto& [key, f] : fields)
+    if (key != "kind") f.doc += ")";
+  return object("the optimizer (every worker's, or the server's for asynchronous methods): kind and its "
+                "hyper-parameters",
+                std::move(fields));
+}
+
+// The optimizer of kind `kind` from the keys given at this level (`own`, checked by
+// optimizer_spec()) over those inherited (`inherited`: the experiment's, for a method): the
+// kind's keys only, each own, else inherited, else the kind's default. An own key the kind
+// does not have is an error; an inherited one is left behind (a method may change the kind).
+json resolve_optimizer(const std::string& kind, const json& own, const json& inherited, const std::string& path) {
+  const optimizer_kind* k = optimizer_kind_of(kind);
+  if (!k) throw std::logic_error("config: an optimizer kind without keys");
+  std::string keys = "kind";
+  for (const auto& [key, f] : k->fields) keys += ", " + key;
+  for (auto it = own.begin(); it != own.end(); ++it)
+    if (it.key() != "kind" && std::none_of(k->fields.begin(), k->fields.end(),
+                                           [&](const auto& f) { return f.first == it.key(); }))
+      throw config_error(path + "." + it.key(), "unknown key for optimizer kind \"" + kind +
+                                                    "\"; expected one of: " + keys);
+  json out = {{"kind", kind}};
+  for (const auto& [key, f] : k->fields)
+    out[key] = own.contains(key) ? own[key] : inherited.contains(key) ? inherited[key] : f.def;
+  return out;
 }
 
 spec window_spec(bool slowdown) {
@@ -506,82 +456,18 @@ spec worker_time_spec() {
        {"slowdowns", array("slow-down windows", window_spec(true), json::array())}});
 }
 
-// The name a configuration writes for an enumeration value (the library's own list).
-template <class E, std::size_t N>
-std::string_view name_of(E v, const heterograd::choice<E> (&names)[N]) {
-  for (const auto& c : names)
-    if (c.value == v) return c.name;
-  throw std::logic_error("config: an enumeration value without a name");
-}
-
-// Defaults the library defines (one source of truth: the config struct's initialisers).
-const heterograd::algorithms::async::ringmaster_config ringmaster_defaults{};
-
-// Per-algorithm hyper-parameters (the method object holds them next to label and algorithm).
-const std::map<std::string, std::vector<std::pair<std::string, spec>>>& algorithm_params() {
-  static const std::map<std::string, std::vector<std::pair<std::string, spec>>> m{
-      {"bsp",
-       {{"aggregation", choice("what a step averages", "gradients", {"gradients", "parameters"})},
-        {"weighting", choice("aggregation weights", "sample_weighted", {"sample_weighted", "uniform"})}}},
-      {"omnilearn",
-       {{"min_batch", integer("b_min", 16, 1)},
-        {"max_batch", integer("b_max (memory bound)", 96, 1)},
-        {"deadband", number("relative change ignored", 0.2, 0, 1, false, true)},
-        {"gain", number("P-controller gain k_p", 1.0, 0, 1, true, false)},
-        {"rebalance_every", integer("rounds between controller runs (0: one epoch)", 0, 0)}}},
-      {"local_sgd",
-       {{"period", integer("H: local steps per round (the fastest worker's with speed_proportional)", 8, 1)},
-        {"local_steps", array("per-worker H_i (overrides period)", integer("H_i", nullptr, 1), json::array())},
-        {"speed_proportional", boolean("H_i proportional to worker speed: H_i = max(1, round(H * "
-                                       "tau_min / tau_i)) from the mean job times",
-                                       false)},
-        {"weighting", choice("model averaging weights", "uniform", {"uniform", "sample_weighted"})},
-        {"states", choice("optimizer states at a sync", "keep_local", {"keep_local", "average", "reset"})}}},
-      {"selsync",
-       {{"threshold", number("Delta_thr on the EWMA of relative gradient-norm change", 0.3, 0)},
-        {"window", integer("EWMA window w (warm-up steps)", 25, 1)},
-        {"alpha", number("EWMA smoothing", 0.01, 0, 1, true, false)},
-        {"aggregation", choice("what a synchronising step averages", "parameters", {"parameters", "gradients"})}}},
-      {"eager",
-       {{"mode", choice("partial allreduce", "majority", {"majority", "solo"})},
-        {"staleness_bound", integer("B: rounds a late gradient may lag", 4, 1, 1 << 30)}}},
-      {"biased_local_sgd",
-       {{"slow_workers", array("indices of the slow workers", integer("worker", nullptr, 0), json::array())},
-        {"local_steps", array("per-worker H_i", integer("H_i", nullptr, 1), json::array())},
-        {"ratio", integer("r: candidate pool / slow samples", 4, 1)},
-        {"shuffle_rounds", integer("rounds between redraws", 1, 1)},
-        {"biased", boolean("loss-based top-k samples for the slow workers", true)}}},
-      {"asgd", {}},
-      {"delay_adaptive", {{"reference", integer("n of gamma*n/max(n, delay) (0: workers)", 0, 0)}}},
-      {"ringmaster",
-       {{"threshold", count_or_inf("R: delay threshold", ringmaster_defaults.threshold, 1)},
-        {"variant", choice("discard stale gradients, or interrupt stale computations",
-                           std::string(name_of(ringmaster_defaults.variant, heterograd::algorithms::async::ringmaster_variants)),
-                           {"discard", "interrupt"})}}},
-      {"rescaled",
-       {{"ema", number("EMA weight of the newest job time", 0.2, 0, 1, true, false)},
-        {"reference", number("tau_ref (0: largest estimate)", 0.0, 0)},
-        {"known_tau", boolean("start from the time model's mean tau_i", false)}}},
-      {"rennala", {{"gradients", integer("B: fresh gradients per step (Rennala's batch)", 6, 1)}}},
-      {"ia2sgd", {}},
-      {"malenia", {{"threshold", positive("S: harmonic-mean count per step", 1.0)}}},
-      {"ringleader", {}},
-      {"ssp", {{"staleness", integer("s", 3, 0)}}},
-      {"dssp", {{"lower", integer("s_L", 3, 0)}, {"range", integer("r_max", 12, 0)}}},
-      {"local_learning",
-       {{"modules", integer("K gradient-isolated modules (1: end-to-end backprop)", 2, 1)},
-        {"head_hidden", array("hidden widths of each auxiliary head", integer("width", nullptr, 1), json::array())},
-        {"pgl_period", integer("PGL: a global step every P iterations (0: never)", 0, 0)},
-        {"pgl_epoch_fraction", number("PGL: global steps during this first fraction of epochs", 0.0, 0, 1)}}},
-  };
-  return m;
+// The row of algorithm `a` (nullptr: none).
+const algorithm_row* row_of(const std::string& a) {
+  for (const auto& r : algorithm_rows())
+    if (r.name == a) return &r;
+  return nullptr;
 }
 
 spec method_common() {
   return object("a method",
                 {{"label", required(string("name in the table and the charts", nullptr))},
                  {"algorithm", required(choice("algorithm", nullptr, algorithm_names()))},
-                 {"optimizer", optimizer_spec(true)},
+                 {"optimizer", optimizer_spec()},
                  {"batch", integer("per-worker batch (0: data.batch)", 0, 0)},
                  {"nonfinite", choice("a gradient with an infinity or a NaN: fail (error naming worker "
                                       "and step), skip (dropped, counted) or zero (those entries set to 0)",
@@ -622,7 +508,7 @@ spec root_spec() {
                {{"kind", choice("model", "mlp", {"mlp", "softmax"})},
                 {"hidden", array("hidden layer widths (mlp)", integer("width", nullptr, 1), json::array({64}))},
                 {"label_smoothing", number("label smoothing", 0.0, 0, 1, false, true)}})},
-       {"optimizer", optimizer_spec(false)},
+       {"optimizer", optimizer_spec()},
        {"workers",
         object("the cluster", {{"count", required(integer("number of workers", nullptr, 1, 1 << 22))},
                                {"time", worker_time_spec()}})},
@@ -659,11 +545,10 @@ json check_method(const json& m, const std::string& path) {
     throw config_error(path + ".algorithm", "missing; expected " + expected(method_common().fields[1].second));
   const spec common = method_common();
   const json& a = m.at("algorithm");
-  const auto& params = algorithm_params();
-  if (!a.is_string() || !params.count(a.get<std::string>()))
-    fail(path + ".algorithm", common.fields[1].second, a);
+  const algorithm_row* row = a.is_string() ? row_of(a.get<std::string>()) : nullptr;
+  if (!row) fail(path + ".algorithm", common.fields[1].second, a);
   spec full = common;
-  for (const auto& f : params.at(a.get<std::string>())) full.fields.push_back(f);
+  for (const auto& f : row->keys) full.fields.push_back(f);
   return check_object(full, m, path);
 }
 
@@ -784,11 +669,6 @@ void check_cross(json& c) {
         throw config_error(p + ".modules", "expected at most the number of dense layers (" +
                                                std::to_string(layers) + "), got " + m["modules"].dump());
     }
-    // The method's optimizer: the experiment's, with the method's keys on top.
-    json o = c["optimizer"];
-    for (auto it = m["optimizer"].begin(); it != m["optimizer"].end(); ++it)
-      if (!it.value().is_null()) o[it.key()] = it.value();
-    m["optimizer"] = o;
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
   if (c["runtime"] != "sim" && c["checkpoint_every"].get<std::uint64_t>() > 0)
@@ -1022,11 +902,6 @@ const std::map<std::string, std::pair<std::string, bool>>& library_keys() {
       {"bsp.sync_time", {"network", false}},
       {"local_sgd.sync_time", {"network", false}},
       {"selsync.sync_time", {"network", false}},
-      {"ringmaster_config.threshold", {"threshold", true}},
-      {"rennala_config.batch", {"gradients", true}},
-      {"rescaled_config.ema", {"ema", true}},
-      {"rescaled_config.reference", {"reference", true}},
-      {"malenia_config.threshold", {"threshold", true}},
       {"local_sgd.period", {"period", true}},
       {"local_sgd.local_steps", {"local_steps", true}},
       {"local_sgd.states", {"states", true}},
@@ -1051,9 +926,10 @@ const std::map<std::string, std::pair<std::string, bool>>& library_keys() {
 // The library prefix of a method key and the algorithms it belongs to.
 bool library_prefix_of(const std::string& name, const std::string& algorithm) {
   const std::string pre = name.substr(0, name.find('.'));
+  // A server's config (registry.hpp's config_name).
+  if (const algorithm_row* r = row_of(algorithm); r && !r->config_name.empty() && r->config_name == pre) return true;
   static const std::map<std::string, std::vector<std::string>> owners{
-      {"ringmaster_config", {"ringmaster"}}, {"rennala_config", {"rennala"}}, {"rescaled_config", {"rescaled"}},
-      {"malenia_config", {"malenia"}},       {"local_sgd", {"local_sgd"}},    {"bsp", {"bsp"}},
+      {"local_sgd", {"local_sgd"}},    {"bsp", {"bsp"}},
       {"eager", {"eager"}},                  {"selsync", {"selsync"}},        {"biased", {"biased_local_sgd"}},
       {"decoupled", {"local_learning"}},     {"local_learning", {"local_learning"}}, {"pgl", {"local_learning"}}};
   const auto it = owners.find(pre);
@@ -1073,11 +949,24 @@ config_error from_library_error(const std::invalid_argument& e, const json& conf
   if (rest.rfind(" = ", 0) == 0) rest = rest.substr(3);
   const auto bracket = name.find('[');
   const std::string base = name.substr(0, bracket);
-  const auto& keys = library_keys();
-  const auto it = keys.find(base);
-  if (it == keys.end()) return config_error(fallback, what.substr(std::string("heterograd: ").size()));
-  std::string key = it->second.first;
-  if (it->second.second) {
+  // The key: a server config's field is the method's key of that name (or its renamed key);
+  // any other library parameter is listed in library_keys().
+  std::pair<std::string, bool> where;
+  const auto dot = base.find('.');
+  for (const auto& r : algorithm_rows())
+    if (!r.config_name.empty() && dot != std::string::npos && base.compare(0, dot, r.config_name) == 0) {
+      where = {base.substr(dot + 1), true};
+      for (const auto& [field, key] : r.renamed)
+        if (field == where.first) where.first = key;
+    }
+  if (where.first.empty()) {
+    const auto& keys = library_keys();
+    const auto it = keys.find(base);
+    if (it == keys.end()) return config_error(fallback, what.substr(std::string("heterograd: ").size()));
+    where = it->second;
+  }
+  std::string key = where.first;
+  if (where.second) {
     long i = method;
     const json& ms = config.contains("methods") && config["methods"].is_array() ? config["methods"] : json::array();
     if (i < 0)
@@ -1087,13 +976,13 @@ config_error from_library_error(const std::invalid_argument& e, const json& conf
           i = static_cast<long>(j);
     key = (i < 0 ? std::string("methods[?]") : "methods[" + std::to_string(i) + "]") + "." + key;
   }
-  if (bracket != std::string::npos && it->second.first.find('.') == std::string::npos) key += name.substr(bracket);
+  if (bracket != std::string::npos && where.first.find('.') == std::string::npos) key += name.substr(bracket);
   return config_error(key, "got " + rest);
 }
 
 std::vector<std::string> algorithm_names() {
   std::vector<std::string> v;
-  for (const auto& [k, f] : algorithm_params()) v.push_back(k);
+  for (const auto& r : algorithm_rows()) v.push_back(r.name);
   return v;
 }
 
@@ -1114,6 +1003,17 @@ json resolve(const json& raw) {
   out["methods"] = json::array();
   for (std::size_t i = 0; i < methods.size(); ++i)
     out["methods"].push_back(check_method(methods[i], "methods[" + std::to_string(i) + "]"));
+  // Optimizers: the experiment's kind (default sgd) with its keys; each method's own keys over
+  // the experiment's, for the method's kind (default the experiment's).
+  const json given = out["optimizer"];
+  const std::string top = given.value("kind", std::string(heterograd::optim::sgd::name()));
+  out["optimizer"] = resolve_optimizer(top, given, json::object(), "optimizer");
+  for (std::size_t i = 0; i < methods.size(); ++i) {
+    json& m = out["methods"][i];
+    const json own = m["optimizer"];
+    m["optimizer"] = resolve_optimizer(own.value("kind", top), own, given,
+                                       "methods[" + std::to_string(i) + "].optimizer");
+  }
   check_cross(out);
   check_bounds(out);
   return out;
@@ -1260,9 +1160,19 @@ std::string schema_markdown() {
   std::string out = "| key | expected | default | meaning |\n|---|---|---|---|\n";
   spec root = root_spec();
   doc_rows(root, "", out);
+  out += "\nPer optimizer (`optimizer.kind` and its keys, at the experiment's level or a method's):\n\n";
+  for (const auto& k : optimizer_kinds()) {
+    out += "- `" + k.name + "`:";
+    for (const auto& [key, f] : k.fields) {
+      out += " `" + key + "` (" + expected(f) + ", default " + f.def.dump() + ")";
+      if (&f != &k.fields.back().second) out += ";";
+    }
+    out += "\n";
+  }
   out += "\nPer algorithm (keys of a method object next to `label`, `algorithm`, `optimizer`, `batch`):\n\n";
-  for (const auto& [a, fields] : algorithm_params()) {
-    out += "- `" + a + "`:";
+  for (const auto& r : algorithm_rows()) {
+    const auto& fields = r.keys;
+    out += "- `" + r.name + "`:";
     if (fields.empty()) out += " no hyper-parameters";
     for (const auto& [k, f] : fields) {
       out += " `" + k + "` (" + expected(f) + (f.def.is_null() ? "" : ", default " + f.def.dump()) + ")";
@@ -1331,14 +1241,34 @@ json schema_json() {
   json m = json_schema_of(common);
   m.erase("additionalProperties");
   json branches = json::array();
-  for (const auto& [a, fields] : algorithm_params()) {
+  for (const auto& r : algorithm_rows()) {
     json props = json::object();
-    for (const auto& [k, f] : fields) props[k] = json_schema_of(f);
-    branches.push_back({{"if", {{"properties", {{"algorithm", {{"const", a}}}}}}},
+    for (const auto& [k, f] : r.keys) props[k] = json_schema_of(f);
+    branches.push_back({{"if", {{"properties", {{"algorithm", {{"const", r.name}}}}}}},
                         {"then", {{"properties", std::move(props)}}}});
   }
   m["allOf"] = std::move(branches);
   m["unevaluatedProperties"] = false;
+  // An optimizer's keys depend on its kind: one branch per kind, with its defaults (a
+  // method's optimizer has no default kind: it inherits the experiment's).
+  auto optimizer_node = [](json o) {
+    json kinds = json::array();
+    for (const auto& k : optimizer_kinds()) {
+      json props = json::object(), names = json::array({"kind"});
+      for (const auto& [key, f] : k.fields) {
+        props[key] = json_schema_of(f);
+        names.push_back(key);
+      }
+      // propertyNames: a key of another kind is refused, as resolve() refuses it.
+      kinds.push_back({{"if", {{"properties", {{"kind", {{"const", k.name}}}}}, {"required", json::array({"kind"})}}},
+                       {"then", {{"properties", std::move(props)}, {"propertyNames", {{"enum", std::move(names)}}}}}});
+    }
+    o["allOf"] = std::move(kinds);
+    return o;
+  };
+  m["properties"]["optimizer"] = optimizer_node(m["properties"]["optimizer"]);
+  root["properties"]["optimizer"] = optimizer_node(root["properties"]["optimizer"]);
+  root["properties"]["optimizer"]["properties"]["kind"]["default"] = heterograd::optim::sgd::name();
   root["properties"]["methods"]["items"] = std::move(m);
   json out = {{"$schema", "https://json-schema.org/draft/2020-12/schema"},
               {"$id", "https://heterograd.invalid/heterograd-run/experiment.schema.json"},

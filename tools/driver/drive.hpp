@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "heterograd/optim/optimizers.hpp"
 #include "heterograd/runtime/sim.hpp"
+#include "optimizer.hpp"
 #include "run.hpp"
 
 namespace hgrun {
@@ -23,15 +23,6 @@ concept checkpointable = requires(P& p, heterograd::archive_writer& w, heterogra
   p.serialize(w);
   p.serialize(r);
 };
-
-/// Calls f(optimizer) with the configured optim:: optimizer (sgd or heavy-ball momentum).
-template <class F>
-auto with_optimizer(const json& o, F&& f) {
-  const double lr = o["lr"].get<double>(), wd = o["weight_decay"].get<double>();
-  if (o["kind"] == "sgd") return f(heterograd::optim::sgd({.lr = lr, .weight_decay = wd}));
-  return f(heterograd::optim::momentum(
-      {.lr = lr, .momentum = o["momentum"].get<double>(), .weight_decay = wd}));
-}
 
 /// The gradient oracle of the sync layer's policies (sync/common.hpp's shape).
 struct oracle {

@@ -191,13 +191,10 @@ int mpi_ranks_needed(const json& config);
 /// workers.count in the text) and the -np to use.
 config_error mpi_ranks_mismatch(const json& config, int got);
 
-// Per-family entry points (each returns the summary); `algorithm` is config's name.
-json run_async_family(context& ctx);
+// The runners of the round family and of local learning (the registry's factories for their
+// rows, registry.hpp); each returns the summary.
 json run_sync_family(context& ctx);
 json run_local_learning(context& ctx);
-bool is_async_algorithm(const std::string& a);
-bool is_sync_algorithm(const std::string& a);
-bool async_checkpointable(const std::string& a);
 bool sync_checkpointable(const std::string& a);
 
 }  // namespace hgrun

@@ -18,6 +18,7 @@
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/sim/network.hpp"
 #include "resume.hpp"
+#include "registry.hpp"
 #include "run.hpp"
 
 #ifdef _OPENMP
@@ -594,8 +595,9 @@ int mpi_ranks_needed(const json& c) {
     // eager-SGD is served like the asynchronous methods (its rounds fire in the worker-time
     // model's arrival order on rank 0; runtimes.hpp).
     // local learning: one rank per module (decoupled/transport_pipeline.hpp).
-    const int k = a == "local_learning"                 ? c["methods"][i]["modules"].get<int>()
-                  : is_async_algorithm(a) || a == "eager" ? n + 1
+    const family f = runnable_algorithm(a).kind;
+    const int k = f == family::local                       ? c["methods"][i]["modules"].get<int>()
+                  : f == family::server || a == "eager" ? n + 1
                                                           : n;
     const std::string here = "methods[" + std::to_string(i) + "] (" + a + ")";
     if (need && k != need)
@@ -631,12 +633,7 @@ config_error mpi_ranks_mismatch(const json& c, int got) {
                                       " or set workers.count = " + std::to_string(async ? got - 1 : got));
 }
 
-bool algorithm_checkpointable(const std::string& a) {
-  if (a == "local_learning") return true;  // run_local.cpp saves its modules and optimizers
-  if (is_async_algorithm(a)) return async_checkpointable(a);
-  if (is_sync_algorithm(a)) return sync_checkpointable(a);
-  return false;
-}
+bool algorithm_checkpointable(const std::string& a) { return runnable_algorithm(a).checkpointable; }
 
 namespace {
 
@@ -716,7 +713,7 @@ void check_work(const json& c, std::size_t i, problem& prob) {
     // The horizon's virtual time: all workers busy, or the slowest one for the round methods,
     // and no earlier than the end of every outage and slow-down window.
     end_time = gradients / rate;
-    if (is_sync_algorithm(a)) end_time = std::max(end_time, gradients / n * slowest);
+    if (runnable_algorithm(a).kind == family::round) end_time = std::max(end_time, gradients / n * slowest);
     for (const char* w : {"outages", "slowdowns"})
       for (const auto& win : c["workers"]["time"][w]) end_time = std::max(end_time, win["end"].get<double>());
     const double evals = end_time / dt;
@@ -797,9 +794,7 @@ json run_method(const run_request& req) {
   context ctx{req.config, m, req.seed, req.dir, *prob, req.resume, req.halt_after, req.progress};
   ctx.root = req.root;
   const std::string a = m["algorithm"];
-  json s = a == "local_learning"       ? run_local_learning(ctx)
-           : is_async_algorithm(a) ? run_async_family(ctx)
-                                   : run_sync_family(ctx);
+  json s = runnable_algorithm(a).run(ctx);
   // summary.json marks the run finished (--resume skips it), so it is written once, whole,
   // with the runner's own numbers, and only then is the checkpoint dropped: a kill at any
   // point leaves a checkpoint to resume from or the complete summary.

@@ -6,7 +6,7 @@
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
-#include "heterograd/optim/optimizers.hpp"
+#include "optimizer.hpp"
 #include "run.hpp"
 #include "runtimes.hpp"
 #ifdef HG_HAS_MPI
@@ -25,17 +25,13 @@ namespace dc = heterograd::algorithms::decoupled;
 // methods[i].nonfinite applies to each module's gradient here, where every module's step
 // passes (module k is the "worker" of an error; the step is this stepper's count).
 struct stepper {
-  std::optional<dc::optim_stepper<hg::optim::sgd>> sgd;
-  std::optional<dc::optim_stepper<hg::optim::momentum>> mom;
+  dc::optim_stepper<any_optimizer> opt;
   hg::algorithms::nonfinite_policy nonfinite = hg::algorithms::nonfinite_policy::fail;
   std::size_t module = 0;
   std::uint64_t steps = 0;
   std::vector<float> zeroed;
-  stepper(const json& cfg, hg::algorithms::nonfinite_policy nf, std::size_t k) : nonfinite(nf), module(k) {
-    const double lr = cfg["lr"].get<double>(), wd = cfg["weight_decay"].get<double>();
-    if (cfg["kind"] == "sgd") sgd.emplace(hg::optim::sgd({.lr = lr, .weight_decay = wd}));
-    else mom.emplace(hg::optim::momentum({.lr = lr, .momentum = cfg["momentum"].get<double>(), .weight_decay = wd}));
-  }
+  stepper(const json& cfg, hg::algorithms::nonfinite_policy nf, std::size_t k)
+      : opt(make_optimizer(cfg)), nonfinite(nf), module(k) {}
   void step(hg::span<float> p, hg::span<const float> g) {
     using nf = hg::algorithms::nonfinite_policy;
     const std::size_t bad = hg::algorithms::first_nonfinite(g);
@@ -52,13 +48,11 @@ struct stepper {
     } else {
       ++steps;
     }
-    if (sgd) sgd->step(p, g);
-    else mom->step(p, g);
+    opt.step(p, g);
   }
   template <class Archive>
   void serialize(Archive& ar) {
-    if (sgd) sgd->serialize(ar);
-    else mom->serialize(ar);
+    opt.serialize(ar);
   }
 };
 

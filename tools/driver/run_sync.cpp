@@ -16,15 +16,6 @@
 namespace hgrun {
 
 namespace {
-const std::set<std::string>& sync_names() {
-  static const std::set<std::string> s{"bsp", "omnilearn", "local_sgd", "selsync", "eager", "biased_local_sgd"};
-  return s;
-}
-}  // namespace
-
-bool is_sync_algorithm(const std::string& a) { return sync_names().count(a) > 0; }
-
-namespace {
 
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
@@ -418,12 +409,8 @@ bool checkpointable_with(const std::string& a) {
 
 }  // namespace
 
-bool sync_checkpointable(const std::string& a) {
-  return checkpointable_with<hg::optim::sgd>(a) && checkpointable_with<hg::optim::momentum>(a);
-}
+bool sync_checkpointable(const std::string& a) { return checkpointable_with<any_optimizer>(a); }
 
-json run_sync_family(context& ctx) {
-  return with_optimizer(ctx.method["optimizer"], [&](auto opt) { return run_with(ctx, opt); });
-}
+json run_sync_family(context& ctx) { return run_with(ctx, make_optimizer(ctx.method["optimizer"])); }
 
 }  // namespace hgrun

@@ -4,17 +4,15 @@
 // the shared evaluation loop.
 //
 // Virtual time stays the configured worker-time model's, so horizons, evaluation times and
-// the summary mean what they mean under sim. A "shadow" simulator engine is driven by exactly
-// the calls the simulated runtime would make (job starts, holds, releases, interruptions,
-// deliveries, clock moves to evaluation times), which gives the recorder the simulator's
-// per-worker accounting, update counts, staleness histograms, event count and trace hash.
+// the summary mean what they mean under sim.
 //
-// Asynchronous family (runtime/server.hpp): the server hands results to the policy
-// in arrival_order::virtual_time, which is the simulator's order, so a deterministic policy
-// ends with bitwise the simulator's parameters. The server runs on its own thread; the policy
-// is wrapped ("gated") so that before it is handed a result that arrives after the next
-// evaluation time, the server parks; the evaluation loop (this thread) evaluates and moves the
-// target on. Workers keep computing their jobs while the server is parked.
+// Asynchronous family (runtime/server.hpp): the library's recording wrappers
+// (runtime/recording.hpp) drive a shadow simulator engine with the calls the simulated
+// runtime would make, which gives the recorder the simulator's accounting and trace hash. The
+// server runs on its own thread; the policy is gated so that before it is handed a result that
+// arrives after the next evaluation time, the server parks; the evaluation loop (this thread)
+// evaluates and moves the target on. Workers keep computing their jobs while the server is
+// parked.
 //
 // Round family (heterograd/runtime/rounds.hpp): a shadow runtime::round_runtime with a timing-only
 // policy says how many rounds finish by the next evaluation time; the real runtime
@@ -41,6 +39,7 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/kernels/gemm.hpp"
+#include "heterograd/runtime/recording.hpp"
 #include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/runtime/sim.hpp"
@@ -66,161 +65,6 @@ namespace hs = heterograd::algorithms::sync;
 // ---------------------------------------------------------------------------------------------
 // Asynchronous family.
 
-/// The simulator's engine and recorder, fed by the remote server's calls (server thread only,
-/// or the evaluation thread while the server is parked).
-struct shadow {
-  sim::engine eng;
-  sim::recorder rec;
-  std::uint64_t started = 0;  ///< jobs started (each computes one mini-batch gradient)
-  /// The worker whose job the server is starting (set by shadow_model::duration, which the
-  /// server calls right before it sends the job's parameters): eager-SGD sends that worker's
-  /// own replica (params_for).
-  sim::worker_id starting = 0;
-  std::function<std::uint64_t()> version;
-  explicit shadow(std::size_t n) : eng(n), rec(n) {}
-};
-
-/// The worker-time model as the remote server sees it: the configured model at the method's
-/// batch (the server asks with batch 1), which also starts the job in the shadow engine with
-/// the simulator's tag (the model version).
-struct shadow_model {
-  const sim::any_time_model* base;
-  std::size_t batch;
-  shadow* s;
-  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t) const {
-    const double d = base->duration(w, k, t, batch);
-    if (std::isnan(d) || d < 0) return d;  // the server rejects it
-    if (t != s->eng.now() || k != s->eng.next_job_index(w))
-      throw std::logic_error("threads/mpi runtime: the shadow simulator diverged from the server");
-    s->starting = w;
-    s->eng.start(w, d, s->version());
-    ++s->started;
-    return d;
-  }
-};
-
-/// The control handle the policy sees: the remote server's, mirrored into the shadow engine
-/// and recorder in the order the simulator's control makes them.
-template <class Ctl>
-struct shadow_control {
-  Ctl& c;
-  shadow& s;
-  double now() const { return c.now(); }
-  std::size_t workers() const { return c.workers(); }
-  bool busy(sim::worker_id w) const { return c.busy(w); }
-  bool waiting(sim::worker_id w) const { return c.waiting(w); }
-  std::uint64_t version_of(sim::worker_id w) const { return c.version_of(w); }
-  void restart(sim::worker_id w) { c.restart(w); }
-  void hold(sim::worker_id w) {
-    c.hold(w);
-    s.eng.wait(w);
-  }
-  void release(sim::worker_id w) {
-    s.eng.release(w);
-    c.release(w);
-  }
-  void interrupt(sim::worker_id w) {
-    s.rec.record_update(w, s.version() - c.version_of(w), sim::update_outcome::interrupted);
-    s.eng.cancel(w);
-    c.interrupt(w);
-  }
-  void applied(sim::worker_id w, std::uint64_t st) {
-    s.rec.record_update(w, st, sim::update_outcome::applied);
-    c.applied(w, st);
-  }
-  void buffered(sim::worker_id w, std::uint64_t st) {
-    s.rec.record_update(w, st, sim::update_outcome::buffered);
-    c.buffered(w, st);
-  }
-  void discarded(sim::worker_id w, std::uint64_t st) {
-    s.rec.record_update(w, st, sim::update_outcome::discarded);
-    c.discarded(w, st);
-  }
-};
-
-/// The handshake between the server thread and the evaluation loop.
-struct gate {
-  std::mutex m;
-  std::condition_variable cv;
-  double target = 0;             ///< the server may hand over arrivals at or before this time
-  std::uint64_t want = 0;        ///< advance() calls so far
-  std::uint64_t parked_for = 0;  ///< the advance() the server last parked for
-  bool finished = false, stop = false;
-  /// The horizon's stop rule (stop_rule) held when the server came to its next arrival: the
-  /// run ended at the shadow clock's time, the arrival is not handed over.
-  bool limited = false;
-  std::function<bool()> reached;  ///< the stop rule (empty: none); server thread only
-  std::exception_ptr error;
-};
-
-/// The policy as the remote server drives it: parks before an arrival later than the gate's
-/// target; after stop, holds every worker that reports (the run is over, nothing is applied).
-template <class Policy>
-class gated {
- public:
-  gated(Policy& p, shadow& s, gate& g) : p_(p), s_(s), g_(g) {}
-  std::size_t workers() const { return p_.workers(); }
-  std::size_t dim() const { return p_.dim(); }
-  std::uint64_t version() const { return p_.version(); }
-  /// The parameters a starting job carries: the policy's model, or (a policy with one
-  /// replica per worker, eager-SGD) the starting worker's replica.
-  auto params() const {
-    if constexpr (requires { p_.params_for(sim::worker_id{}); }) return p_.params_for(s_.starting);
-    else return p_.params();
-  }
-
-  template <class Ctl>
-  void on_start(Ctl& c) {
-    shadow_control<Ctl> sc{c, s_};
-    if constexpr (requires { p_.on_start(sc); }) {
-      p_.on_start(sc);
-    } else {
-      for (std::size_t w = 0; w < c.workers(); ++w) sc.restart(static_cast<sim::worker_id>(w));
-    }
-  }
-
-  /// The server is about to wait for the result finishing at t (virtual_time order): park
-  /// here, before that wait, so that when the run ends (stop) the server stops at once
-  /// instead of waiting for a computation it would only hold.
-  bool ready(double t) { return wait_until(t); }
-
-  template <class Ctl, class A, class G>
-  void on_arrival(Ctl& c, const A& a, const G& g) {
-    if (!wait_until(a.time)) {
-      c.hold(a.worker);
-      return;
-    }
-    sim::event ev;
-    if (!s_.eng.next(ev) || ev.kind != sim::event_kind::job_finished || ev.worker != a.worker ||
-        ev.time != a.time)
-      throw std::logic_error("threads/mpi runtime: the shadow simulator diverged from the server");
-    shadow_control<Ctl> sc{c, s_};
-    p_.on_arrival(sc, a, g);
-  }
-
- private:
-  bool wait_until(double t) {
-    std::unique_lock l(g_.m);
-    // The previous arrival (and the job restarts after it) met the stop rule: the simulated
-    // run stops right after that event, so this arrival is never delivered.
-    if (!g_.stop && !g_.limited && g_.reached && g_.reached()) g_.limited = true;
-    while (!g_.stop && (g_.limited || t > g_.target)) {
-      if (g_.parked_for != g_.want) {
-        // sim::run's clock move to its horizon (the evaluation time) before parking.
-        sim::event ev;
-        if (!g_.limited && g_.target > s_.eng.now()) s_.eng.next(ev, g_.target);
-        g_.parked_for = g_.want;
-        g_.cv.notify_all();
-      }
-      g_.cv.wait(l);
-    }
-    return !g_.stop;
-  }
-  Policy& p_;
-  shadow& s_;
-  gate& g_;
-};
-
 inline hr::remote_options remote_options_of() {
   hr::remote_options o;
   o.order = hr::arrival_order::virtual_time;
@@ -228,14 +72,14 @@ inline hr::remote_options remote_options_of() {
   return o;
 }
 
-/// Runs policy `p` under the evaluation loop with `launch(gated&, const shadow_model&)`
+/// Runs policy `p` under the evaluation loop with `launch(gated_policy&, const shadow_time_model&)`
 /// serving it (returning when the server stops) on a thread of its own.
 template <class Policy, class Launch>
 json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch launch) {
-  shadow s(ctx.workers());
+  hr::shadow_run s(ctx.workers());
   s.version = [&p] { return static_cast<std::uint64_t>(p.version()); };
-  const shadow_model sm{&model, ctx.batch(), &s};
-  gate g;
+  const hr::shadow_time_model<sim::any_time_model> sm{&model, ctx.batch(), &s};
+  hr::arrival_gate g;
   const stop_rule rule = stop_rule_of(ctx);
   auto epochs = [&] {  // stop_rule: a delivered result counts its batch
     return static_cast<double>(s.eng.events_delivered() * ctx.prob.samples_per_gradient(ctx.batch())) /
@@ -243,7 +87,7 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   };
   auto reached = [&] { return rule.reached(static_cast<std::uint64_t>(p.version()), epochs()); };
   if (rule.active()) g.reached = reached;
-  gated<Policy> gp(p, s, g);
+  hr::gated_policy<Policy> gp(p, s, g);
   detail::describe(ctx, s.rec);
   std::thread server;
   auto stop = [&] {
@@ -437,7 +281,7 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
   ctx.extra["runtime"] = ctx.runtime();
   if (ctx.runtime() == "threads") {
     const int n = static_cast<int>(ctx.workers());
-    return d::drive_remote(ctx, p, std::move(model), [&](auto& gp, const d::shadow_model& sm) {
+    return d::drive_remote(ctx, p, std::move(model), [&](auto& gp, const heterograd::runtime::shadow_time_model<heterograd::sim::any_time_model>& sm) {
       heterograd::comm::inproc::spawn(n + 1, [&](heterograd::comm::inproc::communicator c) {
         single_threaded_here();
         if (c.rank() == 0) hr::serve<float>(gp, c, o, sm);
@@ -453,7 +297,7 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
     return json();
   }
   return d::drive_remote(ctx, p, std::move(model),
-                         [&](auto& gp, const d::shadow_model& sm) { hr::serve<float>(gp, c, o, sm); });
+                         [&](auto& gp, const heterograd::runtime::shadow_time_model<heterograd::sim::any_time_model>& sm) { hr::serve<float>(gp, c, o, sm); });
 #else
   d::no_mpi();
   return json();

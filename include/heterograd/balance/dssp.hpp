@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::balance {
@@ -39,6 +40,13 @@ struct dssp_config {
   std::size_t lower = 3;   ///< s_L: staleness always allowed
   std::size_t range = 12;  ///< r_max = s_U − s_L: extra staleness the controller may grant
   friend bool operator==(const dssp_config&, const dssp_config&) = default;
+
+  static constexpr auto description() {
+    return describe("dssp_config",
+                    describe_field("lower", &dssp_config::lower, "s_L: staleness always allowed", at_least(0)),
+                    describe_field("range", &dssp_config::range,
+                                   "r_max = s_U - s_L: extra staleness the controller may grant", at_least(0)));
+  }
 };
 
 /// What a worker does after its push.

@@ -35,6 +35,7 @@
 #include "heterograd/comm/partial.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
@@ -52,6 +53,11 @@ struct eager_config {
   /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
   /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
   nonfinite_policy nonfinite = nonfinite_policy::fail;
+
+  static constexpr auto description() {
+    return describe("eager", describe_field("staleness_bound", &eager_config::staleness_bound,
+                                            "B: rounds a late gradient may lag", closed(1, 1u << 30)));
+  }
 
   void validate() const {
     algorithms::validate_nonfinite_policy("eager.nonfinite", nonfinite);

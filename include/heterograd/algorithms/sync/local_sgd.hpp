@@ -41,6 +41,7 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
@@ -63,6 +64,13 @@ struct local_sgd_config {
   /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
   /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
   nonfinite_policy nonfinite = nonfinite_policy::fail;
+
+  static constexpr auto description() {
+    return describe("local_sgd",
+                    describe_field("period", &local_sgd_config::period,
+                                   "H: local steps per round (the fastest worker's with speed_proportional)",
+                                   at_least(1)));
+  }
 
   void validate(std::size_t workers) const {
     algorithms::validate_nonfinite_policy("local_sgd.nonfinite", nonfinite);

@@ -28,6 +28,7 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/reduce.hpp"
@@ -46,6 +47,16 @@ struct selsync_config {
   /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
   /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
   nonfinite_policy nonfinite = nonfinite_policy::fail;
+
+  static constexpr auto description() {
+    return describe("selsync",
+                    describe_field("threshold", &selsync_config::threshold,
+                                   "Delta_thr on the EWMA of relative gradient-norm change (0: BSP)",
+                                   finite_at_least(0)),
+                    describe_field("window", &selsync_config::window, "w: EWMA window and warm-up steps",
+                                   at_least(1)),
+                    describe_field("alpha", &selsync_config::alpha, "EWMA smoothing", open_closed(0, 1)));
+  }
 
   void validate() const {
     algorithms::validate_nonfinite_policy("selsync.nonfinite", nonfinite);

@@ -1,0 +1,156 @@
+#pragma once
+// heterograd-run's built-in algorithms: one row each (registry.hpp). A server policy's row
+// names its type, its config struct (whose described fields are the method's keys, with their
+// defaults and rules) and how it is built from the server and the config; `Bind` decides what
+// the row holds (schema_binder: the keys; the runner's binder, servers.hpp: the factory too).
+//
+// Adding an asynchronous server policy to the driver is one row here (or add_algorithm with
+// server_row() from outside the driver: tests/runtime/toy_policy_test.cpp).
+//
+// The round methods and local learning have their keys here (from their configs'
+// descriptions where those exist: local SGD's period, SelSync's threshold, window and alpha,
+// eager-SGD's staleness bound) and their construction in run_sync.cpp / run_local.cpp.
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/algorithms/sync/local_sgd.hpp"
+#include "heterograd/algorithms/sync/selsync.hpp"
+#include "heterograd/balance/dssp.hpp"
+#include "optimizer.hpp"
+#include "registry.hpp"
+
+namespace hgrun {
+
+// The configured runs of the round family and of local learning (run_sync.cpp, run_local.cpp).
+json run_sync_family(context& ctx);
+json run_local_learning(context& ctx);
+// Mean job time of each worker under the base model (run_common.cpp).
+std::vector<double> mean_job_times(const json& config, std::uint64_t seed, std::size_t batch);
+
+template <class Bind>
+std::vector<algorithm_row> builtin_algorithms() {
+  using namespace schema;
+  namespace as = heterograd::algorithms::async;
+  namespace hb = heterograd::balance;
+  namespace hs = heterograd::algorithms::sync;
+  using T = float;
+  using O = any_optimizer;
+  // Server rows: (context, workers, model server, config) -> the policy. The lambdas are
+  // generic, so schema_binder instantiates no policy.
+  return {
+      // ---- round methods
+      Bind::round("bsp", {{"aggregation", choice("what a step averages", "gradients",
+                                                 {"gradients", "parameters"})},
+                          {"weighting", choice("aggregation weights", "sample_weighted",
+                                               {"sample_weighted", "uniform"})}}),
+      Bind::round(
+          "omnilearn",
+          {{"min_batch", integer("b_min", 16, 1)},
+           {"max_batch", integer("b_max (memory bound)", 96, 1)},
+           {"deadband", number("relative change ignored", 0.2, 0, 1, false, true)},
+           {"gain", number("P-controller gain k_p", 1.0, 0, 1, true, false)},
+           {"rebalance_every", integer("rounds between controller runs (0: one epoch)", 0, 0)}}),
+      Bind::round("local_sgd",
+                  keys_of(hs::local_sgd_config{}, {},
+                          {{"local_steps", array("per-worker H_i (overrides period)",
+                                                 integer("H_i", nullptr, 1), json::array())},
+                           {"speed_proportional",
+                            boolean("H_i proportional to worker speed: H_i = max(1, round(H * "
+                                    "tau_min / tau_i)) from the mean job times",
+                                    false)},
+                           {"weighting", choice("model averaging weights", "uniform",
+                                                {"uniform", "sample_weighted"})},
+                           {"states", choice("optimizer states at a sync", "keep_local",
+                                             {"keep_local", "average", "reset"})}})),
+      Bind::round("selsync",
+                  keys_of(hs::selsync_config{}, {},
+                          {{"aggregation", choice("what a synchronising step averages",
+                                                  "parameters", {"parameters", "gradients"})}})),
+      Bind::round(
+          "eager",
+          keys_of(hs::eager_config{}, {},
+                  {{"mode", choice("partial allreduce", "majority", {"majority", "solo"})}})),
+      Bind::round(
+          "biased_local_sgd",
+          {{"slow_workers",
+            array("indices of the slow workers", integer("worker", nullptr, 0), json::array())},
+           {"local_steps", array("per-worker H_i", integer("H_i", nullptr, 1), json::array())},
+           {"ratio", integer("r: candidate pool / slow samples", 4, 1)},
+           {"shuffle_rounds", integer("rounds between redraws", 1, 1)},
+           {"biased", boolean("loss-based top-k samples for the slow workers", true)}}),
+      // ---- local learning
+      Bind::local(
+          "local_learning",
+          {{"modules", integer("K gradient-isolated modules (1: end-to-end backprop)", 2, 1)},
+           {"head_hidden", array("hidden widths of each auxiliary head",
+                                 integer("width", nullptr, 1), json::array())},
+           {"pgl_period", integer("PGL: a global step every P iterations (0: never)", 0, 0)},
+           {"pgl_epoch_fraction",
+            number("PGL: global steps during this first fraction of epochs", 0.0, 0, 1)}}),
+      // ---- asynchronous server policies
+      Bind::template server<as::asgd<T, O>>("asgd", no_config{}, {}, {},
+                                            [](auto&, std::size_t n, auto server, const auto&) {
+                                              return as::asgd<T, O>(n, std::move(server));
+                                            }),
+      Bind::template server<as::delay_adaptive_asgd<T, O>>(
+          "delay_adaptive", as::delay_adaptive_config{}, {}, {},
+          [](auto&, std::size_t n, auto server, const auto& c) {
+            return as::delay_adaptive_asgd<T, O>(n, std::move(server), c);
+          }),
+      Bind::template server<as::ringmaster_asgd<T, O>>(
+          "ringmaster", as::ringmaster_config{}, {},
+          {{"threshold", count_or_inf("R: delay threshold", as::ringmaster_config{}.threshold, 1)}},
+          [](auto&, std::size_t n, auto server, const auto& c) {
+            return as::ringmaster_asgd<T, O>(n, std::move(server), c);
+          }),
+      Bind::template server<as::rescaled_asgd<T, O>>(
+          "rescaled", as::rescaled_config{}, {},
+          {{"known_tau", boolean("start from the time model's mean tau_i", false)}},
+          [](auto& ctx, std::size_t n, auto server, auto c) {
+            if (ctx.method["known_tau"].template get<bool>())
+              c.initial_tau = mean_job_times(ctx.config, ctx.seed, ctx.batch());
+            return as::rescaled_asgd<T, O>(n, std::move(server), c);
+          }),
+      // "gradients": the key the experiments have always used for Rennala's batch B.
+      Bind::template server<as::rennala_sgd<T, O>>(
+          "rennala", as::rennala_config{}, {{"batch", "gradients"}}, {},
+          [](auto&, std::size_t n, auto server, const auto& c) {
+            return as::rennala_sgd<T, O>(n, std::move(server), c);
+          }),
+      Bind::template server<as::ia2sgd<T, O>>("ia2sgd", no_config{}, {}, {},
+                                              [](auto&, std::size_t n, auto server, const auto&) {
+                                                return as::ia2sgd<T, O>(n, std::move(server));
+                                              }),
+      Bind::template server<as::malenia_sgd<T, O>>(
+          "malenia", as::malenia_config{}, {}, {},
+          [](auto&, std::size_t n, auto server, const auto& c) {
+            return as::malenia_sgd<T, O>(n, std::move(server), c);
+          }),
+      Bind::template server<as::ringleader_asgd<T, O>>(
+          "ringleader", no_config{}, {}, {},
+          [](auto&, std::size_t n, auto server,
+             const auto&) { return as::ringleader_asgd<T, O>(n, std::move(server)); }),
+      Bind::template server<as::ssp_server<T, O>>(
+          "ssp", as::ssp_config{}, {}, {},
+          [](auto&, std::size_t n, auto server,
+             const auto& c) { return as::ssp_server<T, O>(n, std::move(server), c); }),
+      // DSSP's bound in the summary: no worker ever started an iteration more than s_L + r_max
+      // ahead.
+      Bind::template server<as::dssp_server<T, O>>(
+          "dssp", hb::dssp_config{}, {}, {},
+          [](auto&, std::size_t n, auto server, const auto& c) {
+            return as::dssp_server<T, O>(n, std::move(server), c);
+          },
+          [](const auto& p, const auto& c, json& extra) {
+            extra["max_gap_started"] = p.max_gap_started();
+            extra["bound"] = c.lower + c.range;
+          }),
+  };
+}
+
+}  // namespace hgrun

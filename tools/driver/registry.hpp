@@ -1,0 +1,116 @@
+#pragma once
+// The algorithms heterograd-run runs, one row each: the name a method's "algorithm" gives, its
+// family (which runner drives it), the method object's own keys (schema.hpp: a server's keys
+// are its library config's described fields) and the factory that runs a method. The schema
+// (config.cpp, --schema), the runners (run_common.cpp) and checkpointing all read the rows;
+// nothing else names an algorithm.
+//
+// The built-in rows are one table (algorithms.hpp) read twice: with schema_binder for the
+// keys (config.cpp, registry.cpp: no policy is instantiated there, so the configuration
+// checker stays light enough for its fuzzer) and with the runner's binder for the factories
+// (run_async.cpp). A row added at run time (add_algorithm: a policy written outside the
+// driver, such as tests/runtime/toy_policy_test.cpp's) carries both halves itself; server_row()
+// (runtimes.hpp) makes one from a policy type and its config.
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config.hpp"
+#include "schema.hpp"
+
+namespace hgrun {
+
+struct context;
+
+/// Which runner drives an algorithm.
+enum class family {
+  server,  ///< an asynchronous server policy (runtime/server.hpp, the simulator's async runtime)
+  round,   ///< a round method (algorithms/sync, balance/'s OmniLearn)
+  local,   ///< decoupled local learning (algorithms/decoupled)
+};
+
+/// A method object's own keys (next to label, algorithm, optimizer, batch, nonfinite).
+using method_keys = std::vector<std::pair<std::string, schema::spec>>;
+
+struct algorithm_row {
+  std::string name;
+  family kind = family::server;
+  method_keys keys;
+  /// Runs one method of a resolved configuration: its summary (null on an MPI rank that
+  /// writes nothing). Empty in the schema's copy of the built-in table.
+  std::function<json(context&)> run;
+  /// Whether the policy's whole state can be saved (a serialize(Archive&) member).
+  bool checkpointable = false;
+  /// A server's library config: its description's name (the prefix of the library's errors,
+  /// 'ringmaster_config.threshold') and the keys its fields go by where they differ, so that
+  /// a library error names the method's key.
+  std::string config_name;
+  std::vector<std::pair<std::string, std::string>> renamed;
+};
+
+/// Adds a row after the built-in ones (for every later resolve() and run_method()). Throws
+/// std::invalid_argument when the name is taken or the row has no factory.
+void add_algorithm(algorithm_row row);
+
+/// Every algorithm's name and keys, built-in (by name) then added (what the schema knows).
+const std::vector<algorithm_row>& algorithm_rows();
+
+/// The rows add_algorithm added, in order.
+const std::vector<algorithm_row>& added_algorithms();
+
+/// The row of `name` with its factory (config_error naming methods[?].algorithm when there
+/// is none: resolve() refused it already).
+const algorithm_row& runnable_algorithm(const std::string& name);
+
+/// The keys of a described config struct (core/describe.hpp) with the defaults in `d`, each
+/// under its field's name unless `renamed` gives the key (field, key), then `extra` (a key of
+/// the same name replaces the generated one: a count that may be "inf").
+template <heterograd::described S>
+method_keys keys_of(const S& d, std::vector<std::pair<std::string, std::string>> renamed = {},
+                    method_keys extra = {}) {
+  method_keys out = schema::described_fields(d);
+  for (auto& [key, s] : out)
+    for (const auto& [field, to] : renamed)
+      if (key == field) key = to;
+  for (auto& e : extra) {
+    bool replaced = false;
+    for (auto& k : out)
+      if (k.first == e.first) {
+        k.second = e.second;
+        replaced = true;
+      }
+    if (!replaced) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+/// A config struct with nothing to configure (vanilla ASGD, IA^2SGD, Ringleader).
+struct no_config {
+  static constexpr auto description() { return heterograd::describe("no_config"); }
+};
+
+/// The schema's binder of the built-in table: names, families and keys; no factory.
+struct schema_binder {
+  template <class Policy, class Config, class Make, class Report = std::nullptr_t>
+  static algorithm_row server(std::string name, const Config& defaults,
+                              std::vector<std::pair<std::string, std::string>> renamed,
+                              method_keys extra, Make, Report = nullptr) {
+    algorithm_row row{
+        std::move(name), family::server, keys_of(defaults, renamed, std::move(extra)), {}, false};
+    row.config_name = std::string(Config::description().name);
+    row.renamed = std::move(renamed);
+    return row;
+  }
+  static algorithm_row round(std::string name, method_keys keys) {
+    return {std::move(name), family::round, std::move(keys), {}, false};
+  }
+  static algorithm_row local(std::string name, method_keys keys) {
+    return {std::move(name), family::local, std::move(keys), {}, false};
+  }
+};
+
+}  // namespace hgrun

@@ -1,0 +1,174 @@
+#pragma once
+// The schema language of heterograd-run's experiment files: each node knows its kind, range,
+// choices, default and meaning. config.cpp checks documents against it and prints it
+// (--schema); the algorithm registry (registry.hpp) gives each algorithm's keys in it, and
+// described_fields() makes them from a described config struct (core/describe.hpp), so a
+// library default or rule is never restated here.
+
+#include <cstddef>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "config.hpp"
+#include "heterograd/core/describe.hpp"
+
+namespace hgrun::schema {
+
+// ---------------------------------------------------------------------------------------------
+// A small schema language: each node knows its kind, range, choices, default and meaning.
+
+enum class kind { integer, number, boolean, string, choice, object, array, count_or_inf };
+
+struct spec {
+  kind k = kind::number;
+  std::string doc;
+  json def;  // null: no default
+  bool required = false;
+  double lo = -std::numeric_limits<double>::infinity(),
+         hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;
+  std::vector<std::string> choices;
+  std::vector<std::pair<std::string, spec>> fields;  // object
+  std::shared_ptr<spec> item;                        // array
+  std::size_t min_items = 0;
+  std::size_t max_items = std::numeric_limits<std::size_t>::max();
+  bool free_form = false;  // object: any keys (checked elsewhere)
+  // Out of line: `fields` holds specs, a complete type only after this brace (clang with
+  // libstdc++ refuses vector<pair<string, spec>> members generated inside the class).
+  spec();
+  spec(const spec&);
+  spec(spec&&) noexcept;
+  spec& operator=(const spec&);
+  spec& operator=(spec&&) noexcept;
+  ~spec();
+};
+inline spec::spec() = default;
+inline spec::spec(const spec&) = default;
+inline spec::spec(spec&&) noexcept = default;
+inline spec& spec::operator=(const spec&) = default;
+inline spec& spec::operator=(spec&&) noexcept = default;
+inline spec::~spec() = default;
+
+inline spec integer(std::string doc, json def, double lo = 0, double hi = 1e15) {
+  spec s;
+  s.k = kind::integer;
+  s.doc = std::move(doc);
+  s.def = std::move(def);
+  s.lo = lo;
+  s.hi = hi;
+  return s;
+}
+inline spec number(std::string doc, json def, double lo = -std::numeric_limits<double>::infinity(),
+                   double hi = std::numeric_limits<double>::infinity(), bool lo_open = false,
+                   bool hi_open = false) {
+  spec s;
+  s.k = kind::number;
+  s.doc = std::move(doc);
+  s.def = std::move(def);
+  s.lo = lo;
+  s.hi = hi;
+  s.lo_open = lo_open;
+  s.hi_open = hi_open;
+  return s;
+}
+inline spec positive(std::string doc, json def) {
+  return number(std::move(doc), std::move(def), 0, std::numeric_limits<double>::infinity(), true);
+}
+inline spec boolean(std::string doc, json def) {
+  spec s;
+  s.k = kind::boolean;
+  s.doc = std::move(doc);
+  s.def = std::move(def);
+  return s;
+}
+inline spec string(std::string doc, json def) {
+  spec s;
+  s.k = kind::string;
+  s.doc = std::move(doc);
+  s.def = std::move(def);
+  return s;
+}
+inline spec choice(std::string doc, json def, std::vector<std::string> options) {
+  spec s;
+  s.k = kind::choice;
+  s.doc = std::move(doc);
+  s.def = std::move(def);
+  s.choices = std::move(options);
+  return s;
+}
+inline spec object(std::string doc, std::vector<std::pair<std::string, spec>> fields) {
+  spec s;
+  s.k = kind::object;
+  s.doc = std::move(doc);
+  s.fields = std::move(fields);
+  s.def = json::object();
+  return s;
+}
+inline spec free_object(std::string doc) {
+  spec s = object(std::move(doc), {});
+  s.free_form = true;
+  return s;
+}
+inline spec array(std::string doc, spec item, json def, std::size_t min_items = 0) {
+  spec s;
+  s.k = kind::array;
+  s.doc = std::move(doc);
+  s.item = std::make_shared<spec>(std::move(item));
+  s.def = std::move(def);
+  s.min_items = min_items;
+  return s;
+}
+inline spec count_or_inf(std::string doc, json def, double lo) {
+  spec s;
+  s.k = kind::count_or_inf;
+  s.doc = std::move(doc);
+  s.def = std::move(def);
+  s.lo = lo;
+  return s;
+}
+inline spec required(spec s) {
+  s.required = true;
+  s.def = nullptr;
+  return s;
+}
+inline spec optional(spec s) {  // absent means "not set" (no default written)
+  s.def = nullptr;
+  return s;
+}
+
+// A described struct's fields (core/describe.hpp) as schema nodes: the kind, the rule and the
+// meaning from the description, the default from `d` (the struct's own initialisers, or an
+// optimizer's own defaults). A field with no JSON form (LAMB's list of tensor sizes) is not
+// offered.
+template <heterograd::described S>
+inline std::vector<std::pair<std::string, spec>> described_fields(const S& d) {
+  std::vector<std::pair<std::string, spec>> out;
+  S::description().for_each([&](const auto& f) {
+    using M = typename std::remove_cvref_t<decltype(f)>::member_type;
+    const std::string doc(f.meaning);
+    spec s;
+    if constexpr (std::is_same_v<M, bool>) {
+      s = boolean(doc, f.of(d));
+    } else if constexpr (std::is_enum_v<M>) {
+      std::vector<std::string> names;
+      for (const auto& c : f.choices) names.emplace_back(c.name);
+      s = choice(doc, std::string(f.name_of(f.of(d))), std::move(names));
+    } else if constexpr (std::is_integral_v<M>) {
+      s = integer(doc, f.of(d), f.range.has_lo() ? f.range.lo : 0,
+                  f.range.has_hi() ? f.range.hi : 1e15);
+    } else if constexpr (std::is_floating_point_v<M>) {
+      s = number(doc, f.of(d), f.range.lo, f.range.hi, f.range.lo_open, f.range.hi_open);
+    } else {
+      return;
+    }
+    out.emplace_back(std::string(f.name), std::move(s));
+  });
+  return out;
+}
+
+}  // namespace hgrun::schema
