@@ -6,23 +6,27 @@
 
 #if defined(__CUDACC__)
 #include <cstddef>
-#include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include <cuda_runtime.h>
 
+#include "heterograd/comm/composite.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/span.hpp"
 
 namespace heterograd::comm {
 
-/// Copies on `stream` (synchronised: the host copy is used at once). Counts staged bytes.
-struct cuda_stager {
+/// Copies on `stream` (synchronised: the host copy is used at once); host buffers as
+/// host_stager does. Counts staged bytes.
+struct cuda_stager : host_stager {
   cudaStream_t stream = nullptr;
-  std::shared_ptr<std::size_t> staged = std::make_shared<std::size_t>(0);
 
+  cuda_stager() = default;
+  explicit cuda_stager(cudaStream_t s) : stream(s) {}
+
+  using host_stager::from_host;
+  using host_stager::to_host;
   template <class T>
   void to_host(span<const T, device_space> from, T* host) const {
     check(cudaMemcpyAsync(host, from.data(), from.size_bytes(), cudaMemcpyDeviceToHost, stream));
@@ -33,16 +37,6 @@ struct cuda_stager {
   void from_host(const T* host, span<T, device_space> to) const {
     check(cudaMemcpyAsync(to.data(), host, to.size_bytes(), cudaMemcpyHostToDevice, stream));
     check(cudaStreamSynchronize(stream));
-    *staged += to.size_bytes();
-  }
-  template <class T>
-  void to_host(span<const T, host_space> from, T* host) const {
-    std::memcpy(host, from.data(), from.size_bytes());
-    *staged += from.size_bytes();
-  }
-  template <class T>
-  void from_host(const T* host, span<T, host_space> to) const {
-    std::memcpy(to.data(), host, to.size_bytes());
     *staged += to.size_bytes();
   }
 
