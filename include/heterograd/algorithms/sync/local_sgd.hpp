@@ -455,7 +455,9 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
     const sync_scope scope = sched_.scope(round);
     std::size_t recorder = n;  // the worker that records model_ (n: none)
     if (scope == sync_scope::global) recorder = 0;
-    if (scope == sync_scope::group) recorder = sched_.group_of(n - 1).front();
+    if (scope == sync_scope::group)
+      for (std::size_t w = 0; w < n; ++w)
+        if (sched_.group_of(w).front() == w) recorder = w;
     if (recorder < n) model_.resize(c_.dim());
     std::vector<std::vector<T>> anchors(scope == sync_scope::global ? n - 1 : 0, anchor_);
     std::vector<outer_state> outers(anchors.size(), outer_state_);
