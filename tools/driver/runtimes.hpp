@@ -337,7 +337,7 @@ json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::
                        rt_detail::round_wiring wiring = {}) {
   ctx.extra["runtime"] = ctx.runtime();
   if (!wiring.run) {
-    if constexpr (requires { heterograd::runtime::start_of(p); }) wiring.run = real_rounds(ctx, p);
+    if constexpr (heterograd::runtime::per_rank_round_policy<Policy>) wiring.run = real_rounds(ctx, p);
     else throw std::logic_error("drive_rounds_real: no real runner for this policy");
   }
   return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), wiring);

@@ -26,7 +26,7 @@
 namespace heterograd::runtime {
 
 /// Runs `rounds` more rounds (SelSync: steps) of worker c.rank() of `p` (collective over c).
-template <class Policy>
+template <per_rank_round_policy Policy>
 void run_mpi(Policy& p, const comm::mpi::communicator& c, std::uint64_t rounds,
              algorithms::sync::worker_options o = {}) {
   o.validate();
@@ -45,7 +45,7 @@ void run_mpi(algorithms::sync::eager_sgd<T, O, G>& p, const comm::mpi::communica
   auto opts = p.config().partial_options();
   opts.timeout = o.timeout;
   comm::mpi::partial_allreduce<T> partial(c, p.params(0).size(), p.config().partial_policy(), opts);
-  run_worker(p, std::move(partial), no_start{}, true);
+  run_worker(p, std::move(partial), true);
 }
 
 }  // namespace heterograd::runtime

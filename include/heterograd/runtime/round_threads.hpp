@@ -27,10 +27,10 @@
 namespace heterograd::runtime {
 
 /// Runs `rounds` more rounds (SelSync: steps) of `p` on p.workers() threads.
-template <class Policy>
+template <per_rank_round_policy Policy>
 void run_threads(Policy& p, std::uint64_t rounds, algorithms::sync::worker_options o = {}) {
   o.validate();
-  const auto start = start_of(p);  // shared start values, read before any worker moves
+  const auto start = p.shared_state();  // read before any worker moves
   comm::inproc::spawn(static_cast<int>(p.workers()), [&](comm::inproc::communicator c) {
     run_worker(p, c, rounds, start, o, c.rank() == 0);
   });
@@ -48,7 +48,7 @@ void run_threads(algorithms::sync::eager_sgd<T, O, G>& p, algorithms::sync::work
     opts.timeout = o.timeout;
     comm::inproc::partial_allreduce<T> partial(c, p.params(0).size(), p.config().partial_policy(),
                                                opts);
-    run_worker(p, std::move(partial), no_start{}, c.rank() == 0);
+    run_worker(p, std::move(partial), c.rank() == 0);
   });
 }
 

@@ -1,38 +1,37 @@
 #pragma once
-// Driving a simulated policy's replica with the per-worker helpers over a real transport: the
-// common core of the threads runtime (round_threads.hpp: one thread per worker over the
-// inproc transport) and the MPI runtime (round_mpi.hpp: one process per worker over comm::mpi).
+// The per-rank core of the threads runtime (round_threads.hpp: one thread per worker over the
+// inproc transport) and the MPI runtime (round_mpi.hpp: one process per worker over comm::mpi):
 //
 //     runtime::run_worker(policy, transport, rounds[, options, count]);
 //
 // runs `rounds` rounds of worker transport.rank() of `policy` (the same object the sim
 // runtimes drive: bsp, local_sgd, selsync; eager_sgd takes a partial allreduce instead of
-// the transport) on that worker's replica: the policy's oracle computes the gradient at the
-// replica's parameters, and the matching helper of algorithms/sync/workers.hpp (configured
-// from the policy: optimizer, batches, configuration, transform, outer optimizer) steps and
-// synchronises over the transport. Each call touches only its worker's replica, so one call
-// per thread runs concurrently on one policy object (round_threads.hpp); under MPI each
-// process holds a policy and only its own rank's replica moves. `count` says whether this
-// call advances the policy's shared counters (rounds(), SelSync's decisions(), eager's fired
-// rounds): one worker per process should (rank 0 of the threads runtime; every MPI rank).
+// the transport) with the policy's own per-rank step (the one the simulator runs over its
+// sequential exchange, algorithms/sync/exchange.hpp) over the transport: the policy's oracle
+// computes the gradient at replica w, and the step synchronises replica w. Each call touches
+// only its worker's replica, so one call per thread runs concurrently on one policy object;
+// under MPI each process holds a policy and only its own rank's replica moves. `count` says
+// whether this call advances the policy's shared counters (rounds(), SelSync's decisions(),
+// eager's fired rounds): one worker per process should (rank 0 of the threads runtime; every
+// MPI rank).
 //
-// A run continues from the policy's state (replicas, optimizer states, round index, anchor
-// and outer state, SelSync triggers); the shared start values come from a snapshot taken
-// before any worker starts (start_of(policy)), which the threads runtime takes once.
+// A run continues from the policy's state. What the ranks share (local SGD's round index,
+// anchor and outer state) each rank holds as its own copy, `policy.shared_state()`, taken
+// before any worker starts (the threads runtime takes it once) and written back by the
+// counting rank at the end.
 
-#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <optional>
+#include <utility>
 
-#include "heterograd/algorithms/sync/bsp.hpp"
-#include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/algorithms/sync/local_sgd.hpp"
-#include "heterograd/algorithms/sync/selsync.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
+#include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
-#include "heterograd/core/span.hpp"
 
 namespace heterograd::runtime {
 
@@ -45,89 +44,51 @@ std::size_t worker_of(const Transport& t, std::size_t workers) {
 }
 }  // namespace detail
 
-/// What a policy's shared state is when a run starts (taken before any worker starts).
-struct no_start {};
-template <class T, class OuterState>
-struct local_sgd_start {
-  std::uint64_t round = 0;
-  std::vector<T> anchor;
-  OuterState outer;
+/// A round policy the threads and MPI runtimes run per rank (bsp, selsync, local_sgd).
+template <class Policy>
+concept per_rank_round_policy = requires(const Policy& p) {
+  typename Policy::rank_state;
+  { p.shared_state() } -> std::same_as<typename Policy::rank_state>;
 };
 
-template <class T, class O, class G, class Tr>
-no_start start_of(const algorithms::sync::bsp<T, O, G, Tr>&) {
-  return {};
-}
-template <class T, class O, class G, class Tr>
-no_start start_of(const algorithms::sync::selsync<T, O, G, Tr>&) {
-  return {};
-}
-template <class T, class O, class G>
-no_start start_of(const algorithms::sync::eager_sgd<T, O, G>&) {
-  return {};
-}
-template <class T, class O, class G, class Ou, class Tr>
-auto start_of(const algorithms::sync::local_sgd<T, O, G, Ou, Tr>& p) {
-  using os = typename algorithms::sync::local_sgd<T, O, G, Ou, Tr>::outer_state;
-  return local_sgd_start<T, os>{p.rounds(), p.anchor(), p.outer_optimizer_state()};
+// --- BSP and SelSync ------------------------------------------------------------------------
+template <per_rank_round_policy Policy, class Transport>
+void run_worker(Policy& p, const Transport& t, std::uint64_t rounds,
+                const typename Policy::rank_state&, algorithms::sync::worker_options o = {},
+                bool count = true) {
+  const std::size_t w = detail::worker_of(t, p.workers());
+  algorithms::sync::transport_exchange<Transport> ex(t, o.timeout, o.gossip_tag);
+  for (std::uint64_t r = 0; r < rounds; ++r) p.run_round(ex, w, count);
 }
 
-// --- BSP ------------------------------------------------------------------------------------
-template <class T, class O, class G, class Tr, class Transport>
-void run_worker(algorithms::sync::bsp<T, O, G, Tr>& p, Transport t, std::uint64_t rounds,
-                const no_start&, algorithms::sync::worker_options o = {}, bool count = true) {
+// --- local SGD: this rank's copy of the round state, its group's transport ------------------
+template <class T, class O, class G, class Ou, class Tr, class Transport>
+void run_worker(algorithms::sync::local_sgd<T, O, G, Ou, Tr>& p, const Transport& t,
+                std::uint64_t rounds,
+                const typename algorithms::sync::local_sgd<T, O, G, Ou, Tr>::rank_state& start,
+                algorithms::sync::worker_options o = {}, bool count = true) {
   const std::size_t w = detail::worker_of(t, p.workers());
-  algorithms::sync::bsp_worker<T, O, Transport, Tr> h(t, p.optimizer(), p.replica_params(w),
-                                                      p.batches(), p.config(), p.transform(), o);
-  h.optimizer_state() = p.replica_state(w);
-  for (std::uint64_t r = 0; r < rounds; ++r) {
-    const algorithms::sync::round_stats s{1, p.compute_gradient(w)};
-    h.step(p.replica_params(w), p.replica_gradient(w));
-    p.note_round(w, s, count);
+  using exchange = algorithms::sync::transport_exchange<Transport>;
+  exchange world(t, o.timeout, o.gossip_tag);
+  const auto& groups = p.schedule().config().groups;
+  std::optional<Transport> sub;
+  std::optional<exchange> group;
+  if (!groups.empty()) {
+    sub.emplace(t.split(static_cast<int>(groups[w]), static_cast<int>(w),
+                        comm::split_options{o.timeout}));
+    group.emplace(*sub, o.timeout, o.gossip_tag);
   }
-  p.replica_state(w) = h.optimizer_state();
+  auto s = start;
+  for (std::uint64_t r = 0; r < rounds; ++r)
+    p.run_round(world, group ? &*group : nullptr, w, s, count);
+  if (count) p.set_shared(std::move(s));
 }
 
-// --- local SGD ------------------------------------------------------------------------------
-template <class T, class O, class G, class Ou, class Tr, class Transport, class Start>
-void run_worker(algorithms::sync::local_sgd<T, O, G, Ou, Tr>& p, Transport t, std::uint64_t rounds,
-                const Start& start, algorithms::sync::worker_options o = {}, bool count = true) {
-  const std::size_t w = detail::worker_of(t, p.workers());
-  algorithms::sync::local_sgd_worker<T, O, Transport, Ou, Tr> h(
-      t, p.optimizer(), p.replica_params(w), p.batches(), p.schedule().config(),
-      p.outer_optimizer(), p.transform(), o);
-  h.optimizer_state() = p.replica_state(w);
-  h.resume(start.round, start.anchor, start.outer);
-  for (std::uint64_t r = 0; r < rounds; ++r) {
-    const std::size_t steps = h.steps_this_round();
-    double loss = 0;
-    if (steps == 0) h.skip_round(p.replica_params(w));
-    for (std::size_t s = 0; s < steps; ++s) {
-      loss += p.compute_gradient(w);
-      h.step(p.replica_params(w), span<const T>(p.replica_gradient(w)));
-    }
-    p.note_round(w, {steps, steps ? loss / static_cast<double>(steps) : 0.0}, count);
-  }
-  p.replica_state(w) = h.optimizer_state();
-  if (count) p.set_shared(h.anchor(), h.outer_optimizer_state());
-}
-
-// --- SelSync --------------------------------------------------------------------------------
-template <class T, class O, class G, class Tr, class Transport>
-void run_worker(algorithms::sync::selsync<T, O, G, Tr>& p, Transport t, std::uint64_t steps,
-                const no_start&, algorithms::sync::worker_options o = {}, bool count = true) {
-  const std::size_t w = detail::worker_of(t, p.workers());
-  algorithms::sync::selsync_worker<T, O, Transport, Tr> h(
-      t, p.optimizer(), p.replica_params(w), p.batches(), p.config(), p.transform(), o);
-  h.optimizer_state() = p.replica_state(w);
-  h.resume(p.replica_trigger(w));
-  for (std::uint64_t k = 0; k < steps; ++k) {
-    const algorithms::sync::round_stats s{1, p.compute_gradient(w)};
-    const bool synced = h.step(p.replica_params(w), p.replica_gradient(w));
-    p.note_step(w, s, synced, count);
-  }
-  p.replica_state(w) = h.optimizer_state();
-  p.replica_trigger(w) = h.trigger();
+/// run_worker from the policy's current state (MPI: every process calls it with its rank).
+template <per_rank_round_policy Policy, class Transport>
+void run_worker(Policy& p, const Transport& t, std::uint64_t rounds,
+                algorithms::sync::worker_options o = {}, bool count = true) {
+  run_worker(p, t, rounds, p.shared_state(), o, count);
 }
 
 // --- eager-SGD --------------------------------------------------------------------------------
@@ -136,32 +97,11 @@ void run_worker(algorithms::sync::selsync<T, O, G, Tr>& p, Transport t, std::uin
 /// workers with count = the parameter size, built with p.config().partial_policy() and
 /// partial_options() (round_threads.hpp and round_mpi.hpp build it).
 template <class T, class O, class G, class Partial>
-void run_worker(algorithms::sync::eager_sgd<T, O, G>& p, Partial partial, const no_start&,
-                bool count = true) {
+void run_worker(algorithms::sync::eager_sgd<T, O, G>& p, Partial partial, bool count = true) {
   require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
           "must be > 0 on threads and MPI (the run ends with a flush round)");
   const std::size_t w = detail::worker_of(partial, p.workers());
-  algorithms::sync::eager_worker<T, O, Partial> h(std::move(partial), p.optimizer(),
-                                                  p.replica_params(w), p.config());
-  h.optimizer_state() = p.replica_state(w);
-  while (!h.finished()) {
-    p.compute_gradient(w);
-    const std::uint64_t round = h.round();
-    h.step(p.replica_params(w), p.replica_gradient(w));
-    const auto& rep = h.last_report();
-    const bool fresh = std::find(rep.fresh.begin(), rep.fresh.end(), static_cast<int>(w)) !=
-                       rep.fresh.end();
-    p.note_round(w, round, span<const T>(p.replica_gradient(w)), fresh, rep.fresh.size(), count);
-  }
-  p.replica_state(w) = h.optimizer_state();
-}
-
-/// run_worker from the policy's current state (MPI: every process calls it with its rank).
-template <class Policy, class Transport>
-void run_worker(Policy& p, Transport t, std::uint64_t rounds,
-                algorithms::sync::worker_options o = {}, bool count = true) {
-  const auto start = start_of(p);
-  run_worker(p, std::move(t), rounds, start, o, count);
+  p.run_rank(partial, w, count);
 }
 
 }  // namespace heterograd::runtime

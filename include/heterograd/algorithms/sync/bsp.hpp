@@ -28,6 +28,8 @@
 
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/detail/rank.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
 #include "heterograd/balance/concepts.hpp"
 #include "heterograd/core/error.hpp"
@@ -108,10 +110,26 @@ class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
     ++rounds_;
   }
 
-  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
-  /// Worker w finished a round under another runtime; `count` (one worker per process)
-  /// advances rounds().
-  void note_round(std::size_t w, const round_stats& s, bool count) {
+  /// What a rank of a real runtime holds of shared round state: nothing (runtime/rounds.hpp).
+  struct rank_state {};
+  rank_state shared_state() const { return {}; }
+
+  // --- the per-rank step (the sim's ranks above, the threads and MPI runtimes, bsp_worker) ----
+  /// Worker w's synchronising step over exchange `ex` (exchange.hpp): the aggregate goes to
+  /// `agg` in gradients mode, the average (common form) to `model` when it is not empty.
+  template <class Ex>
+  step_task<bool> rank_step(Ex& ex, std::size_t w, span<T> agg, span<T> model) {
+    return detail::synchronous_step<T>(ex, c_.replica_of(w), cfg_.mode, cfg_.states,
+                                       weights()[w], c_.mutable_params(w), c_.gradient(w), agg,
+                                       model);
+  }
+  /// Worker w's round over a real transport's exchange (runtime/rounds.hpp): its gradient,
+  /// then its step, the aggregate replacing its gradient as bsp_worker's does; `count` (one
+  /// worker per process) advances rounds().
+  template <class Ex>
+  void run_round(Ex& ex, std::size_t w, bool count) {
+    const round_stats s{1, c_.compute_gradient(w)};
+    rank_step(ex, w, c_.mutable_gradient(w), {}).run();
     last_.at(w) = s;
     if (count) ++rounds_;
   }
@@ -147,7 +165,16 @@ class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
     out.steps = 1;
     out.loss = c_.compute_gradient(w);
   }
-  void synchronise() { c_.synchronous_step(cfg_.mode, cfg_.states, weights(), agg_, model_); }
+  // Every worker's per-rank step over the sequential exchange; the aggregate (gradients mode)
+  // or rank 0's common-form average (parameters mode) is kept for the observers.
+  void synchronise() {
+    const bool grads = cfg_.mode == aggregation::gradients;
+    (grads ? agg_ : model_).resize(c_.params(0).size());
+    this->run_ranks([&](auto& ex, std::size_t w) {
+      return rank_step(ex, w, grads ? span<T>(agg_) : span<T>(),
+                       !grads && w == 0 ? span<T>(model_) : span<T>());
+    });
+  }
 
  public:
   /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`

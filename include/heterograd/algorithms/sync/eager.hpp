@@ -107,6 +107,19 @@ class subset_delay_time {
   std::uint64_t seed_;
 };
 
+namespace detail {
+
+/// One rank's eager-SGD round (eager_worker's, and the policy's on threads and MPI): `grads`
+/// goes to the partial allreduce's next round (a flush waits for every rank and folds in
+/// everything pending), the round's result replaces it and the optimizer step applies it.
+template <class Partial, class Rep, class T>
+void eager_round(Partial& p, Rep rep, span<T> params, span<T> grads, bool flush) {
+  (flush ? p.flush(grads) : p.allreduce(grads)).wait();
+  rep.update(span<const T>(grads), params);
+}
+
+}  // namespace detail
+
 template <class T, class Optimizer, class Grad>
 class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   using base = detail::replicated<T, Optimizer, Grad>;
@@ -182,29 +195,34 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   }
   const std::vector<double>& applied_sum() const { return applied_sum_; }
 
-  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
+  // --- the threads and MPI runtimes (runtime/rounds.hpp) --------------------------------------
   // Worker w's thread (or rank) touches only worker w's replica and counters.
-  /// The base's compute_gradient, and the gradient's share of computed_sum().
-  double compute_gradient(std::size_t w) {
-    const double loss = c_.compute_gradient(w);
-    const auto g = c_.gradient(w);
-    for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
-    return loss;
-  }
   const eager_config& config() const { return cfg_; }
-  /// Worker w applied round `round`'s `result` under another runtime, fresh or late; `count`
-  /// (one worker per process) records the round's result and fresh count.
-  void note_round(std::size_t w, std::uint64_t round, span<const T> result, bool fresh,
-                  std::size_t fresh_count, bool count) {
-    round_of_.at(w) = round + 1;
-    consumed_.at(w) = static_cast<std::int64_t>(round);
-    if (!fresh) ++late_[w];
-    if (!count) return;
-    const double scale = cfg_.average ? static_cast<double>(c_.workers()) : 1.0;
-    for (std::size_t i = 0; i < result.size(); ++i)
-      applied_sum_[i] += static_cast<double>(result[i]) * scale;
-    fresh_counts_.push_back(fresh_count);
-    next_ = std::max<std::int64_t>(next_, static_cast<std::int64_t>(round) + 1);
+  /// Worker w's run over a partial allreduce until the configured rounds (eager.rounds > 0;
+  /// the last one a flush) are over: each round its gradient (the share of computed_sum()),
+  /// then eager_worker's round (detail::eager_round) on its replica. `count` (one worker per
+  /// process) records each round's result and fresh count.
+  template <class Partial>
+  void run_rank(Partial& partial, std::size_t w, bool count) {
+    for (std::uint64_t round = 0; round < cfg_.rounds; ++round) {
+      c_.compute_gradient(w);
+      const auto g = c_.mutable_gradient(w);
+      for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
+      detail::eager_round(partial, c_.replica_of(w), c_.mutable_params(w), g,
+                          round + 1 == cfg_.rounds);
+      const auto& rep = partial.last_report();
+      const bool fresh = std::find(rep.fresh.begin(), rep.fresh.end(), static_cast<int>(w)) !=
+                         rep.fresh.end();
+      round_of_.at(w) = round + 1;
+      consumed_.at(w) = static_cast<std::int64_t>(round);
+      if (!fresh) ++late_[w];
+      if (!count) continue;
+      const double scale = cfg_.average ? static_cast<double>(c_.workers()) : 1.0;
+      for (std::size_t i = 0; i < g.size(); ++i)
+        applied_sum_[i] += static_cast<double>(g[i]) * scale;
+      fresh_counts_.push_back(rep.fresh.size());
+      next_ = std::max<std::int64_t>(next_, static_cast<std::int64_t>(round) + 1);
+    }
   }
   /// Fresh contributions per fired round.
   const std::vector<std::size_t>& fresh_counts() const { return fresh_counts_; }

@@ -39,12 +39,16 @@
 #include <vector>
 
 #include "heterograd/algorithms/sync/common.hpp"
+#include "heterograd/algorithms/sync/detail/blend.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/detail/rank.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/blend.hpp"
 
 namespace heterograd::algorithms::sync {
 
@@ -233,6 +237,102 @@ round_weights member_weights(averaging a, const std::vector<std::size_t>& batche
   return r;
 }
 
+/// This rank's weight among `members` (increasing ranks), and whether it is one.
+inline double weight_of(const std::vector<std::size_t>& members, const std::vector<double>& w,
+                        std::size_t me, bool* member) {
+  const auto it = std::lower_bound(members.begin(), members.end(), me);
+  *member = it != members.end() && *it == me;
+  return *member ? w[static_cast<std::size_t>(it - members.begin())] : 0.0;
+}
+
+/// The round-r synchronisation of one rank (every rank of the run calls it, trained or not):
+///   global  x <- the weighted average of the round's participants' models in the common
+///           form (a non-participant contributes zeros with weight 0), plus FedNova's anchor
+///           term last; the outer optimizer (or none) makes it the new anchor, which becomes
+///           the model; then the optimizer-state policy with the states' weights;
+///   group   the same average over this rank's group (`group`: the exchange of its group),
+///           no anchor, no outer optimizer;
+///   gossip  x_me <- sum_l W(me, l) x_l over the nonzero entries of row me in increasing l:
+///           this rank's model goes to every j with W(j, me) != 0 and comes back from every
+///           l with W(me, l) != 0 (bytes: (in-degree + out-degree + 2) * S).
+/// `anchor` and `os` are this rank's copies of the anchor and the outer state (the same on
+/// every rank); `model` (when not empty) receives the global or group average.
+template <class T, class Ex, class GroupEx, class Rep, class Outer, class OuterState>
+step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_sgd_schedule& sched,
+                               const std::vector<std::size_t>& batches, const Outer& outer,
+                               OuterState& os, std::vector<T>& anchor, std::uint64_t r,
+                               span<T> params, span<T> model) {
+  const auto& cfg = sched.config();
+  const std::size_t me = rep.rank;
+  const auto steps_of = [&sched, r](std::size_t m) { return sched.steps(m, r); };
+  switch (sched.scope(r)) {
+    case sync_scope::global: {
+      const auto members = sched.participants(r);
+      const auto w = member_weights(cfg.weighting, batches, members, steps_of);
+      bool member = false;
+      const double mine = weight_of(members, w.models, me, &member);
+      if (!member) std::fill(params.begin(), params.end(), T(0));
+      rep.tr.to_common(me, params);  // non-members map zeros: harmless
+      co_await world.allreduce(span<const T>(params), params, mine);
+      // FedNova's affine term, added last like a sum over the members and the anchor.
+      if (w.anchor != 0.0)
+        kernels::axpby(rep.exec, static_cast<T>(w.anchor), span<const T>(anchor), T(1), params);
+      if (!model.empty()) std::copy(params.begin(), params.end(), model.begin());
+      if constexpr (is_no_outer_v<Outer>) {
+        std::copy(params.begin(), params.end(), anchor.begin());
+      } else {
+        outer.step(rep.exec, span<const T>(params), os, anchor);
+      }
+      std::copy(anchor.begin(), anchor.end(), params.begin());
+      rep.tr.from_common(me, params);
+      bool smember = false;
+      const double smine = weight_of(members, w.states, me, &smember);
+      co_await apply_state_policy<T>(world, rep, cfg.states, smine, smember, params);
+      break;
+    }
+    case sync_scope::group: {
+      const auto members = sched.group_of(me);
+      const auto w = member_weights(cfg.weighting, batches, members, steps_of).models;
+      bool member = false;
+      const double mine = weight_of(members, w, me, &member);
+      rep.tr.to_common(me, params);
+      co_await group->allreduce(span<const T>(params), params, mine);
+      if (!model.empty()) std::copy(params.begin(), params.end(), model.begin());
+      rep.tr.from_common(me, params);
+      co_await apply_state_policy<T>(*group, rep, cfg.states, mine, true, params);
+      break;
+    }
+    case sync_scope::gossip: {
+      const auto& W = *cfg.gossip;
+      const std::size_t n = sched.workers();
+      rep.tr.to_common(me, params);
+      const std::vector<T> mine(params.begin(), params.end());  // intact while sends are out
+      std::vector<std::size_t> to, from;
+      for (std::size_t j = 0; j < n; ++j)
+        if (j != me && W(j, me) != 0.0) to.push_back(j);
+      for (std::size_t l = 0; l < n; ++l)
+        if (l != me && W(me, l) != 0.0) from.push_back(l);
+      std::vector<std::vector<T>> in(from.size(), std::vector<T>(params.size()));
+      std::vector<span<T>> into;
+      for (auto& v : in) into.emplace_back(v);
+      co_await world.neighbours(span<const T>(mine), to, from, std::move(into));
+      std::vector<span<const T>> xs;
+      std::vector<double> wj;
+      std::size_t k = 0;
+      for (std::size_t l = 0; l < n; ++l) {
+        if (W(me, l) == 0.0) continue;
+        xs.push_back(l == me ? span<const T>(mine) : span<const T>(in[k++]));
+        wj.push_back(W(me, l));
+      }
+      weighted_sum(params, xs, wj);
+      rep.tr.from_common(me, params);
+      if (cfg.states == state_policy::reset) rep.state = rep.opt.init(rep.exec, params);
+      break;
+    }
+  }
+  co_return true;
+}
+
 }  // namespace detail
 
 template <class T, class Optimizer, class Grad, class Outer = no_outer,
@@ -307,20 +407,40 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
   void set_batches(std::vector<std::size_t> b) { c_.set_batches(std::move(b)); }
   const Outer& outer_optimizer() const { return outer_; }
 
-  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
-  // The shared anchor and outer state are written back by one worker (set_shared).
-  /// Worker w finished a round under another runtime; `count` (one worker per process)
+  // --- the per-rank step (the sim's ranks below, the threads and MPI runtimes) ---------------
+  /// What a rank of a real runtime holds of the shared round state: the round index, the
+  /// anchor and the outer state (the same on every rank; each rank keeps its own copy).
+  struct rank_state {
+    std::uint64_t round = 0;
+    std::vector<T> anchor;
+    outer_state outer;
+  };
+  /// The shared round state now (take it before any rank moves).
+  rank_state shared_state() const { return {rounds_, anchor_, outer_state_}; }
+  /// Worker w's round-r synchronisation over exchange `world` (`group`: its group's
+  /// exchange, for hierarchical rounds) with its copies of the anchor and the outer state
+  /// (detail::local_sgd_sync; local_sgd_worker runs the same); `model` as there.
+  template <class Ex, class GroupEx>
+  step_task<bool> rank_sync(Ex& world, GroupEx* group, std::size_t w, std::uint64_t r,
+                            std::vector<T>& anchor, outer_state& os, span<T> model) {
+    return detail::local_sgd_sync<T>(world, group, c_.replica_of(w), sched_, c_.batches(), outer_,
+                                     os, anchor, r, c_.mutable_params(w), model);
+  }
+  /// Worker w's round over a real transport's exchanges (runtime/rounds.hpp): its local steps,
+  /// then its synchronisation with its own round state `s`; `count` (one worker per process)
   /// advances rounds().
-  void note_round(std::size_t w, const round_stats& s, bool count) {
-    last_.at(w) = s;
+  template <class Ex, class GroupEx>
+  void run_round(Ex& world, GroupEx* group, std::size_t w, rank_state& s, bool count) {
+    work(w, s.round, last_.at(w));
+    rank_sync(world, group, w, s.round, s.anchor, s.outer, {}).run();
+    ++s.round;
     if (count) ++rounds_;
   }
-  /// The anchor and outer state after a run under another runtime (every worker holds the
-  /// same ones).
-  void set_shared(std::vector<T> anchor, outer_state os) {
-    require_same_size("local_sgd.anchor", anchor.size(), "params", anchor_.size());
-    anchor_ = std::move(anchor);
-    outer_state_ = std::move(os);
+  /// The anchor and outer state after a run under another runtime (one rank's copies).
+  void set_shared(rank_state s) {
+    require_same_size("local_sgd.anchor", s.anchor.size(), "params", anchor_.size());
+    anchor_ = std::move(s.anchor);
+    outer_state_ = std::move(s.outer);
   }
 
  private:
@@ -333,68 +453,33 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
     round_steps_[w] = h;
   }
 
-  /// Weights of `members` for this round's average (the steps they took in it).
-  detail::round_weights member_weights(const std::vector<std::size_t>& members) const {
-    return detail::member_weights(sched_.config().weighting, c_.batches(), members,
-                                  [this](std::size_t m) { return round_steps_[m]; });
-  }
-
+  // Every worker's synchronisation over one sequential exchange (groups split from it).
+  // Rank 0 works on the policy's anchor and outer state, the others on copies of them (the
+  // same arithmetic on the same values: the copies end equal and are dropped). model_ gets
+  // the global average, or the group average of the group with the largest first member.
   void finish_round(std::uint64_t round, const std::vector<round_stats>& results) {
     const auto& cfg = sched_.config();
     const std::size_t n = c_.workers();
-    std::vector<std::size_t> all(n);
-    for (std::size_t i = 0; i < n; ++i) all[i] = i;
-    switch (sched_.scope(round)) {
-      case sync_scope::global: {
-        const auto members = sched_.participants(round);
-        const auto w = member_weights(members);
-        c_.combine_models(members, w.models, model_, &anchor_, w.anchor);
-        if constexpr (detail::is_no_outer_v<Outer>) {
-          anchor_ = model_;
-        } else {
-          outer_.step(thrust::cpp::par, model_, outer_state_, anchor_);
-        }
-        c_.distribute(anchor_, all);
-        c_.apply_state_policy(cfg.states, members, w.states, all);
-        break;
-      }
-      case sync_scope::group: {
-        std::vector<char> done(n, 0);
-        for (std::size_t g = 0; g < n; ++g) {
-          if (done[g]) continue;
-          const auto members = sched_.group_of(g);
-          for (auto m : members) done[m] = 1;
-          const auto w = member_weights(members).models;
-          c_.combine_models(members, w, model_);
-          c_.distribute(model_, members);
-          c_.apply_state_policy(cfg.states, members, w, members);
-        }
-        break;
-      }
-      case sync_scope::gossip: {
-        const auto& W = *cfg.gossip;
-        // Every node's new model from the old ones: compute all, then write.
-        std::vector<std::vector<T>> next(n);
-        for (std::size_t j = 0; j < n; ++j) {
-          std::vector<std::size_t> nb;
-          std::vector<double> wj;
-          for (std::size_t l = 0; l < n; ++l)
-            if (W(j, l) != 0.0) {
-              nb.push_back(l);
-              wj.push_back(W(j, l));
-            }
-          std::vector<span<const T>> xs;
-          if (j == 0)
-            for (std::size_t l = 0; l < n; ++l) c_.transform().to_common(l, c_.mutable_params(l));
-          for (auto l : nb) xs.push_back(c_.params(l));
-          next[j].resize(c_.dim());
-          detail::weighted_sum(span<T>(next[j]), xs, wj);
-        }
-        for (std::size_t j = 0; j < n; ++j) c_.distribute(next[j], {j});
-        if (cfg.states == state_policy::reset) c_.apply_state_policy(cfg.states, {}, {}, all);
-        break;
-      }
-    }
+    const sync_scope scope = sched_.scope(round);
+    std::size_t recorder = n;  // the worker that records model_ (n: none)
+    if (scope == sync_scope::global) recorder = 0;
+    if (scope == sync_scope::group)
+      for (std::size_t w = 0; w < n; ++w)
+        if (sched_.group_of(w).front() == w) recorder = w;
+    if (recorder < n) model_.resize(c_.dim());
+    std::vector<std::vector<T>> anchors(scope == sync_scope::global ? n - 1 : 0, anchor_);
+    std::vector<outer_state> outers(anchors.size(), outer_state_);
+    sequential_exchange<T> ex(n);
+    std::vector<typename sequential_exchange<T>::view> world, groups;
+    for (std::size_t w = 0; w < n; ++w) world.push_back(ex.rank(w));
+    if (!cfg.groups.empty()) groups = ex.split(cfg.groups);
+    std::vector<step_task<bool>> steps;
+    for (std::size_t w = 0; w < n; ++w)
+      steps.push_back(rank_sync(world[w], groups.empty() ? nullptr : &groups[w], w, round,
+                                w == 0 || anchors.empty() ? anchor_ : anchors[w - 1],
+                                w == 0 || outers.empty() ? outer_state_ : outers[w - 1],
+                                w == recorder ? span<T>(model_) : span<T>()));
+    ex.run_in_rank_order(steps);
     last_ = results;
     ++rounds_;
   }

@@ -27,6 +27,8 @@
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/detail/rank.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
@@ -134,6 +136,33 @@ class selsync_trigger {
   double last_ = 0;
 };
 
+namespace detail {
+
+/// A worker's vote on its (screened) gradient: the trigger on ||g||_2, computed with the
+/// deterministic reduction (the same bits on every backend and thread count; sizeof(T)
+/// bytes per element).
+template <class Exec, class T>
+int selsync_vote(selsync_trigger& trigger, const Exec& exec, span<const T> g) {
+  return trigger.observe(kernels::l2_norm(exec, g));
+}
+
+/// One rank's SelSync step after its vote: the one-integer allreduce of the votes, then BSP's
+/// synchronising step with weight w (some rank voted 1) or a local step on the own gradient.
+/// Returns whether it synchronised.
+template <class T, class Ex, class Rep>
+step_task<bool> selsync_step(Ex& ex, Rep rep, const selsync_config& cfg, double w, int vote,
+                             span<T> params, span<const T> grads, span<T> agg, span<T> model) {
+  std::int64_t votes = vote;
+  co_await ex.allreduce_sum(span<std::int64_t>(&votes, 1));
+  const bool sync = votes > 0;
+  if (sync)
+    co_await synchronous_step<T>(ex, rep, cfg.mode, cfg.states, w, params, grads, agg, model);
+  else
+    rep.update(grads, params);
+  co_return sync;
+}
+
+}  // namespace detail
 
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
 class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
@@ -187,12 +216,26 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
     finish();
   }
 
-  // --- the threads and MPI runtimes (runtime/rounds.hpp; replica access: the base's) -------------
-  selsync_trigger& replica_trigger(std::size_t w) { return triggers_.at(w); }
-  /// Worker w finished a step under another runtime; `count` (one worker per process)
-  /// records the step's decision.
-  void note_step(std::size_t w, const round_stats& s, bool synchronised, bool count) {
-    stats_.at(w) = s;
+  /// What a rank of a real runtime holds of shared round state: nothing (runtime/rounds.hpp).
+  struct rank_state {};
+  rank_state shared_state() const { return {}; }
+
+  // --- the per-rank step (the sim's ranks above, the threads and MPI runtimes, selsync_worker)
+  /// Worker w's step after its vote, over exchange `ex` (exchange.hpp; agg and model as in
+  /// bsp::rank_step); returns whether it synchronised.
+  template <class Ex>
+  step_task<bool> rank_step(Ex& ex, std::size_t w, span<T> agg, span<T> model) {
+    return detail::selsync_step<T>(ex, c_.replica_of(w), cfg_,
+                                   step_weights(cfg_.weighting, c_.batches())[w], votes_[w],
+                                   c_.mutable_params(w), c_.gradient(w), agg, model);
+  }
+  /// Worker w's step over a real transport's exchange (runtime/rounds.hpp): its gradient and
+  /// vote, then its step, the aggregate replacing its gradient as selsync_worker's does;
+  /// `count` (one worker per process) records the step's decision.
+  template <class Ex>
+  void run_round(Ex& ex, std::size_t w, bool count) {
+    work(w);
+    const bool synchronised = rank_step(ex, w, c_.mutable_gradient(w), {}).run();
     if (!count) return;
     decisions_.push_back(synchronised);
     syncs_ += synchronised ? 1 : 0;
@@ -223,9 +266,7 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
   void work(std::size_t w) {
     stats_[w].steps = 1;
     stats_[w].loss = c_.compute_gradient(w);
-    // ||g||_2 with the deterministic reduction (the same bits on every backend and thread
-    // count): sizeof(T) bytes per element.
-    votes_[w] = triggers_[w].observe(kernels::l2_norm(thrust::cpp::par, c_.gradient(w)));
+    votes_[w] = detail::selsync_vote(triggers_[w], thrust::cpp::par, c_.gradient(w));
   }
   void run_deferred() {
     for (std::size_t w = 0; w < c_.workers(); ++w)
@@ -236,16 +277,16 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
     for (int v : votes_) s += v;  // the one-integer allreduce
     return s;
   }
-  // A synchronising step is BSP's (cluster::synchronous_step); a local one steps every replica
-  // on its own gradient.
+  // Every worker's per-rank step over the sequential exchange (the vote allreduce, then BSP's
+  // synchronising step or a local one); agg_ and model_ as in bsp's synchronise.
   void finish() {
+    const bool grads = cfg_.mode == aggregation::gradients;
     const bool sync = vote_sum() > 0;
-    if (sync) {
-      c_.synchronous_step(cfg_.mode, cfg_.states, step_weights(cfg_.weighting, c_.batches()), agg_,
-                          model_);
-    } else {
-      for (std::size_t w = 0; w < c_.workers(); ++w) c_.apply(w, c_.gradient(w));
-    }
+    if (sync) (grads ? agg_ : model_).resize(c_.params(0).size());
+    this->run_ranks([&](auto& ex, std::size_t w) {
+      return rank_step(ex, w, grads ? span<T>(agg_) : span<T>(),
+                       !grads && w == 0 ? span<T>(model_) : span<T>());
+    });
     decisions_.push_back(sync);
     syncs_ += sync ? 1 : 0;
   }

@@ -20,11 +20,12 @@
 //   eager_worker      eager-SGD's step over the transport's partial allreduce (solo or
 //                     majority; comm::inproc::partial_allreduce, comm::mpi::partial_allreduce).
 //
-// Every decision (weights, schedule, trigger, firing rule) is the same code the simulated
-// policies use (bsp.hpp, local_sgd.hpp, selsync.hpp, weights.hpp), and the weighted sums are
-// the transport's weighted allreduce in rank order, which is the simulated average's order
-// (detail/blend.hpp): with the inproc transport and equal inputs the helpers reproduce the
-// simulated policies bit for bit (tested). Every rank must call the helpers' collective
+// Each helper's step is the simulated policy's per-rank step (detail/rank.hpp,
+// selsync.hpp, local_sgd.hpp, eager.hpp), run on this rank's own state over the transport
+// (transport_exchange, exchange.hpp); the simulator runs the same steps over its sequential
+// exchange, whose rank-order sums are the inproc weighted allreduce's (detail/blend.hpp):
+// with the inproc transport and equal inputs the helpers reproduce the simulated policies
+// bit for bit (tested). Every rank must call the helpers' collective
 // members in the same order (they are collectives); each blocks until its collective ends or
 // its deadline (worker_options::timeout) passes, and transport errors propagate as the
 // transport's exceptions.
@@ -42,6 +43,8 @@
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/algorithms/sync/detail/rank.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/local_sgd.hpp"
 #include "heterograd/algorithms/sync/selsync.hpp"
@@ -72,43 +75,9 @@ struct worker_options {
 
 namespace detail {
 
-/// The sequential host backend: several worker threads share the cores, so each updates on
-/// one core by default.
-using host_exec = std::remove_cvref_t<decltype(thrust::cpp::par)>;
-
 template <class Optimizer, class Exec, class T>
 using worker_state_t =
     decltype(std::declval<const Optimizer&>().init(std::declval<const Exec&>(), std::declval<span<T>>()));
-
-/// x <- sum_r T(w_r) x_r over the transport's ranks, in rank order (comm's weighted sum).
-template <class Transport, class T>
-void weighted_allreduce(const Transport& t, span<T> x, double w, seconds timeout) {
-  comm::allreduce_options o;
-  o.op = comm::reduce_op::sum;
-  o.weight = w;
-  o.timeout = timeout;
-  t.allreduce(x, o).wait();
-}
-
-/// Every slot of an optim::state (at every depth) <- its weighted allreduce.
-template <class Transport, class State>
-void allreduce_state(const Transport& t, State& st, double w, seconds timeout) {
-  if constexpr (is_optim_state_v<State>) {
-    using T = typename State::value_type;
-    for (auto& slot : st.slots) weighted_allreduce(t, span<T>(slot.data(), slot.size()), w, timeout);
-    for (auto& c : st.children) allreduce_state(t, c, w, timeout);
-  }
-}
-
-/// Zeroes every slot (a rank outside an average contributes 0 * 0, never 0 * inf).
-template <class State>
-void zero_state(State& st) {
-  if constexpr (is_optim_state_v<State>) {
-    using T = typename State::value_type;
-    for (auto& slot : st.slots) std::fill(slot.begin(), slot.end(), T(0));
-    for (auto& c : st.children) zero_state(c);
-  }
-}
 
 template <class Transport>
 std::size_t checked_rank(const Transport& t, std::size_t workers, const std::string& who) {
@@ -133,7 +102,7 @@ class worker_core {
   std::size_t rank() const { return static_cast<std::size_t>(t_.rank()); }
   std::size_t workers() const { return static_cast<std::size_t>(t_.size()); }
   const state_type& optimizer_state() const { return st_; }
-  /// This rank's optimizer state (a runtime restores a replica's state through it).
+  /// This rank's optimizer state (to restore a checkpointed one).
   state_type& optimizer_state() { return st_; }
   const Optimizer& optimizer() const { return opt_; }
   const worker_options& options() const { return o_; }
@@ -143,7 +112,7 @@ class worker_core {
  protected:
   void update(span<const T> g, span<T> p) { opt_.update(exec_, g, st_, p); }
   // The config's non-finite policy on this rank's own gradient (a framework's loop passes
-  // its own; drive.hpp's already went through cluster::compute_gradient: a no-op scan here).
+  // its own; the policies' already went through cluster::compute_gradient: a no-op scan here).
   void screen_in_place(nonfinite_policy p, span<T> g, std::uint64_t step, std::string_view method) {
     if (algorithms::apply_nonfinite_policy(p, g, method, rank(), step, "this rank's step count") ==
         algorithms::nonfinite_outcome::skipped)
@@ -156,40 +125,15 @@ class worker_core {
     screen_in_place(p, span<T>(scratch_), step, method);
     return span<const T>(scratch_);
   }
-  /// params (mapped to the common form) <- the weighted allreduce over `t`; still common.
+  /// This rank's optimizer, state and transform for a per-rank step (detail/rank.hpp).
+  replica<Optimizer, state_type, Transform, Exec> replica_of() {
+    return {opt_, st_, tr_, exec_, rank()};
+  }
+  /// The exchange over transport `t` (this rank's collectives block in the call).
   template <class Tr>
-  void average_common(const Tr& t, span<T> p, double w) {
-    tr_.to_common(rank(), p);
-    weighted_allreduce(t, p, w, o_.timeout);
+  transport_exchange<Tr> exchange(const Tr& t) const {
+    return transport_exchange<Tr>(t, o_.timeout, o_.gossip_tag);
   }
-  /// One synchronising step of this rank with weight w (BSP's, and SelSync's when it
-  /// synchronises; cluster::synchronous_step is the simulated one): gradients mode: grads <-
-  /// the weighted allreduce, then the optimizer step with it; parameters mode: the step on
-  /// the own gradient, then the weighted model average and the optimizer-state policy.
-  void synchronous_step(aggregation mode, state_policy sp, double w, span<T> params,
-                        span<T> grads) {
-    if (mode == aggregation::gradients) {
-      weighted_allreduce(t_, grads, w, o_.timeout);
-      update(span<const T>(grads), params);
-    } else {
-      update(span<const T>(grads), params);
-      average_common(t_, params, w);
-      tr_.from_common(rank(), params);
-      apply_state_policy(t_, sp, w, true, params);
-    }
-  }
-  template <class Tr>
-  void apply_state_policy(const Tr& t, state_policy sp, double w, bool member, span<T> p) {
-    switch (sp) {
-      case state_policy::keep_local: break;
-      case state_policy::average:
-        if (!member) zero_state(st_);
-        allreduce_state(t, st_, member ? w : 0.0, o_.timeout);
-        break;
-      case state_policy::reset: st_ = opt_.init(exec_, p); break;
-    }
-  }
-
   Transport t_;
   Optimizer opt_;
   Transform tr_;
@@ -226,7 +170,10 @@ class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform
   void step(span<T> params, span<T> grads) {
     require_same_size("bsp_worker.grads", grads.size(), "bsp_worker.params", params.size());
     this->screen_in_place(cfg_.nonfinite, grads, steps_, "bsp_worker");
-    this->synchronous_step(cfg_.mode, cfg_.states, weights_[this->rank()], params, grads);
+    auto ex = this->exchange(this->t_);
+    detail::synchronous_step<T>(ex, this->replica_of(), cfg_.mode, cfg_.states,
+                                weights_[this->rank()], params, span<const T>(grads), grads, {})
+        .run();
     ++steps_;
   }
 
@@ -321,114 +268,22 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
   const std::vector<T>& anchor() const { return anchor_; }
   const outer_state& outer_optimizer_state() const { return outer_state_; }
 
-  /// Continues from another runtime's state (round index, anchor, outer state), e.g. a
-  /// simulated policy's replica. Call between rounds, with the same values on every rank.
-  void resume(std::uint64_t round, std::vector<T> anchor, outer_state os) {
-    require_same_size("local_sgd_worker.anchor", anchor.size(), "params", anchor_.size());
-    round_ = round;
-    done_ = 0;
-    anchor_ = std::move(anchor);
-    outer_state_ = std::move(os);
-  }
-
  private:
-  /// Weights of `members` (increasing ranks) in round r: the simulated policy's formula
-  /// (detail::member_weights, local_sgd.hpp) on the schedule's steps.
-  detail::round_weights member_weights(const std::vector<std::size_t>& members,
-                                       std::uint64_t r) const {
-    return detail::member_weights(sched_.config().weighting, batches_, members,
-                                  [this, r](std::size_t m) { return sched_.steps(m, r); });
-  }
-
-  static double weight_of(const std::vector<std::size_t>& members, const std::vector<double>& w,
-                          std::size_t me, bool* member) {
-    const auto it = std::lower_bound(members.begin(), members.end(), me);
-    *member = it != members.end() && *it == me;
-    return *member ? w[static_cast<std::size_t>(it - members.begin())] : 0.0;
-  }
-
+  /// The round's synchronisation (detail::local_sgd_sync, the simulated policy's too).
   void synchronise(span<T> params) {
-    const auto& cfg = sched_.config();
-    const std::size_t me = this->rank();
-    const std::uint64_t r = round_;
-    switch (sched_.scope(r)) {
-      case sync_scope::global: {
-        const auto members = sched_.participants(r);
-        const auto w = member_weights(members, r);
-        const double aw = w.anchor;
-        bool member = false;
-        const double mine = weight_of(members, w.models, me, &member);
-        if (!member) std::fill(params.begin(), params.end(), T(0));
-        this->average_common(this->t_, params, mine);  // non-members map zeros: harmless
-        // FedNova's affine term, added last like the simulated sum: (aw anchor) + average.
-        if (aw != 0.0)
-          kernels::axpby(this->exec_, static_cast<T>(aw), span<const T>(anchor_), T(1), params);
-        if constexpr (detail::is_no_outer_v<Outer>) {
-          std::copy(params.begin(), params.end(), anchor_.begin());
-        } else {
-          outer_.step(this->exec_, span<const T>(params), outer_state_, anchor_);
-        }
-        std::copy(anchor_.begin(), anchor_.end(), params.begin());
-        this->tr_.from_common(me, params);
-        bool smember = false;
-        const double smine = weight_of(members, w.states, me, &smember);
-        this->apply_state_policy(this->t_, cfg.states, smine, smember, params);
-        break;
-      }
-      case sync_scope::group: {
-        const auto members = sched_.group_of(me);
-        const auto w = member_weights(members, r).models;
-        bool member = false;
-        const double mine = weight_of(members, w, me, &member);
-        this->average_common(*group_, params, mine);
-        this->tr_.from_common(me, params);
-        this->apply_state_policy(*group_, cfg.states, mine, true, params);
-        break;
-      }
-      case sync_scope::gossip: gossip(params); break;
+    auto world = this->exchange(this->t_);
+    if (group_) {
+      auto group = this->exchange(*group_);
+      detail::local_sgd_sync<T>(world, &group, this->replica_of(), sched_, batches_, outer_,
+                                outer_state_, anchor_, round_, params, {})
+          .run();
+    } else {
+      detail::local_sgd_sync<T>(world, static_cast<decltype(world)*>(nullptr), this->replica_of(),
+                                sched_, batches_, outer_, outer_state_, anchor_, round_, params, {})
+          .run();
     }
     ++round_;
     done_ = 0;
-  }
-
-  /// x_me <- sum_l W(me, l) x_l over the nonzero entries of row `me`, in increasing l (the
-  /// simulated order): this rank's model goes to every j with W(j, me) != 0 and comes back
-  /// from every l with W(me, l) != 0. Bytes: (in-degree + out-degree + 2) * S per round.
-  void gossip(span<T> params) {
-    const auto& cfg = sched_.config();
-    const auto& W = *cfg.gossip;
-    const std::size_t me = this->rank(), n = this->workers();
-    this->tr_.to_common(me, params);
-    std::vector<T> mine(params.begin(), params.end());  // stays intact while sends are out
-    using send_request = decltype(this->t_.send(span<const T>(mine), 0, 0, comm::send_options{}));
-    using recv_request = decltype(this->t_.recv(params, 0, 0, comm::recv_options{}));
-    std::vector<send_request> sends;
-    for (std::size_t j = 0; j < n; ++j)
-      if (j != me && W(j, me) != 0.0)
-        sends.push_back(this->t_.send(span<const T>(mine), static_cast<int>(j), this->o_.gossip_tag,
-                                      comm::send_options{this->o_.timeout}));
-    std::vector<std::vector<T>> in;
-    std::vector<recv_request> recvs;
-    std::vector<std::size_t> from;
-    for (std::size_t l = 0; l < n; ++l)
-      if (l != me && W(me, l) != 0.0) from.push_back(l);
-    in.assign(from.size(), std::vector<T>(params.size()));
-    for (std::size_t k = 0; k < from.size(); ++k)
-      recvs.push_back(this->t_.recv(span<T>(in[k]), static_cast<int>(from[k]), this->o_.gossip_tag,
-                                    comm::recv_options{this->o_.timeout}));
-    for (auto& q : recvs) q.wait();
-    for (auto& q : sends) q.wait();
-    std::vector<span<const T>> xs;
-    std::vector<double> wj;
-    std::size_t k = 0;
-    for (std::size_t l = 0; l < n; ++l) {
-      if (W(me, l) == 0.0) continue;
-      xs.push_back(l == me ? span<const T>(mine) : span<const T>(in[k++]));
-      wj.push_back(W(me, l));
-    }
-    detail::weighted_sum(params, xs, wj);
-    this->tr_.from_common(me, params);
-    if (cfg.states == state_policy::reset) this->st_ = this->opt_.init(this->exec_, params);
   }
 
   local_sgd_schedule sched_;
@@ -467,25 +322,17 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
   bool step(span<T> params, span<T> grads) {
     require_same_size("selsync_worker.grads", grads.size(), "selsync_worker.params", params.size());
     this->screen_in_place(cfg_.nonfinite, grads, steps_, "selsync_worker");
-    // ||g||_2, deterministic reduction: sizeof(T) bytes per element.
-    std::int64_t votes = trigger_.observe(kernels::l2_norm(this->exec_, span<const T>(grads)));
-    comm::allreduce_options vo;
-    vo.op = comm::reduce_op::sum;
-    vo.timeout = this->o_.timeout;
-    this->t_.allreduce(span<std::int64_t>(&votes, 1), vo).wait();
-    const bool sync = votes > 0;
-    if (sync)
-      this->synchronous_step(cfg_.mode, cfg_.states, weights_[this->rank()], params, grads);
-    else
-      this->update(span<const T>(grads), params);
+    const int vote = detail::selsync_vote(trigger_, this->exec_, span<const T>(grads));
+    auto ex = this->exchange(this->t_);
+    const bool sync = detail::selsync_step<T>(ex, this->replica_of(), cfg_, weights_[this->rank()],
+                                              vote, params, span<const T>(grads), grads, {})
+                          .run();
     syncs_ += sync ? 1 : 0;
     ++steps_;
     return sync;
   }
 
   const selsync_trigger& trigger() const { return trigger_; }
-  /// Continues from another runtime's trigger (a simulated replica's).
-  void resume(selsync_trigger t) { trigger_ = std::move(t); }
   std::uint64_t steps() const { return steps_; }
   std::uint64_t sync_steps() const { return syncs_; }
   const selsync_config& config() const { return cfg_; }
@@ -541,13 +388,15 @@ class eager_worker {
                                            static_cast<std::uint64_t>(p_.rank()), round_,
                                            "this rank's round") == algorithms::nonfinite_outcome::skipped)
       ++skipped_;
-    (flush ? p_.flush(grads) : p_.allreduce(grads)).wait();
-    opt_.update(exec_, span<const T>(grads), st_, params);
+    detail::eager_round(p_, detail::replica<Optimizer, state_type, identity_transform, Exec>{
+                                opt_, st_, tr_, exec_, static_cast<std::size_t>(p_.rank())},
+                        params, grads, flush);
     ++round_;
   }
 
   Partial p_;
   Optimizer opt_;
+  identity_transform tr_;
   eager_config cfg_;
   Exec exec_;
   state_type st_;

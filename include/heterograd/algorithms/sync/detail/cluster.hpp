@@ -1,8 +1,10 @@
 #pragma once
 // The replicas of a simulated synchronous cluster: n copies of the parameters, optimizer
-// states and gradient buffers, and the operations every policy of the family is built from
-// (a local step, a gradient-only step, a weighted model average with transforms, outer
-// optimizer and optimizer-state policy). One thread, no I/O: the sim runtimes call it.
+// states and gradient buffers (the per-rank storage the policies serialize), the local
+// operations (a gradient, a local step), and each worker's replica handle for the per-rank
+// steps (detail/rank.hpp), which do every synchronisation, over a sequential exchange in the
+// simulator (replicated::run_ranks) and over a real transport on threads and MPI. One
+// thread, no I/O.
 //
 // Every gradient of the family enters through compute_gradient (the sim runtimes, and the
 // threads / MPI runtimes through heterograd/runtime/rounds.hpp), which applies the method's non-finite policy
@@ -16,18 +18,17 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/nonfinite.hpp"
-#include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/algorithms/sync/detail/rank.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
-#include "heterograd/optim/average.hpp"
 #include "heterograd/optim/state.hpp"
 
 namespace heterograd::algorithms::sync::detail {
@@ -37,42 +38,12 @@ using algorithms::nonfinite_gradient_error;
 using algorithms::nonfinite_policy;
 using algorithms::validate_nonfinite_policy;
 
-/// Whether a state type can be averaged: optim's state (slots and children).
-template <class State>
-inline constexpr bool is_optim_state_v = false;
-template <class T, class S>
-inline constexpr bool is_optim_state_v<optim::state<T, S>> = true;
-
 /// Throws unless `p` can be applied to states of type State (average needs optim's state,
 /// whose slots can be averaged).
 template <class State>
 void require_state_policy(state_policy p, const std::string& field) {
   require(p != state_policy::average || is_optim_state_v<State>, field, "average",
           "needs an optimizer whose state is an optim::state (slots to average)");
-}
-
-/// dst's slots (at every depth) <- src's; dst keeps its own count and counters (a worker's
-/// step count is its own, whatever it averaged).
-template <class State>
-void assign_slots(State& dst, const State& src) {
-  for (std::size_t k = 0; k < dst.slots.size(); ++k) dst.slots[k] = src.slots[k];
-  for (std::size_t c = 0; c < dst.children.size(); ++c) assign_slots(dst.children[c], src.children[c]);
-}
-
-/// Every target's slots <- the weighted average (optim::average_states: kernels::weighted_sum
-/// in member order) of the members' slots.
-template <class State>
-void average_states(std::vector<State>& states, const std::vector<std::size_t>& members,
-                    const std::vector<double>& weights, const std::vector<std::size_t>& targets) {
-  if constexpr (is_optim_state_v<State>) {
-    if (members.empty()) return;
-    std::vector<State> sel;
-    sel.reserve(members.size());
-    for (auto m : members) sel.push_back(states[m]);
-    const State avg = optim::average_states(thrust::cpp::par, std::span<const State>(sel),
-                                            std::span<const double>(weights));
-    for (auto t : targets) assign_slots(states[t], avg);
-  }
 }
 
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
@@ -137,9 +108,11 @@ class cluster {
   const Transform& transform() const { return tr_; }
   Grad& oracle() { return grad_; }
 
-  // Replica access for the threads and MPI runtimes: worker w's thread touches only these.
   span<T> mutable_gradient(std::size_t w) { return span<T>(grads_.at(w)); }
-  state_type& mutable_state(std::size_t w) { return states_.at(w); }
+  /// Worker w's optimizer, state and transform, for its per-rank step (detail/rank.hpp).
+  replica<Optimizer, state_type, Transform, host_exec> replica_of(std::size_t w) {
+    return {opt_, states_.at(w), tr_, thrust::cpp::par, w};
+  }
 
   static void require_state_policy(state_policy p, const std::string& field) {
     detail::require_state_policy<state_type>(p, field);
@@ -163,80 +136,6 @@ class cluster {
     const double loss = compute_gradient(w);
     apply(w, span<const T>(grads_[w]));
     return loss;
-  }
-
-  /// out <- sum_k weights[k] grads[members[k]].
-  void combine_gradients(const std::vector<std::size_t>& members, const std::vector<double>& weights,
-                         std::vector<T>& out) const {
-    out.resize(dim());
-    std::vector<span<const T>> xs;
-    for (auto m : members) xs.emplace_back(grads_[m]);
-    weighted_sum(span<T>(out), xs, weights);
-  }
-
-  /// Models of `members` (mapped to the common parameterisation) combined with `weights`,
-  /// plus `anchor_weight` times `anchor` when that is non-zero (FedNova), into `out`.
-  void combine_models(const std::vector<std::size_t>& members, const std::vector<double>& weights,
-                      std::vector<T>& out, const std::vector<T>* anchor = nullptr,
-                      double anchor_weight = 0.0) {
-    out.resize(dim());
-    for (auto m : members) tr_.to_common(m, span<T>(params_[m]));
-    std::vector<span<const T>> xs;
-    std::vector<double> ws = weights;
-    for (auto m : members) xs.emplace_back(params_[m]);
-    if (anchor != nullptr && anchor_weight != 0.0) {
-      xs.emplace_back(*anchor);
-      ws.push_back(anchor_weight);
-    }
-    weighted_sum(span<T>(out), xs, ws);
-  }
-
-  /// Sets every target's model to `model` (common parameterisation) mapped back to its own.
-  void distribute(const std::vector<T>& model, const std::vector<std::size_t>& targets) {
-    for (auto t : targets) {
-      copy(span<const T>(model), span<T>(params_[t]));
-      tr_.from_common(t, span<T>(params_[t]));
-    }
-  }
-
-  /// Members' models were mapped to the common form by combine_models but not overwritten
-  /// (gossip writes per target): map them back.
-  void restore(const std::vector<std::size_t>& members) {
-    for (auto m : members) tr_.from_common(m, span<T>(params_[m]));
-  }
-
-  /// One synchronising step of every replica (BSP's, and SelSync's when it synchronises):
-  /// gradients mode: agg <- sum_i w_i g_i, every replica steps with agg; parameters mode:
-  /// every replica steps on its own gradient, then model <- sum_i w_i x_i (common form)
-  /// becomes every replica's model and `states` acts on the optimizer states.
-  void synchronous_step(aggregation mode, state_policy states, const std::vector<double>& weights,
-                        std::vector<T>& agg, std::vector<T>& model) {
-    std::vector<std::size_t> all(workers());
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    if (mode == aggregation::gradients) {
-      combine_gradients(all, weights, agg);
-      for (auto w : all) apply(w, span<const T>(agg));
-    } else {
-      for (auto w : all) apply(w, gradient(w));
-      combine_models(all, weights, model);
-      distribute(model, all);
-      apply_state_policy(states, all, weights, all);
-    }
-  }
-
-  /// Applies an optimizer-state policy after members' models were averaged into targets.
-  void apply_state_policy(state_policy p, const std::vector<std::size_t>& members,
-                          const std::vector<double>& weights,
-                          const std::vector<std::size_t>& targets) {
-    switch (p) {
-      case state_policy::keep_local: break;
-      case state_policy::average:
-        average_states(states_, members, weights, targets);
-        break;
-      case state_policy::reset:
-        for (auto t : targets) states_[t] = opt_.init(thrust::cpp::par, span<T>(params_[t]));
-        break;
-    }
   }
 
   /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
@@ -274,9 +173,9 @@ class cluster {
 };
 
 /// The replicas of a simulated policy (bsp, local_sgd, selsync, eager_sgd derive from it),
-/// with what every runtime reads of them: the observers, and the replica access of the
-/// threads and MPI runtimes (heterograd/runtime/rounds.hpp), through which worker w's thread (or rank) touches
-/// only worker w's replica. The derived policy reaches the cluster as c_.
+/// with what every runtime reads of them (the observers) and the simulator's way of running
+/// the per-rank steps (run_ranks). Under threads and MPI, worker w's thread (or rank) runs
+/// the policy's per-rank step on replica w only. The derived policy reaches the cluster as c_.
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
 class replicated {
  public:
@@ -296,15 +195,23 @@ class replicated {
   const Optimizer& optimizer() const { return c_.optimizer(); }
   const Transform& transform() const { return c_.transform(); }
 
-  // --- replica access for the threads and MPI runtimes (drive.hpp) ------------------------------
-  span<T> replica_params(std::size_t w) { return c_.mutable_params(w); }
-  span<T> replica_gradient(std::size_t w) { return c_.mutable_gradient(w); }
-  auto& replica_state(std::size_t w) { return c_.mutable_state(w); }
-  /// Worker w's gradient at its replica (the oracle, with w's step counter, through the
-  /// non-finite policy) into replica_gradient(w); returns the loss.
-  double compute_gradient(std::size_t w) { return c_.compute_gradient(w); }
-
  protected:
+  /// Runs every worker's per-rank step, make(exchange view, w) -> step_task, over one
+  /// sequential exchange of the workers (exchange.hpp), resumed in rank order.
+  template <class Make>
+  void run_ranks(Make make) {
+    const std::size_t n = c_.workers();
+    sequential_exchange<T> ex(n);
+    std::vector<typename sequential_exchange<T>::view> views;
+    views.reserve(n);
+    for (std::size_t w = 0; w < n; ++w) views.push_back(ex.rank(w));
+    using task = decltype(make(views[0], std::size_t{0}));
+    std::vector<task> steps;
+    steps.reserve(n);
+    for (std::size_t w = 0; w < n; ++w) steps.push_back(make(views[w], w));
+    ex.run_in_rank_order(steps);
+  }
+
   cluster<T, Optimizer, Grad, Transform> c_;
 };
 

@@ -1,0 +1,438 @@
+#pragma once
+// The exchanges a per-rank step of the synchronous family is written against, and the
+// coroutine type of that step. A round method's synchronisation is written once, per rank,
+// as a C++20 coroutine that co_awaits its collectives (bsp, selsync, local_sgd: the
+// per-rank steps in their headers); the same code runs in two ways:
+//
+//   transport_exchange    over a real transport (comm::inproc, comm::mpi, the user's; the
+//                         subset of heterograd/comm/concepts.hpp it needs: weighted allreduce
+//                         of T, sum allreduce of int64, send/recv for gossip). Each
+//                         collective blocks in the call and the awaiter never suspends, so a
+//                         step runs to its end in one resume (step_task::run): what the
+//                         per-rank helpers (workers.hpp) and the threads / MPI runtimes use.
+//   sequential_exchange   n ranks in one thread (the simulated policies). A rank's
+//                         collective suspends it until every member of its group has posted;
+//                         the last poster reduces, in RANK ORDER with kernels::weighted_sum
+//                         (detail/blend.hpp: the simulated average's arithmetic, which is the
+//                         inproc weighted allreduce's), and run_in_rank_order resumes the
+//                         ranks' steps in rank order until all finish. A rank waiting on a
+//                         collective that no other rank posts is reported as a deadlock
+//                         (std::logic_error naming the ranks), and the first exception of a
+//                         rank (in rank order) is rethrown with the other steps abandoned.
+//
+// Awaiting a nested step_task transfers control symmetrically (no stack growth); a step's
+// frame is one allocation per call.
+
+#include <algorithm>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/comm/types.hpp"
+#include "heterograd/core/clock.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+
+namespace heterograd::algorithms::sync {
+
+// ------------------------------------------------------------------------------------------
+/// A per-rank step: a lazily started coroutine returning R (awaitable from another step).
+template <class R = bool>
+class step_task {
+ public:
+  struct promise_type {
+    R value{};
+    std::exception_ptr error;
+    std::coroutine_handle<> continuation;
+
+    step_task get_return_object() {
+      return step_task(std::coroutine_handle<promise_type>::from_promise(*this));
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    struct final_awaiter {
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        auto c = h.promise().continuation;
+        return c ? c : std::noop_coroutine();
+      }
+      void await_resume() noexcept {}
+    };
+    final_awaiter final_suspend() noexcept { return {}; }
+    void return_value(R v) { value = std::move(v); }
+    void unhandled_exception() { error = std::current_exception(); }
+  };
+
+  step_task() = default;
+  step_task(step_task&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  step_task& operator=(step_task&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  step_task(const step_task&) = delete;
+  step_task& operator=(const step_task&) = delete;
+  ~step_task() { reset(); }
+
+  bool done() const { return h_ && h_.done(); }
+  /// True when the step ended with an exception.
+  bool failed() const { return done() && h_.promise().error != nullptr; }
+  std::coroutine_handle<> handle() const { return h_; }
+  /// The result (rethrows the step's exception); call once done.
+  R result() {
+    if (h_.promise().error) std::rethrow_exception(h_.promise().error);
+    return std::move(h_.promise().value);
+  }
+  /// Runs the step over an exchange that never suspends (transport_exchange) and returns
+  /// its result.
+  R run() {
+    h_.resume();
+    if (!h_.done())
+      throw std::logic_error("step_task::run: the step suspended (run it with run_in_rank_order)");
+    return result();
+  }
+
+  // Awaiting a step from another: start it, and come back here when it ends.
+  bool await_ready() const noexcept { return false; }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> caller) noexcept {
+    h_.promise().continuation = caller;
+    return h_;
+  }
+  R await_resume() { return result(); }
+
+ private:
+  explicit step_task(std::coroutine_handle<promise_type> h) : h_(h) {}
+  void reset() {
+    if (h_) h_.destroy();
+    h_ = nullptr;
+  }
+  std::coroutine_handle<promise_type> h_;
+};
+
+namespace detail {
+/// x <- sum_r T(w) x_r over the transport's ranks in rank order (comm's weighted sum).
+template <class Transport, class T>
+void weighted_allreduce(const Transport& t, span<T> x, double w, seconds timeout) {
+  comm::allreduce_options o;
+  o.op = comm::reduce_op::sum;
+  o.weight = w;
+  o.timeout = timeout;
+  t.allreduce(x, o).wait();
+}
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------
+/// A real transport as an exchange: every collective blocks in the call (its deadline is
+/// `timeout`) and the step never suspends. Holds a pointer to the transport.
+template <class Transport>
+class transport_exchange {
+ public:
+  transport_exchange(const Transport& t, seconds timeout, int tag = 0x5e7)
+      : t_(&t), timeout_(timeout), tag_(tag) {}
+
+  std::size_t rank() const { return static_cast<std::size_t>(t_->rank()); }
+  std::size_t size() const { return static_cast<std::size_t>(t_->size()); }
+
+  /// out <- sum_r T(w_r) in_r (in and out may be the same buffer).
+  template <class T>
+  std::suspend_never allreduce(span<const T> in, span<T> out, double w) const {
+    if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+    detail::weighted_allreduce(*t_, out, w, timeout_);
+    return {};
+  }
+  /// x <- sum_r x_r (exact: integers).
+  std::suspend_never allreduce_sum(span<std::int64_t> x) const {
+    comm::allreduce_options o;
+    o.op = comm::reduce_op::sum;
+    o.timeout = timeout_;
+    t_->allreduce(x, o).wait();
+    return {};
+  }
+  /// Sends `mine` to every rank of `to` and receives in[k] from from[k] (gossip; `mine`
+  /// must stay intact until the call returns, which is when every message is through).
+  template <class T>
+  std::suspend_never neighbours(span<const T> mine, const std::vector<std::size_t>& to,
+                                const std::vector<std::size_t>& from,
+                                std::vector<span<T>> in) const {
+    using send_request = decltype(t_->send(mine, 0, 0, comm::send_options{}));
+    using recv_request = decltype(t_->recv(span<T>(), 0, 0, comm::recv_options{}));
+    std::vector<send_request> sends;
+    for (auto j : to)
+      sends.push_back(t_->send(mine, static_cast<int>(j), tag_, comm::send_options{timeout_}));
+    std::vector<recv_request> recvs;
+    for (std::size_t k = 0; k < from.size(); ++k)
+      recvs.push_back(
+          t_->recv(in[k], static_cast<int>(from[k]), tag_, comm::recv_options{timeout_}));
+    for (auto& q : recvs) q.wait();
+    for (auto& q : sends) q.wait();
+    return {};
+  }
+
+ private:
+  const Transport* t_;
+  seconds timeout_;
+  int tag_;
+};
+
+// ------------------------------------------------------------------------------------------
+/// n ranks of element type T in one thread: collectives complete when every member of the
+/// group has posted (see the file comment). Groups (split) partition the ranks; each has its
+/// own sequence of collectives. Not thread-safe; views and the exchange must outlive the steps.
+template <class T>
+class sequential_exchange {
+  enum class kind { none, reduce, reduce_int, neighbours };
+  struct post {
+    span<const T> in;
+    span<T> out;
+    double weight = 0;
+    span<std::int64_t> ints;
+    std::vector<std::size_t> from;
+    std::vector<span<T>> into;
+  };
+  struct group {
+    std::vector<std::size_t> members;  // world ranks, increasing
+    kind k = kind::none;
+    std::vector<post> posts;           // by group rank
+    std::vector<char> posted;
+    std::size_t count = 0;
+    std::uint64_t completed = 0;       // collectives completed so far
+    std::vector<T> sum;
+  };
+  struct waiter {
+    std::coroutine_handle<> h;
+    std::size_t g = 0;
+    std::uint64_t gen = 0;
+  };
+
+ public:
+  explicit sequential_exchange(std::size_t ranks) : waiting_(ranks) {
+    require_positive("sequential_exchange.ranks", ranks);
+    group all;
+    for (std::size_t r = 0; r < ranks; ++r) all.members.push_back(r);
+    add(std::move(all));
+  }
+  sequential_exchange(const sequential_exchange&) = delete;
+  sequential_exchange& operator=(const sequential_exchange&) = delete;
+
+  std::size_t ranks() const { return waiting_.size(); }
+
+  /// One rank's handle on a group (an exchange for the per-rank steps).
+  class view {
+   public:
+    std::size_t rank() const { return me_; }
+    std::size_t size() const { return ex_->groups_[g_].members.size(); }
+
+    struct awaiter {
+      sequential_exchange* ex;
+      std::size_t world;
+      std::size_t g;
+      std::uint64_t gen;
+      bool await_ready() const noexcept { return ex->groups_[g].completed > gen; }
+      void await_suspend(std::coroutine_handle<> h) const noexcept {
+        ex->waiting_[world] = waiter{h, g, gen};
+      }
+      void await_resume() const noexcept {}
+    };
+
+    awaiter allreduce(span<const T> in, span<T> out, double w) const {
+      require_same_size("sequential_exchange.allreduce.out", out.size(), "in", in.size());
+      post p;
+      p.in = in;
+      p.out = out;
+      p.weight = w;
+      return ex_->enter(g_, me_, world_, kind::reduce, std::move(p));
+    }
+    awaiter allreduce_sum(span<std::int64_t> x) const {
+      post p;
+      p.ints = x;
+      return ex_->enter(g_, me_, world_, kind::reduce_int, std::move(p));
+    }
+    /// Gossip: every member posts its model; when all have, in[k] <- from[k]'s model (`to`
+    /// is implied by the others' `from`).
+    awaiter neighbours(span<const T> mine, const std::vector<std::size_t>&,
+                       const std::vector<std::size_t>& from, std::vector<span<T>> in) const {
+      post p;
+      p.in = mine;
+      p.from = from;
+      p.into = std::move(in);
+      return ex_->enter(g_, me_, world_, kind::neighbours, std::move(p));
+    }
+
+   private:
+    friend class sequential_exchange;
+    view(sequential_exchange* ex, std::size_t g, std::size_t me, std::size_t world)
+        : ex_(ex), g_(g), me_(me), world_(world) {}
+    sequential_exchange* ex_;
+    std::size_t g_, me_, world_;
+  };
+
+  /// World rank r's view of all ranks.
+  view rank(std::size_t r) {
+    require(r < ranks(), "sequential_exchange.rank", r, "must be < ranks");
+    return view(this, 0, r, r);
+  }
+  /// Splits the ranks by color (color[r]: rank r's group; members keep their order) and
+  /// returns each rank's view of its group.
+  std::vector<view> split(const std::vector<std::size_t>& color) {
+    require_same_size("sequential_exchange.split.color", color.size(), "ranks", ranks());
+    std::vector<std::pair<std::size_t, std::size_t>> made;  // (color, group index)
+    std::vector<std::size_t> index(ranks());
+    for (std::size_t r = 0; r < ranks(); ++r) {
+      const auto it = std::find_if(made.begin(), made.end(),
+                                   [&](const auto& cg) { return cg.first == color[r]; });
+      index[r] = it != made.end() ? it->second : add(group{});
+      if (it == made.end()) made.emplace_back(color[r], index[r]);
+      groups_[index[r]].members.push_back(r);
+    }
+    for (const auto& cg : made) {
+      auto& g = groups_[cg.second];
+      g.posts.resize(g.members.size());
+      g.posted.assign(g.members.size(), 0);
+    }
+    std::vector<view> out;
+    for (std::size_t r = 0; r < ranks(); ++r) {
+      const auto& m = groups_[index[r]].members;
+      const auto me = static_cast<std::size_t>(std::find(m.begin(), m.end(), r) - m.begin());
+      out.push_back(view(this, index[r], me, r));
+    }
+    return out;
+  }
+
+  /// Runs one step per rank (steps[r] is rank r's) to their ends: resumes them in rank order,
+  /// each until it waits on a collective or finishes, until all have finished.
+  template <class R>
+  void run_in_rank_order(std::vector<step_task<R>>& steps) {
+    require_same_size("run_in_rank_order.steps", steps.size(), "ranks", ranks());
+    const std::size_t n = steps.size();
+    std::vector<char> started(n, 0);
+    for (;;) {
+      bool progressed = false, all_done = true;
+      for (std::size_t r = 0; r < n; ++r) {
+        if (steps[r].done()) continue;
+        auto& wt = waiting_[r];
+        if (!started[r]) {
+          started[r] = 1;
+          progressed = true;
+          steps[r].handle().resume();
+        } else if (wt.h && groups_[wt.g].completed > wt.gen) {
+          auto h = std::exchange(wt.h, nullptr);
+          progressed = true;
+          h.resume();
+        }
+        if (steps[r].done()) {
+          if (steps[r].failed()) {
+            abandon();
+            (void)steps[r].result();  // the first error in rank order surfaces here
+          }
+        } else {
+          all_done = false;
+        }
+      }
+      if (all_done) break;
+      if (!progressed) {
+        std::string who;
+        for (std::size_t r = 0; r < n; ++r)
+          if (!steps[r].done()) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        abandon();
+        throw std::logic_error("sequential_exchange: deadlock: ranks " + who +
+                               " wait on collectives that the other members never post");
+      }
+    }
+  }
+
+ private:
+  std::size_t add(group g) {
+    g.posts.resize(g.members.size());
+    g.posted.assign(g.members.size(), 0);
+    groups_.push_back(std::move(g));
+    return groups_.size() - 1;
+  }
+
+  // Everything posted but not completed is dropped (after a failure or a deadlock).
+  void abandon() {
+    for (auto& g : groups_) {
+      g.k = kind::none;
+      g.count = 0;
+      std::fill(g.posted.begin(), g.posted.end(), 0);
+    }
+    for (auto& w : waiting_) w = waiter{};
+  }
+
+  typename view::awaiter enter(std::size_t gi, std::size_t me, std::size_t world, kind k, post p) {
+    auto& g = groups_[gi];
+    if (g.count == 0) g.k = k;
+    if (g.k != k || g.posted[me]) {
+      abandon();
+      throw std::logic_error("sequential_exchange: rank " + std::to_string(world) +
+                             " posted a different collective than the other members of its group");
+    }
+    g.posts[me] = std::move(p);
+    g.posted[me] = 1;
+    const std::uint64_t gen = g.completed;
+    if (++g.count == g.members.size()) complete(g);
+    return typename view::awaiter{this, world, gi, gen};
+  }
+
+  // The last poster's reduction, in rank order; every member's result written.
+  void complete(group& g) {
+    const std::size_t m = g.members.size();
+    switch (g.k) {
+      case kind::reduce: {
+        const std::size_t d = g.posts[0].in.size();
+        std::vector<span<const T>> xs;
+        std::vector<double> ws;
+        for (std::size_t q = 0; q < m; ++q) {
+          require_same_size("sequential_exchange.allreduce.in", g.posts[q].in.size(),
+                            "rank 0's", d);
+          xs.push_back(g.posts[q].in);
+          ws.push_back(g.posts[q].weight);
+        }
+        g.sum.resize(d);
+        detail::weighted_sum(span<T>(g.sum), xs, ws);
+        const T* last = nullptr;
+        for (std::size_t q = 0; q < m; ++q) {
+          if (g.posts[q].out.data() == last) continue;  // members sharing one result buffer
+          std::copy(g.sum.begin(), g.sum.end(), g.posts[q].out.begin());
+          last = g.posts[q].out.data();
+        }
+        break;
+      }
+      case kind::reduce_int: {
+        const std::size_t d = g.posts[0].ints.size();
+        std::vector<std::int64_t> s(d, 0);
+        for (std::size_t q = 0; q < m; ++q)
+          for (std::size_t i = 0; i < d; ++i) s[i] += g.posts[q].ints[i];
+        for (std::size_t q = 0; q < m; ++q) std::copy(s.begin(), s.end(), g.posts[q].ints.begin());
+        break;
+      }
+      case kind::neighbours: {
+        for (std::size_t q = 0; q < m; ++q) {
+          auto& p = g.posts[q];
+          for (std::size_t k = 0; k < p.from.size(); ++k) {
+            const auto& src = g.posts[p.from[k]].in;
+            std::copy(src.begin(), src.end(), p.into[k].begin());
+          }
+        }
+        break;
+      }
+      case kind::none: break;
+    }
+    g.k = kind::none;
+    g.count = 0;
+    std::fill(g.posted.begin(), g.posted.end(), 0);
+    for (auto& p : g.posts) p = post{};
+    ++g.completed;
+  }
+
+  std::vector<group> groups_;
+  std::vector<waiter> waiting_;
+};
+
+}  // namespace heterograd::algorithms::sync
