@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "config.hpp"
+#include "described.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace hgrun {
@@ -64,16 +66,33 @@ struct target_settings {
   bool below = false;
 };
 
+/// The top-level numbers every method's run shares, described once: the schema's keys seed,
+/// eval_interval and checkpoint_every (config.cpp) are made from this description.
+struct run_settings {
+  std::uint64_t seed = 1;
+  double eval_interval = 1;  ///< the schema requires it (no default is written)
+  std::uint64_t checkpoint_every = 0;
+
+  static constexpr auto description() {
+    using heterograd::describe_field;
+    return heterograd::describe(
+        "experiment",
+        describe_field("seed", &run_settings::seed, "seed of every random draw", heterograd::at_least(0)),
+        describe_field("eval_interval", &run_settings::eval_interval,
+                       "virtual time between evaluations (epochs for local_learning)", heterograd::above(0)),
+        describe_field("checkpoint_every", &run_settings::checkpoint_every,
+                       "evaluations between checkpoints (0: none)", heterograd::at_least(0)));
+  }
+};
+
 /// One resolved experiment's settings (not its methods).
 struct experiment {
   std::string name;
-  std::uint64_t seed = 1;
+  run_settings run;
   std::string runtime;  ///< sim, threads, mpi
   workers_settings workers;
   network_settings network;
   horizon_settings horizon;
-  double eval_interval = 0;
-  std::uint64_t checkpoint_every = 0;
   target_settings target;
 };
 
@@ -99,7 +118,7 @@ inline experiment experiment_of(const json& c) {
   namespace sim = heterograd::sim;
   experiment e;
   e.name = c["name"].get<std::string>();
-  e.seed = c["seed"].get<std::uint64_t>();
+  e.run = from_json(c, run_settings{});
   e.runtime = c["runtime"].get<std::string>();
   e.workers.count = c["workers"]["count"].get<std::size_t>();
   const json& t = c["workers"]["time"];
@@ -136,8 +155,6 @@ inline experiment experiment_of(const json& c) {
   if (hz.contains("time")) e.horizon.time = hz["time"].get<double>();
   if (hz.contains("epochs")) e.horizon.epochs = hz["epochs"].get<double>();
   if (hz.contains("updates")) e.horizon.updates = hz["updates"].get<std::uint64_t>();
-  e.eval_interval = c["eval_interval"].get<double>();
-  e.checkpoint_every = c["checkpoint_every"].get<std::uint64_t>();
   e.target = {c["target"]["metric"].get<std::string>(), c["target"]["value"].get<double>(),
               c["target"]["below"].get<bool>()};
   return e;

@@ -367,7 +367,7 @@ int main(int argc, char** argv) {
       if (!base_kept) cfg["baseline"] = kept[0]["label"];
     }
     const hgrun::experiment settings = experiment_of(cfg);
-    std::vector<std::uint64_t> seeds{settings.seed};
+    std::vector<std::uint64_t> seeds{settings.run.seed};
     if (!seeds_text.empty()) {
       seeds.clear();
       std::stringstream ss(seeds_text);
@@ -452,7 +452,7 @@ int main(int argc, char** argv) {
     }
     if (writer && seeds.size() > 1)
       for (auto s : seeds) claim_folder(root / ("seed-" + std::to_string(s)));
-    display disp(quiet, cfg["target"]["metric"]);
+    display disp(quiet, settings.target.metric);
     if (!quiet)
       std::fprintf(stderr, "heterograd-run: %s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
                    cfg["name"].get<std::string>().c_str(), cfg["methods"].size(), seeds.size(), jobs, root.c_str());

@@ -397,11 +397,11 @@ stop_rule stop_rule_of(const context& ctx) {
 std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs) {
   const horizon_settings& hz = ctx.exp.horizon;
-  const double dt = ctx.exp.eval_interval;
+  const double dt = ctx.exp.run.eval_interval;
   const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
   const double epochs = hz.epochs.value_or(std::numeric_limits<double>::infinity());
   const std::uint64_t updates = hz.updates.value_or(~std::uint64_t{0});
-  const std::uint64_t every = ctx.exp.checkpoint_every;
+  const std::uint64_t every = ctx.exp.run.checkpoint_every;
   const auto ckpt = ctx.dir / "checkpoint.bin";
   target_tracker target;
   target.init(ctx.exp.target, ctx.prob.metrics());
@@ -625,7 +625,7 @@ void check_work(const json& c, const experiment& e, std::size_t i, problem& prob
   const std::string a = m["algorithm"], p = "methods[" + std::to_string(i) + "]";
   const std::size_t batch = m["batch"].get<std::size_t>();
   const horizon_settings& hz = e.horizon;
-  const double dt = e.eval_interval;
+  const double dt = e.run.eval_interval;
   const double n = static_cast<double>(e.workers.count);
   const double train = static_cast<double>(prob.train_size());
   if (c["data"]["dataset"] == "fashion_mnist") {
@@ -648,7 +648,7 @@ void check_work(const json& c, const experiment& e, std::size_t i, problem& prob
                          "expected at most " + num(max_gradients) + " iterations per run, got " + num(its));
     return;
   }
-  const std::vector<double> tau = mean_job_times(e, e.seed, batch);
+  const std::vector<double> tau = mean_job_times(e, e.run.seed, batch);
   double rate = 0, fastest = std::numeric_limits<double>::infinity(), slowest = 0;
   for (double t : tau) {
     rate += 1.0 / t;  // jobs per unit of virtual time, every worker busy
@@ -704,7 +704,7 @@ void preflight(const json& c) {
                                             (dir / f).string() + "[.gz] is missing");
     }
   }
-  if (e.checkpoint_every > 0)
+  if (e.run.checkpoint_every > 0)
     for (std::size_t i = 0; i < c["methods"].size(); ++i) {
       const std::string a = c["methods"][i]["algorithm"];
       if (!algorithm_checkpointable(a))
@@ -718,7 +718,7 @@ void preflight(const json& c) {
   // sizes already.
   std::unique_ptr<problem> prob;
   try {
-    prob = make_problem(e, c, e.seed);
+    prob = make_problem(e, c, e.run.seed);
   } catch (const config_error&) {
     throw;
   } catch (const std::invalid_argument& x) {
@@ -734,7 +734,7 @@ void preflight(const json& c) {
   }
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     try {
-      (void)make_time_model(e, e.seed, c["methods"][i]["batch"].get<std::size_t>());
+      (void)make_time_model(e, e.run.seed, c["methods"][i]["batch"].get<std::size_t>());
     } catch (const config_error&) {
       throw;
     } catch (const std::invalid_argument& x) {
