@@ -477,7 +477,7 @@ struct test_asgd {
 };
 
 json run_test_policy(const json& cfg, const fs::path& dir, bool resume, std::uint64_t halt_after) {
-  auto prob = hgrun::make_problem(cfg, cfg["seed"].get<std::uint64_t>());
+  auto prob = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, cfg["seed"].get<std::uint64_t>());
   hgrun::context ctx{cfg, cfg["methods"][0], cfg["seed"].get<std::uint64_t>(), dir, *prob, resume, halt_after, {}};
   test_asgd p{prob->initial(), 0, 0.01f};
   auto compute = [&](heterograd::sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<float>& g) {
@@ -485,7 +485,7 @@ json run_test_policy(const json& cfg, const fs::path& dir, bool resume, std::uin
     prob->gradient(w, ctx.batch(), std::span<const float>(p.x), g);
   };
   return hgrun::drive_async(ctx, p, compute, [&] { return p.params(); },
-                            hgrun::make_time_model(cfg, ctx.seed, ctx.batch()));
+                            hgrun::make_time_model(ctx.exp, ctx.seed, ctx.batch()));
 }
 
 }  // namespace

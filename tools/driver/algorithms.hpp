@@ -30,7 +30,8 @@ namespace hgrun {
 json run_sync_family(context& ctx);
 json run_local_learning(context& ctx);
 // Mean job time of each worker under the base model (run_common.cpp).
-std::vector<double> mean_job_times(const json& config, std::uint64_t seed, std::size_t batch);
+struct experiment;
+std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std::size_t batch);
 
 template <class Bind>
 std::vector<algorithm_row> builtin_algorithms() {
@@ -113,7 +114,7 @@ std::vector<algorithm_row> builtin_algorithms() {
           {{"known_tau", boolean("start from the time model's mean tau_i", false)}},
           [](auto& ctx, std::size_t n, auto server, auto c) {
             if (ctx.method["known_tau"].template get<bool>())
-              c.initial_tau = mean_job_times(ctx.config, ctx.seed, ctx.batch());
+              c.initial_tau = mean_job_times(ctx.exp, ctx.seed, ctx.batch());
             return as::rescaled_asgd<T, O>(n, std::move(server), c);
           }),
       // "gradients": the key the experiments have always used for Rennala's batch B.

@@ -20,6 +20,7 @@
 #include "files.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
+#include "experiment.hpp"
 #include "schema.hpp"
 
 #ifndef HG_SOURCE_DIR
@@ -474,6 +475,13 @@ spec method_common() {
                                       "fail", {"fail", "skip", "zero"})}});
 }
 
+// A key of run_settings (experiment.hpp), made from its description.
+spec run_key(const std::string& name) {
+  for (auto& [key, s] : described_fields(run_settings{}))
+    if (key == name) return s;
+  throw std::logic_error("run_key: run_settings describes no field '" + name + "'");
+}
+
 spec root_spec() {
   return object(
       "an experiment",
@@ -481,7 +489,7 @@ spec root_spec() {
        {"title", string("one-line title", "")},
        {"paper", string("the paper and the number this experiment reproduces", "")},
        {"notes", string("free text", "")},
-       {"seed", integer("seed of every random draw", 1, 0)},
+       {"seed", run_key("seed")},
        {"output", string("output directory (default out/<name>)", "")},
        {"runtime", choice("where workers run: simulated cluster, threads or MPI ranks", "sim",
                           {"sim", "threads", "mpi"})},
@@ -524,7 +532,7 @@ spec root_spec() {
                {{"time", optional(positive("virtual time", nullptr))},
                 {"epochs", optional(positive("passes over the training set", nullptr))},
                 {"updates", optional(integer("model updates", nullptr, 1))}})},
-       {"eval_interval", required(positive("virtual time between evaluations (epochs for local_learning)", nullptr))},
+       {"eval_interval", required(run_key("eval_interval"))},
        {"target",
         object("what 'reached' means in the table",
                {{"metric", string("metric name", "accuracy")},
@@ -533,7 +541,7 @@ spec root_spec() {
        {"baseline", string("label of the method speed-ups are against (default: the first bsp "
                            "method, else the first)",
                            "")},
-       {"checkpoint_every", integer("evaluations between checkpoints (0: none)", 0, 0)},
+       {"checkpoint_every", run_key("checkpoint_every")},
        {"tiny", free_object("overrides for --tiny (a merge patch, checked after merging)")},
        {"methods", array("the methods compared", method_common(), nullptr, 1)}});
 }
@@ -739,10 +747,9 @@ double model_params(const json& c) {
 
 // Gradient computations one model update (one round of the round methods) needs at least,
 // and the key that sets it.
-std::pair<double, std::string> gradients_per_update(const json& c, std::size_t i) {
+std::pair<double, std::string> gradients_per_update(const json& c, std::size_t i, double n) {
   const json& m = c["methods"][i];
   const std::string a = m["algorithm"], p = "methods[" + std::to_string(i) + "]";
-  const double n = c["workers"]["count"].get<double>();
   auto steps = [&](const char* fallback) -> std::pair<double, std::string> {
     double h = 0;
     for (const auto& x : m["local_steps"]) h += x.get<double>();
@@ -760,8 +767,9 @@ std::pair<double, std::string> gradients_per_update(const json& c, std::size_t i
   return {1, p + ".algorithm"};
 }
 
+// The bounds on the complete document (check_cross has made it one).
 void check_bounds(const json& c) {
-  const double n = c["workers"]["count"].get<double>();
+  const double n = static_cast<double>(experiment_of(c).workers.count);
   const json& hz = c["horizon"];
   const double dt = c["eval_interval"].get<double>();
   // Evaluations: at 0, dt, 2 dt, ... up to the horizon (virtual time, or epochs for local
@@ -778,7 +786,7 @@ void check_bounds(const json& c) {
   }
   // Work per update, and per run for an updates horizon.
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
-    const auto [g, key] = gradients_per_update(c, i);
+    const auto [g, key] = gradients_per_update(c, i, n);
     if (!(g <= max_gradients))
       throw config_error(key, "expected at most " + num(max_gradients) + " gradient computations per model update (" +
                                   c["methods"][i]["algorithm"].get<std::string>() + "), got " + num(g));

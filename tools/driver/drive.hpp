@@ -50,7 +50,7 @@ void load_policy(heterograd::archive_reader& r, Policy& p) {
 
 inline void describe(context& ctx, heterograd::sim::recorder& rec) {
   rec.set_seed(ctx.seed);
-  rec.set("experiment", ctx.config["name"].get<std::string>());
+  rec.set("experiment", ctx.exp.name);
   rec.set("method", ctx.method["label"].get<std::string>());
   rec.set("algorithm", ctx.method["algorithm"].get<std::string>());
   rec.set("workers", ctx.workers());

@@ -366,7 +366,8 @@ int main(int argc, char** argv) {
       for (const auto& m : kept) base_kept = base_kept || m["label"] == cfg["baseline"];
       if (!base_kept) cfg["baseline"] = kept[0]["label"];
     }
-    std::vector<std::uint64_t> seeds{cfg["seed"].get<std::uint64_t>()};
+    const hgrun::experiment settings = experiment_of(cfg);
+    std::vector<std::uint64_t> seeds{settings.run.seed};
     if (!seeds_text.empty()) {
       seeds.clear();
       std::stringstream ss(seeds_text);
@@ -383,7 +384,7 @@ int main(int argc, char** argv) {
       std::printf("%s\n", cfg.dump(2).c_str());
       return 0;
     }
-    const std::string runtime = cfg["runtime"];
+    const std::string& runtime = settings.runtime;
     if (runtime == "mpi") {
       if (jobs > 1) throw config_error("--jobs", "expected 1 with runtime \"mpi\" (mpirun starts the processes)");
       if (resume) throw config_error("--resume", "not available with runtime \"mpi\" (no checkpoints)");
@@ -395,7 +396,7 @@ int main(int argc, char** argv) {
     }
     if (runtime == "threads" && jobs > 1) {
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-      const std::size_t threads = jobs * cfg["workers"]["count"].get<std::size_t>();
+      const std::size_t threads = jobs * settings.workers.count;
       if (threads > cores && !quiet)
         std::fprintf(stderr,
                      "heterograd-run: note: --jobs %u with runtime \"threads\" runs up to %zu worker threads "
@@ -451,7 +452,7 @@ int main(int argc, char** argv) {
     }
     if (writer && seeds.size() > 1)
       for (auto s : seeds) claim_folder(root / ("seed-" + std::to_string(s)));
-    display disp(quiet, cfg["target"]["metric"]);
+    display disp(quiet, settings.target.metric);
     if (!quiet)
       std::fprintf(stderr, "heterograd-run: %s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
                    cfg["name"].get<std::string>().c_str(), cfg["methods"].size(), seeds.size(), jobs, root.c_str());

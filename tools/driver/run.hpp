@@ -18,6 +18,7 @@
 
 #include "heterograd/core/archive.hpp"
 #include "config.hpp"
+#include "experiment.hpp"
 #include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
@@ -93,15 +94,16 @@ class problem {
   std::uint64_t samples = 0;  ///< samples whose gradients were computed
 };
 
-std::unique_ptr<problem> make_problem(const json& config, std::uint64_t seed);
+/// The configured problem (`config`'s data and model keys, split over e's workers).
+std::unique_ptr<problem> make_problem(const experiment& e, const json& config, std::uint64_t seed);
 
 /// The configured worker-time model (type-erased: chosen at run time).
-heterograd::sim::any_time_model make_time_model(const json& config, std::uint64_t seed,
+heterograd::sim::any_time_model make_time_model(const experiment& e, std::uint64_t seed,
                                                 std::size_t batch);
 /// Mean job time of each worker under the base model (for H_i and Rescaled's known tau).
-std::vector<double> mean_job_times(const json& config, std::uint64_t seed, std::size_t batch);
+std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std::size_t batch);
 /// Virtual seconds of one synchronisation of `params` floats over the configured network.
-double sync_time(const json& config, std::size_t params);
+double sync_time(const experiment& e, std::size_t params);
 
 /// methods[i].nonfinite (the schema allows "fail", "skip", "zero"; default fail).
 inline heterograd::algorithms::nonfinite_policy nonfinite_of(const json& method) {
@@ -128,8 +130,11 @@ struct context {
   /// write nothing.
   bool root = true;
 
-  std::size_t workers() const { return config["workers"]["count"].get<std::size_t>(); }
-  std::string runtime() const { return config["runtime"].get<std::string>(); }
+  /// The configuration's experiment-level settings, read once per run.
+  const experiment exp = experiment_of(config);
+
+  std::size_t workers() const { return exp.workers.count; }
+  const std::string& runtime() const { return exp.runtime; }
   std::size_t batch() const { return method["batch"].get<std::size_t>(); }
 };
 

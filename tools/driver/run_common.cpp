@@ -64,7 +64,7 @@ const hg::data::train_test& fashion(const std::string& dir) {
 
 class classification final : public problem {
  public:
-  classification(const json& c, std::uint64_t seed)
+  classification(const json& c, std::size_t n, std::uint64_t seed)
       : seed_(seed), net_(sizes(c)) {
     const auto& d = c["data"];
     const auto& tt = fashion(d["path"].get<std::string>());
@@ -72,7 +72,6 @@ class classification final : public problem {
     const std::size_t nte = d["test_samples"].get<std::size_t>();
     train_ = ntr && ntr < tt.train.size() ? tt.train.head(ntr) : tt.train;
     test_ = nte && nte < tt.test.size() ? tt.test.head(nte) : tt.test;
-    const std::size_t n = c["workers"]["count"].get<std::size_t>();
     const std::string part = d["partition"];
     const hg::span<const std::int32_t> labels(train_.labels.data(), train_.labels.size());
     if (part == "iid") shards_ = hg::data::partition_iid(train_.size(), n, seed);
@@ -263,24 +262,12 @@ class worst_case final : public problem {
   std::vector<std::vector<double>> scratch_;  // gradient's, per worker
 };
 
-sim::fixed_times base_times(const json& c, std::uint64_t seed) {
-  const json& t = c["workers"]["time"];
-  const std::size_t n = c["workers"]["count"].get<std::size_t>();
-  const std::string b = t["base"];
-  const bool perm = t["permute"].get<bool>();
-  if (b == "linear") return sim::linear_times(n, seed, perm);
-  if (b == "sqrt") return sim::sqrt_times(n, seed, perm);
-  if (b == "fixed") return sim::fixed_times(t["tau"].get<std::vector<double>>());
-  std::vector<sim::speed_class> cl;
-  for (const auto& k : t["classes"]) cl.push_back({k["count"].get<std::size_t>(), k["time"].get<double>()});
-  return sim::speed_classes(cl);
-}
-
-sim::heterogeneity_level level(const std::string& s) {
-  if (s == "HL1") return sim::heterogeneity_level::hl1;
-  if (s == "HL2") return sim::heterogeneity_level::hl2;
-  if (s == "HL4") return sim::heterogeneity_level::hl4;
-  return sim::heterogeneity_level::hl8;
+sim::fixed_times base_times(const workers_settings& w, std::uint64_t seed) {
+  const worker_time_settings& t = w.time;
+  if (t.base == "linear") return sim::linear_times(w.count, seed, t.permute);
+  if (t.base == "sqrt") return sim::sqrt_times(w.count, seed, t.permute);
+  if (t.base == "fixed") return sim::fixed_times(t.tau);
+  return sim::speed_classes(t.classes);
 }
 
 // Each step, `count` workers drawn from (seed, step) take `delay` more (eager-SGD's injected
@@ -299,23 +286,17 @@ struct subset_delay {
 };
 
 // The base model without noise or windows, batch-scaled: what a worker's mean job costs.
-sim::any_time_model base_model(const json& c, std::uint64_t seed) {
-  const json& t = c["workers"]["time"];
-  const double scale = t["scale"].get<double>();
-  if (t["base"] == "omnilearn") {
-    std::vector<sim::heterogeneity_level> levels;
-    for (const auto& l : t["levels"]) levels.push_back(level(l.get<std::string>()));
-    const auto mode = t["mode"] == "bsp" ? sim::omnilearn_mode::bsp : sim::omnilearn_mode::asp;
-    const auto unit = t["phase_unit"] == "jobs" ? sim::phase_unit::jobs : sim::phase_unit::time;
+sim::any_time_model base_model(const workers_settings& w, std::uint64_t seed) {
+  const worker_time_settings& t = w.time;
+  if (t.base == "omnilearn") {
     // Core-share times are per sample: seconds_per_sample_core = scale * 48 / reference batch
     // makes a job of the reference batch on an even share (12 of 48 cores) take `scale`.
-    const double ref = static_cast<double>(t["reference_batch"].get<std::size_t>());
-    return sim::omnilearn_dynamic(mode, t["phase_length"].get<double>(), unit,
-                                  scale * 12.0 / ref, levels);
+    const double ref = static_cast<double>(t.reference_batch);
+    return sim::omnilearn_dynamic(t.mode, t.phase_length, t.phase_unit, t.scale * 12.0 / ref, t.levels);
   }
-  sim::any_time_model m = sim::scaled(base_times(c, seed), scale);
-  if (t["batch_scaling"].get<bool>()) {
-    const double ref = static_cast<double>(t["reference_batch"].get<std::size_t>());
+  sim::any_time_model m = sim::scaled(base_times(w, seed), t.scale);
+  if (t.batch_scaling) {
+    const double ref = static_cast<double>(t.reference_batch);
     m = sim::times(m, sim::batch_affine_times({0.0}, {1.0 / ref}));
   }
   return m;
@@ -323,66 +304,51 @@ sim::any_time_model base_model(const json& c, std::uint64_t seed) {
 
 }  // namespace
 
-std::unique_ptr<problem> make_problem(const json& c, std::uint64_t seed) {
+std::unique_ptr<problem> make_problem(const experiment& e, const json& c, std::uint64_t seed) {
   const std::string d = c["data"]["dataset"];
-  if (d == "fashion_mnist") return std::make_unique<classification>(c, seed);
+  if (d == "fashion_mnist") return std::make_unique<classification>(c, e.workers.count, seed);
   if (d == "scalar_quadratics") return std::make_unique<scalar_quadratics>(c, seed);
-  return std::make_unique<worst_case>(c, seed, c["workers"]["count"].get<std::size_t>());
+  return std::make_unique<worst_case>(c, seed, e.workers.count);
 }
 
-sim::any_time_model make_time_model(const json& c, std::uint64_t seed, std::size_t) {
-  const json& t = c["workers"]["time"];
-  sim::any_time_model m = base_model(c, seed);
-  if (t["noise"] == "half_normal") {
-    const std::string g = t["noise_growth"];
-    const auto growth = g == "variance_linear" ? sim::noise_growth::variance_linear
-                        : g == "stddev_linear" ? sim::noise_growth::stddev_linear
-                                               : sim::noise_growth::constant;
-    m = sim::plus(m, sim::half_normal_noise(seed, t["noise_scale"].get<double>(), growth));
-  }
-  if (t["subset_delay"]["count"].get<std::size_t>() > 0)
-    m = sim::plus(m, subset_delay{c["workers"]["count"].get<std::size_t>(),
-                                  t["subset_delay"]["count"].get<std::size_t>(),
-                                  t["subset_delay"]["delay"].get<double>(), seed});
-  std::vector<sim::time_window> win;
-  for (const auto& o : t["outages"])
-    win.push_back({o["worker"].get<sim::worker_id>(), o["begin"].get<double>(), o["end"].get<double>(),
-                   std::numeric_limits<double>::infinity()});
-  for (const auto& o : t["slowdowns"])
-    win.push_back({o["worker"].get<sim::worker_id>(), o["begin"].get<double>(), o["end"].get<double>(),
-                   o["factor"].get<double>()});
+sim::any_time_model make_time_model(const experiment& e, std::uint64_t seed, std::size_t) {
+  const worker_time_settings& t = e.workers.time;
+  sim::any_time_model m = base_model(e.workers, seed);
+  if (t.half_normal_noise) m = sim::plus(m, sim::half_normal_noise(seed, t.noise_scale, t.noise_growth));
+  if (t.delayed > 0) m = sim::plus(m, subset_delay{e.workers.count, t.delayed, t.delay, seed});
+  std::vector<sim::time_window> win = t.outages;
+  win.insert(win.end(), t.slowdowns.begin(), t.slowdowns.end());
   if (!win.empty()) m = sim::with_windows(m, win);
   return m;
 }
 
-std::vector<double> mean_job_times(const json& c, std::uint64_t seed, std::size_t batch) {
-  const auto m = base_model(c, seed);
-  const std::size_t n = c["workers"]["count"].get<std::size_t>();
-  const json& t = c["workers"]["time"];
-  std::vector<double> tau(n);
-  for (std::size_t w = 0; w < n; ++w) {
+std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std::size_t batch) {
+  const auto m = base_model(e.workers, seed);
+  const worker_time_settings& t = e.workers.time;
+  std::vector<double> tau(e.workers.count);
+  for (std::size_t w = 0; w < tau.size(); ++w) {
     tau[w] = m.duration(static_cast<sim::worker_id>(w), 0, 0.0, batch);
-    if (t["noise"] == "half_normal") {
-      const double i1 = static_cast<double>(w) + 1.0, s = t["noise_scale"].get<double>();
-      const double sigma = t["noise_growth"] == "variance_linear" ? s * std::sqrt(i1)
-                           : t["noise_growth"] == "stddev_linear" ? s * i1
-                                                                   : s;
+    if (t.half_normal_noise) {
+      const double i1 = static_cast<double>(w) + 1.0, s = t.noise_scale;
+      const double sigma = t.noise_growth == sim::noise_growth::variance_linear ? s * std::sqrt(i1)
+                           : t.noise_growth == sim::noise_growth::stddev_linear ? s * i1
+                                                                                : s;
       tau[w] += sigma * std::sqrt(2.0 / std::numbers::pi);
     }
   }
   return tau;
 }
 
-double sync_time(const json& c, std::size_t params) {
-  const json& net = c["network"];
-  const std::string k = net["kind"];
-  if (k == "none") return 0.0;
-  if (k == "fixed") return net["time"].get<double>();
-  const sim::link l{net["latency"].get<double>(), net["bandwidth"].get<double>()};
-  const std::size_t n = c["workers"]["count"].get<std::size_t>();
+double sync_time(const experiment& e, std::size_t params) {
+  using kind = network_settings::kind_type;
+  const network_settings& net = e.network;
+  if (net.kind == kind::none) return 0.0;
+  if (net.kind == kind::fixed) return net.time;
+  const sim::link l{net.latency, net.bandwidth};
+  const std::size_t n = e.workers.count;
   const double bytes = static_cast<double>(params) * sizeof(float);
-  if (k == "ring") return sim::ring_allreduce(l, n, bytes).seconds;
-  if (k == "tree") return sim::tree_allreduce(l, n, bytes).seconds;
+  if (net.kind == kind::ring) return sim::ring_allreduce(l, n, bytes).seconds;
+  if (net.kind == kind::tree) return sim::tree_allreduce(l, n, bytes).seconds;
   return sim::ps_push_pull(l, bytes, n, 1).seconds;
 }
 
@@ -396,13 +362,12 @@ struct target_tracker {
   double value = 0;
   std::optional<double> reached;  // virtual time it was first reached
   std::optional<double> best;
-  void init(const json& c, const std::vector<std::string>& metrics) {
-    const std::string m = c["target"]["metric"];
-    const auto it = std::find(metrics.begin(), metrics.end(), m);
+  void init(const target_settings& t, const std::vector<std::string>& metrics) {
+    const auto it = std::find(metrics.begin(), metrics.end(), t.metric);
     present = it != metrics.end();
     column = static_cast<std::size_t>(it - metrics.begin());
-    below = c["target"]["below"].get<bool>();
-    value = c["target"]["value"].get<double>();
+    below = t.below;
+    value = t.value;
   }
   void observe(double t, const std::vector<double>& v) {
     if (!present) return;
@@ -422,24 +387,24 @@ std::string checkpoint_digest(const context& ctx) { return unit_inputs(ctx.confi
 }  // namespace
 
 stop_rule stop_rule_of(const context& ctx) {
-  const json& hz = ctx.config["horizon"];
+  const horizon_settings& hz = ctx.exp.horizon;
   stop_rule r;
-  if (hz.contains("updates")) r.updates = hz["updates"].get<std::uint64_t>();
-  if (hz.contains("epochs")) r.epochs = hz["epochs"].get<double>();
+  if (hz.updates) r.updates = *hz.updates;
+  if (hz.epochs) r.epochs = *hz.epochs;
   return r;
 }
 
 std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs) {
-  const json& hz = ctx.config["horizon"];
-  const double dt = ctx.config["eval_interval"].get<double>();
-  const double t_end = hz.contains("time") ? hz["time"].get<double>() : std::numeric_limits<double>::infinity();
-  const double epochs = hz.contains("epochs") ? hz["epochs"].get<double>() : std::numeric_limits<double>::infinity();
-  const std::uint64_t updates = hz.contains("updates") ? hz["updates"].get<std::uint64_t>() : ~std::uint64_t{0};
-  const std::uint64_t every = ctx.config["checkpoint_every"].get<std::uint64_t>();
+  const horizon_settings& hz = ctx.exp.horizon;
+  const double dt = ctx.exp.run.eval_interval;
+  const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
+  const double epochs = hz.epochs.value_or(std::numeric_limits<double>::infinity());
+  const std::uint64_t updates = hz.updates.value_or(~std::uint64_t{0});
+  const std::uint64_t every = ctx.exp.run.checkpoint_every;
   const auto ckpt = ctx.dir / "checkpoint.bin";
   target_tracker target;
-  target.init(ctx.config, ctx.prob.metrics());
+  target.init(ctx.exp.target, ctx.prob.metrics());
   rec.set_metrics(ctx.prob.metrics());
 
   std::uint64_t e = 0;  // evaluations done
@@ -587,7 +552,7 @@ void single_threaded_here() {
 }
 
 int mpi_ranks_needed(const json& c) {
-  const int n = c["workers"]["count"].get<int>();
+  const int n = static_cast<int>(experiment_of(c).workers.count);
   int need = 0;
   std::string first;
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
@@ -624,7 +589,7 @@ config_error mpi_ranks_mismatch(const json& c, int got) {
                                    " (local_learning: one rank per module, rank 0 evaluates) needs mpirun -np " + np +
                                    ", got -np " + g + "; run with -np " + np + " or set " + key + " = " + g);
     }
-  const int n = c["workers"]["count"].get<int>();
+  const int n = static_cast<int>(experiment_of(c).workers.count);
   const bool async = need == n + 1;
   return config_error("runtime", "mpi: workers.count = " + std::to_string(n) + " needs mpirun -np " + np +
                                       (async ? " (rank 0 serves, ranks 1.." + std::to_string(n) + " are the workers)"
@@ -645,24 +610,23 @@ std::string num(double x) {
 }
 
 // The keys that set the workers' job times.
-std::string job_time_keys(const json& c) {
-  const json& t = c["workers"]["time"];
-  const std::string b = t["base"];
+std::string job_time_keys(const worker_time_settings& t) {
+  const std::string& b = t.base;
   std::string k = b == "fixed" ? "workers.time.tau, " : b == "speed_classes" ? "workers.time.classes, " : "";
   k += "workers.time.scale";
-  if (t["batch_scaling"].get<bool>() || b == "omnilearn") k += ", workers.time.reference_batch";
+  if (t.batch_scaling || b == "omnilearn") k += ", workers.time.reference_batch";
   return k;
 }
 
 // Work a method's run asks for, from the worker-time model: gradient computations and the
 // virtual time the horizon takes (so the evaluations); refused beyond the limits.
-void check_work(const json& c, std::size_t i, problem& prob) {
+void check_work(const json& c, const experiment& e, std::size_t i, problem& prob) {
   const json& m = c["methods"][i];
   const std::string a = m["algorithm"], p = "methods[" + std::to_string(i) + "]";
   const std::size_t batch = m["batch"].get<std::size_t>();
-  const json& hz = c["horizon"];
-  const double dt = c["eval_interval"].get<double>();
-  const double n = c["workers"]["count"].get<double>();
+  const horizon_settings& hz = e.horizon;
+  const double dt = e.run.eval_interval;
+  const double n = static_cast<double>(e.workers.count);
   const double train = static_cast<double>(prob.train_size());
   if (c["data"]["dataset"] == "fashion_mnist") {
     double b = static_cast<double>(batch);
@@ -677,14 +641,14 @@ void check_work(const json& c, std::size_t i, problem& prob) {
   }
   if (a == "local_learning") {
     // Virtual time is epochs: iterations = horizon x (training set / batch).
-    const double h = hz.contains("epochs") ? hz["epochs"].get<double>() : hz.contains("time") ? hz["time"].get<double>() : 0;
+    const double h = hz.epochs ? *hz.epochs : hz.time.value_or(0.0);
     const double its = h * std::max(1.0, train / static_cast<double>(batch));
     if (!(its <= max_gradients))
-      throw config_error(hz.contains("epochs") ? "horizon.epochs" : "horizon.time",
+      throw config_error(hz.epochs ? "horizon.epochs" : "horizon.time",
                          "expected at most " + num(max_gradients) + " iterations per run, got " + num(its));
     return;
   }
-  const std::vector<double> tau = mean_job_times(c, c["seed"].get<std::uint64_t>(), batch);
+  const std::vector<double> tau = mean_job_times(e, e.run.seed, batch);
   double rate = 0, fastest = std::numeric_limits<double>::infinity(), slowest = 0;
   for (double t : tau) {
     rate += 1.0 / t;  // jobs per unit of virtual time, every worker busy
@@ -694,28 +658,28 @@ void check_work(const json& c, std::size_t i, problem& prob) {
   const double per_gradient = static_cast<double>(prob.samples_per_gradient(batch));
   double gradients = 0, end_time = 0;
   std::string key;
-  if (hz.contains("time")) {
-    end_time = hz["time"].get<double>();
+  if (hz.time) {
+    end_time = *hz.time;
     gradients = end_time * rate;
     key = "horizon.time";
-  } else if (hz.contains("epochs")) {
-    gradients = hz["epochs"].get<double>() * train / per_gradient;
+  } else if (hz.epochs) {
+    gradients = *hz.epochs * train / per_gradient;
     key = "horizon.epochs";
   } else {
-    gradients = hz["updates"].get<double>();  // at least one gradient an update (resolve() bounds the rest)
+    gradients = static_cast<double>(*hz.updates);  // at least one gradient an update (resolve() bounds the rest)
     key = "horizon.updates";
   }
   if (!(gradients <= max_gradients))
     throw config_error(key, "expected at most " + num(max_gradients) + " gradient computations per run, got about " +
                                 num(gradients) + " (" + std::to_string(tau.size()) + " workers, the fastest " +
-                                num(fastest) + " virtual time a job: " + job_time_keys(c) + ")");
-  if (!hz.contains("time")) {
+                                num(fastest) + " virtual time a job: " + job_time_keys(e.workers.time) + ")");
+  if (!hz.time) {
     // The horizon's virtual time: all workers busy, or the slowest one for the round methods,
     // and no earlier than the end of every outage and slow-down window.
     end_time = gradients / rate;
     if (runnable_algorithm(a).kind == family::round) end_time = std::max(end_time, gradients / n * slowest);
-    for (const char* w : {"outages", "slowdowns"})
-      for (const auto& win : c["workers"]["time"][w]) end_time = std::max(end_time, win["end"].get<double>());
+    for (const auto* windows : {&e.workers.time.outages, &e.workers.time.slowdowns})
+      for (const auto& win : *windows) end_time = std::max(end_time, win.end);
     const double evals = end_time / dt;
     if (!(evals <= max_evaluations))
       throw config_error("eval_interval", "expected at most " + num(max_evaluations) +
@@ -728,6 +692,7 @@ void check_work(const json& c, std::size_t i, problem& prob) {
 }  // namespace
 
 void preflight(const json& c) {
+  const experiment e = experiment_of(c);
   if (c["data"]["dataset"] == "fashion_mnist") {
     const auto dir = hg::data::fashion_mnist_dir(c["data"]["path"].get<std::string>());
     for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
@@ -739,7 +704,7 @@ void preflight(const json& c) {
                                             (dir / f).string() + "[.gz] is missing");
     }
   }
-  if (c["checkpoint_every"].get<std::uint64_t>() > 0)
+  if (e.run.checkpoint_every > 0)
     for (std::size_t i = 0; i < c["methods"].size(); ++i) {
       const std::string a = c["methods"][i]["algorithm"];
       if (!algorithm_checkpointable(a))
@@ -751,33 +716,31 @@ void preflight(const json& c) {
   // refuses (a partition with fewer samples than workers, ...) is a config error naming the
   // key before anything runs, not an error from the middle of a run. resolve() bounded their
   // sizes already.
-  const std::uint64_t seed = c["seed"].get<std::uint64_t>();
   std::unique_ptr<problem> prob;
   try {
-    prob = make_problem(c, seed);
+    prob = make_problem(e, c, e.run.seed);
   } catch (const config_error&) {
     throw;
-  } catch (const std::invalid_argument& e) {
-    throw from_library_error(e, c, -1, "data");
+  } catch (const std::invalid_argument& x) {
+    throw from_library_error(x, c, -1, "data");
   }
   const auto metrics = prob->metrics();
-  const std::string target = c["target"]["metric"];
-  if (std::find(metrics.begin(), metrics.end(), target) == metrics.end()) {
+  if (std::find(metrics.begin(), metrics.end(), e.target.metric) == metrics.end()) {
     std::string names;
     for (const auto& x : metrics) names += (names.empty() ? "\"" : ", \"") + x + "\"";
     throw config_error("target.metric", "expected a metric the methods report with data.dataset " +
                                             c["data"]["dataset"].dump() + ": one of " + names + "; got " +
-                                            c["target"]["metric"].dump());
+                                            json(e.target.metric).dump());
   }
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     try {
-      (void)make_time_model(c, seed, c["methods"][i]["batch"].get<std::size_t>());
+      (void)make_time_model(e, e.run.seed, c["methods"][i]["batch"].get<std::size_t>());
     } catch (const config_error&) {
       throw;
-    } catch (const std::invalid_argument& e) {
-      throw from_library_error(e, c, static_cast<long>(i), "workers.time");
+    } catch (const std::invalid_argument& x) {
+      throw from_library_error(x, c, static_cast<long>(i), "workers.time");
     }
-    check_work(c, i, *prob);
+    check_work(c, e, i, *prob);
   }
 }
 
@@ -789,10 +752,12 @@ json run_method(const run_request& req) {
   omp_set_num_threads(1);
 #endif
   const json& m = req.config["methods"][req.method];
-  auto prob = make_problem(req.config, req.seed);
+  experiment e = experiment_of(req.config);
+  auto prob = make_problem(e, req.config, req.seed);
   if (req.root) std::filesystem::create_directories(req.dir);
-  context ctx{req.config, m, req.seed, req.dir, *prob, req.resume, req.halt_after, req.progress};
-  ctx.root = req.root;
+  context ctx{.config = req.config, .method = m, .seed = req.seed, .dir = req.dir, .prob = *prob,
+              .resume = req.resume, .halt_after = req.halt_after, .progress = req.progress, .root = req.root,
+              .exp = std::move(e)};
   const std::string a = m["algorithm"];
   json s = runnable_algorithm(a).run(ctx);
   // summary.json marks the run finished (--resume skips it), so it is written once, whole,

@@ -66,7 +66,7 @@ json run_local_learning(context& ctx) {
   const hg::nn::mlp<float> net(sizes, {.label_smoothing = ctx.config["model"]["label_smoothing"].get<double>()});
   const std::size_t b = ctx.batch();
   const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
-  const double epochs = ctx.config["horizon"].contains("epochs") ? ctx.config["horizon"]["epochs"].get<double>() : 1.0;
+  const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
   dc::local_learning_config cfg;
   cfg.modules = m["modules"].get<std::size_t>();
   cfg.head_hidden = m["head_hidden"].get<std::vector<std::size_t>>();

@@ -208,7 +208,7 @@ std::vector<std::size_t> local_steps_of(context& ctx) {
   const std::size_t H = m["period"].get<std::size_t>();
   if (!m.value("speed_proportional", false)) return std::vector<std::size_t>(n, H);
   // H_i proportional to speed: every worker spends about the fastest one's H steps of time.
-  const auto tau = mean_job_times(ctx.config, ctx.seed, ctx.batch());
+  const auto tau = mean_job_times(ctx.exp, ctx.seed, ctx.batch());
   const double fastest = *std::min_element(tau.begin(), tau.end());
   std::vector<std::size_t> h(n);
   for (std::size_t w = 0; w < n; ++w)
@@ -229,9 +229,9 @@ json run_with(context& ctx, O opt) {
   const auto init = ctx.prob.initial();
   const hg::span<const float> x0(init);
   const std::vector<std::size_t> batches(n, b);
-  const double sync = sync_time(ctx.config, ctx.prob.dim());
+  const double sync = sync_time(ctx.exp, ctx.prob.dim());
   const oracle g{&ctx.prob};
-  auto model = make_time_model(ctx.config, ctx.seed, b);
+  auto model = make_time_model(ctx.exp, ctx.seed, b);
 
   if (a == "bsp") {
     hs::bsp<float, O, oracle> p(n, x0, opt, g, batches,

@@ -24,7 +24,7 @@ json drive_server(context& ctx, Policy& p) {
   const std::size_t b = ctx.batch();
   const std::size_t d = ctx.prob.dim();
   if (ctx.runtime() != "sim")
-    return drive_server_real(ctx, p, make_time_model(ctx.config, ctx.seed, b));
+    return drive_server_real(ctx, p, make_time_model(ctx.exp, ctx.seed, b));
   // The gradient is computed when the job starts, at the server's parameters of that moment.
   auto compute = [&ctx, &p, b, d](heterograd::sim::worker_id w, std::uint64_t, std::uint64_t,
                                   std::vector<float>& g) {
@@ -33,7 +33,7 @@ json drive_server(context& ctx, Policy& p) {
     ctx.prob.gradient(w, b, std::span<const float>(x.data(), x.size()), g);
   };
   auto params = [&p] { return p.params(); };
-  return drive_async(ctx, p, compute, params, make_time_model(ctx.config, ctx.seed, b));
+  return drive_async(ctx, p, compute, params, make_time_model(ctx.exp, ctx.seed, b));
 }
 
 /// The runner's binder: schema_binder's rows with their factories.

@@ -1,0 +1,163 @@
+#pragma once
+// The experiment-level settings of a resolved configuration as typed values, read from the
+// document once (experiment_of) after resolve() has checked it and filled every default: the
+// runners, the preflight and main read these, not the JSON. The methods stay JSON rows (each
+// algorithm's registry row reads its own keys); the keys' names, defaults and rules stay in
+// config.cpp's schema, which is the one place a document is checked.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "described.hpp"
+#include "heterograd/core/describe.hpp"
+#include "heterograd/sim/worker_time.hpp"
+
+namespace hgrun {
+
+/// workers.time: the worker-time model's settings (sim/worker_time.hpp).
+struct worker_time_settings {
+  std::string base;  ///< fixed, linear, sqrt, speed_classes, omnilearn
+  bool permute = true;
+  std::vector<double> tau;                                ///< fixed
+  std::vector<heterograd::sim::speed_class> classes;      ///< speed_classes, in worker order
+  std::vector<heterograd::sim::heterogeneity_level> levels;  ///< omnilearn, one per phase
+  heterograd::sim::omnilearn_mode mode = heterograd::sim::omnilearn_mode::bsp;
+  double phase_length = 0;
+  heterograd::sim::phase_unit phase_unit = heterograd::sim::phase_unit::jobs;
+  double scale = 1;
+  bool batch_scaling = false;
+  std::size_t reference_batch = 0;  ///< resolve() replaced 0 by data.batch
+  bool half_normal_noise = false;
+  double noise_scale = 0;
+  heterograd::sim::noise_growth noise_growth = heterograd::sim::noise_growth::variance_linear;
+  std::size_t delayed = 0;  ///< subset_delay.count: workers delayed per step
+  double delay = 0;         ///< subset_delay.delay
+  std::vector<heterograd::sim::time_window> outages, slowdowns;
+};
+
+/// workers: the cluster.
+struct workers_settings {
+  std::size_t count = 0;
+  worker_time_settings time;
+};
+
+/// network: the cost of one synchronisation (sim/network.hpp).
+struct network_settings {
+  enum class kind_type { none, fixed, ring, tree, ps } kind = kind_type::none;
+  double time = 0;  ///< fixed
+  double latency = 0, bandwidth = 0;
+};
+
+/// horizon: exactly one of the three is set.
+struct horizon_settings {
+  std::optional<double> time, epochs;
+  std::optional<std::uint64_t> updates;
+};
+
+/// target: what "reached" means in the table.
+struct target_settings {
+  std::string metric;
+  double value = 0;
+  bool below = false;
+};
+
+/// The top-level numbers every method's run shares, described once: the schema's keys seed,
+/// eval_interval and checkpoint_every (config.cpp) are made from this description.
+struct run_settings {
+  std::uint64_t seed = 1;
+  double eval_interval = 1;  ///< the schema requires it (no default is written)
+  std::uint64_t checkpoint_every = 0;
+
+  static constexpr auto description() {
+    using heterograd::describe_field;
+    return heterograd::describe(
+        "experiment",
+        describe_field("seed", &run_settings::seed, "seed of every random draw", heterograd::at_least(0)),
+        describe_field("eval_interval", &run_settings::eval_interval,
+                       "virtual time between evaluations (epochs for local_learning)", heterograd::above(0)),
+        describe_field("checkpoint_every", &run_settings::checkpoint_every,
+                       "evaluations between checkpoints (0: none)", heterograd::at_least(0)));
+  }
+};
+
+/// One resolved experiment's settings (not its methods).
+struct experiment {
+  std::string name;
+  run_settings run;
+  std::string runtime;  ///< sim, threads, mpi
+  workers_settings workers;
+  network_settings network;
+  horizon_settings horizon;
+  target_settings target;
+};
+
+namespace detail {
+
+inline heterograd::sim::heterogeneity_level level_of(const std::string& s) {
+  using l = heterograd::sim::heterogeneity_level;
+  return s == "HL1" ? l::hl1 : s == "HL2" ? l::hl2 : s == "HL4" ? l::hl4 : l::hl8;
+}
+
+inline std::vector<heterograd::sim::time_window> windows_of(const json& list, bool slowdown) {
+  std::vector<heterograd::sim::time_window> out;
+  for (const auto& o : list)
+    out.push_back({o["worker"].get<heterograd::sim::worker_id>(), o["begin"].get<double>(), o["end"].get<double>(),
+                   slowdown ? o["factor"].get<double>() : std::numeric_limits<double>::infinity()});
+  return out;
+}
+
+}  // namespace detail
+
+/// Reads a document resolve() returned (every key present, every value checked).
+inline experiment experiment_of(const json& c) {
+  namespace sim = heterograd::sim;
+  experiment e;
+  e.name = c["name"].get<std::string>();
+  e.run = from_json(c, run_settings{});
+  e.runtime = c["runtime"].get<std::string>();
+  e.workers.count = c["workers"]["count"].get<std::size_t>();
+  const json& t = c["workers"]["time"];
+  worker_time_settings& w = e.workers.time;
+  w.base = t["base"].get<std::string>();
+  w.permute = t["permute"].get<bool>();
+  w.tau = t["tau"].get<std::vector<double>>();
+  for (const auto& k : t["classes"]) w.classes.push_back({k["count"].get<std::size_t>(), k["time"].get<double>()});
+  for (const auto& l : t["levels"]) w.levels.push_back(detail::level_of(l.get<std::string>()));
+  w.mode = t["mode"] == "bsp" ? sim::omnilearn_mode::bsp : sim::omnilearn_mode::asp;
+  w.phase_length = t["phase_length"].get<double>();
+  w.phase_unit = t["phase_unit"] == "jobs" ? sim::phase_unit::jobs : sim::phase_unit::time;
+  w.scale = t["scale"].get<double>();
+  w.batch_scaling = t["batch_scaling"].get<bool>();
+  w.reference_batch = t["reference_batch"].get<std::size_t>();
+  w.half_normal_noise = t["noise"] == "half_normal";
+  w.noise_scale = t["noise_scale"].get<double>();
+  const std::string g = t["noise_growth"];
+  w.noise_growth = g == "variance_linear" ? sim::noise_growth::variance_linear
+                   : g == "stddev_linear" ? sim::noise_growth::stddev_linear
+                                          : sim::noise_growth::constant;
+  w.delayed = t["subset_delay"]["count"].get<std::size_t>();
+  w.delay = t["subset_delay"]["delay"].get<double>();
+  w.outages = detail::windows_of(t["outages"], false);
+  w.slowdowns = detail::windows_of(t["slowdowns"], true);
+  const json& net = c["network"];
+  using nk = network_settings::kind_type;
+  const std::string k = net["kind"];
+  e.network.kind = k == "none" ? nk::none : k == "fixed" ? nk::fixed : k == "ring" ? nk::ring : k == "tree" ? nk::tree : nk::ps;
+  e.network.time = net["time"].get<double>();
+  e.network.latency = net["latency"].get<double>();
+  e.network.bandwidth = net["bandwidth"].get<double>();
+  const json& hz = c["horizon"];
+  if (hz.contains("time")) e.horizon.time = hz["time"].get<double>();
+  if (hz.contains("epochs")) e.horizon.epochs = hz["epochs"].get<double>();
+  if (hz.contains("updates")) e.horizon.updates = hz["updates"].get<std::uint64_t>();
+  e.target = {c["target"]["metric"].get<std::string>(), c["target"]["value"].get<double>(),
+              c["target"]["below"].get<bool>()};
+  return e;
+}
+
+}  // namespace hgrun
