@@ -17,6 +17,7 @@
 
 #include "config.hpp"
 #include "drive.hpp"
+#include "messages.hpp"
 #include "report.hpp"
 #include "run.hpp"
 
@@ -28,12 +29,7 @@ namespace {
 // The message of the config_error `f` throws (empty when it does not throw).
 template <class F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hgrun::config_error& e) {
-    return e.what();
-  }
-  return "";
+  return hg_test::message_of<hgrun::config_error>(f);
 }
 
 json minimal() {
