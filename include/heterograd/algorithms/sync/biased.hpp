@@ -126,7 +126,7 @@ class biased_data_plan {
     return a.tables_ == b.tables_ && a.merged_ == b.merged_ && a.assigned_ == b.assigned_;
   }
 
-  /// Checkpointing (heterograd-run): every worker's score table, the merged one and the
+  /// Checkpointing (core/archive.hpp): every worker's score table, the merged one and the
   /// current assignment, in a fixed order; `ar(...)` writes or reads them. The redraws are
   /// pure functions of (seed, period), so nothing else is random state. The configuration
   /// is rebuilt by the caller (which also keeps the current period).

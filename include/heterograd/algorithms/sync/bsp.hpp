@@ -177,7 +177,7 @@ class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
   }
 
  public:
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
   /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {

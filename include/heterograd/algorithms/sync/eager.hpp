@@ -227,7 +227,7 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   /// Fresh contributions per fired round.
   const std::vector<std::size_t>& fresh_counts() const { return fresh_counts_; }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
   /// writes or reads it: the replicas, every rank's round and consumed counters, the fresh
   /// contributions waiting for their round, the late ones carried to the next round that
   /// fires (pending_, pending_origin_), the last B results, the audit sums and the next

@@ -119,7 +119,7 @@ class selsync_trigger {
   }
   friend bool operator==(const selsync_trigger&, const selsync_trigger&) = default;
 
-  /// Checkpointing (heterograd-run): the window of relative changes and the counters;
+  /// Checkpointing (core/archive.hpp): the window of relative changes and the counters;
   /// window, alpha and threshold are configuration, rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
@@ -255,7 +255,7 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
   }
   const selsync_config& config() const { return cfg_; }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
   /// writes or reads it. Configuration (optimizer, threshold, window, alpha, mode) is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {

@@ -138,7 +138,7 @@ class cluster {
     return loss;
   }
 
-  /// Checkpointing (heterograd-run): visits the mutable state in a fixed order; `ar(...)`
+  /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
   /// writes or reads it. Configuration (optimizer, hyper-parameters) is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
