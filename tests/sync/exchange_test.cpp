@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(one_step_over_the_sequential_exchange_and_over_inproc_threa
 
       hc::inproc::spawn(static_cast<int>(n), [&](hc::inproc::communicator c) {
         const auto r = static_cast<std::size_t>(c.rank());
-        hs::transport_exchange<hc::inproc::communicator> tx(c, hg::seconds{30});
+        hs::transport_exchange<hc::inproc::communicator> tx(c, {.timeout = hg::seconds{30}});
         vb[r] = two_averages_and_a_vote(tx, hg::span<const float>(in.x[r]), hg::span<float>(b[r]),
                                         in.w[r], static_cast<std::int64_t>(r) + 1)
                     .run();
@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(groups_reduce_apart_and_gossip_neighbours_match_the_inproc_
   hc::inproc::spawn(static_cast<int>(n), [&](hc::inproc::communicator c) {
     const auto r = static_cast<std::size_t>(c.rank());
     const auto sub = c.split(static_cast<int>(color[r]), static_cast<int>(r));
-    hs::transport_exchange<hc::inproc::communicator> tw(c, hg::seconds{30}), tg(sub, hg::seconds{30});
+    hs::transport_exchange<hc::inproc::communicator> tw(c, {.timeout = hg::seconds{30}}), tg(sub, {.timeout = hg::seconds{30}});
     step(tw, tg, r, b[r], gb[r]).run();
   });
   for (std::size_t r = 0; r < n; ++r) {

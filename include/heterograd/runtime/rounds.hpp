@@ -57,7 +57,7 @@ void run_worker(Policy& p, const Transport& t, std::uint64_t rounds,
                 const typename Policy::rank_state&, algorithms::sync::worker_options o = {},
                 bool count = true) {
   const std::size_t w = detail::worker_of(t, p.workers());
-  algorithms::sync::transport_exchange<Transport> ex(t, o.timeout, o.gossip_tag);
+  algorithms::sync::transport_exchange<Transport> ex(t, o);
   for (std::uint64_t r = 0; r < rounds; ++r) p.run_round(ex, w, count);
 }
 
@@ -69,14 +69,14 @@ void run_worker(algorithms::sync::local_sgd<T, O, G, Ou, Tr>& p, const Transport
                 algorithms::sync::worker_options o = {}, bool count = true) {
   const std::size_t w = detail::worker_of(t, p.workers());
   using exchange = algorithms::sync::transport_exchange<Transport>;
-  exchange world(t, o.timeout, o.gossip_tag);
+  exchange world(t, o);
   const auto& groups = p.schedule().config().groups;
   std::optional<Transport> sub;
   std::optional<exchange> group;
   if (!groups.empty()) {
     sub.emplace(t.split(static_cast<int>(groups[w]), static_cast<int>(w),
                         comm::split_options{o.timeout}));
-    group.emplace(*sub, o.timeout, o.gossip_tag);
+    group.emplace(*sub, o);
   }
   auto s = start;
   for (std::uint64_t r = 0; r < rounds; ++r)

@@ -116,6 +116,21 @@ class step_task {
   std::coroutine_handle<promise_type> h_;
 };
 
+/// The settings of a per-rank step over a real transport (the helpers', the threads and MPI
+/// runtimes').
+struct worker_options {
+  /// Deadline of each collective the helper posts (comm's default: 60 s).
+  seconds timeout = comm::default_timeout;
+  /// Tag of gossip's point-to-point messages.
+  int gossip_tag = 0x5e7;
+
+  void validate() const {
+    require(timeout.count() > 0, "worker_options.timeout", timeout.count(), "must be > 0 seconds");
+    require(gossip_tag >= 0 && gossip_tag < 32768, "worker_options.gossip_tag", gossip_tag,
+            "must be in [0, 32767] (MPI guarantees these tags)");
+  }
+};
+
 namespace detail {
 /// x <- sum_r T(w) x_r over the transport's ranks in rank order (comm's weighted sum).
 template <class Transport, class T>
@@ -130,12 +145,13 @@ void weighted_allreduce(const Transport& t, span<T> x, double w, seconds timeout
 
 // ------------------------------------------------------------------------------------------
 /// A real transport as an exchange: every collective blocks in the call (its deadline is
-/// `timeout`) and the step never suspends. Holds a pointer to the transport.
+/// o.timeout; gossip's messages carry o.gossip_tag) and the step never suspends. Holds a
+/// pointer to the transport.
 template <class Transport>
 class transport_exchange {
  public:
-  transport_exchange(const Transport& t, seconds timeout, int tag = 0x5e7)
-      : t_(&t), timeout_(timeout), tag_(tag) {}
+  explicit transport_exchange(const Transport& t, worker_options o = {})
+      : t_(&t), timeout_((o.validate(), o.timeout)), tag_(o.gossip_tag) {}
 
   std::size_t rank() const { return static_cast<std::size_t>(t_->rank()); }
   std::size_t size() const { return static_cast<std::size_t>(t_->size()); }

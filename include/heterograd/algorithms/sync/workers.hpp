@@ -60,19 +60,6 @@
 
 namespace heterograd::algorithms::sync {
 
-struct worker_options {
-  /// Deadline of each collective the helper posts (comm's default: 60 s).
-  seconds timeout = comm::default_timeout;
-  /// Tag of gossip's point-to-point messages.
-  int gossip_tag = 0x5e7;
-
-  void validate() const {
-    require(timeout.count() > 0, "worker_options.timeout", timeout.count(), "must be > 0 seconds");
-    require(gossip_tag >= 0 && gossip_tag < 32768, "worker_options.gossip_tag", gossip_tag,
-            "must be in [0, 32767] (MPI guarantees these tags)");
-  }
-};
-
 namespace detail {
 
 template <class Optimizer, class Exec, class T>
@@ -132,7 +119,7 @@ class worker_core {
   /// The exchange over transport `t` (this rank's collectives block in the call).
   template <class Tr>
   transport_exchange<Tr> exchange(const Tr& t) const {
-    return transport_exchange<Tr>(t, o_.timeout, o_.gossip_tag);
+    return transport_exchange<Tr>(t, o_);
   }
   Transport t_;
   Optimizer opt_;
