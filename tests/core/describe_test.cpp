@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,6 +52,18 @@ struct toy_config {
 std::string message_of(const toy_config& c) {
   return hg_test::invalid_argument_message([&] { hg::validate_fields(c); });
 }
+
+// A list field and a field that accepts part of its enumeration's table.
+struct list_config {
+  std::vector<std::size_t> steps = {1, 2};
+  mode how = mode::careful;
+  static constexpr auto description() {
+    return hg::describe("list_config",
+                        hg::describe_field("steps", &list_config::steps, "per-worker steps", hg::at_least(1)),
+                        hg::describe_field("how", &list_config::how, "a mode (fast only)",
+                                           std::span(modes).first(1)));
+  }
+};
 
 }  // namespace
 
@@ -136,6 +149,25 @@ BOOST_AUTO_TEST_CASE(a_description_lists_its_fields_in_order_with_kinds_and_name
                                                 "unchecked"}),
              boost::test_tools::per_element());
   BOOST_TEST(std::get<0>(d.fields).of(toy_config{}) == 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(a_list_field_checks_every_element_and_names_its_index) {
+  constexpr auto d = list_config::description();
+  static_assert(std::get<0>(d.fields).kind == hg::field_kind::list);
+  list_config c;
+  c.how = mode::fast;
+  BOOST_TEST(hg_test::invalid_argument_message([&] { hg::validate_fields(c); }).empty());
+  c.steps = {3, 0, 5};
+  BOOST_TEST(hg_test::invalid_argument_message([&] { hg::validate_fields(c); }) ==
+             "heterograd: invalid argument 'list_config.steps[1]' = 0: must be >= 1");
+}
+
+BOOST_AUTO_TEST_CASE(a_field_may_accept_part_of_its_enumerations_table) {
+  list_config c;  // how = careful: in the enumeration, not in the part the field accepts
+  BOOST_TEST(hg_test::invalid_argument_message([&] { hg::validate_fields(c); }) ==
+             "heterograd: invalid argument 'list_config.how' = 1: must be one of fast");
+  static_assert(hg::name_of(modes, mode::careful) == "careful");
+  static_assert(hg::name_of(std::span(modes).first(1), mode::careful).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <fstream>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -16,7 +17,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include "config.hpp"
+#include "described.hpp"
 #include "drive.hpp"
+#include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/algorithms/sync/biased.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/algorithms/sync/local_sgd.hpp"
+#include "heterograd/algorithms/sync/selsync.hpp"
+#include "heterograd/balance/omnilearn.hpp"
+#include "registry.hpp"
 #include "messages.hpp"
 #include "report.hpp"
 #include "run.hpp"
@@ -722,6 +731,82 @@ BOOST_AUTO_TEST_CASE(schema_json_is_a_draft_2020_12_json_schema_of_every_key_wit
   BOOST_TEST(md_status == 0);
   BOOST_TEST(md.rfind("| key | expected | default | meaning |", 0) == 0u);
   BOOST_TEST(run_exe("--schema=yaml").first == 2);
+}
+
+// The round methods' and local learning's keys are their library configs' described fields
+// (core/describe.hpp): an enumeration key's names and default are the library's table and
+// member initialiser, and a resolved method reads back into the same config.
+BOOST_AUTO_TEST_CASE(a_round_methods_enum_key_has_the_library_configs_names_and_default,
+                     *boost::unit_test::timeout(60)) {
+  namespace hs = heterograd::algorithms::sync;
+  namespace dc = heterograd::algorithms::decoupled;
+  auto key = [](const std::string& algorithm, const std::string& name) {
+    for (const auto& r : hgrun::algorithm_rows())
+      if (r.name == algorithm)
+        for (const auto& [k, s] : r.keys)
+          if (k == name) return s;
+    BOOST_FAIL(algorithm + " has no key " + name);
+    return hgrun::schema::spec{};
+  };
+  auto names = [](auto table) {
+    std::vector<std::string> v;
+    for (const auto& c : table) v.emplace_back(c.name);
+    return v;
+  };
+  auto agg = [](hs::aggregation a) { return std::string(heterograd::name_of(hs::aggregations, a)); };
+  const auto bsp = key("bsp", "aggregation");
+  BOOST_TEST(bsp.def.get<std::string>() == agg(hs::bsp_config{}.mode));
+  BOOST_TEST(bsp.choices == names(std::span(hs::aggregations)), boost::test_tools::per_element());
+  BOOST_TEST(key("selsync", "aggregation").def.get<std::string>() == agg(hs::selsync_config{}.mode));
+  BOOST_TEST(key("bsp", "weighting").choices == names(hs::step_averagings), boost::test_tools::per_element());
+  BOOST_TEST(key("local_sgd", "weighting").choices == names(std::span(hs::averagings)),
+             boost::test_tools::per_element());
+  BOOST_TEST(key("local_sgd", "states").def.get<std::string>() ==
+             std::string(heterograd::name_of(hs::state_policies, hs::local_sgd_config{}.states)));
+  BOOST_TEST(key("eager", "mode").def.get<std::string>() ==
+             std::string(heterograd::name_of(hs::partial_modes, hs::eager_config{}.mode)));
+  BOOST_TEST(key("omnilearn", "max_batch").def.get<std::size_t>() ==
+             heterograd::balance::omnilearn_config{}.max_batch);
+  BOOST_TEST(key("biased_local_sgd", "ratio").def.get<std::size_t>() == hs::biased_config{}.ratio);
+  BOOST_TEST(key("biased_local_sgd", "ratio").lo == 1.0);  // the library's > 0, as an integer
+  BOOST_TEST(key("local_learning", "pgl_epoch_fraction").def.get<double>() ==
+             dc::local_learning_config{}.pgl.epoch_fraction);
+  BOOST_TEST(key("local_learning", "head_hidden").item->lo == 1.0);
+
+  // --schema=json says the same.
+  const auto [status, text] = run_exe("--schema=json");
+  BOOST_TEST_REQUIRE(status == 0, text);
+  const json schema = json::parse(text);
+  bool found = false;
+  for (const auto& b : schema["properties"]["methods"]["items"]["allOf"])
+    if (b["if"]["properties"]["algorithm"]["const"] == "bsp") {
+      found = true;
+      const json& a = b["then"]["properties"]["aggregation"];
+      BOOST_TEST(a["default"].get<std::string>() == agg(hs::bsp_config{}.mode));
+      BOOST_TEST((a["enum"] == json(names(std::span(hs::aggregations)))));
+    }
+  BOOST_TEST(found);
+
+  // A bad name: the key, the value and the allowed names.
+  const std::string e = error_of([] {
+    (void)resolved_with(R"({"methods": [{"label": "a", "algorithm": "bsp", "aggregation": "mean"}]})");
+  });
+  BOOST_TEST(e.find("'methods[0].aggregation'") != std::string::npos, e);
+  BOOST_TEST(e.find("expected one of \"gradients\", \"parameters\", got \"mean\"") != std::string::npos, e);
+
+  // A resolved method reads back into the library config: the defaults, and what it sets.
+  const json c = resolved_with(R"({"methods": [
+      {"label": "a", "algorithm": "bsp"},
+      {"label": "b", "algorithm": "local_sgd", "states": "reset", "local_steps": [1, 2, 3, 4]},
+      {"label": "c", "algorithm": "local_learning", "pgl_period": 3, "head_hidden": [5]}]})");
+  const auto b = hgrun::from_json(c["methods"][0], hs::bsp_config{});
+  BOOST_TEST((b.mode == hs::bsp_config{}.mode && b.weighting == hs::bsp_config{}.weighting));
+  const auto l = hgrun::from_json(c["methods"][1], hs::local_sgd_config{});
+  BOOST_TEST((l.states == hs::state_policy::reset));
+  BOOST_TEST(l.local_steps == (std::vector<std::size_t>{1, 2, 3, 4}), boost::test_tools::per_element());
+  const auto d = hgrun::from_json(c["methods"][2], dc::local_learning_config{});
+  BOOST_TEST(d.pgl.period == 3u);
+  BOOST_TEST(d.head_hidden == std::vector<std::size_t>{5}, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,9 +7,10 @@
 // Adding an asynchronous server policy to the driver is one row here (or add_algorithm with
 // server_row() from outside the driver: tests/runtime/toy_policy_test.cpp).
 //
-// The round methods and local learning have their keys here (from their configs'
-// descriptions where those exist: local SGD's period, SelSync's threshold, window and alpha,
-// eager-SGD's staleness bound) and their construction in run_sync.cpp / run_local.cpp.
+// The round methods and local learning have their keys here, from their library configs'
+// descriptions (plus the few keys only the driver has: OmniLearn's rebalance_every, local
+// SGD's speed_proportional, biased local SGD's slow_workers), and their construction in
+// run_sync.cpp / run_local.cpp, which read the same configs back (described.hpp).
 
 #include <cstddef>
 #include <string>
@@ -17,10 +18,14 @@
 #include <vector>
 
 #include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/algorithms/sync/biased.hpp"
+#include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/local_sgd.hpp"
 #include "heterograd/algorithms/sync/selsync.hpp"
 #include "heterograd/balance/dssp.hpp"
+#include "heterograd/balance/omnilearn.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
 
@@ -45,54 +50,26 @@ std::vector<algorithm_row> builtin_algorithms() {
   // generic, so schema_binder instantiates no policy.
   return {
       // ---- round methods
-      Bind::round("bsp", {{"aggregation", choice("what a step averages", "gradients",
-                                                 {"gradients", "parameters"})},
-                          {"weighting", choice("aggregation weights", "sample_weighted",
-                                               {"sample_weighted", "uniform"})}}),
-      Bind::round(
-          "omnilearn",
-          {{"min_batch", integer("b_min", 16, 1)},
-           {"max_batch", integer("b_max (memory bound)", 96, 1)},
-           {"deadband", number("relative change ignored", 0.2, 0, 1, false, true)},
-           {"gain", number("P-controller gain k_p", 1.0, 0, 1, true, false)},
-           {"rebalance_every", integer("rounds between controller runs (0: one epoch)", 0, 0)}}),
+      Bind::round("bsp", keys_of(hs::bsp_config{})),
+      Bind::round("omnilearn",
+                  keys_of(hb::omnilearn_config{}, {},
+                          {{"rebalance_every",
+                            integer("rounds between controller runs (0: one epoch)", 0, 0)}})),
       Bind::round("local_sgd",
                   keys_of(hs::local_sgd_config{}, {},
-                          {{"local_steps", array("per-worker H_i (overrides period)",
-                                                 integer("H_i", nullptr, 1), json::array())},
-                           {"speed_proportional",
+                          {{"speed_proportional",
                             boolean("H_i proportional to worker speed: H_i = max(1, round(H * "
                                     "tau_min / tau_i)) from the mean job times",
-                                    false)},
-                           {"weighting", choice("model averaging weights", "uniform",
-                                                {"uniform", "sample_weighted"})},
-                           {"states", choice("optimizer states at a sync", "keep_local",
-                                             {"keep_local", "average", "reset"})}})),
-      Bind::round("selsync",
-                  keys_of(hs::selsync_config{}, {},
-                          {{"aggregation", choice("what a synchronising step averages",
-                                                  "parameters", {"parameters", "gradients"})}})),
-      Bind::round(
-          "eager",
-          keys_of(hs::eager_config{}, {},
-                  {{"mode", choice("partial allreduce", "majority", {"majority", "solo"})}})),
-      Bind::round(
-          "biased_local_sgd",
-          {{"slow_workers",
-            array("indices of the slow workers", integer("worker", nullptr, 0), json::array())},
-           {"local_steps", array("per-worker H_i", integer("H_i", nullptr, 1), json::array())},
-           {"ratio", integer("r: candidate pool / slow samples", 4, 1)},
-           {"shuffle_rounds", integer("rounds between redraws", 1, 1)},
-           {"biased", boolean("loss-based top-k samples for the slow workers", true)}}),
+                                    false)}})),
+      Bind::round("selsync", keys_of(hs::selsync_config{})),
+      Bind::round("eager", keys_of(hs::eager_config{})),
+      // slow_workers: the library's per-worker flags (biased_config::slow) as a list of indices.
+      Bind::round("biased_local_sgd",
+                  keys_of(hs::biased_config{}, {},
+                          {{"slow_workers", array("indices of the slow workers",
+                                                  integer("worker", nullptr, 0), json::array())}})),
       // ---- local learning
-      Bind::local(
-          "local_learning",
-          {{"modules", integer("K gradient-isolated modules (1: end-to-end backprop)", 2, 1)},
-           {"head_hidden", array("hidden widths of each auxiliary head",
-                                 integer("width", nullptr, 1), json::array())},
-           {"pgl_period", integer("PGL: a global step every P iterations (0: never)", 0, 0)},
-           {"pgl_epoch_fraction",
-            number("PGL: global steps during this first fraction of epochs", 0.0, 0, 1)}}),
+      Bind::local("local_learning", keys_of(heterograd::algorithms::decoupled::local_learning_config{})),
       // ---- asynchronous server policies
       Bind::template server<as::asgd<T, O>>("asgd", no_config{}, {}, {},
                                             [](auto&, std::size_t n, auto server, const auto&) {
@@ -110,7 +87,7 @@ std::vector<algorithm_row> builtin_algorithms() {
             return as::ringmaster_asgd<T, O>(n, std::move(server), c);
           }),
       Bind::template server<as::rescaled_asgd<T, O>>(
-          "rescaled", as::rescaled_config{}, {},
+          "rescaled", as::rescaled_config{}, {{"initial_tau", ""}},
           {{"known_tau", boolean("start from the time model's mean tau_i", false)}},
           [](auto& ctx, std::size_t n, auto server, auto c) {
             if (ctx.method["known_tau"].template get<bool>())

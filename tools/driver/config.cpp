@@ -333,7 +333,7 @@ std::optional<json> parse_limited(std::string_view text, const std::string& pref
 // The schema.
 
 // The optimizers (optimizer.hpp's list) and their keys: each kind's hyper-parameters with its
-// own defaults.
+// own defaults. LAMB's tensor sizes are not a key: the buffer the driver steps is one tensor.
 struct optimizer_kind {
   std::string name;
   std::vector<std::pair<std::string, spec>> fields;
@@ -342,7 +342,7 @@ const std::vector<optimizer_kind>& optimizer_kinds() {
   static const std::vector<optimizer_kind> v = [] {
     std::vector<optimizer_kind> out;
     for_each_optimizer_kind([&](std::string_view name, auto, const auto& defaults) {
-      out.push_back({std::string(name), described_fields(defaults)});
+      out.push_back({std::string(name), described_fields(defaults, {{"tensor_sizes", ""}})});
     });
     return out;
   }();

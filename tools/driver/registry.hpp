@@ -67,15 +67,13 @@ const std::vector<algorithm_row>& added_algorithms();
 const algorithm_row& runnable_algorithm(const std::string& name);
 
 /// The keys of a described config struct (core/describe.hpp) with the defaults in `d`, each
-/// under its field's name unless `renamed` gives the key (field, key), then `extra` (a key of
-/// the same name replaces the generated one: a count that may be "inf").
+/// under its field's name unless `renamed` gives the key (field, key; "": not a key, the driver
+/// sets the field), then `extra` (a key of the same name replaces the generated one: a count
+/// that may be "inf").
 template <heterograd::described S>
 method_keys keys_of(const S& d, std::vector<std::pair<std::string, std::string>> renamed = {},
                     method_keys extra = {}) {
-  method_keys out = schema::described_fields(d);
-  for (auto& [key, s] : out)
-    for (const auto& [field, to] : renamed)
-      if (key == field) key = to;
+  method_keys out = schema::described_fields(d, renamed);
   for (auto& e : extra) {
     bool replaced = false;
     for (auto& k : out)

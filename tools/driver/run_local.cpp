@@ -6,6 +6,7 @@
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
+#include "described.hpp"
 #include "optimizer.hpp"
 #include "run.hpp"
 #include "runtimes.hpp"
@@ -67,11 +68,7 @@ json run_local_learning(context& ctx) {
   const std::size_t b = ctx.batch();
   const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
   const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
-  dc::local_learning_config cfg;
-  cfg.modules = m["modules"].get<std::size_t>();
-  cfg.head_hidden = m["head_hidden"].get<std::vector<std::size_t>>();
-  cfg.pgl.period = m["pgl_period"].get<std::size_t>();
-  cfg.pgl.epoch_fraction = m["pgl_epoch_fraction"].get<double>();
+  auto cfg = from_json(m, dc::local_learning_config{});
   cfg.pgl.total_epochs = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(epochs)));
   cfg.seed = ctx.seed;
   dc::local_learning<stepper> ll(net, ctx.prob.initial(), cfg,

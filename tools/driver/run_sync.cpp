@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "described.hpp"
 #include "drive.hpp"
 #include "runtimes.hpp"
 
@@ -20,17 +21,6 @@ namespace {
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
-
-hs::aggregation aggregation_of(const json& m) {
-  return m["aggregation"] == "gradients" ? hs::aggregation::gradients : hs::aggregation::parameters;
-}
-hs::averaging averaging_of(const json& m) {
-  return m["weighting"] == "uniform" ? hs::averaging::uniform : hs::averaging::sample_weighted;
-}
-hs::state_policy states_of(const json& m) {
-  const std::string s = m.value("states", std::string("keep_local"));
-  return s == "average" ? hs::state_policy::average : s == "reset" ? hs::state_policy::reset : hs::state_policy::keep_local;
-}
 
 // OmniLearn (#7): BSP whose per-worker batches a proportional controller re-balances from the
 // measured per-iteration compute times (engine busy time per round), once every `every` rounds.
@@ -201,12 +191,12 @@ struct eager_remote {
   }
 };
 
-std::vector<std::size_t> local_steps_of(context& ctx) {
-  const json& m = ctx.method;
+// The per-worker H_i: the configured ones, else H for every worker, or H_i proportional to speed.
+std::vector<std::size_t> local_steps_of(context& ctx, const hs::local_sgd_config& cfg) {
   const std::size_t n = ctx.workers();
-  if (!m["local_steps"].empty()) return m["local_steps"].get<std::vector<std::size_t>>();
-  const std::size_t H = m["period"].get<std::size_t>();
-  if (!m.value("speed_proportional", false)) return std::vector<std::size_t>(n, H);
+  if (!cfg.local_steps.empty()) return cfg.local_steps;
+  const std::size_t H = cfg.period;
+  if (!ctx.method.at("speed_proportional").get<bool>()) return std::vector<std::size_t>(n, H);
   // H_i proportional to speed: every worker spends about the fastest one's H steps of time.
   const auto tau = mean_job_times(ctx.exp, ctx.seed, ctx.batch());
   const double fastest = *std::min_element(tau.begin(), tau.end());
@@ -234,9 +224,10 @@ json run_with(context& ctx, O opt) {
   auto model = make_time_model(ctx.exp, ctx.seed, b);
 
   if (a == "bsp") {
-    hs::bsp<float, O, oracle> p(n, x0, opt, g, batches,
-                                {.mode = aggregation_of(m), .weighting = averaging_of(m), .sync_time = sync,
-                                 .nonfinite = nonfinite_of(m)});
+    auto cfg = from_json(m, hs::bsp_config{});
+    cfg.sync_time = sync;
+    cfg.nonfinite = nonfinite_of(m);
+    hs::bsp<float, O, oracle> p(n, x0, opt, g, batches, cfg);
     if (ctx.runtime() != "sim")
       return drive_rounds_real(ctx, p, [&p] { return p.params(0); }, model);
     return drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
@@ -245,11 +236,7 @@ json run_with(context& ctx, O opt) {
     hs::bsp<float, O, oracle> inner(n, x0, opt, g, batches,
                                     {.mode = hs::aggregation::gradients, .weighting = hs::averaging::sample_weighted,
                                      .sync_time = sync, .nonfinite = nonfinite_of(m)});
-    hg::balance::omnilearn_config oc;
-    oc.min_batch = m["min_batch"].get<std::size_t>();
-    oc.max_batch = m["max_batch"].get<std::size_t>();
-    oc.deadband = m["deadband"].get<double>();
-    oc.gain = m["gain"].get<double>();
+    const auto oc = from_json(m, hg::balance::omnilearn_config{});
     std::size_t every = m["rebalance_every"].get<std::size_t>();
     if (every == 0) every = std::max<std::size_t>(1, ctx.prob.train_size() / (n * b));  // one epoch
     omnilearn_policy<decltype(inner)> p(inner, hg::balance::omnilearn_bsp(batches, oc), every);
@@ -273,11 +260,8 @@ json run_with(context& ctx, O opt) {
       return s;
   }
   if (a == "local_sgd") {
-    hs::local_sgd_config cfg;
-    cfg.period = m["period"].get<std::size_t>();
-    cfg.local_steps = local_steps_of(ctx);
-    cfg.weighting = averaging_of(m);
-    cfg.states = states_of(m);
+    auto cfg = from_json(m, hs::local_sgd_config{});
+    cfg.local_steps = local_steps_of(ctx, cfg);
     cfg.sync_time = sync;
     cfg.nonfinite = nonfinite_of(m);
     hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
@@ -290,14 +274,10 @@ json run_with(context& ctx, O opt) {
       return s;
   }
   if (a == "biased_local_sgd") {
-    hs::biased_config bc;
+    auto bc = from_json(m, hs::biased_config{});
     bc.slow.assign(n, 0);
     for (const auto& w : m["slow_workers"]) bc.slow[w.get<std::size_t>()] = 1;
-    bc.local_steps = m["local_steps"].get<std::vector<std::size_t>>();
     bc.batch = b;
-    bc.shuffle_rounds = m["shuffle_rounds"].get<std::size_t>();
-    bc.ratio = m["ratio"].get<std::size_t>();
-    bc.biased = m["biased"].get<bool>();
     bc.seed = ctx.seed;
     biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
                      bc.shuffle_rounds, 0, std::vector<std::vector<float>>(n)};
@@ -339,11 +319,7 @@ json run_with(context& ctx, O opt) {
     return drive_rounds_real(ctx, p, anchor, timed, wiring);
   }
   if (a == "selsync") {
-    hs::selsync_config cfg;
-    cfg.threshold = m["threshold"].get<double>();
-    cfg.window = m["window"].get<std::size_t>();
-    cfg.alpha = m["alpha"].get<double>();
-    cfg.mode = aggregation_of(m);
+    auto cfg = from_json(m, hs::selsync_config{});
     cfg.sync_time = sync;
     cfg.nonfinite = nonfinite_of(m);
     hs::selsync<float, O, oracle> p(n, x0, opt, g, batches, cfg);
@@ -365,10 +341,8 @@ json run_with(context& ctx, O opt) {
       return s;
   }
   // eager
-  hs::eager_config cfg;
-  cfg.mode = m["mode"] == "solo" ? hs::partial_mode::solo : hs::partial_mode::majority;
+  auto cfg = from_json(m, hs::eager_config{});
   cfg.seed = ctx.seed;
-  cfg.staleness_bound = m["staleness_bound"].get<std::size_t>();
   cfg.nonfinite = nonfinite_of(m);
   hs::eager_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
   auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {

@@ -5,6 +5,7 @@
 // described_fields() makes them from a described config struct (core/describe.hpp), so a
 // library default or rule is never restated here.
 
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <memory>
@@ -141,16 +142,31 @@ inline spec optional(spec s) {  // absent means "not set" (no default written)
   return s;
 }
 
+// A member struct whose fields are keys of their own (`<member>_<field>`).
+template <class M>
+concept nested_fields = heterograd::described<M> && !heterograd::self_validating<M>;
+
+// An integer field's bounds as the schema's closed ones (an unbounded end: [0, 1e15]).
+inline std::pair<double, double> integer_bounds(const heterograd::bounds& r) {
+  const double lo = !r.has_lo() ? 0 : r.lo_open ? std::floor(r.lo) + 1 : std::ceil(r.lo);
+  const double hi = !r.has_hi() ? 1e15 : r.hi_open ? std::ceil(r.hi) - 1 : std::floor(r.hi);
+  return {lo, hi};
+}
+
 // A described struct's fields (core/describe.hpp) as schema nodes: the kind, the rule and the
 // meaning from the description, the default from `d` (the struct's own initialisers, or an
-// optimizer's own defaults). A field with no JSON form (LAMB's list of tensor sizes) is not
-// offered.
+// optimizer's own defaults). A list of numbers is an array whose items obey the field's rule;
+// a described member struct's fields are keys `<member>_<field>` (local learning's pgl_period).
+// Each key goes by the name `renamed` gives it ((key, new key) pairs); renamed to "", the field
+// is not offered (the driver sets it itself). A field with no JSON form is not offered.
 template <heterograd::described S>
-inline std::vector<std::pair<std::string, spec>> described_fields(const S& d) {
-  std::vector<std::pair<std::string, spec>> out;
+inline void add_described_fields(const S& d, const std::string& prefix,
+                                 const std::vector<std::pair<std::string, std::string>>& renamed,
+                                 std::vector<std::pair<std::string, spec>>& out) {
   S::description().for_each([&](const auto& f) {
     using M = typename std::remove_cvref_t<decltype(f)>::member_type;
     const std::string doc(f.meaning);
+    std::string key = prefix + std::string(f.name);
     spec s;
     if constexpr (std::is_same_v<M, bool>) {
       s = boolean(doc, f.of(d));
@@ -159,15 +175,36 @@ inline std::vector<std::pair<std::string, spec>> described_fields(const S& d) {
       for (const auto& c : f.choices) names.emplace_back(c.name);
       s = choice(doc, std::string(f.name_of(f.of(d))), std::move(names));
     } else if constexpr (std::is_integral_v<M>) {
-      s = integer(doc, f.of(d), f.range.has_lo() ? f.range.lo : 0,
-                  f.range.has_hi() ? f.range.hi : 1e15);
+      const auto [lo, hi] = integer_bounds(f.range);
+      s = integer(doc, f.of(d), lo, hi);
     } else if constexpr (std::is_floating_point_v<M>) {
       s = number(doc, f.of(d), f.range.lo, f.range.hi, f.range.lo_open, f.range.hi_open);
+    } else if constexpr (heterograd::number_list<M>) {
+      using T = typename heterograd::list_traits<M>::element_type;
+      spec item;
+      if constexpr (std::is_integral_v<T>) {
+        const auto [lo, hi] = integer_bounds(f.range);
+        item = integer(doc, nullptr, lo, hi);
+      } else {
+        item = number(doc, nullptr, f.range.lo, f.range.hi, f.range.lo_open, f.range.hi_open);
+      }
+      s = array(doc, std::move(item), json(f.of(d)));
+    } else if constexpr (nested_fields<M>) {
+      add_described_fields(f.of(d), key + "_", renamed, out);
+      return;
     } else {
       return;
     }
-    out.emplace_back(std::string(f.name), std::move(s));
+    for (const auto& [field, to] : renamed)
+      if (field == key) key = to;
+    if (!key.empty()) out.emplace_back(key, std::move(s));
   });
+}
+template <heterograd::described S>
+inline std::vector<std::pair<std::string, spec>> described_fields(
+    const S& d, const std::vector<std::pair<std::string, std::string>>& renamed = {}) {
+  std::vector<std::pair<std::string, spec>> out;
+  add_described_fields(d, "", renamed, out);
   return out;
 }
 

@@ -40,6 +40,7 @@
 
 #include "heterograd/balance/measurement.hpp"
 #include "heterograd/balance/proportional.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::balance {
@@ -58,23 +59,29 @@ struct omnilearn_config {
   double gain = 1.0;           ///< k_p in (0, 1]; 1 reaches X_i · t̄ in one step
   deadband_scope scope = deadband_scope::cluster;
   friend bool operator==(const omnilearn_config&, const omnilearn_config&) = default;
+
+  static constexpr auto description() {
+    return describe("omnilearn",
+                    describe_field("min_batch", &omnilearn_config::min_batch, "b_min", at_least(1)),
+                    describe_field("max_batch", &omnilearn_config::max_batch, "b_max (memory bound)",
+                                   at_least(1)),
+                    describe_field("deadband", &omnilearn_config::deadband, "relative change ignored",
+                                   closed_open(0, 1)),
+                    describe_field("gain", &omnilearn_config::gain, "P-controller gain k_p",
+                                   open_closed(0, 1)));
+  }
+  void validate() const {
+    validate_fields(*this);
+    require(min_batch <= max_batch, "omnilearn.min_batch", min_batch,
+            "must be <= max_batch (" + std::to_string(max_batch) + ")");
+  }
 };
 
 namespace detail {
 
-inline void validate_omnilearn(const omnilearn_config& c) {
-  require(c.min_batch >= 1, "omnilearn.min_batch", c.min_batch, "must be >= 1");
-  require(c.min_batch <= c.max_batch, "omnilearn.min_batch", c.min_batch,
-          "must be <= max_batch (" + std::to_string(c.max_batch) + ")");
-  require(std::isfinite(c.deadband) && c.deadband >= 0 && c.deadband < 1, "omnilearn.deadband",
-          c.deadband, "must be in [0, 1)");
-  require(std::isfinite(c.gain) && c.gain > 0 && c.gain <= 1, "omnilearn.gain", c.gain,
-          "must be in (0, 1]");
-}
-
 inline std::vector<std::size_t> validated_batches(std::span<const std::size_t> b,
                                                   const omnilearn_config& c) {
-  validate_omnilearn(c);
+  c.validate();
   require(!b.empty(), "initial_batches", b.size(), "must name at least one worker");
   std::size_t sum = 0;
   for (std::size_t i = 0; i < b.size(); ++i) {
@@ -222,7 +229,7 @@ class omnilearn_bsp : public detail::omnilearn_controller {
  private:
   static std::vector<std::size_t> even_split(std::size_t workers, std::size_t global_batch,
                                              const omnilearn_config& c) {
-    detail::validate_omnilearn(c);
+    c.validate();
     require(workers > 0, "workers", workers, "must be > 0");
     require(global_batch >= workers * c.min_batch && global_batch <= workers * c.max_batch,
             "global_batch", global_batch,

@@ -9,6 +9,10 @@
 // Defaults are not restated: they are the member initialisers, read from a value-initialised
 // S (or from any other value, e.g. an optimizer's own defaults). Nothing here knows JSON.
 //
+// An enumeration's names are one table next to the enumeration (`choice<E> names[]`); a field
+// lists the table, or the part of it the struct accepts (std::span(names).first(2)). A list
+// (std::vector of numbers) has one rule for every element, named `field[i]` in errors.
+//
 // Rules are the words of core/error.hpp's require(), so a generated check throws exactly
 //   heterograd: invalid argument 'adam.beta1' = 1: must be in [0, 1)
 
@@ -24,6 +28,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "heterograd/core/error.hpp"
 
@@ -102,12 +107,35 @@ struct choice {
   E value;
 };
 
+/// The name of v in a table of choices (empty when v is not in it).
+template <class E>
+constexpr std::string_view name_of(std::span<const choice<E>> table, E v) {
+  for (const auto& c : table)
+    if (c.value == v) return c.name;
+  return {};
+}
+template <class E, std::size_t N>
+constexpr std::string_view name_of(const choice<E> (&table)[N], E v) {
+  return name_of(std::span<const choice<E>>(table), v);
+}
+
+/// A list of numbers (a per-worker count): its elements obey the field's range.
+template <class M>
+struct list_traits : std::false_type {};
+template <class T, class A>
+  requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+struct list_traits<std::vector<T, A>> : std::true_type {
+  using element_type = T;
+};
+template <class M>
+concept number_list = list_traits<M>::value;
+
 /// Whether a member validates itself (a learning-rate schedule: `validate(field name)`).
 template <class M>
 concept self_validating = requires(const M& m, std::string_view f) { m.validate(f); };
 
 /// A member's kind, as a schema names it.
-enum class field_kind { boolean, integer, number, choice, other };
+enum class field_kind { boolean, integer, number, choice, list, other };
 
 template <class M>
 constexpr field_kind kind_of() {
@@ -119,13 +147,16 @@ constexpr field_kind kind_of() {
     return field_kind::integer;
   else if constexpr (std::is_floating_point_v<M>)
     return field_kind::number;
+  else if constexpr (number_list<M>)
+    return field_kind::list;
   else
     return field_kind::other;
 }
 
 /// One field of S: its name, the member, its meaning and its rule. Enumerations list their
-/// allowed values (`choices`); numbers and integers have `range`; any other member either
-/// validates itself (self_validating: it is given the field's full name) or has no rule.
+/// allowed values (`choices`); numbers, integers and the elements of a list have `range`; any
+/// other member either validates itself (self_validating: it is given the field's full name),
+/// describes its own fields (checked as `field.subfield`) or has no rule.
 template <class S, class M>
 struct field {
   using struct_type = S;
@@ -145,9 +176,7 @@ struct field {
   constexpr std::string_view name_of(M v) const
     requires std::is_enum_v<M>
   {
-    for (const auto& c : choices)
-      if (c.value == v) return c.name;
-    return {};
+    return heterograd::name_of(choices, v);
   }
 
   /// Throws require()'s std::invalid_argument naming `prefix.name` unless s's value obeys
@@ -161,6 +190,10 @@ struct field {
       require(!name_of(v).empty(), full, static_cast<long long>(v), choices_rule());
     } else if constexpr (std::is_arithmetic_v<M> && !std::is_same_v<M, bool>) {
       require(range.admits(static_cast<double>(v)), full, v, range.rule());
+    } else if constexpr (number_list<M>) {
+      for (std::size_t i = 0; i < v.size(); ++i)
+        require(range.admits(static_cast<double>(v[i])), full + "[" + std::to_string(i) + "]", v[i],
+                range.rule());
     } else if constexpr (self_validating<M>) {
       v.validate(full);
     } else if constexpr (requires { M::description(); }) {
@@ -190,6 +223,14 @@ template <class S, class M, std::size_t N>
 constexpr field<S, M> describe_field(std::string_view name, M S::*member, std::string_view meaning,
                                      const choice<M> (&choices)[N]) {
   return {name, member, meaning, {}, std::span<const choice<M>>(choices)};
+}
+/// An enumeration field of S that accepts part of its enumeration's table.
+template <class S, class M>
+constexpr field<S, M> describe_field(std::string_view name, M S::*member, std::string_view meaning,
+                                     std::type_identity_t<std::span<const choice<M>>> choices)
+  requires std::is_enum_v<M>
+{
+  return {name, member, meaning, {}, choices};
 }
 
 /// The description of a struct: its name (the prefix of its errors) and its fields in order.

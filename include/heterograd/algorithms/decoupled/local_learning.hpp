@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "heterograd/algorithms/decoupled/concepts.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/nn/mlp.hpp"
@@ -57,8 +58,16 @@ struct pgl_schedule {
   double epoch_fraction = 0.0;  // all steps global during the first fraction of epochs
   std::size_t total_epochs = 1;
 
+  // total_epochs is the run's length, not a setting: not described.
+  static constexpr auto description() {
+    return describe("pgl",
+                    describe_field("period", &pgl_schedule::period,
+                                   "PGL: a global step every P iterations (0: never)"),
+                    describe_field("epoch_fraction", &pgl_schedule::epoch_fraction,
+                                   "PGL: global steps during this first fraction of epochs", closed(0, 1)));
+  }
   void validate() const {
-    require_in_range("pgl.epoch_fraction", epoch_fraction, 0.0, 1.0);
+    validate_fields(*this);
     require_positive("pgl.total_epochs", total_epochs);
   }
   bool global(std::size_t iteration, std::size_t epoch) const {
@@ -74,6 +83,16 @@ struct local_learning_config {
   std::vector<std::size_t> head_hidden;  // hidden widths of each auxiliary head ({} = linear)
   pgl_schedule pgl;                      // global guidance (default: none)
   std::uint64_t seed = 1;                // head initialisation
+
+  // The constructor checks these (after splitting the layers into modules).
+  static constexpr auto description() {
+    return describe("local_learning",
+                    describe_field("modules", &local_learning_config::modules,
+                                   "K gradient-isolated modules (1: end-to-end backprop)", at_least(1)),
+                    describe_field("head_hidden", &local_learning_config::head_hidden,
+                                   "hidden widths of each auxiliary head", above(0)),
+                    describe_field("pgl", &local_learning_config::pgl, "periodic global guidance"));
+  }
 };
 
 /// One module's local step result.

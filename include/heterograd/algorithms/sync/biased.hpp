@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
@@ -37,15 +38,20 @@ struct biased_config {
   bool biased = true;                       ///< false: unbiased shards of one permutation
   std::uint64_t seed = 0;
 
+  static constexpr auto description() {
+    return describe(
+        "biased", describe_field("local_steps", &biased_config::local_steps, "per-worker H_i", at_least(1)),
+        describe_field("ratio", &biased_config::ratio, "r: candidate pool / slow samples", above(0)),
+        describe_field("shuffle_rounds", &biased_config::shuffle_rounds, "rounds between redraws", above(0)),
+        describe_field("biased", &biased_config::biased,
+                       "loss-based top-k samples for the slow workers (false: unbiased shards)"));
+  }
+
   void validate(std::size_t samples) const {
     require(!slow.empty(), "biased.slow (count)", slow.size(), "must name at least one worker");
     require_same_size("biased.local_steps", local_steps.size(), "biased.slow", slow.size());
-    for (std::size_t i = 0; i < local_steps.size(); ++i)
-      require(local_steps[i] >= 1, "biased.local_steps[" + std::to_string(i) + "]", local_steps[i],
-              "must be >= 1");
     require_positive("biased.batch", batch);
-    require_positive("biased.shuffle_rounds", shuffle_rounds);
-    require_positive("biased.ratio", ratio);
+    validate_fields(*this);
     std::size_t slow_total = 0, per_worker_max = 0;
     for (std::size_t i = 0; i < slow.size(); ++i) {
       const std::size_t s = shuffle_rounds * local_steps[i] * batch;

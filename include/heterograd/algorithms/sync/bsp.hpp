@@ -32,6 +32,7 @@
 #include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/algorithms/sync/weights.hpp"
 #include "heterograd/balance/concepts.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 
@@ -48,6 +49,13 @@ struct bsp_config {
   /// A worker's gradient with an infinity or a NaN: fail (nonfinite_gradient_error), skip or
   /// zero (nonfinite.hpp; detail/cluster.hpp says what each does in a round).
   nonfinite_policy nonfinite = nonfinite_policy::fail;
+
+  static constexpr auto description() {
+    return describe("bsp",
+                    describe_field("aggregation", &bsp_config::mode, "what a step averages", aggregations),
+                    describe_field("weighting", &bsp_config::weighting, "aggregation weights",
+                                   step_averagings));
+  }
 
   void validate() const {
     algorithms::validate_nonfinite_policy("bsp.nonfinite", nonfinite);

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "heterograd/algorithms/nonfinite.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
 
@@ -39,12 +40,21 @@ enum class aggregation {
   parameters  ///< every worker steps on its own gradient, then the models are averaged
 };
 
+/// The names configurations give the aggregations (core/describe.hpp).
+inline constexpr choice<aggregation> aggregations[] = {{"gradients", aggregation::gradients},
+                                                       {"parameters", aggregation::parameters}};
+
 /// What happens to the optimizer states (momentum, Adam moments) when models are averaged.
 enum class state_policy {
   keep_local,  ///< each worker keeps its own state (the usual local SGD / FedAvg choice)
   average,     ///< states are averaged with the same weights as the models
   reset        ///< states restart from init (no momentum carried across a synchronisation)
 };
+
+/// The names configurations give the state policies (core/describe.hpp).
+inline constexpr choice<state_policy> state_policies[] = {{"keep_local", state_policy::keep_local},
+                                                          {"average", state_policy::average},
+                                                          {"reset", state_policy::reset}};
 
 constexpr std::string_view state_policy_name(state_policy p) {
   switch (p) {

@@ -43,6 +43,8 @@
 namespace heterograd::algorithms::sync {
 
 enum class partial_mode { solo, majority };
+inline constexpr choice<partial_mode> partial_modes[] = {{"solo", partial_mode::solo},
+                                                         {"majority", partial_mode::majority}};
 
 struct eager_config {
   partial_mode mode = partial_mode::majority;
@@ -55,8 +57,12 @@ struct eager_config {
   nonfinite_policy nonfinite = nonfinite_policy::fail;
 
   static constexpr auto description() {
-    return describe("eager", describe_field("staleness_bound", &eager_config::staleness_bound,
-                                            "B: rounds a late gradient may lag", closed(1, 1u << 30)));
+    return describe("eager",
+                    describe_field("mode", &eager_config::mode,
+                                   "partial allreduce: majority (a random initiator's round) or solo",
+                                   partial_modes),
+                    describe_field("staleness_bound", &eager_config::staleness_bound,
+                                   "B: rounds a late gradient may lag", closed(1, 1u << 30)));
   }
 
   void validate() const {

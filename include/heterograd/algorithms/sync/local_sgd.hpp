@@ -73,7 +73,13 @@ struct local_sgd_config {
     return describe("local_sgd",
                     describe_field("period", &local_sgd_config::period,
                                    "H: local steps per round (the fastest worker's with speed_proportional)",
-                                   at_least(1)));
+                                   at_least(1)),
+                    describe_field("local_steps", &local_sgd_config::local_steps,
+                                   "per-worker H_i (overrides period)", at_least(1)),
+                    describe_field("weighting", &local_sgd_config::weighting, "model averaging weights",
+                                   averagings),
+                    describe_field("states", &local_sgd_config::states, "optimizer states at a sync",
+                                   state_policies));
   }
 
   void validate(std::size_t workers) const {

@@ -57,7 +57,9 @@ struct selsync_config {
                                    finite_at_least(0)),
                     describe_field("window", &selsync_config::window, "w: EWMA window and warm-up steps",
                                    at_least(1)),
-                    describe_field("alpha", &selsync_config::alpha, "EWMA smoothing", open_closed(0, 1)));
+                    describe_field("alpha", &selsync_config::alpha, "EWMA smoothing", open_closed(0, 1)),
+                    describe_field("aggregation", &selsync_config::mode,
+                                   "what a synchronising step averages", aggregations));
   }
 
   void validate() const {

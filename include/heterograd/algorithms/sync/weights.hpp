@@ -19,15 +19,24 @@
 
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::sync {
 
 /// How a synchronisation weighs the workers' models or gradients.
 enum class averaging { uniform, sample_weighted, fednova };
+
+/// The names configurations give the weightings (core/describe.hpp). A synchronous step takes
+/// the first two (FedNova normalises local steps): step_averagings.
+inline constexpr choice<averaging> averagings[] = {{"uniform", averaging::uniform},
+                                                   {"sample_weighted", averaging::sample_weighted},
+                                                   {"fednova", averaging::fednova}};
+inline constexpr std::span<const choice<averaging>> step_averagings = std::span(averagings).first(2);
 
 /// w_i = b_i / sum_j b_j. Throws if there is no worker or the batch sizes sum to 0.
 inline std::vector<double> sample_weights(const std::vector<std::size_t>& batches) {
