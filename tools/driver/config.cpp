@@ -511,11 +511,7 @@ spec root_spec() {
                 {"dim", integer("worst_case_quadratic: dimension", 200, 1)},
                 {"smoothness", positive("worst_case_quadratic: L", 1.0)},
                 {"noise", number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0)}})},
-       {"model",
-        object("model (fashion_mnist)",
-               {{"kind", choice("model", "mlp", {"mlp", "softmax"})},
-                {"hidden", array("hidden layer widths (mlp)", integer("width", nullptr, 1), json::array({64}))},
-                {"label_smoothing", number("label smoothing", 0.0, 0, 1, false, true)}})},
+       {"model", object("model (fashion_mnist)", described_fields(model_settings{}))},
        {"optimizer", optimizer_spec()},
        {"workers",
         object("the cluster", {{"count", required(integer("number of workers", nullptr, 1, 1 << 22))},
@@ -670,9 +666,10 @@ void check_cross(json& c) {
                              "expected a worker index < workers.count = " + std::to_string(n));
     }
     if (a == "local_learning") {
-      if (d["dataset"] != "fashion_mnist" || c["model"]["kind"] != "mlp")
+      const model_settings model = from_json(c["model"], model_settings{});
+      if (d["dataset"] != "fashion_mnist" || model.kind != model_kind::mlp)
         throw config_error(p + ".algorithm", "local_learning needs data.dataset \"fashion_mnist\" and model.kind \"mlp\"");
-      const std::size_t layers = c["model"]["hidden"].size() + 1;
+      const std::size_t layers = model.hidden.size() + 1;
       if (m["modules"].get<std::size_t>() > layers)
         throw config_error(p + ".modules", "expected at most the number of dense layers (" +
                                                std::to_string(layers) + "), got " + m["modules"].dump());
@@ -726,8 +723,8 @@ double model_params(const json& c) {
   if (d == "scalar_quadratics") return 1;
   if (d == "worst_case_quadratic") return c["data"]["dim"].get<double>();
   std::vector<double> w{784};
-  if (c["model"]["kind"] == "mlp")
-    for (const auto& h : c["model"]["hidden"]) w.push_back(h.get<double>());
+  for (const std::size_t h : from_json(c["model"], model_settings{}).hidden_layers())
+    w.push_back(static_cast<double>(h));
   w.push_back(10);
   double p = 0, widest = 0;
   for (std::size_t i = 0; i + 1 < w.size(); ++i) p += (w[i] + 1) * w[i + 1];
@@ -808,9 +805,9 @@ void check_bounds(const json& c) {
   // their gradients: 12 bytes a unit, per sample); eager-SGD keeps B rounds of parameters.
   const double P = model_params(c);
   const bool images = c["data"]["dataset"] == "fashion_mnist";
+  const model_settings model = from_json(c["model"], model_settings{});
   double units = 784 + 10;
-  if (c["model"]["kind"] == "mlp")
-    for (const auto& h : c["model"]["hidden"]) units += h.get<double>();
+  for (const std::size_t h : model.hidden_layers()) units += static_cast<double>(h);
   double batch = 0, eager_rounds = 0;
   std::string batch_key = "data.batch";
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
@@ -841,7 +838,7 @@ void check_bounds(const json& c) {
                              "), this machine has " + gib(limit);
     // The key to change: the model when it alone is too large, else eager-SGD's rounds when
     // they are, else the larger of the per-worker parts.
-    std::string key = images && c["model"]["kind"] == "mlp" ? "model.hidden" : images ? "model.kind" : "data.dim";
+    std::string key = images && model.kind == model_kind::mlp ? "model.hidden" : images ? "model.kind" : "data.dim";
     if (c["data"]["dataset"] == "scalar_quadratics") key = "workers.count";
     if (32 * P * 4 > limit / 2) {
       // the model's key

@@ -2,8 +2,9 @@
 // The experiment-level settings of a resolved configuration as typed values, read from the
 // document once (experiment_of) after resolve() has checked it and filled every default: the
 // runners, the preflight and main read these, not the JSON. The methods stay JSON rows (each
-// algorithm's registry row reads its own keys); the keys' names, defaults and rules stay in
-// config.cpp's schema, which is the one place a document is checked.
+// algorithm's registry row reads its own keys); config.cpp's schema is the one place a
+// document is checked, and its keys for run_settings and model_settings are made from their
+// descriptions here (the other sections' keys are still written there).
 
 #include <cstddef>
 #include <cstdint>
@@ -85,10 +86,35 @@ struct run_settings {
   }
 };
 
+/// model.kind: a multi-layer perceptron, or softmax regression (no hidden layer).
+enum class model_kind { mlp, softmax };
+inline constexpr heterograd::choice<model_kind> model_kinds[] = {{"mlp", model_kind::mlp},
+                                                                 {"softmax", model_kind::softmax}};
+
+/// model: the network of fashion_mnist, described once: the schema's model keys (config.cpp)
+/// are made from this description.
+struct model_settings {
+  model_kind kind = model_kind::mlp;
+  std::vector<std::size_t> hidden{64};
+  double label_smoothing = 0;
+
+  static constexpr auto description() {
+    using heterograd::describe_field;
+    return heterograd::describe(
+        "model", describe_field("kind", &model_settings::kind, "model", model_kinds),
+        describe_field("hidden", &model_settings::hidden, "hidden layer widths (mlp)", heterograd::at_least(1)),
+        describe_field("label_smoothing", &model_settings::label_smoothing, "label smoothing",
+                       heterograd::closed_open(0, 1)));
+  }
+  /// The hidden layers the network has (none for softmax regression).
+  std::vector<std::size_t> hidden_layers() const { return kind == model_kind::mlp ? hidden : std::vector<std::size_t>{}; }
+};
+
 /// One resolved experiment's settings (not its methods).
 struct experiment {
   std::string name;
   run_settings run;
+  model_settings model;
   std::string runtime;  ///< sim, threads, mpi
   workers_settings workers;
   network_settings network;
@@ -119,6 +145,7 @@ inline experiment experiment_of(const json& c) {
   experiment e;
   e.name = c["name"].get<std::string>();
   e.run = from_json(c, run_settings{});
+  e.model = from_json(c["model"], model_settings{});
   e.runtime = c["runtime"].get<std::string>();
   e.workers.count = c["workers"]["count"].get<std::size_t>();
   const json& t = c["workers"]["time"];

@@ -64,8 +64,8 @@ const hg::data::train_test& fashion(const std::string& dir) {
 
 class classification final : public problem {
  public:
-  classification(const json& c, std::size_t n, std::uint64_t seed)
-      : seed_(seed), net_(sizes(c)) {
+  classification(const json& c, const model_settings& model, std::size_t n, std::uint64_t seed)
+      : seed_(seed), net_(sizes(model)) {
     const auto& d = c["data"];
     const auto& tt = fashion(d["path"].get<std::string>());
     const std::size_t ntr = d["train_samples"].get<std::size_t>();
@@ -90,10 +90,9 @@ class classification final : public problem {
     for (std::size_t w = 0; w < n; ++w) shuffle(w);
     per_worker_.resize(n);
   }
-  static std::vector<std::size_t> sizes(const json& c) {
+  static std::vector<std::size_t> sizes(const model_settings& model) {
     std::vector<std::size_t> s{784};
-    if (c["model"]["kind"] == "mlp")
-      for (const auto& h : c["model"]["hidden"]) s.push_back(h.get<std::size_t>());
+    for (const std::size_t h : model.hidden_layers()) s.push_back(h);
     s.push_back(10);
     return s;
   }
@@ -306,7 +305,7 @@ sim::any_time_model base_model(const workers_settings& w, std::uint64_t seed) {
 
 std::unique_ptr<problem> make_problem(const experiment& e, const json& c, std::uint64_t seed) {
   const std::string d = c["data"]["dataset"];
-  if (d == "fashion_mnist") return std::make_unique<classification>(c, e.workers.count, seed);
+  if (d == "fashion_mnist") return std::make_unique<classification>(c, e.model, e.workers.count, seed);
   if (d == "scalar_quadratics") return std::make_unique<scalar_quadratics>(c, seed);
   return std::make_unique<worst_case>(c, seed, e.workers.count);
 }

@@ -62,9 +62,9 @@ struct stepper {
 json run_local_learning(context& ctx) {
   const json& m = ctx.method;
   std::vector<std::size_t> sizes{784};
-  for (const auto& h : ctx.config["model"]["hidden"]) sizes.push_back(h.get<std::size_t>());
+  sizes.insert(sizes.end(), ctx.exp.model.hidden.begin(), ctx.exp.model.hidden.end());
   sizes.push_back(10);
-  const hg::nn::mlp<float> net(sizes, {.label_smoothing = ctx.config["model"]["label_smoothing"].get<double>()});
+  const hg::nn::mlp<float> net(sizes, {.label_smoothing = ctx.exp.model.label_smoothing});
   const std::size_t b = ctx.batch();
   const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
   const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
