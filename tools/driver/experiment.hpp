@@ -3,8 +3,8 @@
 // document once (experiment_of) after resolve() has checked it and filled every default: the
 // runners, the preflight and main read these, not the JSON. The methods stay JSON rows (each
 // algorithm's registry row reads its own keys); config.cpp's schema is the one place a
-// document is checked, and its keys for run_settings and model_settings are made from their
-// descriptions here (the other sections' keys are still written there).
+// document is checked, and its keys for run_settings, model_settings and network_settings are
+// made from their descriptions here (the other sections' keys are still written there).
 
 #include <cstddef>
 #include <cstdint>
@@ -47,11 +47,33 @@ struct workers_settings {
   worker_time_settings time;
 };
 
-/// network: the cost of one synchronisation (sim/network.hpp).
+/// network.kind: how a synchronisation is timed.
+enum class network_kind { none, fixed, ring, tree, ps };
+inline constexpr heterograd::choice<network_kind> network_kinds[] = {
+    {"none", network_kind::none}, {"fixed", network_kind::fixed}, {"ring", network_kind::ring},
+    {"tree", network_kind::tree}, {"ps", network_kind::ps}};
+
+/// network: the cost of one synchronisation (sim/network.hpp), described once: the schema's
+/// network keys (config.cpp) are made from this description.
 struct network_settings {
-  enum class kind_type { none, fixed, ring, tree, ps } kind = kind_type::none;
-  double time = 0;  ///< fixed
-  double latency = 0, bandwidth = 0;
+  network_kind kind = network_kind::none;
+  double time = 0;        ///< fixed
+  double latency = 1e-5;  ///< alpha
+  double bandwidth = 1e9;  ///< beta
+
+  static constexpr auto description() {
+    using heterograd::describe_field;
+    return heterograd::describe(
+        "network",
+        describe_field("kind", &network_settings::kind,
+                       "none, a fixed time per sync, or a collective's alpha-beta cost", network_kinds),
+        describe_field("time", &network_settings::time, "fixed: seconds per synchronisation",
+                       heterograd::at_least(0)),
+        describe_field("latency", &network_settings::latency, "alpha: seconds per message",
+                       heterograd::at_least(0)),
+        describe_field("bandwidth", &network_settings::bandwidth, "beta: bytes per second",
+                       heterograd::above(0)));
+  }
 };
 
 /// horizon: exactly one of the three is set.
@@ -171,13 +193,7 @@ inline experiment experiment_of(const json& c) {
   w.delay = t["subset_delay"]["delay"].get<double>();
   w.outages = detail::windows_of(t["outages"], false);
   w.slowdowns = detail::windows_of(t["slowdowns"], true);
-  const json& net = c["network"];
-  using nk = network_settings::kind_type;
-  const std::string k = net["kind"];
-  e.network.kind = k == "none" ? nk::none : k == "fixed" ? nk::fixed : k == "ring" ? nk::ring : k == "tree" ? nk::tree : nk::ps;
-  e.network.time = net["time"].get<double>();
-  e.network.latency = net["latency"].get<double>();
-  e.network.bandwidth = net["bandwidth"].get<double>();
+  e.network = from_json(c["network"], network_settings{});
   const json& hz = c["horizon"];
   if (hz.contains("time")) e.horizon.time = hz["time"].get<double>();
   if (hz.contains("epochs")) e.horizon.epochs = hz["epochs"].get<double>();

@@ -339,7 +339,7 @@ std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std:
 }
 
 double sync_time(const experiment& e, std::size_t params) {
-  using kind = network_settings::kind_type;
+  using kind = network_kind;
   const network_settings& net = e.network;
   if (net.kind == kind::none) return 0.0;
   if (net.kind == kind::fixed) return net.time;
