@@ -1,6 +1,6 @@
-// Asynchronous server policies driven by the simulator: exact fixed points (papers.md E1),
-// exact equivalences (Ringmaster R = infinity is vanilla ASGD), delay bounds (Ringmaster,
-// Ringleader, SSP, DSSP), the step rules' formulas, and bad input.
+// Asynchronous server policies driven by the simulator: exact fixed points (E1 of
+// docs/references.md), exact equivalences (Ringmaster R = infinity is vanilla ASGD), delay
+// bounds (Ringmaster, Ringleader, SSP, DSSP), the step rules' formulas, and bad input.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -282,7 +282,7 @@ BOOST_AUTO_TEST_CASE(dssp_never_lets_a_worker_start_more_than_s_l_plus_r_max_ahe
     async::dssp_server p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
                                                              async::plain_sgd(0.01)),
                          cfg);
-    // E8 of papers.md: speeds (1, 1, 1, 3), with noise so the controller has work to do.
+    // E8 (docs/references.md): speeds (1, 1, 1, 3), with noise so the controller has work to do.
     const auto model = sim::plus(sim::fixed_times({1, 1, 1, 3}), sim::half_normal_noise(seed, 0.2));
     hr::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(prob.n, model);
     std::size_t worst = 0;
