@@ -650,7 +650,7 @@ BOOST_AUTO_TEST_CASE(label_smoothing_hook_sets_the_models_smoothed_cross_entropy
   const class_data d(64, 23);
   auto loss_at = [&](double eps) {
     auto m = hg::nn::softmax_regression<float>(d.dim, d.classes,
-                                               hs::with_label_smoothing(hg::nn::mlp_options{}, eps));
+                                               hs::with_label_smoothing(hg::nn::mlp_config{}, eps));
     std::vector<float> p(m.num_params()), g(p.size());
     m.init(p, 23);
     return m.loss_and_gradient(p, d.rows(0, 64), g);

@@ -109,7 +109,7 @@ class local_learning {
         std::vector<std::size_t> sizes{net.sizes()[cfg_.bounds[k + 1]]};
         sizes.insert(sizes.end(), cfg_.head_hidden.begin(), cfg_.head_hidden.end());
         sizes.push_back(net.classes());
-        heads_.emplace_back(sizes, net.options());
+        heads_.emplace_back(sizes, net.config());
         head_params_.emplace_back(heads_.back().num_params());
         heads_.back().init(head_params_.back(), cfg_.seed + k);
         head_grads_.emplace_back(heads_.back().num_params());
