@@ -33,8 +33,9 @@
 //                 earliest. This is the simulator's order exactly, so a deterministic policy
 //                 gives bitwise the same parameters as under runtime::async_runtime, while the
 //                 gradients are computed in parallel on real workers (tested).
-// Workers may sleep time_scale * duration real seconds per job (a demonstration slowdown),
-// polling for a new job every millisecond so that they can be stopped.
+// With time_scale > 0 a worker's job lasts time_scale * duration wall seconds (it sleeps for
+// what its compute left, polling for a new job every millisecond so that it can be stopped;
+// runtime/pacing.hpp), and work() counts the jobs whose compute alone took longer.
 //
 // Nothing waits forever: every receive has options.timeout (a held worker waits at most that
 // long for its next job); a timeout or a transport failure is rethrown. Except at the end: a
@@ -54,6 +55,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <thread>
@@ -67,6 +69,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/pacing.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -78,6 +81,14 @@ enum class arrival_order : std::uint8_t { real_time, virtual_time };
 struct no_time_model {};
 
 /// What the remote runtimes accept as a model: the simulator's worker-time models, or none.
+/// What a paced worker (o.time_scale > 0) did: its jobs, those whose compute alone took
+/// longer than the worker-time model's time, and the seconds they ran over in all.
+struct worker_pacing {
+  std::uint64_t jobs = 0;
+  std::uint64_t violations = 0;
+  double overrun_seconds = 0;
+};
+
 template <class M>
 concept optional_time_model = std::same_as<M, no_time_model> || sim::worker_time_model<M>;
 
@@ -86,7 +97,7 @@ struct remote_options {
   int tag_base = 30000;  ///< four tags from here
   seconds timeout{120.0};  ///< every receive's deadline
   arrival_order order = arrival_order::real_time;
-  /// Real seconds slept per virtual second of a job's model duration (0: no sleep).
+  /// Wall seconds a job lasts per unit of its model duration (0: not paced; pacing.hpp).
   double time_scale = 0.0;
   // Stopping rules of the server (whichever comes first).
   std::uint64_t max_updates = std::numeric_limits<std::uint64_t>::max();
@@ -496,31 +507,33 @@ class worker_client {
 
 /// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&
 /// grads) for every job until the server stops it. With a worker-time model and
-/// o.time_scale > 0, each job also sleeps time_scale * model.duration(...) real seconds,
-/// polling every millisecond for an interruption.
+/// o.time_scale > 0, each job lasts time_scale * model.duration(...) wall seconds in all
+/// (runtime/pacing.hpp: the worker sleeps for what its compute left, polling every
+/// millisecond for an interruption). Returns the worker's pacing: jobs, and those whose
+/// compute alone exceeded the model's time (the model was violated).
 template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
-void work(const Transport& transport, std::size_t dim, Compute&& compute,
-          const remote_options& o = {}, const Model& model = {}) {
+worker_pacing work(const Transport& transport, std::size_t dim, Compute&& compute,
+                   const remote_options& o = {}, const Model& model = {}) {
   o.validate();
   worker_client<T, Transport> c(transport, dim, o);
   std::vector<T> params(dim), grads(dim);
   const worker_id w = c.worker();
+  constexpr bool timed = !std::is_same_v<std::remove_cvref_t<Model>, no_time_model>;
+  std::optional<job_pacer> pacer;
+  if (timed && o.time_scale > 0) pacer.emplace(o.time_scale);
   while (c.pull(span<T>(params.data(), dim))) {
+    if (pacer) pacer->start();
     compute(w, c.version(), c.job_index(), span<const T>(params.data(), dim), grads);
-    if constexpr (!std::is_same_v<std::remove_cvref_t<Model>, no_time_model>) {
-      if (o.time_scale > 0) {
-        const double d = model.duration(w, c.job_index(), c.start_time(), 1) * o.time_scale;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(d);
-        while (std::chrono::steady_clock::now() < until && !c.interrupted())
-          std::this_thread::sleep_for(std::chrono::microseconds(
-              std::min<long long>(1000, std::max<long long>(
-                  1, std::chrono::duration_cast<std::chrono::microseconds>(
-                         until - std::chrono::steady_clock::now()).count()))));
-      }
+    if constexpr (timed) {
+      if (pacer)
+        pacer->finish(model.duration(w, c.job_index(), c.start_time(), 1),
+                      [&] { return c.interrupted(); });
     }
     require_same_size("grads", grads.size(), "dim", dim);
     c.push(span<const T>(grads.data(), dim));
   }
+  if (!pacer) return {};
+  return {pacer->jobs(), pacer->violations(), pacer->overrun_seconds()};
 }
 
 /// Server on o.server_rank, workers elsewhere: one call for every rank of an MPI job (or of
