@@ -468,6 +468,7 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
   exercise(async::dc_asgd(3, srv()), "dc-asgd");
   exercise(async::fedbuff(3, srv(), {.buffer = 4}), "fedbuff");
   exercise(async::naive_optimal_asgd(3, srv(), {.tau = {1, 2, 3}, .active = 3}), "naive optimal");
+  exercise(async::omnilearn_asgd(3, srv(), {32, 32, 32}, {.rebalance_every = 2}), "omnilearn asp");
 
   // A job that ends before it starts is no job time (Rescaled ASGD's estimate).
   {
@@ -597,6 +598,8 @@ BOOST_AUTO_TEST_CASE(every_server_fails_skips_or_zeroes_a_non_finite_gradient_as
   exercise([](auto s) { return async::fedbuff(3, std::move(s), {.buffer = 2}); }, "fedbuff");
   exercise([](auto s) { return async::naive_optimal_asgd(3, std::move(s), {.tau = {1, 2, 3}, .active = 3}); },
            "naive optimal");
+  exercise([](auto s) { return async::omnilearn_asgd(3, std::move(s), {32, 32, 32}, {.rebalance_every = 2}); },
+           "omnilearn asp");
   // The policy is validated like every other setting.
   BOOST_CHECK_THROW(async::model_server<double>(x0, async::plain_sgd(0.1), static_cast<nf>(7)),
                     std::invalid_argument);

@@ -85,6 +85,12 @@ class omnilearn_asgd : public detail::policy_base<T, Optimizer> {
     job_batch_[w] = ctrl_.batch_size(w);  // worker w restarts now, with its current batch
   }
 
+  friend bool operator==(const omnilearn_asgd& a, const omnilearn_asgd& b) {
+    return a.server_ == b.server_ && a.ctrl_ == b.ctrl_ && a.job_batch_ == b.job_batch_ &&
+           a.reported_ == b.reported_ && a.since_ == b.since_ && a.runs_ == b.runs_ &&
+           a.changes_ == b.changes_;
+  }
+
   /// Checkpointing (core/archive.hpp): the server, the controller's batches and window, the
   /// batch of each running job and the counters; the configuration is rebuilt by the caller.
   template <class Archive>
