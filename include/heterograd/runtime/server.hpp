@@ -35,7 +35,8 @@
 //                 gradients are computed in parallel on real workers (tested).
 // With time_scale > 0 a worker's job lasts time_scale * duration wall seconds (it sleeps for
 // what its compute left, polling for a new job every millisecond so that it can be stopped;
-// runtime/pacing.hpp), and work() counts the jobs whose compute alone took longer.
+// runtime/pacing.hpp). Each worker reports where its wall time went (worker_report: pull,
+// compute, paced sleep, push) and, paced, the jobs whose compute alone took longer.
 //
 // Nothing waits forever: every receive has options.timeout (a held worker waits at most that
 // long for its next job); a timeout or a transport failure is rethrown. Except at the end: a
@@ -81,10 +82,17 @@ enum class arrival_order : std::uint8_t { real_time, virtual_time };
 struct no_time_model {};
 
 /// What the remote runtimes accept as a model: the simulator's worker-time models, or none.
-/// What a paced worker (o.time_scale > 0) did: its jobs, those whose compute alone took
-/// longer than the worker-time model's time, and the seconds they ran over in all.
-struct worker_pacing {
+/// A worker's side of a real run, measured on its own clock (wall seconds): the jobs it
+/// computed and pushed, the time spent waiting for and receiving each job (pull), computing,
+/// sleeping to its job's model time (paced: o.time_scale > 0) and sending the result (push);
+/// with pacing, the jobs whose compute alone took longer than the model's time (the model
+/// was violated) and by how much in all.
+struct worker_report {
   std::uint64_t jobs = 0;
+  double pull_seconds = 0;
+  double compute_seconds = 0;
+  double paced_seconds = 0;
+  double push_seconds = 0;
   std::uint64_t violations = 0;
   double overrun_seconds = 0;
 };
@@ -131,6 +139,9 @@ struct remote_summary {
   /// (only these tables: the engine's accounting is the simulator's). A summary that is not
   /// the server's (a worker rank's, or one not yet filled) holds one worker and no update.
   sim::recorder log{1};
+  /// Each worker's own report (runtime::run_threads fills it, in worker order; under MPI a
+  /// worker rank's run_remote returns its report here, alone).
+  std::vector<worker_report> workers;
 };
 
 namespace detail {
@@ -509,31 +520,51 @@ class worker_client {
 /// grads) for every job until the server stops it. With a worker-time model and
 /// o.time_scale > 0, each job lasts time_scale * model.duration(...) wall seconds in all
 /// (runtime/pacing.hpp: the worker sleeps for what its compute left, polling every
-/// millisecond for an interruption). Returns the worker's pacing: jobs, and those whose
-/// compute alone exceeded the model's time (the model was violated).
+/// millisecond for an interruption). Returns the worker's report (its jobs and where its
+/// time went).
 template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
-worker_pacing work(const Transport& transport, std::size_t dim, Compute&& compute,
+worker_report work(const Transport& transport, std::size_t dim, Compute&& compute,
                    const remote_options& o = {}, const Model& model = {}) {
   o.validate();
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
   worker_client<T, Transport> c(transport, dim, o);
   std::vector<T> params(dim), grads(dim);
   const worker_id w = c.worker();
   constexpr bool timed = !std::is_same_v<std::remove_cvref_t<Model>, no_time_model>;
   std::optional<job_pacer> pacer;
   if (timed && o.time_scale > 0) pacer.emplace(o.time_scale);
-  while (c.pull(span<T>(params.data(), dim))) {
+  worker_report r;
+  for (;;) {
+    auto t = clock::now();
+    const bool more = c.pull(span<T>(params.data(), dim));
+    r.pull_seconds += since(t);
+    if (!more) break;
+    t = clock::now();
     if (pacer) pacer->start();
     compute(w, c.version(), c.job_index(), span<const T>(params.data(), dim), grads);
     if constexpr (timed) {
-      if (pacer)
-        pacer->finish(model.duration(w, c.job_index(), c.start_time(), 1),
-                      [&] { return c.interrupted(); });
+      if (pacer) {
+        const auto j = pacer->finish(model.duration(w, c.job_index(), c.start_time(), 1),
+                                     [&] { return c.interrupted(); });
+        r.compute_seconds += j.compute;
+        r.paced_seconds += j.wall - j.compute;
+      }
     }
+    if (!pacer) r.compute_seconds += since(t);
     require_same_size("grads", grads.size(), "dim", dim);
+    t = clock::now();
     c.push(span<const T>(grads.data(), dim));
+    r.push_seconds += since(t);
+    ++r.jobs;
   }
-  if (!pacer) return {};
-  return {pacer->jobs(), pacer->violations(), pacer->overrun_seconds()};
+  if (pacer) {
+    r.violations = pacer->violations();
+    r.overrun_seconds = pacer->overrun_seconds();
+  }
+  return r;
 }
 
 /// Server on o.server_rank, workers elsewhere: one call for every rank of an MPI job (or of
@@ -544,8 +575,9 @@ template <class T, class Policy, class Transport, class Compute,
 remote_summary run_remote(Policy& policy, const Transport& transport, Compute&& compute,
                           const remote_options& o = {}, const Model& model = {}) {
   if (transport.rank() == o.server_rank) return serve<T>(policy, transport, o, model);
-  work<T>(transport, policy.dim(), compute, o, model);
-  return {};
+  remote_summary s;
+  s.workers.push_back(work<T>(transport, policy.dim(), compute, o, model));
+  return s;
 }
 
 }  // namespace heterograd::runtime
