@@ -11,6 +11,13 @@
 // naming the key, the text and the rule. Pinning refuses a core this process may not run on
 // (sched_getaffinity: the machine's cores, less what a launcher or cgroup took away), naming
 // it and the available set, before it changes anything.
+//
+// Worth knowing (measured, tests/runtime/real_test.cpp): Linux's group scheduling (autogroup,
+// cgroups) splits a process's weight over the cores by its load on each, so a worker thread
+// alone on its core gets 1/n of its process's weight there; on a machine where another
+// session is busy on that core, the lone thread loses most of the core and the placement's
+// spread of speeds shrinks. Real runs with placement want a quiet machine, or workers as
+// processes (MPI ranks) whose speeds then follow their core shares.
 
 #include <pthread.h>
 #include <sched.h>
