@@ -7,6 +7,7 @@
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/comm/partial.hpp"
+#include "heterograd/comm/partial_rounds.hpp"
 #include "heterograd/comm/reduce.hpp"
 #include "heterograd/comm/request.hpp"
 #include "heterograd/comm/schedule.hpp"

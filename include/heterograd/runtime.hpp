@@ -5,6 +5,8 @@
 // simulator records it (recording.hpp).
 #include "heterograd/runtime/async_threads.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/pacing.hpp"
+#include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/recording.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/runtime/sim.hpp"

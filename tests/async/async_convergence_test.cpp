@@ -1,5 +1,5 @@
-// papers.md E2 (reduced size): Ringmaster ASGD vs Rennala SGD vs delay-adaptive ASGD on the
-// worst-case quadratic of Maranjyan, Tyurin, Richtarik (ICML 2025), n = 1000 simulated
+// E2 of docs/references.md (reduced size): Ringmaster ASGD vs Rennala SGD vs delay-adaptive
+// ASGD on the worst-case quadratic of Maranjyan, Tyurin, Richtarik (ICML 2025), n = 1000 simulated
 // workers with tau_i = 1 + sqrt(i) (randomly permuted) plus fresh half-normal noise on every
 // job, a fixed virtual-time horizon, each method tuned over a small grid as the paper does.
 // Expected: final ||grad f||^2 orders Ringmaster <= Rennala < delay-adaptive ASGD.

@@ -145,6 +145,43 @@ BOOST_AUTO_TEST_CASE(threads_in_real_time_keep_the_delay_bounds_and_record_every
   }
 }
 
+BOOST_AUTO_TEST_CASE(every_worker_reports_its_jobs_and_time_and_the_counts_reconcile_with_the_server) {
+  // Real-time order, paced jobs of 2, 2, 4, 8 ms: each worker's pushes are the results the
+  // server handed over or dropped, plus at most one still in flight at the end; each paced
+  // job but the last lasts at least its model time; a compute that sleeps 1 ms is at least
+  // 1 ms a job.
+  const mixture prob(4, 8, 0.1, hg_test::seed());
+  const std::vector<double> x0(prob.d, 0.0);
+  const sim::fixed_times model({2, 2, 4, 8});
+  async::asgd p(prob.n, async::model_server<double>(x0, async::plain_sgd(0.05)));
+  const auto s = hr::run_threads<double>(
+      p,
+      [&](async::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x, std::vector<double>& g) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        prob.gradient(w, k, x.data(), g);
+      },
+      {.time_scale = 1e-3, .max_updates = 120}, model);
+  BOOST_TEST_REQUIRE(s.workers.size() == prob.n);
+  std::uint64_t pushed = 0, handed = 0;
+  for (std::size_t w = 0; w < prob.n; ++w) {
+    const auto& r = s.workers[w];
+    BOOST_TEST_CONTEXT("worker " << w) {
+      BOOST_TEST(r.jobs >= s.jobs_finished[w]);
+      BOOST_TEST(r.jobs <= s.jobs_finished[w] + 1 + s.dropped);
+      BOOST_TEST(r.compute_seconds >= 1e-3 * static_cast<double>(r.jobs));
+      // The last job's sleep may be cut short by the stop at the end.
+      BOOST_TEST(r.compute_seconds + r.paced_seconds >=
+                 1e-3 * model.tau[w] * static_cast<double>(r.jobs - 1) - 1e-9);
+      BOOST_TEST(r.pull_seconds > 0.0);
+    }
+    pushed += r.jobs;
+    handed += s.jobs_finished[w];
+  }
+  BOOST_TEST(handed == s.arrivals);
+  BOOST_TEST(pushed >= s.arrivals + s.dropped);
+  BOOST_TEST(p.version() == 120u);
+}
+
 BOOST_AUTO_TEST_CASE(a_framework_worker_loop_with_pull_and_push_drives_the_server) {
   // Framework authors own the loop: pull the model, compute, push the gradient.
   const mixture prob(3, 6, 0.0, hg_test::seed());

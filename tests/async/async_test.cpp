@@ -1,6 +1,6 @@
-// Asynchronous server policies driven by the simulator: exact fixed points (papers.md E1),
-// exact equivalences (Ringmaster R = infinity is vanilla ASGD), delay bounds (Ringmaster,
-// Ringleader, SSP, DSSP), the step rules' formulas, and bad input.
+// Asynchronous server policies driven by the simulator: exact fixed points (E1 of
+// docs/references.md), exact equivalences (Ringmaster R = infinity is vanilla ASGD), delay
+// bounds (Ringmaster, Ringleader, SSP, DSSP), the step rules' formulas, and bad input.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -282,7 +282,7 @@ BOOST_AUTO_TEST_CASE(dssp_never_lets_a_worker_start_more_than_s_l_plus_r_max_ahe
     async::dssp_server p(prob.n, async::model_server<double>(std::vector<double>(prob.d, 0.0),
                                                              async::plain_sgd(0.01)),
                          cfg);
-    // E8 of papers.md: speeds (1, 1, 1, 3), with noise so the controller has work to do.
+    // E8 (docs/references.md): speeds (1, 1, 1, 3), with noise so the controller has work to do.
     const auto model = sim::plus(sim::fixed_times({1, 1, 1, 3}), sim::half_normal_noise(seed, 0.2));
     hr::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(prob.n, model);
     std::size_t worst = 0;
@@ -468,6 +468,7 @@ BOOST_AUTO_TEST_CASE(bad_input_throws_and_leaves_the_server_state_unchanged) {
   exercise(async::dc_asgd(3, srv()), "dc-asgd");
   exercise(async::fedbuff(3, srv(), {.buffer = 4}), "fedbuff");
   exercise(async::naive_optimal_asgd(3, srv(), {.tau = {1, 2, 3}, .active = 3}), "naive optimal");
+  exercise(async::omnilearn_asgd(3, srv(), {32, 32, 32}, {.rebalance_every = 2}), "omnilearn asp");
 
   // A job that ends before it starts is no job time (Rescaled ASGD's estimate).
   {
@@ -597,6 +598,8 @@ BOOST_AUTO_TEST_CASE(every_server_fails_skips_or_zeroes_a_non_finite_gradient_as
   exercise([](auto s) { return async::fedbuff(3, std::move(s), {.buffer = 2}); }, "fedbuff");
   exercise([](auto s) { return async::naive_optimal_asgd(3, std::move(s), {.tau = {1, 2, 3}, .active = 3}); },
            "naive optimal");
+  exercise([](auto s) { return async::omnilearn_asgd(3, std::move(s), {32, 32, 32}, {.rebalance_every = 2}); },
+           "omnilearn asp");
   // The policy is validated like every other setting.
   BOOST_CHECK_THROW(async::model_server<double>(x0, async::plain_sgd(0.1), static_cast<nf>(7)),
                     std::invalid_argument);

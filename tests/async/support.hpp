@@ -1,7 +1,7 @@
 #pragma once
 // Shared pieces of the asynchronous-SGD tests: a control handle that only records (to drive
-// policies by hand), and sim runs of a policy on heterogeneous scalar quadratics (papers.md
-// E1) and on noisy problems.
+// policies by hand), and sim runs of a policy on heterogeneous scalar quadratics (E1 of
+// docs/references.md) and on noisy problems.
 
 #include <cstddef>
 #include <cstdint>
@@ -67,7 +67,7 @@ inline std::uint64_t cancelled_jobs(const sim::recorder& r) {
   return f;
 }
 
-/// E1 of papers.md: worker i owns f_i(x) = (x - c_i)^2 / 2 and takes tau_i per gradient.
+/// E1 (docs/references.md): worker i owns f_i(x) = (x - c_i)^2 / 2 and takes tau_i per gradient.
 /// Runs `p` for `horizon`, then one more `window` (a common period of the taus) averaging x
 /// over the jobs started in it, each weighted by weight(worker) (the step weight the policy
 /// gives that worker: on a periodic orbit, sum over one period of w_i (x_start - c_i) = 0,

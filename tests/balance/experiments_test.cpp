@@ -1,4 +1,4 @@
-// Experiment E4 of papers.md (OmniLearn's controller: fixed point and BSP speed-up under
+// Experiment E4 of docs/references.md (OmniLearn's controller: fixed point and BSP speed-up under
 // HL2/HL4/HL8) and the planners against brute force over many random instances.
 #include <algorithm>
 #include <array>

@@ -16,6 +16,7 @@
 
 #include "comm_test_support.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
+#include "heterograd/comm/partial_rounds.hpp"
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
@@ -261,6 +262,75 @@ BOOST_AUTO_TEST_CASE(different_policies_on_different_ranks_are_a_mismatch_on_eve
     }
   });
   BOOST_TEST(mismatches.load() == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The rounds' state machine alone (comm::partial_rounds: inproc's shared state, and the
+// simulated eager-SGD's partial allreduce), driven in a scripted order from one thread.
+BOOST_AUTO_TEST_SUITE(partial_rounds_state)
+
+BOOST_AUTO_TEST_CASE(a_scripted_solo_run_fires_folds_and_bounds_staleness_as_the_semantics_say) {
+  // 3 ranks, solo, B = 1, contributions of rank r in round t: 10^r * (t + 1). Rank 2 is late
+  // in round 0: rank 0 fires round 0 alone; rank 2 arrives after, takes round 0's result at
+  // once and its contribution waits for round 1.
+  hc::partial_options o;
+  o.staleness_bound = 1;
+  hc::partial_rounds<double> s(3, 1, hc::partial_policy::solo(), o);
+  s.fired_sum.assign(1, 0.0);
+  auto c = [](int r, int t) { return (r == 0 ? 1.0 : r == 1 ? 10.0 : 100.0) * (t + 1); };
+  double b0 = c(0, 0);
+  BOOST_TEST(s.arrive(0, 0, &b0, false, hg::seconds{0}));  // solo: fires with rank 0 alone
+  BOOST_TEST(b0 == 1.0);
+  BOOST_TEST(s.next == 1);
+  BOOST_TEST((s.reports[0].fresh == std::vector<int>{0}));
+  double b1 = c(1, 0);
+  BOOST_TEST(s.arrive(1, 0, &b1, false, hg::seconds{0}));  // late: round 0's result at once
+  BOOST_TEST(b1 == 1.0);
+  // Round 1 cannot fire while rank 2 has not taken round 0's result (B = 1): rank 0 waits.
+  double a1 = c(0, 1);
+  BOOST_TEST(!s.arrive(0, 1, &a1, false, hg::seconds{0}));
+  BOOST_TEST(s.waiting(0, 1));
+  BOOST_TEST(s.arrivals() == 1);
+  double b2 = c(2, 0);
+  BOOST_TEST(s.arrive(2, 0, &b2, false, hg::seconds{0}));  // late too; now every slot is read
+  BOOST_TEST(b2 == 1.0);
+  BOOST_TEST(s.try_fire(hg::seconds{0}));  // round 1: fresh 0, stale 1 and 2 (rank order)
+  BOOST_TEST(s.complete(0, 1));
+  BOOST_TEST(a1 == c(0, 1) + c(1, 0) + c(2, 0));
+  const auto& rep = s.reports[1 % 1];
+  BOOST_TEST((rep.fresh == std::vector<int>{0}));
+  BOOST_TEST((rep.stale == std::vector<int>{1, 2}));
+  BOOST_TEST(rep.max_staleness == 1);
+  BOOST_TEST(!s.try_fire(hg::seconds{0}));  // nobody waits in round 2
+  // A flush round waits for every rank and folds in nothing left: the sums balance.
+  s.flush_round = 2;
+  double f0 = c(0, 2), f1 = c(1, 1), f2 = c(2, 1);
+  BOOST_TEST(!s.arrive(0, 2, &f0, true, hg::seconds{0}));
+  // Ranks 1 and 2 are in round 1, which fired: late, their parts go to round 2.
+  BOOST_TEST(s.arrive(1, 1, &f1, false, hg::seconds{0}));
+  BOOST_TEST(s.arrive(2, 1, &f2, false, hg::seconds{0}));
+  BOOST_TEST(!s.try_fire(hg::seconds{0}));  // the flush needs ranks 1 and 2 fresh in round 2
+  double g1 = c(1, 2), g2 = c(2, 2);
+  BOOST_TEST(!s.arrive(1, 2, &g1, true, hg::seconds{0}));
+  BOOST_TEST(s.arrive(2, 2, &g2, true, hg::seconds{0}));
+  BOOST_TEST(s.complete(0, 2));
+  BOOST_TEST(s.complete(1, 2));
+  double all = 0;
+  for (int r = 0; r < 3; ++r)
+    for (int t = 0; t < 3; ++t) all += c(r, t);
+  BOOST_TEST(s.fired_sum[0] == all);  // nothing dropped, nothing counted twice
+  BOOST_TEST(f0 == g1);                // one result for every fresh rank
+}
+
+BOOST_AUTO_TEST_CASE(a_withdrawn_rank_is_neither_written_nor_counted) {
+  hc::partial_rounds<float> s(2, 2, hc::partial_policy::quorum(2), hc::partial_options{});
+  std::vector<float> a{1, 2}, b{3, 4};
+  BOOST_TEST(!s.arrive(0, 0, a.data(), false, hg::seconds{0}));
+  s.withdraw(0, 0);
+  BOOST_TEST(s.arrivals() == 0);
+  BOOST_TEST(!s.arrive(1, 0, b.data(), false, hg::seconds{0}));  // quorum 2 not reached
+  BOOST_TEST((a == std::vector<float>{1, 2}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,6 @@
 // heterograd-run: configuration checks (good and bad), the table format, checkpoint + resume
 // giving the uninterrupted run's trace hash, and the numbers the named experiments reproduce
-// at test size (papers.md E1, E2).
+// at test size (E1, E2 of docs/references.md).
 #include <sys/wait.h>
 
 #include <cmath>
@@ -545,7 +545,7 @@ json run_named(const std::string& name, const std::string& label, const std::str
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(e1_vanilla_asgd_meets_the_frequency_weighted_point_and_rescaled_asgd_the_optimum) {
-  // papers.md E1: sum(c_i / tau_i) / sum(1 / tau_i) with c = (0, 1, 2, 3), tau = (1, 2, 4, 8).
+  // E1: sum(c_i / tau_i) / sum(1 / tau_i) with c = (0, 1, 2, 3), tau = (1, 2, 4, 8).
   const double weighted = (0.0 / 1 + 1.0 / 2 + 2.0 / 4 + 3.0 / 8) / (1.0 + 1.0 / 2 + 1.0 / 4 + 1.0 / 8);
   BOOST_TEST(std::fabs(weighted - 0.7333) < 1e-4);
   const double x_vanilla = run_named("e1_rescaled", "vanilla ASGD", "e1a")["final"]["x"];

@@ -1,7 +1,10 @@
 // The C API's MPI objects under mpirun: the local SGD averager equals the sync layer's
 // local_sgd_worker bitwise, the asynchronous server with one worker contracts a quadratic
 // exactly like gradient descent, and bad input fails on every rank without a collective.
+// It calls libheterograd_c where the examples are built, else it is the implementation TU.
+#ifndef HG_CAPI_TEST_LINKS_LIBRARY
 #define HG_C_API_IMPLEMENTATION
+#endif
 #include "heterograd/c/heterograd.h"
 
 #include <cmath>
@@ -13,7 +16,12 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "heterograd/algorithms/sync/local_sgd.hpp"
+#include "heterograd/algorithms/sync/workers.hpp"
+#include "heterograd/comm/mpi.hpp"
 #include "heterograd/core/rng.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/optim/optimizers.hpp"
 #include "hg_mpi.hpp"
 #include "hg_test.hpp"
 

@@ -64,6 +64,7 @@ static_assert(runs_everywhere<async::rescaled_asgd<double>>);
 static_assert(runs_everywhere<async::ringmaster_asgd<double>>);
 static_assert(runs_everywhere<async::ssp_server<double>>);
 static_assert(runs_everywhere<async::dssp_server<double>>);
+static_assert(runs_everywhere<async::omnilearn_asgd<double>>);
 static_assert(runs_everywhere<async::asgd<float, ho::adam>>);
 static_assert(runs_everywhere<ht::server_policy_archetype<float>, float>);
 

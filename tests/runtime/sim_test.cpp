@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(an_evaluation_at_time_t_sees_every_event_up_to_t_and_none_a
 }
 
 BOOST_AUTO_TEST_CASE(vanilla_asgd_converges_to_the_frequency_weighted_optimum_and_rescaled_asgd_to_the_true_one) {
-  // papers.md E1: tau = (1, 2, 4, 8), c = (0, 1, 2, 3). Vanilla ASGD's fixed point is
+  // E1 (docs/references.md): tau = (1, 2, 4, 8), c = (0, 1, 2, 3). Vanilla ASGD's fixed point is
   // sum(c_i / tau_i) / sum(1 / tau_i) = 1.375 / 1.875; Rescaled ASGD's is mean(c) = 1.5.
   const std::vector<double> c{0, 1, 2, 3};
   const std::vector<double> tau{1, 2, 4, 8};

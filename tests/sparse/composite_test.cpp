@@ -27,7 +27,7 @@ using composite_t = hc::composite<hi::communicator, hi::communicator>;
 static_assert(hc::collective_transport<composite_t>);
 
 // Splits the world into groups of the given sizes (consecutive ranks) and builds the composite.
-composite_t make(const hi::communicator& world, const std::vector<int>& sizes, hc::composite_options o) {
+composite_t make(const hi::communicator& world, const std::vector<int>& sizes, hc::composite_config o) {
   int g = 0, first = 0;
   while (world.rank() >= first + sizes[static_cast<std::size_t>(g)]) first += sizes[static_cast<std::size_t>(g++)];
   const auto inner = world.split(g, world.rank());
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(the_outer_handle_must_be_given_exactly_on_the_leaders) {
       if (!threw) throw std::logic_error("expected invalid_argument");
     }
   });
-  BOOST_CHECK_THROW(hc::composite_options{.rails = 0}.validate(), std::invalid_argument);
+  BOOST_CHECK_THROW(hc::composite_config{.rails = 0}.validate(), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

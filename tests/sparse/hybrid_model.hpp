@@ -25,7 +25,7 @@ struct config {
   std::size_t rows = 2000, width = 8, batch = 8, tokens = 5, steps = 10;
   float lr = 0.1f;
   std::uint64_t seed = 1;
-  double max_sparse_density = -1.0;  // hybrid_options
+  double max_sparse_density = -1.0;  // hybrid_config
 };
 
 struct result {
@@ -103,7 +103,7 @@ template <class Transport>
 result run_hybrid(const Transport& tr, const config& c) {
   result r;
   hps::hybrid_aggregator<Transport> agg(
-      tr, hps::hybrid_options{.max_sparse_density = c.max_sparse_density});
+      tr, hps::hybrid_config{.max_sparse_density = c.max_sparse_density});
   const auto init = initial_table(c);
   agg.add_table(c.rows, c.width, hg::span<const float>(init));
   r.dense.assign(c.width + 1, 0.05f);

@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(pull_returns_current_rows_in_request_order_and_push_average
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_and_shapes_throw_invalid_argument) {
-  BOOST_CHECK_THROW(hps::hybrid_options{.max_sparse_density = 2.0}.validate(),
+  BOOST_CHECK_THROW(hps::hybrid_config{.max_sparse_density = 2.0}.validate(),
                     std::invalid_argument);
   hi::spawn(1, [](hi::communicator comm) {
     std::vector<float> init(6);

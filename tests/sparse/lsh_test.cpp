@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(rebuilds_follow_the_decaying_schedule) {
   BOOST_TEST(rep.rebuilds == 4u);
   BOOST_TEST(rep.samples == n);
   BOOST_CHECK_THROW(nn::rebuild_schedule{.growth = 0.5}.validate(), std::invalid_argument);
-  BOOST_CHECK_THROW(nn::lsh_options{.bin_size = 3}.validate(), std::invalid_argument);
+  BOOST_CHECK_THROW(nn::lsh_config{.bin_size = 3}.validate(), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

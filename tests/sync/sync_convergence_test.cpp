@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(selsync_at_threshold_0_3_is_mostly_local_after_warmup_and_m
   BOOST_TEST(r2.engine().now() < r1.engine().now());
 }
 
-// --- biased local SGD (#1), E7 of papers.md scaled down -------------------------------------
+// --- biased local SGD (#1), E7 of docs/references.md scaled down ---------------------------
 // One slow worker (H_cpu = 1) and four fast ones (H_gpu), a step of the slow worker lasting
 // H_gpu / H_cpu fast steps, MLP 784-32-10 on a Fashion-MNIST subset, b = 32, uniform model
 // averaging, the same epoch budget for (a) synchronous SGD over all five workers (a barrier

@@ -18,6 +18,7 @@
 #include "hg_test.hpp"
 #include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
+#include "heterograd/core/archive.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/kernels/gemm.hpp"
 #include "heterograd/optim/outer.hpp"
@@ -145,6 +146,46 @@ BOOST_AUTO_TEST_CASE(local_sgd_gives_bitwise_identical_parameters_under_sim_and_
     BOOST_TEST(a.anchor() == b.anchor());
     for (std::size_t w = 0; w < n; ++w) BOOST_TEST(a.steps(w) == b.steps(w));
   }
+}
+
+BOOST_AUTO_TEST_CASE(round_methods_resume_under_threads_from_bytes_saved_at_a_round_boundary) {
+  // A real run is checkpointed between rounds (every replica is in the policy then), restored
+  // into a fresh policy and continued: the same bits as the run that never stopped, and as
+  // the simulator's.
+  problem pr(hg_test::seed());
+  auto check = [&](auto make, std::uint64_t r1, std::uint64_t r2, const std::string& what) {
+    auto a = make(pr.sim_oracle());
+    auto b = make(pr.thr_oracle());
+    auto c = make(pr.thr_oracle());
+    auto rt = equal_speeds();
+    hs::run_rounds(rt, a, r1 + r2, hr::run_options{});
+    hr::run_threads(b, r1);
+    hg::archive_writer w;
+    w(b);
+    hg::archive_reader r(w.bytes());
+    r(c);
+    BOOST_TEST(r.done());
+    hr::run_threads(b, r2);
+    hr::run_threads(c, r2);
+    BOOST_TEST_CONTEXT(what) {
+      for (std::size_t w = 0; w < n; ++w) {
+        BOOST_TEST(bitwise_equal(b.params(w), c.params(w)), "resumed params of worker " << w);
+        BOOST_TEST((b.optimizer_state(w) == c.optimizer_state(w)), "resumed state of worker " << w);
+        BOOST_TEST(bitwise_equal(a.params(w), c.params(w)), "sim vs resumed, worker " << w);
+      }
+      if constexpr (requires { c.decisions(); }) BOOST_TEST((a.decisions() == c.decisions()));
+      if constexpr (requires { c.rounds(); }) BOOST_TEST(a.rounds() == c.rounds());
+    }
+  };
+  check([&](oracle o) {
+    return hs::bsp<float, ho::momentum, oracle>(n, pr.x0, heavy_ball(), o, batches,
+                                                {.mode = hs::aggregation::parameters,
+                                                 .states = hs::state_policy::average});
+  }, 6, 5, "bsp");
+  check([&](oracle o) {
+    return hs::selsync<float, ho::momentum, oracle>(n, pr.x0, heavy_ball(), o, batches,
+                                                    {.threshold = 0.3, .window = 3});
+  }, 13, 9, "selsync");
 }
 
 BOOST_AUTO_TEST_CASE(outer_optimizers_and_transforms_give_bitwise_identical_parameters_under_sim_and_threads) {

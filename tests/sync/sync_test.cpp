@@ -650,7 +650,7 @@ BOOST_AUTO_TEST_CASE(label_smoothing_hook_sets_the_models_smoothed_cross_entropy
   const class_data d(64, 23);
   auto loss_at = [&](double eps) {
     auto m = hg::nn::softmax_regression<float>(d.dim, d.classes,
-                                               hs::with_label_smoothing(hg::nn::mlp_options{}, eps));
+                                               hs::with_label_smoothing(hg::nn::mlp_config{}, eps));
     std::vector<float> p(m.num_params()), g(p.size());
     m.init(p, 23);
     return m.loss_and_gradient(p, d.rows(0, 64), g);
@@ -826,6 +826,44 @@ BOOST_AUTO_TEST_CASE(eager_sgd_resumes_from_bytes_with_its_late_contributions_an
           BOOST_TEST((a.computed_sum() == c.computed_sum()));
         });
   }
+}
+
+BOOST_AUTO_TEST_CASE(an_eager_sgd_moved_while_ranks_wait_for_their_round_goes_on_bit_for_bit) {
+  // A waiting rank is a suspended step over its owner's replicas: the moved-to policy takes
+  // the steps over, and the run is the unmoved one's.
+  const std::uint64_t seed = hg_test::seed();
+  const std::size_t n = 6;
+  const std::vector<float> x0(3, 0.5f);
+  using policy = hs::eager_sgd<float, ho::momentum, noisy_oracle>;
+  auto make = [&] {
+    return std::make_unique<policy>(n, x0, heavy_ball(0.05, 0.5), noisy_oracle{seed},
+                                    std::vector<std::size_t>(n, 1),
+                                    hs::eager_config{.seed = seed, .staleness_bound = 2});
+  };
+  auto runtime = [&] {
+    hs::subset_delay_time<noisy_times> timing(
+        sim::plus(sim::fixed_times(std::vector<double>(n, 1.0)), sim::half_normal_noise(seed, 0.2)), n,
+        3, 0.8, seed + 1);
+    return hr::async_runtime<std::vector<float>, decltype(timing)>(n, timing);
+  };
+  auto a = make();
+  auto rta = runtime();
+  auto c = make();
+  auto rtc = runtime();
+  // Stop where ranks wait: majority holds every rank that arrived before the round's initiator.
+  double t = 10.25;
+  for (run_to(rta, *a, t); a->waiting_ranks() == 0 && t < 40; run_to(rta, *a, t)) t += 0.5;
+  BOOST_TEST_REQUIRE(a->waiting_ranks() > 0u);
+  policy b = std::move(*a);
+  a.reset();  // nothing of the moved-from object may be used afterwards
+  run_to(rta, b, 60);
+  run_to(rtc, *c, t);
+  run_to(rtc, *c, 60);
+  BOOST_TEST(rta.engine().trace_hash() == rtc.engine().trace_hash());
+  BOOST_TEST((b.fresh_counts() == c->fresh_counts()));
+  BOOST_TEST((b.applied_sum() == c->applied_sum()));
+  BOOST_TEST(b.late_contributions() == c->late_contributions());
+  for (std::size_t w = 0; w < n; ++w) BOOST_TEST(bitwise_equal(b.params(w), c->params(w)));
 }
 
 BOOST_AUTO_TEST_CASE(the_biased_data_plan_resumes_from_bytes_with_its_score_tables) {

@@ -180,7 +180,7 @@ class classification final : public problem {
   std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's, gradient_on's and next_batch's
 };
 
-// --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (papers.md E1) --------------------------------
+// --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (E1, docs/references.md) ---------------------
 
 class scalar_quadratics final : public problem {
  public:
@@ -218,7 +218,7 @@ class scalar_quadratics final : public problem {
   std::vector<std::uint64_t> k_;
 };
 
-// --- the worst-case quadratic of Ringmaster ASGD (papers.md E2) -------------------------------
+// --- the worst-case quadratic of Ringmaster ASGD (E2, docs/references.md) --------------------
 
 class worst_case final : public problem {
  public:
@@ -270,7 +270,7 @@ sim::fixed_times base_times(const workers_settings& w, std::uint64_t seed) {
 }
 
 // Each step, `count` workers drawn from (seed, step) take `delay` more (eager-SGD's injected
-// imbalance, papers.md E6).
+// imbalance, E6 of docs/references.md).
 struct subset_delay {
   std::size_t n, count;
   double delay;

@@ -1,5 +1,5 @@
 // Decoupled local learning (DGL / InfoPro style) with PGL's periodic global guidance, against
-// end-to-end backpropagation (#8, papers.md "further optional checks"): the sequential
+// end-to-end backpropagation (#8; an unnumbered check of docs/references.md): the sequential
 // reference of algorithms/decoupled, timed in epochs (there is no cluster to simulate).
 #include <optional>
 

@@ -5,6 +5,7 @@
 #include "heterograd/algorithms/async/dc_asgd.hpp"
 #include "heterograd/algorithms/async/fedbuff.hpp"
 #include "heterograd/algorithms/async/gradient_table.hpp"
+#include "heterograd/algorithms/async/omnilearn.hpp"
 #include "heterograd/algorithms/async/rennala.hpp"
 #include "heterograd/algorithms/async/rescaled.hpp"
 #include "heterograd/algorithms/async/ringmaster.hpp"

@@ -1,6 +1,7 @@
 #pragma once
 // A Cephalo-style memory-aware planner (Guo, Anand, Chen, Daudjee, "Cephalo: Harnessing
-// Heterogeneous GPU Clusters for Training Transformer Models", ICS 2025, #20 in papers.md).
+// Heterogeneous GPU Clusters for Training Transformer Models", ICS 2025; #20 in
+// docs/references.md).
 //
 // Cephalo decouples compute from training state: device d runs micro-batches of m_d samples
 // a_d times per step (gradient accumulation), so its compute follows its speed, while the

@@ -1,8 +1,8 @@
 #pragma once
 // A cost-model planner in the manner of the streaming-parallelism auto-tuner (P. Zhang et
 // al., "Optimizing Streaming Parallelism on Heterogeneous Many-Core Architectures", IEEE
-// TPDS 2020, #10 in papers.md): profile a few configurations, fit a performance model,
-// then search the configuration space with the model instead of running every point.
+// TPDS 2020, #10 in docs/references.md): profile a few configurations, fit a performance
+// model, then search the configuration space with the model instead of running every point.
 //
 // The model is linear in its coefficients, cost(c) ≈ Σ_k w_k · φ_k(c), with user-chosen
 // features φ (so it captures 1/P, K, W/K ... terms); w is the least-squares fit

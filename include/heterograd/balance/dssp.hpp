@@ -1,6 +1,6 @@
 #pragma once
 // DSSP's synchronisation controller (Zhao, An, Liu, Chen, "Dynamic Stale Synchronous
-// Parallel Distributed Training for Deep Learning", ICDCS 2019, #17 in papers.md).
+// Parallel Distributed Training for Deep Learning", ICDCS 2019, #17 in docs/references.md).
 //
 // A parameter server between SSP and ASP: instead of one staleness threshold s the user gives
 // a range [s_L, s_U], r_max = s_U − s_L. The server counts pushes t_i per worker (its clock)

@@ -1,7 +1,7 @@
 #pragma once
 // OmniLearn's proportional controller for per-worker batch sizes (Tyagi & Sharma, "OmniLearn:
 // A Framework for Distributed Deep Learning over Heterogeneous Clusters", IEEE TPDS 2025,
-// #7 in papers.md), in its BSP and ASP forms.
+// #7 in docs/references.md), in its BSP and ASP forms.
 //
 // Once per epoch every worker's mean per-iteration compute time t_i is gathered and, with
 // t̄ = mean_j t_j and X_i = b_i / t_i the worker's throughput, each batch size moves by the

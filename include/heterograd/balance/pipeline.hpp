@@ -1,7 +1,7 @@
 #pragma once
 // Contiguous pipeline-stage partitioning, the core of DAPPLE's planner (Fan et al., "DAPPLE:
 // A Pipelined Data Parallel Approach for Training Large Models", PPoPP 2021, #3 in
-// papers.md), for workers of different speeds.
+// docs/references.md), for workers of different speeds.
 //
 // Layers 0..L−1 with profiled times τ_l (on a reference worker) go to K stages in order;
 // stage k runs on a worker of relative speed v_k and takes Σ_{l in stage} τ_l / v_k. The

@@ -17,7 +17,7 @@
 // memory only (MPI without GPU support across vendors), the leader copies its group's result
 // to a host buffer, runs the outer exchange there, and copies back: 2 S bytes over PCIe per
 // exchange, on the leader only. The copies are the Stager's (host_stager: memcpy; under CUDA,
-// comm/staging.cuh's cuda_stager: cudaMemcpy). `composite_options::stage` forces staging for
+// comm/staging.cuh's cuda_stager: cudaMemcpy). `composite_config::stage` forces staging for
 // host buffers too (tests, or a NIC that needs pinned bounce buffers).
 //
 // Striping: an outer exchange of at least `stripe_min_bytes` is cut into `rails` contiguous
@@ -63,7 +63,7 @@ struct host_stager {
   }
 };
 
-struct composite_options {
+struct composite_config {
   /// Outer channels a large exchange is striped over.
   int rails = 1;
   /// Exchanges smaller than this use one rail.
@@ -73,8 +73,8 @@ struct composite_options {
   seconds timeout = default_timeout;
 
   void validate() const {
-    require(rails >= 1, "composite_options.rails", rails, "must be >= 1");
-    require(timeout.count() > 0, "composite_options.timeout", timeout.count(), "must be > 0");
+    require(rails >= 1, "composite_config.rails", rails, "must be >= 1");
+    require(timeout.count() > 0, "composite_config.timeout", timeout.count(), "must be > 0");
   }
 };
 
@@ -85,7 +85,7 @@ class composite {
 
   /// Collective over every rank of every group. `outer` is the leaders' transport, given on
   /// inner rank 0 only (elsewhere std::nullopt).
-  static composite create(Inner inner, std::optional<Outer> outer, composite_options o = {},
+  static composite create(Inner inner, std::optional<Outer> outer, composite_config o = {},
                           Stager stager = {}) {
     o.validate();
     const bool leader = inner.rank() == 0;
@@ -235,7 +235,7 @@ class composite {
   struct shared {
     Inner inner{};
     std::vector<Outer> rails;
-    composite_options o{};
+    composite_config o{};
     Stager stager{};
     int group = 0;
     std::vector<int> group_sizes;

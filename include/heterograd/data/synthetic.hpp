@@ -4,7 +4,7 @@
 //   worst_case_quadratic   f(x) = 1/2 x^T A x - b^T x, A = (L/4) tridiag(-1, 2, -1),
 //                          b = -(L/4) e_1 (Ringmaster, ICML'25; Nesterov's worst case);
 //   quadratic_mixture      worker i owns f_i(x) = a_i/2 ||x - c_i||^2; the optimum of the
-//                          average is sum a_i c_i / sum a_i (E1 of papers.md);
+//                          average is sum a_i c_i / sum a_i (E1, docs/references.md);
 //   least_squares          f(x) = 1/(2m) ||A x - y||^2 on a seeded random instance;
 //   logistic_regression    mean log-loss + l2/2 ||x||^2 on seeded separable-ish data.
 // Stochastic gradients add N(0, sigma^2) noise from counter_rng coordinates (worker, job).

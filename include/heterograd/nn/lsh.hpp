@@ -31,7 +31,7 @@ namespace heterograd::nn {
 
 enum class lsh_family : std::uint8_t { simhash, dwta };
 
-struct lsh_options {
+struct lsh_config {
   lsh_family family = lsh_family::simhash;
   std::size_t parts = 9;         ///< K: bits (SimHash) or winner codes (DWTA) per table
   std::size_t tables = 20;       ///< L
@@ -46,10 +46,10 @@ struct lsh_options {
     return parts * b;
   }
   void validate() const {
-    require_positive("lsh_options.tables", tables);
-    require(bin_size >= 2 && (bin_size & (bin_size - 1)) == 0, "lsh_options.bin_size", bin_size,
+    require_positive("lsh_config.tables", tables);
+    require(bin_size >= 2 && (bin_size & (bin_size - 1)) == 0, "lsh_config.bin_size", bin_size,
             "must be a power of two >= 2");
-    require(code_bits() <= 24, "lsh_options.parts", parts,
+    require(code_bits() <= 24, "lsh_config.parts", parts,
             "gives more than 24 code bits per table (2^24 buckets)");
   }
 };
@@ -58,7 +58,7 @@ struct lsh_options {
 class lsh_tables {
  public:
   lsh_tables() = default;
-  lsh_tables(std::size_t dim, lsh_options o) : dim_(dim), o_(o) {
+  lsh_tables(std::size_t dim, lsh_config o) : dim_(dim), o_(o) {
     o_.validate();
     require_positive("lsh_tables.dim", dim_);
     const counter_rng rng(o_.seed, 0x15a);
@@ -81,7 +81,7 @@ class lsh_tables {
   }
 
   std::size_t dim() const { return dim_; }
-  const lsh_options& options() const { return o_; }
+  const lsh_config& config() const { return o_; }
 
   /// codes[l] = the code of x in table l (L codes).
   void hash(span<const float> x, std::uint32_t* codes) const {
@@ -155,7 +155,7 @@ class lsh_tables {
 
  private:
   std::size_t dim_ = 0;
-  lsh_options o_{};
+  lsh_config o_{};
   std::vector<float> planes_;       // SimHash: (L K) x dim of +-1
   std::vector<std::uint32_t> bins_;  // DWTA: (L K) x bin_size coordinates
   std::vector<std::vector<std::uint32_t>> buckets_;

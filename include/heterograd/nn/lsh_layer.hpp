@@ -52,8 +52,8 @@ struct rebuild_schedule {
   }
 };
 
-struct lsh_layer_options {
-  lsh_options lsh{};
+struct lsh_layer_config {
+  lsh_config lsh{};
   rebuild_schedule rebuild{};
 };
 
@@ -68,7 +68,7 @@ struct lsh_workspace {
 
 class lsh_softmax_layer {
  public:
-  lsh_softmax_layer(std::size_t dim, std::size_t neurons, lsh_layer_options o = {})
+  lsh_softmax_layer(std::size_t dim, std::size_t neurons, lsh_layer_config o = {})
       : dim_(dim), neurons_(neurons), o_(o), tables_(dim, o.lsh) {
     require_positive("lsh_softmax_layer.dim", dim_);
     require_positive("lsh_softmax_layer.neurons", neurons_);
@@ -79,7 +79,7 @@ class lsh_softmax_layer {
   std::size_t dim() const { return dim_; }
   std::size_t neurons() const { return neurons_; }
   std::size_t num_params() const { return neurons_ * dim_ + neurons_; }
-  const lsh_layer_options& options() const { return o_; }
+  const lsh_layer_config& config() const { return o_; }
   const lsh_tables& tables() const { return tables_; }
 
   /// Gaussian weights N(0, scale^2), zero biases.
@@ -201,7 +201,7 @@ class lsh_softmax_layer {
   }
 
   std::size_t dim_, neurons_;
-  lsh_layer_options o_;
+  lsh_layer_config o_;
   lsh_tables tables_;
   std::size_t rebuilds_ = 0;
 };
@@ -233,7 +233,7 @@ inline lsh_train_report train_lsh_layer(lsh_softmax_layer& layer, span<float> pa
             "must be in [0, neurons)");
   require_same_size("train_lsh_layer.params", params.size(), "num_params", layer.num_params());
   lsh_train_report rep;
-  const auto sched = layer.options().rebuild;
+  const auto sched = layer.config().rebuild;
   std::size_t done = 0, next = sched.period(0), period_index = 1;
   layer.rebuild(params);
   std::vector<lsh_workspace> ws(static_cast<std::size_t>(threads));

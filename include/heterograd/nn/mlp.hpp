@@ -49,7 +49,7 @@ struct eval_result {
   }
 };
 
-struct mlp_options {
+struct mlp_config {
   double label_smoothing = 0.0;  // in [0, 1)
 };
 
@@ -58,7 +58,7 @@ class mlp {
  public:
   using value_type = T;
 
-  explicit mlp(std::vector<std::size_t> sizes, mlp_options opt = {})
+  explicit mlp(std::vector<std::size_t> sizes, mlp_config opt = {})
       : sizes_(std::move(sizes)), opt_(opt) {
     require(sizes_.size() >= 2, "mlp.sizes.size", sizes_.size(),
             "must be >= 2 (input width and number of classes)");
@@ -80,7 +80,7 @@ class mlp {
   /// Offset of layer l's W in the flat buffer, and of the layer after the range [0, l).
   std::size_t layer_offset(std::size_t l) const { return offsets_.at(l); }
   std::size_t layer_params(std::size_t l) const { return offsets_.at(l + 1) - offsets_.at(l); }
-  const mlp_options& options() const { return opt_; }
+  const mlp_config& config() const { return opt_; }
 
   /// He-uniform weights (bound sqrt(6 / fan_in)), zero biases, from counter_rng(seed).
   void init(span<T> params, std::uint64_t seed) const {
@@ -243,7 +243,7 @@ class mlp {
   }
 
   std::vector<std::size_t> sizes_;
-  mlp_options opt_;
+  mlp_config opt_;
   std::vector<std::size_t> offsets_;
   std::vector<std::vector<T>> acts_;   // acts_[l+1] = output of layer l
   std::vector<std::vector<T>> grads_;  // scratch for input gradients
@@ -255,7 +255,7 @@ class mlp {
 
 /// Softmax regression: an MLP without hidden layers.
 template <class T = float>
-mlp<T> softmax_regression(std::size_t inputs, std::size_t classes, mlp_options opt = {}) {
+mlp<T> softmax_regression(std::size_t inputs, std::size_t classes, mlp_config opt = {}) {
   return mlp<T>({inputs, classes}, opt);
 }
 

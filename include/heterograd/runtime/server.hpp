@@ -33,8 +33,10 @@
 //                 earliest. This is the simulator's order exactly, so a deterministic policy
 //                 gives bitwise the same parameters as under runtime::async_runtime, while the
 //                 gradients are computed in parallel on real workers (tested).
-// Workers may sleep time_scale * duration real seconds per job (a demonstration slowdown),
-// polling for a new job every millisecond so that they can be stopped.
+// With time_scale > 0 a worker's job lasts time_scale * duration wall seconds (it sleeps for
+// what its compute left, polling for a new job every millisecond so that it can be stopped;
+// runtime/pacing.hpp). Each worker reports where its wall time went (worker_report: pull,
+// compute, paced sleep, push) and, paced, the jobs whose compute alone took longer.
 //
 // Nothing waits forever: every receive has options.timeout (a held worker waits at most that
 // long for its next job); a timeout or a transport failure is rethrown. Except at the end: a
@@ -54,6 +56,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <thread>
@@ -67,6 +70,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/pacing.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -78,6 +82,21 @@ enum class arrival_order : std::uint8_t { real_time, virtual_time };
 struct no_time_model {};
 
 /// What the remote runtimes accept as a model: the simulator's worker-time models, or none.
+/// A worker's side of a real run, measured on its own clock (wall seconds): the jobs it
+/// computed and pushed, the time spent waiting for and receiving each job (pull), computing,
+/// sleeping to its job's model time (paced: o.time_scale > 0) and sending the result (push);
+/// with pacing, the jobs whose compute alone took longer than the model's time (the model
+/// was violated) and by how much in all.
+struct worker_report {
+  std::uint64_t jobs = 0;
+  double pull_seconds = 0;
+  double compute_seconds = 0;
+  double paced_seconds = 0;
+  double push_seconds = 0;
+  std::uint64_t violations = 0;
+  double overrun_seconds = 0;
+};
+
 template <class M>
 concept optional_time_model = std::same_as<M, no_time_model> || sim::worker_time_model<M>;
 
@@ -86,7 +105,7 @@ struct remote_options {
   int tag_base = 30000;  ///< four tags from here
   seconds timeout{120.0};  ///< every receive's deadline
   arrival_order order = arrival_order::real_time;
-  /// Real seconds slept per virtual second of a job's model duration (0: no sleep).
+  /// Wall seconds a job lasts per unit of its model duration (0: not paced; pacing.hpp).
   double time_scale = 0.0;
   // Stopping rules of the server (whichever comes first).
   std::uint64_t max_updates = std::numeric_limits<std::uint64_t>::max();
@@ -120,6 +139,9 @@ struct remote_summary {
   /// (only these tables: the engine's accounting is the simulator's). A summary that is not
   /// the server's (a worker rank's, or one not yet filled) holds one worker and no update.
   sim::recorder log{1};
+  /// Each worker's own report (runtime::run_threads fills it, in worker order; under MPI a
+  /// worker rank's run_remote returns its report here, alone).
+  std::vector<worker_report> workers;
 };
 
 namespace detail {
@@ -496,31 +518,53 @@ class worker_client {
 
 /// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&
 /// grads) for every job until the server stops it. With a worker-time model and
-/// o.time_scale > 0, each job also sleeps time_scale * model.duration(...) real seconds,
-/// polling every millisecond for an interruption.
+/// o.time_scale > 0, each job lasts time_scale * model.duration(...) wall seconds in all
+/// (runtime/pacing.hpp: the worker sleeps for what its compute left, polling every
+/// millisecond for an interruption). Returns the worker's report (its jobs and where its
+/// time went).
 template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
-void work(const Transport& transport, std::size_t dim, Compute&& compute,
-          const remote_options& o = {}, const Model& model = {}) {
+worker_report work(const Transport& transport, std::size_t dim, Compute&& compute,
+                   const remote_options& o = {}, const Model& model = {}) {
   o.validate();
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
   worker_client<T, Transport> c(transport, dim, o);
   std::vector<T> params(dim), grads(dim);
   const worker_id w = c.worker();
-  while (c.pull(span<T>(params.data(), dim))) {
+  constexpr bool timed = !std::is_same_v<std::remove_cvref_t<Model>, no_time_model>;
+  std::optional<job_pacer> pacer;
+  if (timed && o.time_scale > 0) pacer.emplace(o.time_scale);
+  worker_report r;
+  for (;;) {
+    auto t = clock::now();
+    const bool more = c.pull(span<T>(params.data(), dim));
+    r.pull_seconds += since(t);
+    if (!more) break;
+    t = clock::now();
+    if (pacer) pacer->start();
     compute(w, c.version(), c.job_index(), span<const T>(params.data(), dim), grads);
-    if constexpr (!std::is_same_v<std::remove_cvref_t<Model>, no_time_model>) {
-      if (o.time_scale > 0) {
-        const double d = model.duration(w, c.job_index(), c.start_time(), 1) * o.time_scale;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(d);
-        while (std::chrono::steady_clock::now() < until && !c.interrupted())
-          std::this_thread::sleep_for(std::chrono::microseconds(
-              std::min<long long>(1000, std::max<long long>(
-                  1, std::chrono::duration_cast<std::chrono::microseconds>(
-                         until - std::chrono::steady_clock::now()).count()))));
+    if constexpr (timed) {
+      if (pacer) {
+        const auto j = pacer->finish(model.duration(w, c.job_index(), c.start_time(), 1),
+                                     [&] { return c.interrupted(); });
+        r.compute_seconds += j.compute;
+        r.paced_seconds += j.wall - j.compute;
       }
     }
+    if (!pacer) r.compute_seconds += since(t);
     require_same_size("grads", grads.size(), "dim", dim);
+    t = clock::now();
     c.push(span<const T>(grads.data(), dim));
+    r.push_seconds += since(t);
+    ++r.jobs;
   }
+  if (pacer) {
+    r.violations = pacer->violations();
+    r.overrun_seconds = pacer->overrun_seconds();
+  }
+  return r;
 }
 
 /// Server on o.server_rank, workers elsewhere: one call for every rank of an MPI job (or of
@@ -531,8 +575,9 @@ template <class T, class Policy, class Transport, class Compute,
 remote_summary run_remote(Policy& policy, const Transport& transport, Compute&& compute,
                           const remote_options& o = {}, const Model& model = {}) {
   if (transport.rank() == o.server_rank) return serve<T>(policy, transport, o, model);
-  work<T>(transport, policy.dim(), compute, o, model);
-  return {};
+  remote_summary s;
+  s.workers.push_back(work<T>(transport, policy.dim(), compute, o, model));
+  return s;
 }
 
 }  // namespace heterograd::runtime

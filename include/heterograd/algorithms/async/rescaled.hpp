@@ -14,7 +14,8 @@
 // times (arrival time - start time), tau_i <- tau_i + alpha (t - tau_i); the first
 // observation initialises it (or config.initial_tau when the times are known).
 // tau_ref is config.reference when > 0, else the largest current estimate (so the slowest
-// worker steps with gamma and every other with less) [normaliser: papers.md, inferred].
+// worker steps with gamma and every other with less) [the normaliser is
+// ours, inferred: docs/references.md].
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // Stale synchronous parallel (SSP; Ho et al., "More Effective Distributed ML via a Stale
 // Synchronous Parallel Parameter Server", NIPS 2013) and Dynamic SSP (DSSP; Zhao, An, Liu,
 // Chen, "Dynamic Stale Synchronous Parallel Distributed Training for Deep Learning", ICDCS
-// 2019, #17 in papers.md).
+// 2019, #17 in docs/references.md).
 //
 // Worker i's clock c_i counts its pushes. Every push is applied at once (x <- x - gamma g,
 // as in ASGD); what SSP adds is when a worker may start its next iteration:

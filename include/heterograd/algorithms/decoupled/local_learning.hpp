@@ -11,7 +11,8 @@
 //
 // PGL: on selected iterations the whole network takes one end-to-end backpropagation step on
 // the global loss instead (heads untouched). The schedule is "every P iterations" and/or
-// "during the first fraction f of the epochs" [papers.md #8: the exact schedule is inferred].
+// "during the first fraction f of the epochs" [Bhatti & Moon, ICML'22 HAET workshop, #8: the
+// paper's exact schedule is not available; ours is inferred, see docs/references.md].
 //
 // With K = 1 a step is exactly an end-to-end step: the same forward, loss and backward calls
 // on the same buffers, and the same optimizer on the whole buffer (tested bitwise).
@@ -127,7 +128,7 @@ class local_learning {
         std::vector<std::size_t> sizes{net.sizes()[cfg_.bounds[k + 1]]};
         sizes.insert(sizes.end(), cfg_.head_hidden.begin(), cfg_.head_hidden.end());
         sizes.push_back(net.classes());
-        heads_.emplace_back(sizes, net.options());
+        heads_.emplace_back(sizes, net.config());
         head_params_.emplace_back(heads_.back().num_params());
         heads_.back().init(head_params_.back(), cfg_.seed + k);
         head_grads_.emplace_back(heads_.back().num_params());

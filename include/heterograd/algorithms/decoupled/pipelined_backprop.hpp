@@ -124,7 +124,7 @@ class pipelined_backprop {
             std::size_t am = 0;
             loss += nn::softmax_cross_entropy_row(
                         out[s][m].data() + r * K, K, y[m][r],
-                        static_cast<float>(net_.options().label_smoothing),
+                        static_cast<float>(net_.config().label_smoothing),
                         1.0f / static_cast<float>(rows), dout.data() + r * K, am) /
                     static_cast<double>(rows * M);
           }

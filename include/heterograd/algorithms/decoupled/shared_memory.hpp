@@ -143,7 +143,7 @@ inline layerwise_report layerwise_async(const nn::mlp<float>& net, std::vector<f
           for (std::size_t r = 0; r < rows; ++r) {
             std::size_t am = 0;
             nn::softmax_cross_entropy_row(logits.data() + r * K, K, w->b.y[r],
-                                          static_cast<float>(net.options().label_smoothing),
+                                          static_cast<float>(net.config().label_smoothing),
                                           1.0f / static_cast<float>(rows), dcur.data() + r * K, am);
           }
           for (std::size_t l = L; l-- > 0;) {

@@ -36,16 +36,16 @@ namespace heterograd::algorithms::sparse {
 /// The path a table's gradient took in a step.
 enum class route : std::uint8_t { dense, sparse };
 
-struct hybrid_options {
+struct hybrid_config {
   /// < 0: automatic (the cheaper path by estimated bytes). In [0, 1]: the sparse path when
   /// the touched rows, summed over ranks and divided by n rows, are at most this fraction.
   double max_sparse_density = -1.0;
   /// Options of the dense allreduces (op is forced to avg).
   comm::allreduce_options dense{};
-  sparse_ps_options sparse{};
+  sparse_ps_config sparse{};
 
   void validate() const {
-    require(max_sparse_density < 0 || max_sparse_density <= 1.0, "hybrid_options.max_sparse_density",
+    require(max_sparse_density < 0 || max_sparse_density <= 1.0, "hybrid_config.max_sparse_density",
             max_sparse_density, "must be < 0 (automatic) or in [0, 1]");
     sparse.validate();
     comm::detail::validate(dense);
@@ -56,7 +56,7 @@ template <class Transport>
   requires comm::transport<Transport>
 class hybrid_aggregator {
  public:
-  explicit hybrid_aggregator(Transport t, hybrid_options o = {}) : t_(std::move(t)), o_(o) {
+  explicit hybrid_aggregator(Transport t, hybrid_config o = {}) : t_(std::move(t)), o_(o) {
     o_.validate();
     o_.dense.op = comm::reduce_op::avg;
     o_.dense.weight.reset();
@@ -65,7 +65,7 @@ class hybrid_aggregator {
   /// Collective. Adds a table (rows x width, the full initial value on every rank) held by a
   /// sharded parameter server; returns its number.
   std::size_t add_table(std::size_t rows, std::size_t width, span<const float> initial) {
-    sparse_ps_options so = o_.sparse;
+    sparse_ps_config so = o_.sparse;
     so.tag = o_.sparse.tag + 4 * static_cast<int>(tables_.size());
     tables_.emplace_back(t_, rows, width, initial, so);
     return tables_.size() - 1;
@@ -158,7 +158,7 @@ class hybrid_aggregator {
   }
 
   Transport t_;
-  hybrid_options o_;
+  hybrid_config o_;
   std::vector<sparse_parameter_server<Transport>> tables_;
   sparse::traffic traffic_{};
   sparse::traffic total_{};

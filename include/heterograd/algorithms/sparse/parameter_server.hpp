@@ -55,7 +55,7 @@ inline double allreduce_bytes_per_rank(int n, double bytes) {
   return n > 1 ? 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * bytes : 0.0;
 }
 
-struct sparse_ps_options {
+struct sparse_ps_config {
   /// Tags [tag, tag + 3] carry the server's messages on the transport; keep them apart from
   /// the caller's own tagged traffic.
   int tag = 0x5e00;
@@ -64,9 +64,9 @@ struct sparse_ps_options {
   comm::reduce_op op = comm::reduce_op::avg;
 
   void validate() const {
-    require_non_negative("sparse_ps_options.tag", tag);
-    require(timeout.count() > 0, "sparse_ps_options.timeout", timeout.count(), "must be > 0");
-    require(op == comm::reduce_op::avg || op == comm::reduce_op::sum, "sparse_ps_options.op",
+    require_non_negative("sparse_ps_config.tag", tag);
+    require(timeout.count() > 0, "sparse_ps_config.timeout", timeout.count(), "must be > 0");
+    require(op == comm::reduce_op::avg || op == comm::reduce_op::sum, "sparse_ps_config.op",
             reduce_op_name(op), "must be sum or avg");
   }
 };
@@ -89,7 +89,7 @@ class sparse_parameter_server {
   /// Collective. `initial` is the full table (rows x width) on every rank; each keeps its
   /// shard.
   sparse_parameter_server(Transport t, std::size_t rows, std::size_t width,
-                          span<const float> initial, sparse_ps_options o = {})
+                          span<const float> initial, sparse_ps_config o = {})
       : t_(std::move(t)), rows_(rows), width_(width), o_(o) {
     o_.validate();
     require_positive("sparse_parameter_server.rows", rows_);
@@ -298,7 +298,7 @@ class sparse_parameter_server {
 
   Transport t_;
   std::size_t rows_, width_;
-  sparse_ps_options o_;
+  sparse_ps_config o_;
   int n_ = 1;
   std::size_t block_ = 1;
   std::vector<float> shard_;

@@ -10,7 +10,7 @@
 // highest-loss samples (shuffled) go to the slow workers, S_slow being the number of samples
 // the slow workers consume until the next redraw; fast workers take shards of a fresh random
 // permutation. Unbiased mode: every worker takes a shard of one global permutation. Scores
-// start at +inf, so unseen samples come first. [papers.md #1: follows the authors' code.]
+// start at +inf, so unseen samples come first. [#1: follows the authors' code.]
 //
 // The plan is a value: the same inputs give the same assignment on every runtime. A worker's
 // gradient oracle asks batch(w, k) for the sample indices of its k-th step since the redraw.

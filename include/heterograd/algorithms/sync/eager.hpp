@@ -15,14 +15,15 @@
 // 1/n with averaging: result = sum / n over all ranks, fresh or not).
 // Staleness bound B: round t fires only when every rank has taken the result of round t - B.
 //
-// This file holds the policy for runtime::async_runtime (a rank's arrival is a job's end; ranks
+// This file holds the per-rank round (detail::eager_round: post, wait for the round, apply
+// its result), the policy for runtime::async_runtime (a rank's arrival is a job's end; ranks
 // that wait for their round are held and released when it fires) and a worker-time model
-// that delays a random subset of ranks each step (E6 of papers.md). The firing rule and the
-// majority initiator are the transport layer's (comm::detail::should_fire,
-// majority_initiator in heterograd/comm/partial.hpp), so the simulated rounds fire exactly
-// when comm's partial_allreduce would. On threads and MPI the per-worker helper
-// sync::eager_worker (workers.hpp) runs the same step over the transport's partial
-// allreduce (inproc::partial_allreduce, mpi::partial_allreduce).
+// that delays a random subset of ranks each step (the paper's injected imbalance). The round
+// is written once and run three ways: in the simulator over sequential_partial, whose rounds
+// are comm::partial_rounds, the state inproc's partial allreduce fires (so a simulated round
+// fires and sums exactly as comm's would with the same arrivals); by the threads and MPI
+// runtimes (run_rank) and by the per-worker helper sync::eager_worker (workers.hpp) over the
+// transport's partial allreduce (inproc::partial_allreduce, mpi::partial_allreduce).
 
 #include <algorithm>
 #include <cstddef>
@@ -32,6 +33,7 @@
 
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/detail/cluster.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/comm/partial.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
@@ -115,13 +117,18 @@ class subset_delay_time {
 
 namespace detail {
 
-/// One rank's eager-SGD round (eager_worker's, and the policy's on threads and MPI): `grads`
-/// goes to the partial allreduce's next round (a flush waits for every rank and folds in
-/// everything pending), the round's result replaces it and the optimizer step applies it.
+/// One rank's eager-SGD round, the only implementation (eager_worker's; the policy's on
+/// threads and MPI over transport_partial, and in the simulator over sequential_partial):
+/// `grads` goes to the partial allreduce's next round (a flush waits for every rank and folds
+/// in everything pending), the round's result replaces it and the optimizer step applies it.
 template <class Partial, class Rep, class T>
-void eager_round(Partial& p, Rep rep, span<T> params, span<T> grads, bool flush) {
-  (flush ? p.flush(grads) : p.allreduce(grads)).wait();
+step_task<bool> eager_round(Partial p, Rep rep, span<T> params, span<T> grads, bool flush) {
+  if (flush)
+    co_await p.flush(grads);
+  else
+    co_await p.allreduce(grads);
   rep.update(span<const T>(grads), params);
+  co_return true;
 }
 
 }  // namespace detail
@@ -136,54 +143,65 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
             std::vector<std::size_t> batches, eager_config cfg = {})
       : base((cfg.validate(), workers), init, std::move(opt), std::move(grad), std::move(batches),
              identity_transform{}),
-        cfg_(cfg), policy_(cfg_.partial_policy()),
-        round_of_(workers, 0), consumed_(workers, -1), arrived_(workers, 0),
-        fresh_(workers, std::vector<T>(init.size())),
-        pending_(workers, std::vector<T>(init.size(), T(0))), pending_origin_(workers, -1),
-        results_(cfg_.staleness_bound, std::vector<T>(init.size())),
-        computed_(workers, std::vector<double>(init.size(), 0.0)), applied_sum_(init.size(), 0.0),
+        cfg_(cfg), round_of_(workers, 0), fresh_(workers, std::vector<T>(init.size())),
+        partial_(static_cast<int>(workers), init.size(), cfg_.partial_policy(),
+                 cfg_.partial_options()),
+        steps_(workers), computed_(workers, std::vector<double>(init.size(), 0.0)),
         late_(workers, 0) {
     c_.set_nonfinite(cfg_.nonfinite, "eager_sgd");
+    partial_.rounds.fired_sum.assign(init.size(), 0.0);
+    // The last configured round is a flush (comm's flush()): known from the start, so a
+    // restored run keeps it.
+    if (cfg_.rounds != 0) partial_.rounds.flush_round = static_cast<std::int64_t>(cfg_.rounds) - 1;
   }
 
   // --- runtime::async_runtime policy ------------------------------------------------------------
   /// Rounds fired so far.
-  std::uint64_t version() const { return next_; }
+  std::uint64_t version() const { return rounds_fired(); }
   /// Rank w's gradient at its replica, computed when its job starts.
   void compute(std::size_t w, std::uint64_t, std::uint64_t, std::vector<T>& out) {
     c_.compute_gradient(w);
     const auto g = c_.gradient(w);
     out.assign(g.begin(), g.end());
   }
+  /// Rank w's gradient arrives: its round's step (detail::eager_round) starts over the
+  /// in-memory partial allreduce. Late (the round fired): it completes at once and the rank
+  /// goes on. Fresh: the rank is held until the round fires, which this arrival or a later
+  /// one triggers; then the steps of the round's fresh ranks end in rank order.
   template <class Ctl, class Arrival>
   void on_arrival(Ctl& ctl, const Arrival& a, std::vector<T>& g) {
     const std::size_t w = a.worker;
+    adopt_steps();
     // A gradient from a real worker (heterograd-run's threads / MPI) has not been through
     // compute(): the non-finite policy applies here too (a no-op scan for compute()'s).
     c_.screen(w, span<T>(g), round_of_.at(w));
-    const auto t = static_cast<std::int64_t>(round_of_[w]);
     for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
-    if (t < next_) {
-      // Late: keep the gradient for the next round that fires; take round t's result now.
-      for (std::size_t i = 0; i < g.size(); ++i) pending_[w][i] += g[i];
-      if (pending_origin_[w] < 0) pending_origin_[w] = t;
+    const auto t = static_cast<std::int64_t>(round_of_[w]);
+    const std::int64_t lag = partial_.rounds.next - t;
+    fresh_[w].assign(g.begin(), g.end());
+    start(w);
+    if (lag > 0) {
       ++late_[w];
-      ctl.buffered(static_cast<std::uint32_t>(w), static_cast<std::uint64_t>(next_ - t));
-      take_result(w, t);
-      try_fire(ctl);
+      ctl.buffered(static_cast<std::uint32_t>(w), static_cast<std::uint64_t>(lag));
+      end_step(w);
+      settle(ctl);
       if (finished(w)) ctl.hold(static_cast<std::uint32_t>(w));
       return;
     }
-    arrived_[w] = 1;
-    fresh_[w].assign(g.begin(), g.end());
     ctl.hold(static_cast<std::uint32_t>(w));
-    try_fire(ctl);
+    settle(ctl);
   }
 
   // --- observers (and the base's) ---------------------------------------------------------------
   /// Rounds whose result rank w has applied.
   std::uint64_t rounds_applied(std::size_t w) const { return round_of_.at(w); }
-  std::uint64_t rounds_fired() const { return static_cast<std::uint64_t>(next_); }
+  std::uint64_t rounds_fired() const { return fresh_counts_.size(); }
+  /// Ranks waiting for their round to fire (held by the simulator).
+  std::size_t waiting_ranks() const {
+    std::size_t k = 0;
+    for (const auto& st : steps_) k += st.handle() ? 1 : 0;
+    return k;
+  }
   /// Contributions that arrived after their round fired.
   std::uint64_t late_contributions() const {
     std::uint64_t l = 0;
@@ -194,19 +212,19 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   /// summed over workers in rank order), and sum of every round's result before the division
   /// by n (sim; under threads / MPI: the result times n when averaging), in double.
   std::vector<double> computed_sum() const {
-    std::vector<double> s(applied_sum_.size(), 0.0);
+    std::vector<double> s(partial_.rounds.fired_sum.size(), 0.0);
     for (const auto& c : computed_)
       for (std::size_t i = 0; i < s.size(); ++i) s[i] += c[i];
     return s;
   }
-  const std::vector<double>& applied_sum() const { return applied_sum_; }
+  const std::vector<double>& applied_sum() const { return partial_.rounds.fired_sum; }
 
   // --- the threads and MPI runtimes (runtime/rounds.hpp) --------------------------------------
   // Worker w's thread (or rank) touches only worker w's replica and counters.
   const eager_config& config() const { return cfg_; }
   /// Worker w's run over a partial allreduce until the configured rounds (eager.rounds > 0;
   /// the last one a flush) are over: each round its gradient (the share of computed_sum()),
-  /// then eager_worker's round (detail::eager_round) on its replica. `count` (one worker per
+  /// then its round's step (detail::eager_round) on its replica. `count` (one worker per
   /// process) records each round's result and fresh count.
   template <class Partial>
   void run_rank(Partial& partial, std::size_t w, bool count) {
@@ -214,110 +232,114 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
       c_.compute_gradient(w);
       const auto g = c_.mutable_gradient(w);
       for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
-      detail::eager_round(partial, c_.replica_of(w), c_.mutable_params(w), g,
-                          round + 1 == cfg_.rounds);
+      detail::eager_round(transport_partial<Partial>(partial), c_.replica_of(w),
+                          c_.mutable_params(w), g, round + 1 == cfg_.rounds)
+          .run();
       const auto& rep = partial.last_report();
       const bool fresh = std::find(rep.fresh.begin(), rep.fresh.end(), static_cast<int>(w)) !=
                          rep.fresh.end();
       round_of_.at(w) = round + 1;
-      consumed_.at(w) = static_cast<std::int64_t>(round);
       if (!fresh) ++late_[w];
       if (!count) continue;
       const double scale = cfg_.average ? static_cast<double>(c_.workers()) : 1.0;
-      for (std::size_t i = 0; i < g.size(); ++i)
-        applied_sum_[i] += static_cast<double>(g[i]) * scale;
+      auto& sum = partial_.rounds.fired_sum;
+      for (std::size_t i = 0; i < g.size(); ++i) sum[i] += static_cast<double>(g[i]) * scale;
       fresh_counts_.push_back(rep.fresh.size());
-      next_ = std::max<std::int64_t>(next_, static_cast<std::int64_t>(round) + 1);
     }
   }
   /// Fresh contributions per fired round.
   const std::vector<std::size_t>& fresh_counts() const { return fresh_counts_; }
 
   /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
-  /// writes or reads it: the replicas, every rank's round and consumed counters, the fresh
-  /// contributions waiting for their round, the late ones carried to the next round that
-  /// fires (pending_, pending_origin_), the last B results, the audit sums and the next
-  /// round. The majority initiator is drawn from (seed, round), so the round counter next_
-  /// is its whole RNG state. Configuration (optimizer, mode, seed, B) is rebuilt by the caller.
+  /// writes or reads it: the replicas, every rank's round, the partial allreduce's rounds
+  /// (each rank's last round taken, who waits for its round and with which gradient, the late
+  /// contributions carried to the next round that fires, the last B results, the next round),
+  /// the audit sums and counts. The majority initiator is drawn from (seed, round), so the
+  /// next round is its whole RNG state. A rank waiting for its round is a suspended step:
+  /// reading re-creates it, registered in that round. Configuration (optimizer, mode, seed,
+  /// B) is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(c_, round_of_, consumed_, arrived_, fresh_, pending_, pending_origin_, results_, computed_,
-       applied_sum_, fresh_counts_, next_, late_);
+    auto& s = partial_.rounds;
+    const std::size_t n = c_.workers();
+    std::vector<char> waiting(n, 0);
+    for (std::size_t j = 0; j < n; ++j) waiting[j] = steps_[j].handle() ? 1 : 0;
+    ar(c_, round_of_, s.consumed, waiting, fresh_, s.pending, s.pending_origin, s.results,
+       computed_, s.fired_sum, fresh_counts_, s.next, late_);
+    if constexpr (!Archive::saving) {
+      for (std::size_t j = 0; j < n; ++j) {
+        const auto ju = static_cast<int>(j);
+        steps_[j] = step_task<bool>{};
+        s.withdraw(ju, s.arrived_round[j]);
+        if (!waiting[j]) continue;
+        s.arrived_round[j] = s.next;
+        s.arrived_buf[j] = fresh_[j].data();
+        start(j);
+      }
+    }
   }
 
  private:
   bool finished(std::size_t w) const {
     return cfg_.rounds != 0 && round_of_[w] >= cfg_.rounds;
   }
-  void take_result(std::size_t w, std::int64_t t) {
-    const auto& r = results_[static_cast<std::size_t>(t) % cfg_.staleness_bound];
-    c_.apply(w, span<const T>(r));
-    consumed_[w] = t;
+  // A waiting rank's step refers to its owner (the replicas, the partial allreduce): after a
+  // move the new owner re-creates them (each is registered in its round, unfired: a round
+  // fires and its steps end within one on_arrival, so it only waits again).
+  void adopt_steps() {
+    if (owner_ == this) return;
+    for (std::size_t j = 0; j < steps_.size(); ++j)
+      if (steps_[j].handle()) start(j);
+    owner_ = this;
+  }
+  // Rank w's step for its round, on its replica, started: it runs until its round's result
+  // is in (late) or suspends until the round fires.
+  void start(std::size_t w) {
+    owner_ = this;
+    const std::uint64_t t = round_of_[w];
+    steps_[w] = detail::eager_round(partial_.rank(w, t), c_.replica_of(w), c_.mutable_params(w),
+                                    span<T>(fresh_[w]),
+                                    cfg_.rounds != 0 && t + 1 == cfg_.rounds);
+    steps_[w].handle().resume();
+  }
+  // Rank w's step ends (its round's result is applied): the error it raised surfaces here.
+  void end_step(std::size_t w) {
+    if (!steps_[w].done()) steps_[w].handle().resume();
+    (void)steps_[w].result();
+    steps_[w] = step_task<bool>{};
     ++round_of_[w];
   }
+  // Ends the steps of every rank whose round fired, in rank order, and fires the rounds that
+  // may fire next, until none does.
   template <class Ctl>
-  void try_fire(Ctl& ctl) {
+  void settle(Ctl& ctl) {
+    auto& s = partial_.rounds;
     const std::size_t n = c_.workers();
     for (;;) {
-      const std::int64_t t = next_;
-      if (cfg_.rounds != 0 && static_cast<std::uint64_t>(t) >= cfg_.rounds) return;
-      const auto B = static_cast<std::int64_t>(cfg_.staleness_bound);
-      for (std::size_t j = 0; j < n; ++j)
-        if (consumed_[j] < t - B) return;  // a result slot is still unread
-      std::vector<bool> arrived(n, false);
-      int arrivals = 0;
+      while (fresh_counts_.size() < static_cast<std::size_t>(s.next))
+        fresh_counts_.push_back(
+            s.reports[fresh_counts_.size() % static_cast<std::size_t>(cfg_.staleness_bound)]
+                .fresh.size());
       for (std::size_t j = 0; j < n; ++j) {
-        arrived[j] = arrived_[j] != 0;
-        arrivals += arrived_[j] != 0 ? 1 : 0;
-      }
-      // The final round is a flush: it waits for every rank (comm's flush()).
-      const bool flush = cfg_.rounds != 0 && static_cast<std::uint64_t>(t) + 1 == cfg_.rounds;
-      if (flush && arrivals < static_cast<int>(n)) return;
-      if (!comm::detail::should_fire(policy_, static_cast<std::uint64_t>(t), static_cast<int>(n),
-                                     arrived, arrivals, seconds{0}, seconds{0}))
-        return;
-      // Rank order, fresh before stale (the transport's order): the same bits everywhere.
-      auto& res = results_[static_cast<std::size_t>(t) % cfg_.staleness_bound];
-      std::fill(res.begin(), res.end(), T(0));
-      std::size_t fresh = 0;
-      for (std::size_t j = 0; j < n; ++j) {
-        if (arrived_[j]) {
-          for (std::size_t i = 0; i < res.size(); ++i) res[i] += fresh_[j][i];
-          ++fresh;
-        }
-        if (pending_origin_[j] >= 0) {
-          for (std::size_t i = 0; i < res.size(); ++i) res[i] += pending_[j][i];
-          std::fill(pending_[j].begin(), pending_[j].end(), T(0));
-          pending_origin_[j] = -1;
-        }
-      }
-      for (std::size_t i = 0; i < res.size(); ++i) applied_sum_[i] += static_cast<double>(res[i]);
-      if (cfg_.average)
-        for (auto& v : res) v = v / static_cast<T>(n);
-      fresh_counts_.push_back(fresh);
-      next_ = t + 1;
-      for (std::size_t j = 0; j < n; ++j) {
-        if (!arrived_[j]) continue;
-        arrived_[j] = 0;
-        take_result(j, t);
+        if (!steps_[j].handle() ||
+            !s.complete(static_cast<int>(j), static_cast<std::int64_t>(round_of_[j])))
+          continue;
+        end_step(j);
         ctl.applied(static_cast<std::uint32_t>(j), 0);
         if (!finished(j)) ctl.release(static_cast<std::uint32_t>(j));
       }
+      if (!s.try_fire(seconds{0})) return;
     }
   }
 
   eager_config cfg_;
-  comm::partial_policy policy_;
   std::vector<std::uint64_t> round_of_;
-  std::vector<std::int64_t> consumed_;
-  std::vector<char> arrived_;
-  std::vector<std::vector<T>> fresh_, pending_;
-  std::vector<std::int64_t> pending_origin_;
-  std::vector<std::vector<T>> results_;
+  std::vector<std::vector<T>> fresh_;  // rank w's contribution, then its round's result
+  sequential_partial<T> partial_;
+  std::vector<step_task<bool>> steps_;  // rank w's step waiting for its round, or empty
+  const eager_sgd* owner_ = this;       // the object steps_ were started on
   std::vector<std::vector<double>> computed_;
-  std::vector<double> applied_sum_;
   std::vector<std::size_t> fresh_counts_;
-  std::int64_t next_ = 0;
   std::vector<std::uint64_t> late_;
 };
 

@@ -20,6 +20,11 @@
 //                         (std::logic_error naming the ranks), and the first exception of a
 //                         rank (in rank order) is rethrown with the other steps abandoned.
 //
+// eager-SGD's step posts to a partial allreduce instead (heterograd/comm/partial.hpp), the
+// same two ways: transport_partial over a real transport's, and sequential_partial, whose
+// rounds are comm::partial_rounds (inproc's own state) and whose ranks' steps suspend until
+// their round fires, however many simulator events later.
+//
 // Awaiting a nested step_task transfers control symmetrically (no stack growth); a step's
 // frame is one allocation per call.
 
@@ -34,6 +39,8 @@
 #include <vector>
 
 #include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/comm/partial.hpp"
+#include "heterograd/comm/partial_rounds.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
@@ -449,6 +456,79 @@ class sequential_exchange {
 
   std::vector<group> groups_;
   std::vector<waiter> waiting_;
+};
+
+// ------------------------------------------------------------------------------------------
+// Partial allreduces (eager-SGD's per-rank step, eager.hpp), the same two ways.
+
+/// A real transport's partial allreduce (comm::inproc or comm::mpi partial_allreduce, or the
+/// user's with allreduce(span) and flush(span) returning a waitable request) as an exchange:
+/// each round blocks in the call (until the partial allreduce's deadline) and the step never
+/// suspends. Holds a pointer to it.
+template <class Partial>
+class transport_partial {
+ public:
+  explicit transport_partial(Partial& p) : p_(&p) {}
+  template <class T>
+  std::suspend_never allreduce(span<T> data) const {
+    p_->allreduce(data).wait();
+    return {};
+  }
+  template <class T>
+  std::suspend_never flush(span<T> data) const {
+    p_->flush(data).wait();
+    return {};
+  }
+
+ private:
+  Partial* p_;
+};
+
+/// n ranks' partial allreduce in one thread (the simulated eager-SGD): its rounds are
+/// comm::partial_rounds, the state inproc's partial allreduce fires, so a round fires and sums
+/// as inproc's does with the same arrivals (the simulator's clock is not read: solo and
+/// majority need none). A rank's post of a round that already fired completes at once (late);
+/// otherwise the rank's step suspends until the round fires, and the step's owner resumes it
+/// once rounds.complete(rank, round). A post of a round the rank is registered in already (a
+/// step re-created after a restore) only waits. Not thread-safe.
+template <class T>
+class sequential_partial {
+ public:
+  sequential_partial(int ranks, std::size_t count, comm::partial_policy policy,
+                     comm::partial_options opt)
+      : rounds(ranks, count, policy, opt) {}
+
+  comm::partial_rounds<T> rounds;
+
+  struct awaiter {
+    comm::partial_rounds<T>* s;
+    int rank;
+    std::int64_t round;
+    T* data;
+    bool flush;
+    bool await_ready() const {
+      return !s->waiting(rank, round) && s->arrive(rank, round, data, flush, seconds{0});
+    }
+    void await_suspend(std::coroutine_handle<>) const noexcept {}
+    void await_resume() const noexcept {}
+  };
+  /// Rank r's exchange for its round t.
+  struct view {
+    comm::partial_rounds<T>* s;
+    int rank;
+    std::int64_t round;
+    awaiter allreduce(span<T> data) const { return post(data, false); }
+    awaiter flush(span<T> data) const { return post(data, true); }
+    awaiter post(span<T> data, bool flush) const {
+      require_same_size("sequential_partial.data", data.size(), "count", s->count);
+      return awaiter{s, rank, round, data.data(), flush};
+    }
+  };
+  view rank(std::size_t r, std::uint64_t round) {
+    require(r < static_cast<std::size_t>(rounds.n), "sequential_partial.rank", r,
+            "must be < ranks");
+    return view{&rounds, static_cast<int>(r), static_cast<std::int64_t>(round)};
+  }
 };
 
 }  // namespace heterograd::algorithms::sync

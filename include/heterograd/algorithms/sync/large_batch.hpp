@@ -6,7 +6,7 @@
 // one). split_global_batch divides a global batch over the workers in proportion to their
 // throughput (largest remainder, so the shares sum to the batch exactly); the BSP policy's
 // sample weights b_i / B keep the aggregate the global-batch gradient at every size.
-// Label smoothing belongs to the model's loss (nn::mlp_options::label_smoothing; the nn layer
+// Label smoothing belongs to the model's loss (nn::mlp_config::label_smoothing; the nn layer
 // implements Szegedy et al.'s q = (1 - eps) onehot + eps / K): with_label_smoothing sets it
 // and validates eps in [0, 1).
 
@@ -72,7 +72,7 @@ std::vector<std::size_t> scheduled_batches(const Schedule& global, std::int64_t 
 }
 
 /// Model options with label smoothing eps (validated: [0, 1)).
-inline nn::mlp_options with_label_smoothing(nn::mlp_options o, double eps) {
+inline nn::mlp_config with_label_smoothing(nn::mlp_config o, double eps) {
   nn::validate_label_smoothing(eps);
   o.label_smoothing = eps;
   return o;

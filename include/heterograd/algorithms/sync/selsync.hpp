@@ -12,8 +12,8 @@
 //                 step);
 //     sum = 0  -> LOCAL: every worker steps on its own gradient.
 // With threshold 0 every step synchronises: SelSync is then exactly BSP in the same
-// aggregation mode (tested bitwise). [papers.md #9: the windowed EWMA is our reading of the
-// authors' code: "EWMA, window 25, alpha 0.01".]
+// aggregation mode (tested bitwise). [#9, docs/references.md: the windowed EWMA is our reading
+// of the authors' code: "EWMA, window 25, alpha 0.01".]
 //
 // Driving: the policy of runtime::round_runtime (one round = one step); communication_time(r) is
 // vote_time plus sync_time when the round synchronises.

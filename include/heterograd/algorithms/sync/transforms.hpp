@@ -4,8 +4,8 @@
 // beta_i = exp(-dt_i / tau_m) that do not average meaningfully. Averaging in a
 // resolution-free form fixes it: before aggregation client i maps its decays to the
 // reference resolution, beta_ref = beta_i^(dt_ref / dt_i), and after it maps the average
-// back, beta_i = beta_ref^(dt_i / dt_ref). [papers.md #16: the concrete method is inferred
-// from the abstract.]
+// back, beta_i = beta_ref^(dt_i / dt_ref). [The concrete method is inferred
+// from the paper's abstract; docs/references.md.]
 //
 // A transform is any object with to_common(worker, span<T>) and from_common(worker, span<T>)
 // (identity_transform in common.hpp is the default); the local SGD and BSP policies apply it

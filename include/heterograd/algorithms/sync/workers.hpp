@@ -375,9 +375,11 @@ class eager_worker {
                                            static_cast<std::uint64_t>(p_.rank()), round_,
                                            "this rank's round") == algorithms::nonfinite_outcome::skipped)
       ++skipped_;
-    detail::eager_round(p_, detail::replica<Optimizer, state_type, identity_transform, Exec>{
-                                opt_, st_, tr_, exec_, static_cast<std::size_t>(p_.rank())},
-                        params, grads, flush);
+    detail::eager_round(transport_partial<Partial>(p_),
+                        detail::replica<Optimizer, state_type, identity_transform, Exec>{
+                            opt_, st_, tr_, exec_, static_cast<std::size_t>(p_.rank())},
+                        params, grads, flush)
+        .run();
     ++round_;
   }
 

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,7 +15,6 @@
 #include "heterograd/comm/inproc/communicator.hpp"
 #include "heterograd/comm/inproc/detail/partial_shared.hpp"
 #include "heterograd/comm/partial.hpp"
-#include "heterograd/comm/reduce.hpp"
 #include "heterograd/comm/request.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
@@ -43,7 +41,7 @@ class partial_allreduce {
 
   int rank() const { return l_->c.rank(); }
   int size() const { return l_->c.size(); }
-  std::size_t count() const { return l_->s->count; }
+  std::size_t count() const { return l_->s->rounds.count; }
   /// This rank's next round.
   std::uint64_t round() const { return l_->round; }
   /// Rounds fired so far (any rank's view; grows monotonically).
@@ -54,9 +52,7 @@ class partial_allreduce {
   int arrivals() const {
     auto& s = *l_->s;
     std::lock_guard<std::mutex> l(s.m);
-    int a = 0;
-    for (int j = 0; j < s.n; ++j) a += s.arrived_round[static_cast<std::size_t>(j)] == s.next;
-    return a;
+    return s.rounds.arrivals();
   }
   /// The report of this rank's last completed round (the same on every rank for that round).
   const round_report& last_report() const { return l_->report; }
@@ -72,11 +68,11 @@ class partial_allreduce {
 
  private:
   request post(span<T> data, bool flush) {
-    require_same_size("partial_allreduce.data", data.size(), "count", l_->s->count);
+    require_same_size("partial_allreduce.data", data.size(), "count", l_->s->rounds.count);
     const auto& w = l_->c.detail_world();
     if (w->is_aborted()) return request::failed(std::make_exception_ptr(w->error()));
     auto st = std::make_shared<state>(l_, data, static_cast<std::int64_t>(l_->round), flush);
-    st->set_deadline(w->clock, l_->s->opt.timeout, w->policy);
+    st->set_deadline(w->clock, l_->s->rounds.opt.timeout, w->policy);
     ++l_->round;
     if (st->arrive()) return request(st);  // finished at once (late or fired by this call)
     return request(std::move(st));
@@ -97,31 +93,12 @@ class partial_allreduce {
     /// Registers the arrival; true if the request is already complete.
     bool arrive() {
       auto& s = *o_->s;
-      const int r = o_->c.rank();
-      const auto ru = static_cast<std::size_t>(r);
       const auto& w = o_->c.detail_world();
       {
         std::lock_guard<std::mutex> l(s.m);
-        if (round_ < s.next) {
-          // Late: keep the contribution for the next round that fires, take the result.
-          auto& p = s.pending[ru];
-          comm::detail::combine(reduce_op::sum, p.data(), data_.data(), s.count);
-          if (s.pending_origin[ru] < 0) s.pending_origin[ru] = round_;
-          const auto slot = static_cast<std::size_t>(round_ % s.opt.staleness_bound);
-          std::memcpy(data_.data(), s.results[slot].data(), s.count * sizeof(T));
-          o_->report = s.reports[slot];
-          s.consumed[ru].store(round_, std::memory_order_release);
-          ok_ = true;
-        } else {
-          if (flush_) s.flush_round = round_;
-          s.arrived_round[ru] = round_;
-          s.arrived_buf[ru] = data_.data();
-          int arrivals = 0;
-          for (int j = 0; j < s.n; ++j) arrivals += s.arrived_round[static_cast<std::size_t>(j)] == round_;
-          if (arrivals == 1) s.first_arrival = w->clock.now();
-          s.try_fire(w->clock.now());
-          ok_ = collect();
-        }
+        ok_ = s.rounds.arrive(o_->c.rank(), round_, data_.data(), flush_, w->clock.now());
+        s.fired.store(s.rounds.next, std::memory_order_release);
+        if (ok_) o_->report = s.rounds.delivered[static_cast<std::size_t>(o_->c.rank())];
       }
       w->note.notify();
       return ok_;
@@ -164,11 +141,13 @@ class partial_allreduce {
     void idle(comm::detail::real_clock::time_point until) override {
       auto& s = *o_->s;
       const auto& w = o_->c.detail_world();
-      const int r = o_->c.rank();
       // A deadline policy fires on time alone: re-check the clock every 100 us.
-      if (s.policy.what == partial_policy::kind::deadline)
+      if (s.rounds.policy.what == partial_policy::kind::deadline)
         until = std::min(until, comm::detail::real_clock::now() + std::chrono::microseconds(100));
-      w->note.block([&] { return s.consumed_of(r) >= round_ || w->is_aborted(); }, until);
+      // Round round_ fired (this rank waits in it, so it was fresh there).
+      w->note.block(
+          [&] { return s.fired.load(std::memory_order_acquire) > round_ || w->is_aborted(); },
+          until);
     }
     void on_timeout(const std::string& what) override {
       withdraw();
@@ -180,18 +159,14 @@ class partial_allreduce {
     // Under s.m: has the round fired with this rank fresh?
     bool collect() {
       auto& s = *o_->s;
-      if (s.consumed_of(o_->c.rank()) < round_) return false;
-      o_->report = s.delivered[static_cast<std::size_t>(o_->c.rank())];
+      if (!s.rounds.complete(o_->c.rank(), round_)) return false;
+      o_->report = s.rounds.delivered[static_cast<std::size_t>(o_->c.rank())];
       return true;
     }
     void withdraw() {
       auto& s = *o_->s;
       std::lock_guard<std::mutex> l(s.m);
-      const auto ru = static_cast<std::size_t>(o_->c.rank());
-      if (s.arrived_round[ru] == round_) {
-        s.arrived_round[ru] = -1;
-        s.arrived_buf[ru] = nullptr;
-      }
+      s.rounds.withdraw(o_->c.rank(), round_);
     }
 
     std::shared_ptr<local> o_;
