@@ -56,15 +56,6 @@ inline constexpr choice<state_policy> state_policies[] = {{"keep_local", state_p
                                                           {"average", state_policy::average},
                                                           {"reset", state_policy::reset}};
 
-constexpr std::string_view state_policy_name(state_policy p) {
-  switch (p) {
-    case state_policy::keep_local: return "keep_local";
-    case state_policy::average: return "average";
-    case state_policy::reset: return "reset";
-  }
-  return "unknown";
-}
-
 /// What a simulated worker reports for one round (the Result of runtime::round_runtime).
 struct round_stats {
   std::size_t steps = 0;  ///< gradient computations this round
