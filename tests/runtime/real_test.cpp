@@ -204,6 +204,11 @@ BOOST_AUTO_TEST_CASE(a_bad_real_scale_or_duration_is_refused_naming_it) {
   p.start();
   const auto m = invalid_argument_message([&] { p.finish(-1.0); });
   BOOST_TEST(m.find("'job_pacer.model_units' = -1") != std::string::npos, m);
+  // A duration past the pacer's range is refused, not slept (nor overflowing the clock).
+  for (double d : {2e6, 1e300}) {
+    const auto big = invalid_argument_message([&] { p.finish(d); });
+    BOOST_TEST(big.find("at most 1e6 wall seconds a job") != std::string::npos, big);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -32,6 +32,8 @@ struct job_timing {
 class job_pacer {
  public:
   using clock = std::chrono::steady_clock;
+  /// The longest paced job (11.6 days): beyond it finish() refuses the duration.
+  static constexpr double max_job_seconds = 1e6;
 
   /// real_scale: wall seconds per model unit (finite, > 0); origin: model time 0.
   explicit job_pacer(double real_scale, clock::time_point origin = clock::now())
@@ -55,6 +57,9 @@ class job_pacer {
     job_timing j;
     j.compute = seconds_since(t0_);
     j.target = model_units * scale_;
+    // A wall time past the clock's range (or a pacing of years) is a model or scale error.
+    require(j.target <= max_job_seconds, "job_pacer.model_units", model_units,
+            "times real_scale must be at most 1e6 wall seconds a job");
     j.violated = j.compute > j.target;
     const auto until = t0_ + std::chrono::duration_cast<clock::duration>(
                                  std::chrono::duration<double>(j.target));
