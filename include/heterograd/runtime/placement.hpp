@@ -62,6 +62,13 @@ struct core_set {
 inline constexpr int max_cores = CPU_SETSIZE;
 
 namespace detail {
+inline core_set from_cpu_set(const cpu_set_t& set) {
+  core_set out;
+  for (int c = 0; c < max_cores; ++c)
+    if (CPU_ISSET(c, &set)) out.cores.push_back(c);
+  return out;
+}
+
 [[noreturn]] inline void bad_core_set(const std::string& key, std::string_view text,
                                       std::string_view rule) {
   throw std::invalid_argument(invalid_argument_message(key, "\"" + std::string(text) + "\"",
@@ -118,10 +125,7 @@ inline core_set available_cores() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0)
     throw std::system_error(errno, std::generic_category(), "heterograd: sched_getaffinity");
-  core_set out;
-  for (int c = 0; c < max_cores; ++c)
-    if (CPU_ISSET(c, &set)) out.cores.push_back(c);
-  return out;
+  return detail::from_cpu_set(set);
 }
 
 /// Throws std::invalid_argument naming `key`, the set and the available cores unless every
@@ -155,10 +159,7 @@ inline core_set this_thread_cores() {
   CPU_ZERO(&set);
   if (const int e = pthread_getaffinity_np(pthread_self(), sizeof(set), &set); e != 0)
     throw std::system_error(e, std::generic_category(), "heterograd: pthread_getaffinity_np");
-  core_set out;
-  for (int c = 0; c < max_cores; ++c)
-    if (CPU_ISSET(c, &set)) out.cores.push_back(c);
-  return out;
+  return detail::from_cpu_set(set);
 }
 
 /// One core set per worker (empty: workers are not pinned).
