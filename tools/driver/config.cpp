@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "files.hpp"
+#include "heterograd/runtime/placement.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
 #include "experiment.hpp"
@@ -493,6 +494,14 @@ spec root_spec() {
        {"output", string("output directory (default out/<name>)", "")},
        {"runtime", choice("where workers run: simulated cluster, threads or MPI ranks", "sim",
                           {"sim", "threads", "mpi"})},
+       {"clock", choice("threads and mpi: virtual replays the simulator's order (reproducible); "
+                        "real runs on the wall clock, results taken as they arrive",
+                        "virtual", {"virtual", "real"})},
+       {"real_scale",
+        optional(number("clock real: wall seconds per model time unit; each job lasts its "
+                        "worker-time model's duration x real_scale (absent: jobs take their real "
+                        "time and times are wall seconds; clock virtual ignores it)",
+                        nullptr, 0, 1e3, true))},
        {"data",
         object("dataset and partition",
                {{"dataset", required(choice("dataset", nullptr,
@@ -515,7 +524,11 @@ spec root_spec() {
        {"optimizer", optimizer_spec()},
        {"workers",
         object("the cluster", {{"count", required(integer("number of workers", nullptr, 1, 1 << 22))},
-                               {"time", worker_time_spec()}})},
+                               {"time", worker_time_spec()},
+                               {"placement", array("clock real: the CPU cores each worker runs on, one "
+                                                   "cpulist per worker (\"0\", \"1-3\", \"0,2\"); "
+                                                   "workers sharing a core are slower",
+                                                   string("cpulist", nullptr), json::array())}})},
        {"network", object("cost of one synchronisation (sim/network.hpp)", described_fields(network_settings{}))},
        {"horizon",
         object("when a method stops: exactly one of time, epochs, updates",
@@ -552,6 +565,40 @@ json check_method(const json& m, const std::string& path) {
 
 double get_num(const json& j, const char* k, double d = 0) {
   return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
+}
+
+// clock and workers.placement: real time needs real workers; a placement lists one set of
+// cores this process may run on per worker. (real_scale is read by real-clock runs only, so
+// that one configuration runs both ways: --set clock=virtual is its simulated prediction.)
+void check_real_clock(const json& c, std::size_t n) {
+  const bool real = c["clock"] == "real";
+  if (real && c["runtime"] == "sim")
+    throw config_error("clock", "expected \"virtual\" with runtime \"sim\" (the simulated cluster has no "
+                                "wall clock), got \"real\"; real time needs runtime \"threads\" or \"mpi\"");
+  if (real)
+    for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+      const std::string a = c["methods"][i]["algorithm"];
+      if (a == "eager" || a == "local_learning")
+        throw config_error("methods[" + std::to_string(i) + "].algorithm",
+                           "expected a server or round method with clock \"real\", got \"" + a +
+                               "\": its real-clock runtime is not in heterograd-run yet (clock \"virtual\" runs it "
+                               "on threads and MPI in the simulator's order)");
+    }
+  const json& pl = c["workers"]["placement"];
+  if (pl.empty()) return;
+  if (!real)
+    throw config_error("workers.placement", "expected [] with clock \"virtual\": core placement makes real "
+                                            "speeds differ, which only a real-clock run sees");
+  if (pl.size() != n)
+    throw config_error("workers.placement", "expected one cpulist per worker (workers.count = " +
+                                                std::to_string(n) + "), got " + std::to_string(pl.size()));
+  std::vector<std::string> sets;
+  for (const auto& x : pl) sets.push_back(x.get<std::string>());
+  try {
+    heterograd::runtime::placement_config::parse(sets, "workers.placement").validate(n, "workers.placement");
+  } catch (const std::invalid_argument& e) {
+    throw config_error("workers.placement", e.what());
+  }
 }
 
 void check_cross(json& c) {
@@ -670,6 +717,7 @@ void check_cross(json& c) {
     }
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
+  check_real_clock(c, n);
   if (c["runtime"] != "sim" && c["checkpoint_every"].get<std::uint64_t>() > 0)
     throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() +
                                                ": checkpoints (and --resume from one) need runtime \"sim\" "

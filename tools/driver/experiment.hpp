@@ -45,6 +45,8 @@ struct worker_time_settings {
 struct workers_settings {
   std::size_t count = 0;
   worker_time_settings time;
+  /// Real-time runs: one cpulist per worker (runtime/placement.hpp), or none.
+  std::vector<std::string> placement;
 };
 
 /// network.kind: how a synchronisation is timed.
@@ -138,6 +140,11 @@ struct experiment {
   run_settings run;
   model_settings model;
   std::string runtime;  ///< sim, threads, mpi
+  /// clock "real" (threads, mpi): workers run on the wall clock; results arrive as they come.
+  bool real_clock = false;
+  /// Wall seconds per model time unit in a real-clock run: jobs are paced to the worker-time
+  /// model's durations (runtime/pacing.hpp). 0: not paced (times are wall seconds).
+  double real_scale = 0;
   workers_settings workers;
   network_settings network;
   horizon_settings horizon;
@@ -169,7 +176,10 @@ inline experiment experiment_of(const json& c) {
   e.run = from_json(c, run_settings{});
   e.model = from_json(c["model"], model_settings{});
   e.runtime = c["runtime"].get<std::string>();
+  e.real_clock = c["clock"] == "real";
+  e.real_scale = c.contains("real_scale") ? c["real_scale"].get<double>() : 0.0;
   e.workers.count = c["workers"]["count"].get<std::size_t>();
+  e.workers.placement = c["workers"]["placement"].get<std::vector<std::string>>();
   const json& t = c["workers"]["time"];
   worker_time_settings& w = e.workers.time;
   w.base = t["base"].get<std::string>();

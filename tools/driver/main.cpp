@@ -249,6 +249,80 @@ int child_main(const std::string& config_path, std::size_t method, std::uint64_t
   return 0;
 }
 
+std::string seconds_text(const json& x) {
+  if (!x.is_number()) return "not reached";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x.get<double>());
+  return buf;
+}
+
+// clock "real": the simulator's prediction of each real run, and the comparison. The same
+// configuration on the simulated cluster (runtime sim, clock virtual) predicts the wall time
+// to the target: its virtual time x real_scale. Without real_scale (the workers' speeds are
+// whatever the cores give, e.g. with workers.placement), the prediction's worker-time model is
+// fixed at each worker's measured seconds per gradient in the real run. The predictions go
+// to <method>/predicted/; sim_vs_real.md has one row per run.
+void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, const std::filesystem::path& root) {
+  const double scale = resolved.value("real_scale", 0.0);
+  const double unit_s = scale > 0 ? scale : 1.0;
+  std::ostringstream md;
+  md << "# Simulated vs real: " << resolved["name"].get<std::string>() << "\n\n"
+     << "Real runs on runtime `" << resolved["runtime"].get<std::string>() << "`, clock real, "
+     << (scale > 0 ? "injected time: real_scale " + seconds_text(scale) + " s per model unit; the prediction is the "
+                     "same configuration on the simulated cluster, its times x real_scale."
+                   : std::string("no injected time: the prediction's workers take each worker's measured seconds "
+                                 "per gradient (a fixed worker-time model fed the real run's speeds)."))
+     << " Times to the target (" << resolved["target"]["metric"].get<std::string>()
+     << (resolved["target"]["below"].get<bool>() ? " <= " : " >= ") << resolved["target"]["value"].dump()
+     << ") are wall seconds at the evaluation grid (eval_interval " << resolved["eval_interval"].dump()
+     << " model units).\n\n"
+     << "| method | seed | predicted time to target (s) | measured (s) | measured / predicted | predicted updates | "
+        "measured updates | wall (s) | communication (s/worker) | evaluation (s) | model violations |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& u : units) {
+    const json real = json::parse(read_file(u.dir / "summary.json"));
+    json sim = resolved;
+    sim["runtime"] = "sim";
+    sim["clock"] = "virtual";
+    sim.erase("real_scale");
+    sim["workers"]["placement"] = json::array();
+    if (scale <= 0) {
+      json& t = sim["workers"]["time"];
+      t["base"] = "fixed";
+      t["tau"] = real["extra"]["real"]["seconds_per_gradient"];
+      t["permute"] = false;
+      t["noise"] = "none";
+      t["batch_scaling"] = false;
+      t["outages"] = t["slowdowns"] = json::array();
+      t["subset_delay"]["count"] = 0;
+    }
+    run_request req{sim, u.method, u.seed, u.dir / "predicted", false, 0, {}, true};
+    const json pred = run_method(req);
+    const json& rx = real["extra"]["real"];
+    auto scaled = [&](const json& t) { return t.is_number() ? json(t.get<double>() * unit_s) : json(nullptr); };
+    const json p_t = scaled(pred["time_to_target"]), m_t = scaled(real["time_to_target"]);
+    std::string ratio = "-";
+    if (p_t.is_number() && m_t.is_number() && p_t.get<double>() > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.2f", m_t.get<double>() / p_t.get<double>());
+      ratio = buf;
+    }
+    auto upd = [](const json& s) {
+      return s["extra"].contains("rounds") ? s["extra"]["rounds"].dump() : s["updates"]["applied"].dump();
+    };
+    md << "| " << real["label"].get<std::string>() << " | " << u.seed << " | " << seconds_text(p_t) << " | "
+       << seconds_text(m_t) << " | " << ratio << " | " << upd(pred) << " | " << upd(real) << " | "
+       << seconds_text(rx["wall_seconds"]) << " | " << seconds_text(rx["mean_communication_seconds"]) << " | "
+       << seconds_text(real["extra"].value("evaluation_seconds", json(0.0))) << " | " << rx["violations"].dump()
+       << " (" << seconds_text(rx["overrun_seconds"]) << " s over) |\n";
+  }
+  md << "\nCommunication: a worker's mean wall seconds receiving jobs and sending results (servers) or in "
+        "the rounds' collectives, barrier waits included (round methods). Model violations: jobs whose compute "
+        "alone took longer than the model's time (and by how much in all).\n";
+  write_file(root / "sim_vs_real.md", md.str());
+  std::printf("%s\n", md.str().c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -548,6 +622,8 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(halt_after));
       return 3;
     }
+
+    if (resolved["clock"] == "real") write_sim_vs_real(resolved, units, root);
 
     // Table and charts per seed.
     std::string all_tables;

@@ -112,6 +112,10 @@ inline heterograd::algorithms::nonfinite_policy nonfinite_of(const json& method)
   return s == "skip" ? p::skip : s == "zero" ? p::zero : p::fail;
 }
 
+namespace wall {
+class round_clock;
+}
+
 /// Everything a runner needs and what it produces.
 struct context {
   const json& config;
@@ -125,6 +129,8 @@ struct context {
   std::chrono::steady_clock::time_point wall_start = std::chrono::steady_clock::now();
   double wall_before = 0;       ///< wall seconds of the run before a resume
   json extra = json::object();  ///< method-specific numbers for the summary
+  /// A real-clock round run's pacing and timing (realtime.hpp), while it runs.
+  wall::round_clock* round_clock = nullptr;
 
   /// False on MPI ranks other than 0: they run the method's loop without evaluating and
   /// write nothing.
@@ -173,6 +179,8 @@ struct loop_hooks {
   /// evaluation is recorded at now() (< t), the time the horizon was reached. Without it the
   /// horizon is checked at evaluation times only.
   std::function<double()> now;
+  /// Real-clock runs: wall seconds since the run's start (evaluations.csv's wall_seconds).
+  std::function<double()> wall;
 };
 /// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
 std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,

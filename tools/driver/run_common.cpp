@@ -473,9 +473,15 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
       // An updates/epochs horizon reached inside advance(): evaluate where it was reached.
       if (h.now && (h.updates() >= updates || epochs_done() >= epochs)) te = std::min(t, h.now());
     }
+    const double wall = h.wall ? h.wall() : std::numeric_limits<double>::quiet_NaN();
+    const auto eval_start = std::chrono::steady_clock::now();
     auto v = ctx.root ? ctx.prob.evaluate(h.params()) : std::vector<double>(ctx.prob.metrics().size(), 0.0);
+    if (h.wall)  // a real-clock run: the evaluations' own wall time (the workers go on meanwhile)
+      ctx.extra["evaluation_seconds"] =
+          ctx.extra.value("evaluation_seconds", 0.0) +
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     target.observe(te, v);
-    rec.record_evaluation(te, std::move(v));
+    rec.record_evaluation(te, std::move(v), wall);
     ++e;
     report(te, false);
     const bool stop = t >= t_end || epochs_done() >= epochs || h.updates() >= updates;

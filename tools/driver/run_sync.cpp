@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "described.hpp"
@@ -33,6 +34,12 @@ class omnilearn_policy {
     eng_ = &e;
     busy0_.assign(e.workers(), 0.0);
   }
+  /// A real-clock run: the controller reads each worker's measured busy time (compute and
+  /// paced sleep, model units) instead of an engine's.
+  void measure(std::function<double(std::size_t)> busy) {
+    busy_of_ = std::move(busy);
+    busy0_.assign(ctl_.batch_sizes().size(), 0.0);
+  }
   std::size_t batch(std::size_t w) const { return bsp_.batch(w); }
   double communication_time(std::uint64_t r) const { return bsp_.communication_time(r); }
   std::size_t steps_in_round(std::size_t w, std::uint64_t r) const { return bsp_.steps_in_round(w, r); }
@@ -44,13 +51,14 @@ class omnilearn_policy {
   }
   /// The controller's part of round r's end: every `every` rounds it observes the engine's
   /// busy time per worker since the last observation and may change the batches of the
-  /// rounds after r (the threads and MPI runtimes call it between real rounds, on the shadow
-  /// engine, whose busy times are the simulator's).
+  /// rounds after r (the threads and MPI runtimes call it between real rounds: with clock
+  /// "virtual" on the shadow engine, whose busy times are the simulator's; with clock "real"
+  /// on the measured times, measure()).
   void control(std::uint64_t r) {
     if ((r + 1) % every_ != 0) return;
     const auto iters = static_cast<std::size_t>(r + 1 - round0_);
     for (std::size_t w = 0; w < busy0_.size(); ++w) {
-      const double busy = eng_->stats(static_cast<sim::worker_id>(w)).busy;
+      const double busy = busy_of_ ? busy_of_(w) : eng_->stats(static_cast<sim::worker_id>(w)).busy;
       ctl_.observe(w, {.samples = bsp_.batch(w) * iters, .iterations = iters,
                        .compute_time = hg::seconds{busy - busy0_[w]}});
       busy0_[w] = busy;
@@ -76,6 +84,7 @@ class omnilearn_policy {
   hg::balance::omnilearn_bsp ctl_;
   std::size_t every_;
   const sim::engine* eng_ = nullptr;
+  std::function<double(std::size_t)> busy_of_;
   std::vector<double> busy0_;
   std::uint64_t round0_ = 0;
   std::size_t changes_ = 0;

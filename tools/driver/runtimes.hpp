@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "drive.hpp"
+#include "realtime.hpp"
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/kernels/gemm.hpp"
@@ -52,8 +53,6 @@
 
 namespace hgrun {
 
-/// Deadline of every receive of the real runtimes (a failing run ends instead of hanging).
-inline constexpr double runtime_timeout_s = 300.0;
 
 namespace rt_detail {
 
@@ -276,6 +275,12 @@ template <class Policy>
 json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model model) {
   namespace hr = heterograd::runtime;
   namespace d = rt_detail;
+  if (ctx.exp.real_clock) {
+    if constexpr (requires { p.params_for(heterograd::sim::worker_id{}); })
+      throw std::logic_error("drive_server_real: a policy with per-worker replicas has no real-clock server");
+    else
+      return drive_server_wall(ctx, p, model);
+  }
   const auto o = d::remote_options_of();
   auto compute = d::remote_compute(ctx);
   ctx.extra["runtime"] = ctx.runtime();
@@ -309,18 +314,20 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
 template <class Real>
 std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real& real) {
   namespace hs = heterograd::algorithms::sync;
-  hs::worker_options wo;
-  wo.timeout = heterograd::seconds{runtime_timeout_s};
+  hs::worker_options base;
+  base.timeout = heterograd::seconds{runtime_timeout_s};
+  // A real-clock run paces and times the rounds (realtime.hpp's round_clock, set while it runs).
+  auto options = [&ctx, base] { return ctx.round_clock ? ctx.round_clock->options(base) : base; };
   if (ctx.runtime() == "threads")
     // The oracle sets each worker thread's OpenMP team on its first call (oracle::operator()).
-    return [&real, wo](std::uint64_t from, std::uint64_t to) {
-      heterograd::runtime::run_threads(real, to - from, wo);
+    return [&real, options](std::uint64_t from, std::uint64_t to) {
+      heterograd::runtime::run_threads(real, to - from, options());
     };
 #ifdef HG_HAS_MPI
   // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
-  return [&real, wo](std::uint64_t from, std::uint64_t to) {
+  return [&real, options](std::uint64_t from, std::uint64_t to) {
     const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
-    heterograd::runtime::run_mpi(real, c, to - from, wo);
+    heterograd::runtime::run_mpi(real, c, to - from, options());
   };
 #else
   rt_detail::no_mpi();
@@ -340,6 +347,7 @@ json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::
     if constexpr (heterograd::runtime::per_rank_round_policy<Policy>) wiring.run = real_rounds(ctx, p);
     else throw std::logic_error("drive_rounds_real: no real runner for this policy");
   }
+  if (ctx.exp.real_clock) return drive_rounds_wall(ctx, p, params, model, wiring.run, wiring.after_round);
   return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), wiring);
 }
 

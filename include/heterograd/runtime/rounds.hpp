@@ -42,6 +42,12 @@ std::size_t worker_of(const Transport& t, std::size_t workers) {
           t.size(), "must equal the policy's number of workers");
   return static_cast<std::size_t>(t.rank());
 }
+/// worker_options' pacing of worker w's next round: begin now, end at its first collective.
+inline void begin_round(const algorithms::sync::worker_options& o, std::size_t w,
+                        algorithms::sync::compute_end_hook& hook) {
+  if (o.begin_round) o.begin_round(w);
+  if (o.end_compute) hook.pending = [&o, w] { o.end_compute(w); };
+}
 }  // namespace detail
 
 /// A round policy the threads and MPI runtimes run per rank (bsp, selsync, local_sgd).
@@ -57,8 +63,13 @@ void run_worker(Policy& p, const Transport& t, std::uint64_t rounds,
                 const typename Policy::rank_state&, algorithms::sync::worker_options o = {},
                 bool count = true) {
   const std::size_t w = detail::worker_of(t, p.workers());
-  algorithms::sync::transport_exchange<Transport> ex(t, o);
-  for (std::uint64_t r = 0; r < rounds; ++r) p.run_round(ex, w, count);
+  algorithms::sync::compute_end_hook hook;
+  algorithms::sync::transport_exchange<Transport> ex(t, o, &hook);
+  for (std::uint64_t r = 0; r < rounds; ++r) {
+    detail::begin_round(o, w, hook);
+    p.run_round(ex, w, count);
+    hook.fire();
+  }
 }
 
 // --- local SGD: this rank's copy of the round state, its group's transport ------------------
@@ -69,18 +80,22 @@ void run_worker(algorithms::sync::local_sgd<T, O, G, Ou, Tr>& p, const Transport
                 algorithms::sync::worker_options o = {}, bool count = true) {
   const std::size_t w = detail::worker_of(t, p.workers());
   using exchange = algorithms::sync::transport_exchange<Transport>;
-  exchange world(t, o);
+  algorithms::sync::compute_end_hook hook;
+  exchange world(t, o, &hook);
   const auto& groups = p.schedule().config().groups;
   std::optional<Transport> sub;
   std::optional<exchange> group;
   if (!groups.empty()) {
     sub.emplace(t.split(static_cast<int>(groups[w]), static_cast<int>(w),
                         comm::split_options{o.timeout}));
-    group.emplace(*sub, o);
+    group.emplace(*sub, o, &hook);
   }
   auto s = start;
-  for (std::uint64_t r = 0; r < rounds; ++r)
+  for (std::uint64_t r = 0; r < rounds; ++r) {
+    detail::begin_round(o, w, hook);
     p.run_round(world, group ? &*group : nullptr, w, s, count);
+    hook.fire();
+  }
   if (count) p.set_shared(std::move(s));
 }
 

@@ -35,7 +35,10 @@
 //                 gradients are computed in parallel on real workers (tested).
 // With time_scale > 0 a worker's job lasts time_scale * duration wall seconds (it sleeps for
 // what its compute left, polling for a new job every millisecond so that it can be stopped;
-// runtime/pacing.hpp). Each worker reports where its wall time went (worker_report: pull,
+// runtime/pacing.hpp); in real_time order the server's clock (now(), arrival times, the
+// horizon, a job's start time) then counts wall seconds / time_scale: model units, the
+// simulator's, so that a worker-time model's outages happen on the wall clock and a run's
+// times compare with the simulated run's. Each worker reports where its wall time went (worker_report: pull,
 // compute, paced sleep, push) and, paced, the jobs whose compute alone took longer.
 //
 // Nothing waits forever: every receive has options.timeout (a held worker waits at most that
@@ -48,6 +51,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -111,6 +115,9 @@ struct remote_options {
   std::uint64_t max_updates = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t max_arrivals = std::numeric_limits<std::uint64_t>::max();
   double horizon = std::numeric_limits<double>::infinity();  ///< virtual (or real) seconds
+  /// Optional: set by another thread to end a real_time run at its next arrival (that result
+  /// is not handed over), as a stopping rule would.
+  const std::atomic<bool>* stop = nullptr;
   /// How long shutdown waits, in all, for the goodbyes of workers still computing when the
   /// run ends (a computation cannot be cut short; the run's results stand either way).
   seconds shutdown_grace{600.0};
@@ -135,6 +142,10 @@ struct remote_summary {
   /// Workers whose goodbye did not come within shutdown_grace (still computing at the end).
   std::uint64_t abandoned = 0;
   std::vector<std::uint64_t> jobs_finished;  ///< results handed over, per worker
+  /// Per worker: the time it was held (hold() to release(), or to the run's end) and the
+  /// jobs it was sent, in the server's clock's units.
+  std::vector<double> held;
+  std::vector<std::uint64_t> jobs_sent;
   /// The server's update records: outcome counts and staleness histograms, also per worker
   /// (only these tables: the engine's accounting is the simulator's). A summary that is not
   /// the server's (a worker rank's, or one not yet filled) holds one worker and no update.
@@ -167,7 +178,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
       : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base), n_(checked_workers(p, t, o)),
         state_(n_, state::idle), next_job_(n_, 0), job_(n_, 0), version_(n_, 0),
-        start_(n_, 0.0), payload_(p.dim()), outbox_(n_), jobs_finished_(n_, 0), log_(n_) {}
+        start_(n_, 0.0), payload_(p.dim()), outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0),
+        held_since_(n_, 0.0), log_(n_) {}
 
   // ---- the control handle's members ---------------------------------------------------
   double now() const { return now_; }
@@ -197,10 +209,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   void hold(worker_id w) {
     require(state_.at(w) == state::idle, "worker", w, "must be idle to wait");
     state_[w] = state::waiting;
+    held_since_[w] = now_;
   }
   void release(worker_id w) {
     require(state_.at(w) == state::waiting, "worker", w, "must be waiting to be released");
     state_[w] = state::idle;
+    held_[w] += now_ - held_since_[w];
     restart(w);
   }
   void interrupt(worker_id w) {
@@ -232,8 +246,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
       if (state_[a.worker] == state::idle) restart(a.worker);
     }
     s.end_time = now_;
+    for (std::size_t w = 0; w < n_; ++w)
+      if (state_[w] == state::waiting) held_[w] += now_ - held_since_[w];
     shutdown(s);
     s.jobs_finished = jobs_finished_;
+    s.held = held_;
+    s.jobs_sent = next_job_;
     s.log = log_;
     return s;
   }
@@ -354,12 +372,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
       if (std::none_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; }))
         return false;  // every worker held or idle: nothing can arrive
       const worker_id w = receive(comm::any_source, h);
-      now_ = real_clock_->now().count();
+      now_ = real_clock_->now().count() / (o_.time_scale > 0 ? o_.time_scale : 1.0);
       if (!current(w, h)) {
         ++s.dropped;
         continue;
       }
-      if (now_ > o_.horizon) return false;
+      if (now_ > o_.horizon || (o_.stop && o_.stop->load(std::memory_order_acquire))) return false;
       a = arrival{w, h[1], h[2], start_[w], now_};
       return true;
     }
@@ -418,6 +436,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   double now_ = 0;
   const steady_clock* real_clock_ = nullptr;
   std::vector<std::uint64_t> jobs_finished_;
+  std::vector<double> held_, held_since_;
   sim::recorder log_;
 };
 

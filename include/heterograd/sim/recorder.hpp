@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -46,14 +47,16 @@ inline const char* to_string(update_outcome o) {
   return "unknown";
 }
 
-/// One evaluation: virtual time and the metric values, in the order of metric_names().
+/// One evaluation: virtual time and the metric values, in the order of metric_names(); in a
+/// real-time run also the wall seconds since the run's start (NaN: not measured).
 struct evaluation_row {
   double time = 0;
   std::vector<double> values;
+  double wall = std::numeric_limits<double>::quiet_NaN();
 
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(time, values);
+    ar(time, values, wall);
   }
 };
 
@@ -136,13 +139,16 @@ class recorder {
   }
 
   // --- evaluations -------------------------------------------------------------------------
-  void record_evaluation(double time, std::vector<double> values) {
+  void record_evaluation(double time, std::vector<double> values,
+                         double wall = std::numeric_limits<double>::quiet_NaN()) {
     require(std::isfinite(time) && time >= 0, "time", time, "must be finite and >= 0");
+    require(std::isnan(wall) || (std::isfinite(wall) && wall >= 0), "wall", wall,
+            "must be NaN (not measured) or finite and >= 0");
     require(metrics_.empty() || values.size() == metrics_.size(), "values", values.size(),
             "must have one value per metric name");
     require(evaluations_.empty() || time >= evaluations_.back().time, "time", time,
             "must not precede the previous evaluation");
-    evaluations_.push_back({time, std::move(values)});
+    evaluations_.push_back({time, std::move(values), wall});
   }
   void record_evaluation(double time, std::initializer_list<double> values) {
     record_evaluation(time, std::vector<double>(values));
@@ -158,6 +164,13 @@ class recorder {
     end_time_ = e.now();
     events_ = e.events_delivered();
     trace_hash_ = e.trace_hash();
+  }
+  /// A real-time run's measured accounting instead (no engine: the trace hash stays 0).
+  void set_measured(std::vector<worker_stats> workers, double end_time, std::uint64_t events) {
+    require_same_size("workers", workers.size(), "recorder.workers", workers_.size());
+    workers_ = std::move(workers);
+    end_time_ = end_time;
+    events_ = events;
   }
   const worker_stats& worker(worker_id w) const { return workers_.at(w); }
   double end_time() const { return end_time_; }
@@ -202,16 +215,21 @@ class recorder {
         }
         break;
       }
-      case table::evaluations:
+      case table::evaluations: {
+        // Real-time runs add the wall clock (seconds since the run's start) as a last column.
+        const bool wall = std::any_of(evaluations_.begin(), evaluations_.end(),
+                                      [](const evaluation_row& r) { return !std::isnan(r.wall); });
         os << "time";
         for (std::size_t i = 0; i < metric_columns(); ++i) os << ',' << metric_name(i);
-        os << '\n';
+        os << (wall ? ",wall_seconds\n" : "\n");
         for (const auto& r : evaluations_) {
           os << format(r.time);
           for (double v : r.values) os << ',' << format(v);
+          if (wall) os << ',' << format(r.wall);
           os << '\n';
         }
         break;
+      }
     }
   }
 
@@ -260,7 +278,9 @@ class recorder {
          << ", \"values\": [";
       for (std::size_t j = 0; j < evaluations_[i].values.size(); ++j)
         os << (j ? ", " : "") << json_number(evaluations_[i].values[j]);
-      os << "]}";
+      os << ']';
+      if (!std::isnan(evaluations_[i].wall)) os << ", \"wall_seconds\": " << json_number(evaluations_[i].wall);
+      os << '}';
     }
     os << (evaluations_.empty() ? "]\n}\n" : "\n  ]\n}\n");
   }

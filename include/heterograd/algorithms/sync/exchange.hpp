@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -130,6 +131,12 @@ struct worker_options {
   seconds timeout = comm::default_timeout;
   /// Tag of gossip's point-to-point messages.
   int gossip_tag = 0x5e7;
+  /// Real-time pacing of the rounds (runtime/pacing.hpp; empty: none). The runtimes call
+  /// begin(w) when worker w starts a round's compute and end(w) when the compute is over, at
+  /// the round's first collective (or at its end, if it has none): a paced worker sleeps
+  /// there for what its compute left of the round's model time, so that the wait at the
+  /// barrier is not counted as its work.
+  std::function<void(std::size_t)> begin_round, end_compute;
 
   void validate() const {
     require(timeout.count() > 0, "worker_options.timeout", timeout.count(), "must be > 0 seconds");
@@ -151,14 +158,28 @@ void weighted_allreduce(const Transport& t, span<T> x, double w, seconds timeout
 }  // namespace detail
 
 // ------------------------------------------------------------------------------------------
+/// What a round's first collective does before it communicates (worker_options'
+/// end_compute, armed by the runtime at the round's start; fired at most once a round, by
+/// whichever exchange of the round comes first: local SGD's group or world).
+struct compute_end_hook {
+  std::function<void()> pending;
+  void fire() {
+    if (!pending) return;
+    auto f = std::move(pending);
+    pending = nullptr;
+    f();
+  }
+};
+
 /// A real transport as an exchange: every collective blocks in the call (its deadline is
 /// o.timeout; gossip's messages carry o.gossip_tag) and the step never suspends. Holds a
-/// pointer to the transport.
+/// pointer to the transport (and to the round's compute_end_hook, when paced).
 template <class Transport>
 class transport_exchange {
  public:
-  explicit transport_exchange(const Transport& t, worker_options o = {})
-      : t_(&t), timeout_((o.validate(), o.timeout)), tag_(o.gossip_tag) {}
+  explicit transport_exchange(const Transport& t, worker_options o = {},
+                              compute_end_hook* hook = nullptr)
+      : t_(&t), timeout_((o.validate(), o.timeout)), tag_(o.gossip_tag), hook_(hook) {}
 
   std::size_t rank() const { return static_cast<std::size_t>(t_->rank()); }
   std::size_t size() const { return static_cast<std::size_t>(t_->size()); }
@@ -166,12 +187,14 @@ class transport_exchange {
   /// out <- sum_r T(w_r) in_r (in and out may be the same buffer).
   template <class T>
   std::suspend_never allreduce(span<const T> in, span<T> out, double w) const {
+    compute_over();
     if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
     detail::weighted_allreduce(*t_, out, w, timeout_);
     return {};
   }
   /// x <- sum_r x_r (exact: integers).
   std::suspend_never allreduce_sum(span<std::int64_t> x) const {
+    compute_over();
     comm::allreduce_options o;
     o.op = comm::reduce_op::sum;
     o.timeout = timeout_;
@@ -184,6 +207,7 @@ class transport_exchange {
   std::suspend_never neighbours(span<const T> mine, const std::vector<std::size_t>& to,
                                 const std::vector<std::size_t>& from,
                                 std::vector<span<T>> in) const {
+    compute_over();
     using send_request = decltype(t_->send(mine, 0, 0, comm::send_options{}));
     using recv_request = decltype(t_->recv(span<T>(), 0, 0, comm::recv_options{}));
     std::vector<send_request> sends;
@@ -199,9 +223,14 @@ class transport_exchange {
   }
 
  private:
+  void compute_over() const {
+    if (hook_) hook_->fire();
+  }
+
   const Transport* t_;
   seconds timeout_;
   int tag_;
+  compute_end_hook* hook_;
 };
 
 // ------------------------------------------------------------------------------------------

@@ -1,0 +1,320 @@
+// heterograd-run with clock "real" (tools/driver/realtime.hpp): the methods on real threads in
+// real arrival order, jobs paced to the worker-time model on the wall clock. Real runs are not
+// deterministic, so what is tested are their invariants: the bounds of each method (Ringmaster
+// applies no gradient of delay >= R; SSP's clock gap), the conservation of results (every
+// result handed to the policy has exactly one outcome, per worker), the evaluations' wall
+// clock, and that a paced run never gets ahead of the simulator's prediction (each job lasts
+// at least its model time, so a worker finishes no more jobs than in the simulated run).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config.hpp"
+#include "heterograd/data/idx.hpp"
+#include "heterograd/runtime/placement.hpp"
+#include "run.hpp"
+
+namespace fs = std::filesystem;
+using hgrun::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-realtime-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Four workers (tau_i = 1 + i permuted, half-normal noise, an outage) on a quadratic whose
+// gradients cost microseconds: with 4 ms per model unit the jobs last 4-40 ms, so the real
+// compute is far below the model's time.
+json experiment() {
+  return json::parse(R"({
+    "name": "realtime", "runtime": "threads", "clock": "real", "real_scale": 0.004,
+    "data": {"dataset": "worst_case_quadratic", "dim": 200, "noise": 0.1},
+    "workers": {"count": 4, "time": {"base": "linear", "noise": "half_normal",
+                                     "outages": [{"worker": 1, "begin": 5, "end": 12}]}},
+    "horizon": {"time": 60}, "eval_interval": 5, "optimizer": {"lr": 0.1},
+    "target": {"metric": "loss", "value": 0.105, "below": true},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"}]})");
+}
+
+json run(json raw, const fs::path& dir, const json& method) {
+  raw["methods"] = json::array({method});
+  const json cfg = hgrun::resolve(raw);
+  hgrun::run_request req{cfg, 0, cfg["seed"].get<std::uint64_t>(), dir, false, 0, {}};
+  return hgrun::run_method(req);
+}
+
+json simulated(json raw, const fs::path& dir, const json& method) {
+  raw["runtime"] = "sim";
+  raw["clock"] = "virtual";
+  raw.erase("real_scale");
+  return run(raw, dir, method);
+}
+
+// A CSV's rows (without '#' lines) as numbers by column name; text cells are skipped.
+struct csv {
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> rows;
+  explicit csv(const fs::path& file) {
+    std::ifstream in(file);
+    BOOST_TEST_REQUIRE(in.good(), file);
+    std::string line;
+    bool head = true;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+      if (head) {
+        names = cells;
+        head = false;
+        continue;
+      }
+      std::vector<double> r;
+      for (const auto& c : cells) r.push_back(c.empty() || c[0] == '"' ? 0.0 : std::strtod(c.c_str(), nullptr));
+      rows.push_back(r);
+    }
+  }
+  std::size_t col(const std::string& n) const {
+    const auto it = std::find(names.begin(), names.end(), n);
+    BOOST_TEST_REQUIRE((it != names.end()), "no column " << n);
+    return static_cast<std::size_t>(it - names.begin());
+  }
+  double at(std::size_t r, const std::string& n) const { return rows.at(r).at(col(n)); }
+};
+
+// What every real run must show: the wall clock in the evaluations, one outcome per result
+// (per worker), the measured per-worker table.
+void common_invariants(const json& s, const fs::path& dir, double scale) {
+  const std::string m = s["label"];
+  BOOST_TEST(s["extra"]["clock"] == "real", m);
+  const csv ev(dir / "evaluations.csv");
+  BOOST_TEST_REQUIRE(ev.rows.size() >= 2u, m);
+  for (std::size_t r = 0; r < ev.rows.size(); ++r) {
+    // An evaluation at model time t is taken once the wall clock passed t x real_scale.
+    BOOST_TEST(ev.at(r, "wall_seconds") >= ev.at(r, "time") * scale - 1e-3, m << " row " << r);
+    if (r > 0) BOOST_TEST(ev.at(r, "wall_seconds") >= ev.at(r - 1, "wall_seconds"), m);
+  }
+  const csv wk(dir / "workers.csv");
+  std::uint64_t finished = 0;
+  for (std::size_t w = 0; w < wk.rows.size(); ++w) {
+    const double outcomes = wk.at(w, "applied") + wk.at(w, "buffered") + wk.at(w, "discarded");
+    BOOST_TEST(outcomes == wk.at(w, "jobs_finished"), m << " worker " << w);
+    BOOST_TEST(wk.at(w, "jobs_started") >= wk.at(w, "jobs_finished"), m << " worker " << w);
+    finished += static_cast<std::uint64_t>(wk.at(w, "jobs_finished"));
+  }
+  if (!s["extra"].contains("rounds")) BOOST_TEST(finished == s["events"].get<std::uint64_t>(), m);
+  const csv rw(dir / "real_workers.csv");
+  BOOST_TEST(rw.rows.size() == wk.rows.size(), m);
+  for (std::size_t w = 0; w < rw.rows.size(); ++w) {
+    BOOST_TEST(rw.at(w, "violations") <= rw.at(w, "jobs"), m);
+    BOOST_TEST(rw.at(w, "paced_seconds") >= 0.0, m);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(real_clock)
+
+BOOST_AUTO_TEST_CASE(bad_real_clock_inputs_are_refused_naming_the_key_the_value_and_the_rule) {
+  auto error_of = [](json j) -> std::string {
+    try {
+      hgrun::resolve(j);
+    } catch (const hgrun::config_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto has = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+  json j = experiment();
+  j["runtime"] = "sim";
+  j.erase("real_scale");
+  std::string e = error_of(j);
+  BOOST_TEST((has(e, "'clock'") && has(e, "\"real\"") && has(e, "threads")), e);
+  for (double bad : {0.0, -1.0, 1e9}) {
+    json k = experiment();
+    k["real_scale"] = bad;
+    e = error_of(k);
+    BOOST_TEST(has(e, "'real_scale'"), bad << ": " << e);
+  }
+  json v = experiment();
+  v["clock"] = "virtual";  // one configuration, both clocks: virtual ignores real_scale
+  BOOST_TEST(error_of(v).empty());
+  for (const char* a : {"eager", "local_learning"}) {
+    json k = experiment();
+    k["methods"] = json::array({json{{"label", "x"}, {"algorithm", a}}});
+    if (std::string(a) == "local_learning") k["data"] = {{"dataset", "fashion_mnist"}};
+    e = error_of(k);
+    BOOST_TEST((has(e, "methods[0].algorithm") && has(e, a)), e);
+  }
+  json p = experiment();
+  p["workers"]["placement"] = {"0", "0", "0", "1023"};  // a core no test machine has
+  e = error_of(p);
+  BOOST_TEST((has(e, "workers.placement") && has(e, "1023")), e);
+  p["workers"]["placement"] = {"0", "0", "0-"};
+  e = error_of(p);
+  BOOST_TEST((has(e, "workers.placement") && has(e, "one cpulist per worker")), e);
+  p["workers"]["placement"] = {"0", "0", "0", "0-"};
+  e = error_of(p);
+  BOOST_TEST((has(e, "workers.placement[3]") && has(e, "0-")), e);
+  p["workers"]["placement"] = {"0", "0", "0", "0"};
+  p["clock"] = "virtual";
+  p.erase("real_scale");
+  e = error_of(p);
+  BOOST_TEST(has(e, "workers.placement"), e);
+  p["clock"] = "real";
+  BOOST_TEST(error_of(p).empty());  // core 0 exists everywhere
+}
+
+BOOST_AUTO_TEST_CASE(servers_take_results_as_they_arrive_keep_their_bounds_and_never_outrun_the_model) {
+  const auto dir = scratch("servers");
+  const json raw = experiment();
+  const double scale = raw["real_scale"];
+  const std::size_t R = 2, s_bound = 1;
+  for (const json& m : {json::parse(R"({"label": "ASGD", "algorithm": "asgd"})"),
+                        json::parse(R"({"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2, "variant": "interrupt"})"),
+                        json::parse(R"({"label": "Ringmaster discard", "algorithm": "ringmaster", "threshold": 2})"),
+                        json::parse(R"({"label": "Rennala", "algorithm": "rennala", "gradients": 3})"),
+                        json::parse(R"({"label": "SSP", "algorithm": "ssp", "staleness": 1})")}) {
+    const std::string label = m["label"];
+    const auto d = dir / hgrun::slug(label);
+    const json s = run(raw, d / "real", m);
+    const json p = simulated(raw, d / "sim", m);
+    BOOST_TEST_MESSAGE(label << ": real " << s["updates"] << " in " << s["wall_seconds"] << " s; sim "
+                             << p["updates"] << ", time to target real " << s["time_to_target"] << " sim "
+                             << p["time_to_target"]);
+    common_invariants(s, d / "real", scale);
+    BOOST_TEST(!s["time_to_target"].is_null(), label);
+    const csv st(d / "real" / "staleness.csv");
+    if (label.rfind("Ringmaster", 0) == 0)
+      for (std::size_t r = R; r < st.rows.size(); ++r) BOOST_TEST(st.at(r, "applied") == 0.0, label << " delay " << r);
+    const csv wk(d / "real" / "workers.csv"), wp(d / "sim" / "workers.csv");
+    if (label == "SSP") {
+      // Worker clocks (pushes applied) never differ by more than s + 1.
+      double lo = 1e300, hi = 0;
+      for (std::size_t w = 0; w < wk.rows.size(); ++w) {
+        lo = std::min(lo, wk.at(w, "applied"));
+        hi = std::max(hi, wk.at(w, "applied"));
+      }
+      BOOST_TEST(hi - lo <= static_cast<double>(s_bound + 1), label);
+    }
+    if (label == "ASGD") {
+      // Paced jobs last at least their model time: no worker finishes more jobs by the horizon
+      // than in the simulated run (one more at most for the arrival that ends the run).
+      for (std::size_t w = 0; w < wk.rows.size(); ++w)
+        BOOST_TEST(wk.at(w, "jobs_finished") <= wp.at(w, "jobs_finished") + 1, label << " worker " << w);
+      // ... and the slow-down is the overhead's, not a stall: at least half the simulated updates.
+      BOOST_TEST(s["updates"]["applied"].get<double>() >= 0.5 * p["updates"]["applied"].get<double>(), label);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(round_methods_run_real_rounds_paced_to_the_model_and_omnilearn_reads_measured_times) {
+  const auto dir = scratch("rounds");
+  json raw = experiment();
+  const double scale = raw["real_scale"];
+  for (const json& m : {json::parse(R"({"label": "BSP", "algorithm": "bsp"})"),
+                        json::parse(R"({"label": "local SGD", "algorithm": "local_sgd", "local_steps": [3, 2, 2, 1]})"),
+                        json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})")}) {
+    const std::string label = m["label"];
+    const auto d = dir / hgrun::slug(label);
+    const json s = run(raw, d / "real", m);
+    const json p = simulated(raw, d / "sim", m);
+    BOOST_TEST_MESSAGE(label << ": real " << s["extra"]["rounds"] << " rounds in " << s["wall_seconds"] << " s; sim "
+                             << p["extra"]["rounds"] << "; time to target real " << s["time_to_target"] << " sim "
+                             << p["time_to_target"]);
+    common_invariants(s, d / "real", scale);
+    BOOST_TEST(!s["time_to_target"].is_null(), label);
+    const auto real_rounds = s["extra"]["rounds"].get<double>(), sim_rounds = p["extra"]["rounds"].get<double>();
+    // Every worker's round lasts at least its model time: never more rounds than simulated.
+    BOOST_TEST(real_rounds <= sim_rounds + 1, label);
+    BOOST_TEST(real_rounds >= 0.5 * sim_rounds, label);
+    if (label == "OmniLearn") {
+      // The controller rebalanced from the measured times: the worker measured slowest per
+      // gradient ends with a batch no larger than the fastest one's, and smaller than at the start.
+      BOOST_TEST(s["extra"]["rebalances"].get<int>() >= 1);
+      const auto spg = s["extra"]["real"]["seconds_per_gradient"].get<std::vector<double>>();
+      const auto b = s["extra"]["final_batches"].get<std::vector<double>>();
+      const auto slow = static_cast<std::size_t>(std::max_element(spg.begin(), spg.end()) - spg.begin());
+      const auto fast = static_cast<std::size_t>(std::min_element(spg.begin(), spg.end()) - spg.begin());
+      BOOST_TEST(b.at(slow) <= b.at(fast));
+      BOOST_TEST(b.at(slow) < hgrun::resolve(raw)["data"]["batch"].get<double>());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(heterograd_run_writes_the_simulators_prediction_next_to_the_measured_times) {
+  const auto dir = scratch("exe");
+  json raw = experiment();
+  raw["methods"] = json::parse(R"([{"label": "synchronous SGD", "algorithm": "bsp"},
+                                    {"label": "ASGD", "algorithm": "asgd"}])");
+  raw["output"] = (dir / "out").string();
+  std::ofstream(dir / "real.json") << raw.dump(2);
+  const std::string cmd = std::string(HG_RUN_EXE) + " " + (dir / "real.json").string() + " --quiet --no-plots > " +
+                          (dir / "log.txt").string() + " 2>&1";
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, cmd);
+  std::ifstream in(dir / "out" / "sim_vs_real.md");
+  BOOST_TEST_REQUIRE(in.good());
+  std::stringstream md;
+  md << in.rdbuf();
+  const std::string t = md.str();
+  BOOST_TEST_MESSAGE(t);
+  BOOST_TEST(t.find("| synchronous SGD | 1 |") != std::string::npos, t);
+  BOOST_TEST(t.find("| ASGD | 1 |") != std::string::npos, t);
+  // Each real run's prediction is a simulated run of its own, in the method's folder.
+  for (const char* m : {"synchronous-sgd", "asgd"}) {
+    const auto p = dir / "out" / m / "predicted" / "summary.json";
+    BOOST_TEST_REQUIRE(fs::exists(p), p);
+    std::ifstream ps(p);
+    const json s = json::parse(ps);
+    BOOST_TEST(!s["extra"].contains("clock"), m);  // the simulated cluster's run
+    BOOST_TEST(!s["time_to_target"].is_null(), m);
+  }
+}
+
+// Core placement, no injected time: one worker alone on a core, three sharing another. The
+// shared ones are really slower, and vanilla ASGD's results from them meet more updates. (The
+// server thread is not placed: it shares the cores too, so the spread is below 3x.)
+BOOST_AUTO_TEST_CASE(core_placement_makes_the_workers_sharing_a_core_slower_and_their_results_staler) {
+  const auto cores = heterograd::runtime::available_cores();
+  const auto d = heterograd::data::fashion_mnist_dir();
+  if (cores.size() < 2 || !(fs::exists(d / "t10k-labels-idx1-ubyte") || fs::exists(d / "t10k-labels-idx1-ubyte.gz"))) {
+    BOOST_TEST_MESSAGE("needs 2 cores and Fashion-MNIST (./hg deps): skipped");
+    return;
+  }
+  const auto dir = scratch("placement");
+  json raw = experiment();
+  raw.erase("real_scale");
+  raw["data"] = {{"dataset", "fashion_mnist"}, {"train_samples", 2000}, {"test_samples", 200}, {"batch", 256}};
+  raw["model"] = {{"kind", "mlp"}, {"hidden", {256}}};
+  raw["workers"] = {{"count", 4}};
+  const std::string a = std::to_string(cores.cores[0]), b = std::to_string(cores.cores[1]);
+  raw["workers"]["placement"] = {a, b, b, b};
+  raw["horizon"] = {{"time", 1.5}};  // wall seconds
+  raw["eval_interval"] = 0.5;
+  raw["target"] = {{"metric", "accuracy"}, {"value", 0.3}};
+  const json s = run(raw, dir, json::parse(R"({"label": "ASGD", "algorithm": "asgd"})"));
+  const auto spg = s["extra"]["real"]["seconds_per_gradient"].get<std::vector<double>>();
+  const auto delay = s["extra"]["real"]["mean_staleness"].get<std::vector<double>>();
+  BOOST_TEST_MESSAGE("seconds per gradient " << json(spg) << ", mean staleness " << json(delay));
+  common_invariants(s, dir, 1.0);
+  // A third of a core (less the server's share) against most of one; 1.3x leaves room for
+  // a busy machine.
+  for (std::size_t w = 1; w < 4; ++w) {
+    BOOST_TEST(spg[w] > 1.3 * spg[0], "worker " << w);
+    BOOST_TEST(delay[w] > 1.0, "worker " << w);
+    BOOST_TEST(delay[w] > delay[0], "worker " << w);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

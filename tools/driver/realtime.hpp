@@ -1,0 +1,604 @@
+#pragma once
+// clock "real": the threads and MPI runtimes on the wall clock (runtimes.hpp replays the
+// simulator's order instead). Nothing is replayed: a server takes results as they arrive
+// (runtime::arrival_order::real_time) and round methods run their rounds back to back, so
+// Ringmaster's stops, Rennala's batches and SSP's waits act on what really happens.
+//
+// Time. A model time unit lasts real_scale wall seconds (1 when real_scale is absent). With
+// real_scale, every job is paced to its worker-time model's duration (runtime/pacing.hpp: the
+// worker sleeps for what its compute left), so the simulator's prediction in model units
+// times real_scale is the wall time to expect; a compute longer than the model's time is
+// counted per worker (a violation of the model), never hidden. Horizons, eval_interval and
+// the evaluations' `time` column are in model units; `wall_seconds` is the wall clock.
+//
+// Evaluations do not stall training: the method runs on its own threads, and the evaluation
+// loop (this thread) sleeps until each evaluation's wall time, copies the model under a lock
+// (a server's model as of that instant; a round method's as of its last round that ended),
+// and evaluates the copy while the workers go on.
+//
+// Telemetry is measured: each worker's compute, paced sleep and communication seconds, the
+// server's hold times, the update records (applied, buffered, discarded, interrupted, with
+// staleness from the real versions), the model violations (real_workers.csv, workers.csv in
+// model units, the summary's "real" entry).
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "drive.hpp"
+#include "files.hpp"
+#include "heterograd/algorithms/sync/exchange.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/runtime/pacing.hpp"
+#include "heterograd/runtime/placement.hpp"
+#include "heterograd/runtime/round_threads.hpp"
+#include "heterograd/runtime/server.hpp"
+#include "heterograd/sim/recorder.hpp"
+#ifdef HG_HAS_MPI
+#include "heterograd/comm/mpi.hpp"
+#include "heterograd/runtime/round_mpi.hpp"
+#endif
+
+namespace hgrun {
+
+/// Deadline of every receive of the real runtimes (a failing run ends instead of hanging).
+inline constexpr double runtime_timeout_s = 300.0;
+
+namespace wall {
+
+namespace hg = heterograd;
+namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
+namespace hs = heterograd::algorithms::sync;
+using clock = std::chrono::steady_clock;
+
+/// Wall seconds of one model time unit.
+inline double unit_of(const context& ctx) { return ctx.exp.real_scale > 0 ? ctx.exp.real_scale : 1.0; }
+
+inline double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+/// Worker w's placement (nothing when none is configured): pins the calling thread.
+inline void pin(const context& ctx, std::size_t w) {
+  if (ctx.exp.workers.placement.empty()) return;
+  static thread_local std::size_t pinned = ~std::size_t{0};
+  if (pinned == w) return;
+  const std::string key = "workers.placement[" + std::to_string(w) + "]";
+  hr::pin_this_thread(hr::parse_core_set(ctx.exp.workers.placement.at(w), key), key);
+  pinned = w;
+}
+
+/// What the method's threads share with the evaluation loop.
+struct shared_run {
+  std::mutex model;  ///< held while the model changes and while it is copied
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  std::exception_ptr error;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> updates{0}, events{0};
+  std::atomic<double> epochs{0}, last{0};  ///< passes so far; model time of the last event
+};
+
+/// The evaluation loop's hooks for a run on the wall clock: advance(t) sleeps until model
+/// time t (or the run's end), params() copies the model under the lock.
+/// `reached()`: the run's updates or epochs rule holds (it ended there).
+inline loop_hooks hooks(const context& ctx, shared_run& s, clock::time_point origin,
+                        std::function<std::vector<float>()> copy, std::function<bool()> reached) {
+  const double unit = unit_of(ctx);
+  const double t_end = ctx.exp.horizon.time.value_or(std::numeric_limits<double>::infinity());
+  loop_hooks h;
+  h.advance = [&s, origin, unit, t_end, reached](double t) {
+    std::unique_lock l(s.m);
+    // The horizon's evaluation is the final model's: wait there for the run to end.
+    if (t >= t_end) {
+      s.cv.wait(l, [&] { return s.finished; });
+    } else {
+      const auto until = origin + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(t * unit));
+      s.cv.wait_until(l, until, [&] { return s.finished; });
+    }
+    if (s.error) std::rethrow_exception(s.error);
+    // A run that ended before t by no rule (every worker held) has nothing left to evaluate.
+    return !(s.finished && t < t_end && !reached());
+  };
+  h.params = [&s, copy] {
+    std::lock_guard l(s.model);
+    return copy();
+  };
+  h.updates = [&s] { return s.updates.load(); };
+  h.events = [&s] { return s.events.load(); };
+  h.epochs_done = [&s] { return s.epochs.load(); };
+  h.now = [&s, origin, unit] { return s.finished ? s.last.load() : seconds_since(origin) / unit; };
+  h.wall = [origin] { return seconds_since(origin); };
+  h.save = [](hg::archive_writer&) { throw std::runtime_error("checkpoints of clock \"real\" runs are not supported"); };
+  h.load = [](hg::archive_reader&) { throw std::runtime_error("checkpoints of clock \"real\" runs are not supported"); };
+  return h;
+}
+
+/// Runs `body` on a thread of its own; its end (or error) wakes the evaluation loop.
+class runner {
+ public:
+  runner(shared_run& s, std::function<void()> body) : s_(s) {
+    t_ = std::thread([this, b = std::move(body)] {
+      try {
+        b();
+      } catch (...) {
+        std::lock_guard l(s_.m);
+        s_.error = std::current_exception();
+      }
+      std::lock_guard l(s_.m);
+      s_.finished = true;
+      s_.cv.notify_all();
+    });
+  }
+  runner(const runner&) = delete;
+  runner& operator=(const runner&) = delete;
+  /// Asks the method to stop (at its next arrival or round) and waits for it.
+  void join() {
+    s_.stop = true;
+    if (t_.joinable()) t_.join();
+  }
+  ~runner() { join(); }
+
+ private:
+  shared_run& s_;
+  std::thread t_;
+};
+
+/// A worker-time model at the method's batch (the server's jobs carry no batch).
+struct at_batch {
+  const sim::any_time_model* m;
+  std::size_t b;
+  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t) const { return m->duration(w, k, t, b); }
+};
+
+/// Per-worker accounting of a real run, in wall seconds (worker_report's fields: for round
+/// methods pull = 0 and push = the round's collectives, barrier wait included).
+/// `gradients[w]`: worker w's gradients computed (a round of local steps has several).
+/// `server`: a server's workers, whose iteration includes receiving the job and sending the
+/// result (the server's own work is on that path); a round's collectives are not (the
+/// simulated round runtime adds the barrier itself).
+inline void write_real_tables(const context& ctx, const std::vector<hr::worker_report>& r,
+                              const std::vector<double>& held, const std::vector<std::uint64_t>& gradients,
+                              bool server, json& extra) {
+  if (!ctx.root) return;
+  const double unit = unit_of(ctx);
+  std::ostringstream o;
+  o << "# clock real, real_scale " << ctx.exp.real_scale << " (0: not paced), seconds are wall seconds\n"
+    << "worker,cores,jobs,gradients,compute_seconds,paced_seconds,pull_seconds,push_seconds,held_seconds,"
+       "violations,overrun_seconds\n";
+  std::uint64_t violations = 0;
+  double overrun = 0, compute = 0, paced = 0, comm = 0;
+  std::vector<double> per_gradient;
+  for (std::size_t w = 0; w < r.size(); ++w) {
+    const auto& x = r[w];
+    const std::string cores = ctx.exp.workers.placement.empty() ? "" : ctx.exp.workers.placement[w];
+    o << w << ",\"" << cores << "\"," << x.jobs << ',' << gradients.at(w) << ',' << x.compute_seconds << ',' << x.paced_seconds << ','
+      << x.pull_seconds << ',' << x.push_seconds << ',' << (w < held.size() ? held[w] * unit : 0.0) << ','
+      << x.violations << ',' << x.overrun_seconds << '\n';
+    violations += x.violations;
+    overrun += x.overrun_seconds;
+    compute += x.compute_seconds;
+    paced += x.paced_seconds;
+    comm += x.pull_seconds + x.push_seconds;
+    // A worker's measured speed: wall seconds per gradient of its iteration (what a fixed
+    // worker-time model fed the real run's speeds uses: sim_vs_real.md). A held worker's wait
+    // is not its work.
+    const double iteration = x.compute_seconds + x.paced_seconds +
+                             (server ? x.pull_seconds + x.push_seconds - (w < held.size() ? held[w] * unit : 0.0) : 0.0);
+    per_gradient.push_back(gradients[w] > 0 ? std::max(0.0, iteration) / static_cast<double>(gradients[w]) : 0.0);
+  }
+  std::filesystem::create_directories(ctx.dir);
+  write_file(ctx.dir / "real_workers.csv", o.str());
+  const double n = static_cast<double>(std::max<std::size_t>(1, r.size()));
+  extra["real"] = {{"clock", "real"},
+                   {"real_scale", ctx.exp.real_scale},
+                   {"violations", violations},
+                   {"overrun_seconds", overrun},
+                   {"mean_compute_seconds", compute / n},
+                   {"mean_paced_seconds", paced / n},
+                   {"mean_communication_seconds", comm / n},
+                   {"seconds_per_gradient", per_gradient}};
+}
+
+/// The recorder of a real run: the update records (`updates`), the evaluations of `evals`,
+/// the measured per-worker accounting in model units.
+inline sim::recorder measured_recorder(context& ctx, const sim::recorder& updates, const sim::recorder& evals,
+                                       const std::vector<hr::worker_report>& r, const std::vector<std::uint64_t>& sent,
+                                       const std::vector<std::uint64_t>& finished, const std::vector<double>& held,
+                                       double end_time, std::uint64_t events) {
+  sim::recorder out = updates;
+  detail::describe(ctx, out);
+  out.set("clock", "real");
+  out.set("real_scale", ctx.exp.real_scale);
+  out.set_metrics(evals.metric_names());
+  for (const auto& e : evals.evaluations()) out.record_evaluation(e.time, e.values, e.wall);
+  const double unit = unit_of(ctx);
+  std::vector<sim::worker_stats> st(r.size());
+  for (std::size_t w = 0; w < r.size(); ++w) {
+    auto& x = st[w];
+    x.jobs_started = w < sent.size() ? sent[w] : r[w].jobs;
+    x.jobs_finished = w < finished.size() ? finished[w] : r[w].jobs;
+    x.jobs_cancelled = updates.count(static_cast<sim::worker_id>(w), sim::update_outcome::interrupted);
+    x.busy = (r[w].compute_seconds + r[w].paced_seconds) / unit;
+    x.waiting = w < held.size() ? held[w] : 0.0;
+    x.idle = std::max(0.0, (r[w].pull_seconds + r[w].push_seconds) / unit - x.waiting);
+    x.throughput = end_time > 0 ? static_cast<double>(x.jobs_finished) / end_time : 0.0;
+  }
+  out.set_measured(std::move(st), end_time, events);
+  return out;
+}
+
+/// A server policy as the real server sees it: each arrival changes the model under the
+/// shared lock, and counts for the evaluation loop.
+template <class Policy>
+struct locked_policy {
+  Policy& p;
+  shared_run& s;
+  std::uint64_t samples_per_result;
+  std::uint64_t train;
+  std::uint64_t arrivals = 0;
+  std::size_t workers() const { return p.workers(); }
+  std::size_t dim() const { return p.dim(); }
+  std::uint64_t version() const { return static_cast<std::uint64_t>(p.version()); }
+  auto params() const { return p.params(); }  // the server's own thread: no lock needed
+  template <class Ctl>
+  void on_start(Ctl& c) {
+    std::lock_guard l(s.model);
+    if constexpr (requires { p.on_start(c); }) p.on_start(c);
+    else
+      for (std::size_t w = 0; w < c.workers(); ++w) c.restart(static_cast<sim::worker_id>(w));
+  }
+  std::vector<double> staleness_sum = std::vector<double>(p.workers(), 0.0);  ///< per worker
+  std::vector<std::uint64_t> arrived = std::vector<std::uint64_t>(p.workers(), 0);
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    // The delay the result meets: server updates since the version it was computed at.
+    staleness_sum.at(a.worker) += static_cast<double>(version() - a.version);
+    ++arrived[a.worker];
+    {
+      std::lock_guard l(s.model);
+      p.on_arrival(c, a, g);
+    }
+    ++arrivals;
+    s.updates = version();
+    s.events = arrivals;
+    s.epochs = static_cast<double>(arrivals * samples_per_result) / static_cast<double>(train);
+    s.last = a.time;
+  }
+};
+
+#ifdef HG_HAS_MPI
+/// Every worker rank's report to every rank (one allreduce of n x 7 doubles; each rank
+/// fills its own row, `mine` = n on the server rank, which has none).
+inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::communicator& c, std::size_t n,
+                                                     std::size_t mine, const hr::worker_report& r) {
+  std::vector<double> v(n * 7, 0.0);
+  if (mine < n) {
+    double* row = v.data() + mine * 7;
+    row[0] = static_cast<double>(r.jobs);
+    row[1] = r.pull_seconds;
+    row[2] = r.compute_seconds;
+    row[3] = r.paced_seconds;
+    row[4] = r.push_seconds;
+    row[5] = static_cast<double>(r.violations);
+    row[6] = r.overrun_seconds;
+  }
+  hg::comm::allreduce_options o;
+  o.op = hg::comm::reduce_op::sum;
+  o.timeout = hg::seconds{runtime_timeout_s};
+  c.allreduce(hg::span<double>(v.data(), v.size()), o).wait();
+  std::vector<hr::worker_report> out(n);
+  for (std::size_t w = 0; w < n; ++w) {
+    const double* row = v.data() + w * 7;
+    out[w] = {static_cast<std::uint64_t>(row[0]), row[1], row[2], row[3], row[4],
+              static_cast<std::uint64_t>(row[5]), row[6]};
+  }
+  return out;
+}
+#endif
+
+/// The rounds' pacing and measurement on the wall clock (worker_options' begin_round and
+/// end_compute): worker w's round k lasts model.duration(w, k, its start in model units,
+/// batch(w)) x real_scale when paced (what the simulated round runtime gives its job), and
+/// its compute, sleep and collectives are timed. Each worker's slots are touched by its own
+/// thread only; the driver reads them between rounds.
+class round_clock {
+ public:
+  round_clock(const context& ctx, const sim::any_time_model& model, std::function<std::size_t(std::size_t)> batch,
+              clock::time_point origin)
+      : ctx_(ctx), model_(model), batch_(std::move(batch)), n_(ctx.workers()), reports_(n_), k_(n_, 0),
+        start_(n_), comm_from_(n_), busy_(n_, 0.0), origin_(origin) {
+    if (ctx.exp.real_scale > 0)
+      for (std::size_t w = 0; w < n_; ++w) pacers_.emplace_back(ctx.exp.real_scale, origin);
+  }
+  hs::worker_options options(hs::worker_options o) {
+    o.begin_round = [this](std::size_t w) { begin(w); };
+    o.end_compute = [this](std::size_t w) { end(w); };
+    return o;
+  }
+  /// Worker w's compute and paced seconds so far, in model units (OmniLearn's measured time).
+  double busy(std::size_t w) const { return busy_.at(w); }
+  /// Under MPI each rank measures its own worker: the others' times come from gather().
+  void set_busy(std::size_t w, double b) { busy_.at(w) = b; }
+  std::vector<hr::worker_report> reports() const {
+    auto r = reports_;
+    for (std::size_t w = 0; w < pacers_.size(); ++w) {
+      r[w].violations = pacers_[w].violations();
+      r[w].overrun_seconds = pacers_[w].overrun_seconds();
+    }
+    return r;
+  }
+
+ private:
+  void begin(std::size_t w) {
+    pin(ctx_, w);
+    const auto now = clock::now();
+    if (comm_from_[w]) reports_[w].push_seconds += std::chrono::duration<double>(now - *comm_from_[w]).count();
+    start_[w] = now;
+    if (!pacers_.empty()) pacers_[w].start();
+  }
+  void end(std::size_t w) {
+    auto& r = reports_[w];
+    if (!pacers_.empty()) {
+      auto& pc = pacers_[w];
+      const double t0 = std::chrono::duration<double>(start_[w] - origin()).count() / ctx_.exp.real_scale;
+      const auto j = pc.finish(model_.duration(static_cast<sim::worker_id>(w), k_[w], t0, batch_(w)));
+      r.compute_seconds += j.compute;
+      r.paced_seconds += j.wall - j.compute;
+      busy_[w] += j.wall / ctx_.exp.real_scale;
+    } else {
+      const double c = seconds_since(start_[w]);
+      r.compute_seconds += c;
+      busy_[w] += c;
+    }
+    ++k_[w];
+    ++r.jobs;
+    comm_from_[w] = clock::now();
+  }
+  clock::time_point origin() const { return origin_; }
+
+  const context& ctx_;
+  const sim::any_time_model& model_;
+  std::function<std::size_t(std::size_t)> batch_;
+  std::size_t n_;
+  std::vector<hr::job_pacer> pacers_;
+  std::vector<hr::worker_report> reports_;
+  std::vector<std::uint64_t> k_;
+  std::vector<clock::time_point> start_;
+  std::vector<std::optional<clock::time_point>> comm_from_;
+  std::vector<double> busy_;
+  clock::time_point origin_;
+};
+
+}  // namespace wall
+
+/// An asynchronous server policy on real workers in real arrival order (clock "real").
+template <class Policy>
+json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_model& model) {
+  namespace hr = heterograd::runtime;
+  namespace sim = heterograd::sim;
+  namespace w = wall;
+  static_assert(!requires { p.params_for(sim::worker_id{}); },
+                "a policy with per-worker replicas runs over the partial allreduce, not the server");
+  const std::size_t n = ctx.workers(), b = ctx.batch(), d = ctx.prob.dim();
+  const horizon_settings& hz = ctx.exp.horizon;
+  hr::remote_options o;
+  o.order = hr::arrival_order::real_time;
+  o.timeout = heterograd::seconds{runtime_timeout_s};
+  o.time_scale = ctx.exp.real_scale;
+  if (hz.updates) o.max_updates = *hz.updates;
+  const auto spg = static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(b));
+  if (hz.epochs)
+    o.max_arrivals = static_cast<std::uint64_t>(
+        std::ceil(*hz.epochs * static_cast<double>(ctx.prob.train_size()) / static_cast<double>(spg)));
+  if (hz.time) o.horizon = *hz.time;
+  w::shared_run s;
+  o.stop = &s.stop;
+  w::locked_policy<Policy> lp{p, s, spg, ctx.prob.train_size()};
+  const w::at_batch timed{&model, b};
+  problem* prob = &ctx.prob;
+  auto compute = [prob, b, d, &ctx](sim::worker_id wk, std::uint64_t, std::uint64_t, heterograd::span<const float> x,
+                                    std::vector<float>& g) {
+    single_threaded_here();
+    w::pin(ctx, wk);
+    g.resize(d);
+    prob->gradient(wk, b, std::span<const float>(x.data(), x.size()), std::span<float>(g.data(), g.size()));
+  };
+  std::vector<hr::worker_report> reports(n);
+  hr::remote_summary summary;
+  ctx.extra["runtime"] = ctx.runtime();
+  ctx.extra["clock"] = "real";
+  const auto origin = w::clock::now();
+  std::function<void()> body;
+  if (ctx.runtime() == "threads") {
+    body = [&] {
+      heterograd::comm::inproc::spawn(static_cast<int>(n) + 1, [&](heterograd::comm::inproc::communicator c) {
+        single_threaded_here();
+        if (c.rank() == 0) summary = hr::serve<float>(lp, c, o, timed);
+        else reports[static_cast<std::size_t>(c.rank() - 1)] = hr::work<float>(c, d, compute, o, timed);
+      });
+    };
+  } else {
+#ifdef HG_HAS_MPI
+    const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+    if (c.rank() != 0) {
+      single_threaded_here();
+      w::pin(ctx, static_cast<std::size_t>(c.rank() - 1));
+      const auto r = hr::work<float>(c, d, compute, o, timed);
+      w::gather_reports(c, n, static_cast<std::size_t>(c.rank() - 1), r);
+      return json();
+    }
+    body = [&, c] { summary = hr::serve<float>(lp, c, o, timed); };
+#else
+    throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
+#endif
+  }
+  sim::recorder evals(n);
+  evals.set_metrics(ctx.prob.metrics());
+  std::vector<float> x;
+  {
+    w::runner run(s, body);
+    const auto h = w::hooks(ctx, s, origin, [&p] {
+      const auto v = p.params();
+      return std::vector<float>(v.begin(), v.end());
+    }, [&] { return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs); });
+    x = evaluation_loop(ctx, evals, h);
+    run.join();
+  }
+  if (s.error) std::rethrow_exception(s.error);
+#ifdef HG_HAS_MPI
+  if (ctx.runtime() == "mpi") reports = w::gather_reports(heterograd::comm::mpi::communicator(MPI_COMM_WORLD), n, n, {});
+#endif
+  const double wall_s = w::seconds_since(origin);
+  std::vector<std::uint64_t> gradients(n);
+  for (std::size_t k = 0; k < n; ++k) gradients[k] = reports[k].jobs;
+  w::write_real_tables(ctx, reports, summary.held, gradients, true, ctx.extra);
+  ctx.extra["real"]["wall_seconds"] = wall_s;
+  ctx.extra["real"]["dropped"] = summary.dropped;
+  std::vector<double> mean_delay(n, 0.0);
+  for (std::size_t k = 0; k < n; ++k)
+    if (lp.arrived[k] > 0) mean_delay[k] = lp.staleness_sum[k] / static_cast<double>(lp.arrived[k]);
+  ctx.extra["real"]["mean_staleness"] = mean_delay;  // per worker, of every result handed over
+  ctx.extra["real"]["abandoned"] = summary.abandoned;
+  const auto rec = w::measured_recorder(ctx, summary.log, evals, reports, summary.jobs_sent, summary.jobs_finished,
+                                        summary.held, summary.end_time, summary.arrivals);
+  return finish(ctx, rec, x);
+}
+
+/// A round method on real workers, rounds back to back on the wall clock (clock "real").
+/// `run(from, to)` runs real rounds (its worker_options come from ctx.round_clock, set here);
+/// `after_round(r)` acts between rounds (OmniLearn's controller, which reads busy(w)).
+/// Under MPI every rank runs the rounds and rank 0 evaluates; before each round the ranks
+/// agree (one allreduce of n + 1 doubles) on whether to go on, rank 0 deciding by its wall
+/// clock, and share each worker's measured busy time.
+template <class Policy, class Params>
+json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd::sim::any_time_model& model,
+                       const std::function<void(std::uint64_t, std::uint64_t)>& run,
+                       const std::function<void(std::uint64_t)>& after_round) {
+  namespace hr = heterograd::runtime;
+  namespace sim = heterograd::sim;
+  namespace w = wall;
+  const std::size_t n = ctx.workers();
+  const double unit = w::unit_of(ctx);
+  const horizon_settings& hz = ctx.exp.horizon;
+  const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
+  const auto origin = w::clock::now();
+  w::round_clock rc(ctx, model, [&p](std::size_t k) { return p.batch(k); }, origin);
+  ctx.round_clock = &rc;
+  struct unset {
+    context& c;
+    ~unset() { c.round_clock = nullptr; }
+  } unset_clock{ctx};
+  if constexpr (requires { p.measure(std::function<double(std::size_t)>{}); })
+    p.measure([&rc](std::size_t k) { return rc.busy(k); });
+  w::shared_run s;
+  sim::recorder updates(n);
+  std::uint64_t samples = 0, rounds = 0;
+  auto reached = [&] {
+    return (hz.updates && rounds >= *hz.updates) ||
+           (hz.epochs && static_cast<double>(samples) >= *hz.epochs * static_cast<double>(ctx.prob.train_size()));
+  };
+  std::vector<float> published;
+  {
+    const auto x = params();
+    published.assign(x.begin(), x.end());
+  }
+  // Whether to go on with another round, the same answer on every rank; `over`: the round
+  // that just ended is past the horizon.
+  auto agree = [&](bool over) {
+    bool stop = over || s.stop || reached() || w::seconds_since(origin) >= t_end * unit;
+#ifdef HG_HAS_MPI
+    if (ctx.runtime() == "mpi") {
+      const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+      std::vector<double> v(n + 1, 0.0);
+      const auto me = static_cast<std::size_t>(c.rank());
+      v[0] = (c.rank() == 0 && stop) ? 1.0 : 0.0;
+      v[1 + me] = rc.busy(me);
+      heterograd::comm::allreduce_options o;
+      o.op = heterograd::comm::reduce_op::sum;
+      o.timeout = heterograd::seconds{runtime_timeout_s};
+      c.allreduce(heterograd::span<double>(v.data(), v.size()), o).wait();
+      for (std::size_t k = 0; k < n; ++k) rc.set_busy(k, v[1 + k]);
+      stop = v[0] > 0 || reached();
+    }
+#endif
+    return !stop;
+  };
+  std::uint64_t published_rounds = 0;
+  std::vector<std::uint64_t> steps(n, 0);  // gradients per worker
+  auto body = [&] {
+    bool more = agree(false);
+    while (more) {
+      const std::uint64_t r = rounds;
+      std::uint64_t round_samples = 0;
+      for (std::size_t k = 0; k < n; ++k)
+        round_samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(k))) * p.steps_in_round(k, r);
+      run(r, r + 1);
+      for (std::size_t k = 0; k < n; ++k) {
+        const auto h = static_cast<std::uint64_t>(p.steps_in_round(k, r));
+        steps[k] += h;
+        if (h > 0) updates.record_update(static_cast<sim::worker_id>(k), 0, sim::update_outcome::applied);
+      }
+      rounds = r + 1;
+      samples += round_samples;
+      const double end = w::seconds_since(origin) / unit;
+      const bool over = end > t_end;  // the simulated run would not have this round
+      more = agree(over);
+      if (after_round) after_round(r);
+      if (over) break;
+      {
+        std::lock_guard l(s.model);
+        const auto x = params();
+        published.assign(x.begin(), x.end());
+      }
+      published_rounds = rounds;
+      s.updates = rounds;
+      s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
+      s.last = end;
+    }
+  };
+  ctx.extra["runtime"] = ctx.runtime();
+  ctx.extra["clock"] = "real";
+  if (!ctx.root) {  // an MPI rank other than 0: its worker's rounds, no evaluation
+    body();
+    return json();
+  }
+  sim::recorder evals(n);
+  evals.set_metrics(ctx.prob.metrics());
+  std::vector<float> x;
+  {
+    w::runner runner(s, body);
+    const auto h = w::hooks(ctx, s, origin, [&] { return published; }, [&] {
+      return (hz.updates && s.updates >= *hz.updates) ||
+             (hz.epochs && s.epochs >= *hz.epochs);
+    });
+    x = evaluation_loop(ctx, evals, h);
+    runner.join();
+  }
+  if (s.error) std::rethrow_exception(s.error);
+  const double wall_s = w::seconds_since(origin);
+  const auto reports = rc.reports();
+  w::write_real_tables(ctx, reports, {}, steps, false, ctx.extra);
+  ctx.extra["real"]["wall_seconds"] = wall_s;
+  ctx.extra["rounds"] = published_rounds;
+  std::vector<std::uint64_t> jobs(n);
+  for (std::size_t k = 0; k < n; ++k) jobs[k] = reports[k].jobs;
+  const auto rec = w::measured_recorder(ctx, updates, evals, reports, jobs, jobs, {}, s.last.load(), published_rounds);
+  return finish(ctx, rec, x);
+}
+
+}  // namespace hgrun
