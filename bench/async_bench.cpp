@@ -4,6 +4,8 @@
 //   BM_server_apply          the bare update step (model_server::apply -> optim::sgd's fused
 //                            kernel) cycling over 16 gradients: 12 B/parameter (read p, g;
 //                            write p). The reference.
+//   BM_asgd_step             ASGD's work per update without a runtime: model_server::screen
+//                            (the non-finite check, 4 B/param) + apply (12 B), 16 B.
 //   BM_sim_asgd              vanilla ASGD driven by the simulator (runtime::async_runtime, 16
 //                            equally fast workers): the runtime's own cost on top of the
 //                            update is one event (heap pop + push) per update.
@@ -82,6 +84,27 @@ void BM_server_apply(benchmark::State& state) {
   state.counters["bytes_per_update"] = 12.0 * kParams;
 }
 
+// What ASGD's on_arrival does per update, without a runtime: the non-finite screen of the
+// gradient (model_server::screen, 4 B/param) and the step (12 B): the reference of the
+// simulated ASGD (the runtime's own cost is the difference).
+void BM_asgd_step(benchmark::State& state) {
+  auto s = server();
+  std::vector<std::vector<float>> g;
+  for (std::size_t w = 0; w < kWorkers; ++w) g.emplace_back(kParams, 1e-3f * static_cast<float>(w + 1));
+  std::size_t next = 0;
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i, next = (next + 1) % kWorkers) {
+      const auto use = s.screen(heterograd::span<const float>(g[next]), 0, "asgd");
+      s.apply(*use);
+    }
+    benchmark::DoNotOptimize(s.params().data());
+  }
+  const auto updates = state.iterations() * kUpdatesPerIteration;
+  state.SetItemsProcessed(updates);
+  state.SetBytesProcessed(updates * static_cast<std::int64_t>(16 * kParams));
+  state.counters["bytes_per_update"] = 16.0 * kParams;
+}
+
 // Bytes per parameter: `per_arrival` for every gradient handed to the policy, `per_update`
 // for every step.
 template <class Policy>
@@ -115,7 +138,7 @@ void drive_sim(benchmark::State& state, Policy& p, double per_arrival, double pe
 
 void BM_sim_asgd(benchmark::State& state) {
   async::asgd p(kWorkers, server());
-  drive_sim(state, p, 0.0, 12.0);
+  drive_sim(state, p, 4.0, 12.0);
 }
 
 void BM_sim_ringleader(benchmark::State& state) {
@@ -186,17 +209,20 @@ void BM_threads_roundtrip(benchmark::State& state) {
         while (w.pull(heterograd::span<float>(x.data(), m))) w.push(heterograd::span<const float>(g.data(), m));
       }
       c.barrier().wait();
-      // Raw: the same payloads, one each way, with inproc's own send / recv.
-      std::vector<float> buf(m, 1.0f);
+      // Raw: the same payloads, one each way, with inproc's own send / recv, each side
+      // receiving into one buffer and sending from another, as the server (gradient in,
+      // model out) and the worker (model in, gradient out) do.
+      std::vector<float> in(m, 1.0f), out(m, 1.0f);
+      const heterograd::span<float> i_(in.data(), m);
+      const heterograd::span<const float> o_(out.data(), m);
       t = std::chrono::steady_clock::now();
       for (std::uint64_t i = 0; i < trips; ++i) {
-        heterograd::span<float> b(buf.data(), m);
         if (c.rank() == 0) {
-          c.recv(b, 1, 7).wait();
-          c.send(heterograd::span<const float>(buf.data(), m), 1, 8).wait();
+          c.recv(i_, 1, 7).wait();
+          c.send(o_, 1, 8).wait();
         } else {
-          c.send(heterograd::span<const float>(buf.data(), m), 0, 7).wait();
-          c.recv(b, 0, 8).wait();
+          c.send(o_, 0, 7).wait();
+          c.recv(i_, 0, 8).wait();
         }
       }
       if (c.rank() == 0) raw_s = since(t);
@@ -271,6 +297,7 @@ void BM_bookkeeping_server(benchmark::State& state) {
 
 BENCHMARK(BM_threads_asgd)->Arg(1024)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_server_apply)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_asgd_step)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_threads_roundtrip)->Arg(1 << 10)->Arg(1 << 20)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_sim_asgd)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_sim_ringleader)->UseRealTime()->MinTime(0.5);

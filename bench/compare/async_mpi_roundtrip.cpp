@@ -72,17 +72,18 @@ void roundtrip(const heterograd::comm::mpi::communicator& c) {
       while (w.pull(heterograd::span<float>(x.data(), m))) w.push(heterograd::span<const float>(g.data(), m));
     }
     const double hg = since(t0);
-    // Raw ping-pong of the same payloads.
-    std::vector<float> buf(m, 1.0f);
+    // Raw ping-pong of the same payloads, each side receiving into one buffer and sending
+    // from another (gradient in and model out on the server, the reverse on the worker).
+    std::vector<float> in(m, 1.0f), out(m, 1.0f);
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t1 = clock_type::now();
     for (std::uint64_t i = 0; i < updates; ++i) {
       if (c.rank() == 0) {
-        MPI_Recv(buf.data(), static_cast<int>(m), MPI_FLOAT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(buf.data(), static_cast<int>(m), MPI_FLOAT, 1, 8, MPI_COMM_WORLD);
+        MPI_Recv(in.data(), static_cast<int>(m), MPI_FLOAT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(out.data(), static_cast<int>(m), MPI_FLOAT, 1, 8, MPI_COMM_WORLD);
       } else if (c.rank() == 1) {
-        MPI_Send(buf.data(), static_cast<int>(m), MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
-        MPI_Recv(buf.data(), static_cast<int>(m), MPI_FLOAT, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(out.data(), static_cast<int>(m), MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
+        MPI_Recv(in.data(), static_cast<int>(m), MPI_FLOAT, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       }
     }
     const double raw = since(t1);
