@@ -243,7 +243,10 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
       ++jobs_finished_[a.worker];
       state_[a.worker] = state::idle;
       policy_.on_arrival(*this, a, payload_);
-      if (state_[a.worker] == state::idle) restart(a.worker);
+      if (state_[a.worker] == state::idle) {
+        send_live_ = true;  // send_job: this worker is in pull, it takes the model at once
+        restart(a.worker);
+      }
     }
     s.end_time = now_;
     for (std::size_t w = 0; w < n_; ++w)
@@ -301,18 +304,41 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     return *pool.back();
   }
 
+  // The job's model. Sent from the outbox's copy (8 B/param), so that the policy may change
+  // its parameters while the send is in flight, except after an arrival (run: send_live_):
+  // that worker just pushed and is in pull, so it takes the model as soon as it runs, and the
+  // parameters change only in the policy's on_arrival, which the next result reaches after
+  // settle_live_sends(). Then the send is straight from the parameters (a policy whose
+  // params() is a view; an owning copy would die with this call), and the worker's copy
+  // runs beside the server's receive of the next gradient instead of after a copy here.
+  // Copy first, header next: a worker waiting in pull sees the header, then posts its
+  // payload receive, and a send that finds that receive posted copies into it on the
+  // server's thread; posted back to back, the payload is nearly always waiting when the
+  // worker asks, so the worker's thread makes that copy.
   void send_job(worker_id w, std::uint64_t kind) {
+    using params_t = std::remove_cvref_t<decltype(policy_.params())>;
+    constexpr bool view = std::is_same_v<params_t, span<const T>> || std::is_same_v<params_t, span<T>>;
+    const bool live = view && kind == 1 && std::exchange(send_live_, false);
     auto& box = free_outbox(w);
+    const auto x = policy_.params();
+    if (kind == 1 && !live) box.params.assign(x.begin(), x.end());  // 8 B/param
     box.h = {kind, version_[w], job_[w], bits_of(start_[w])};
     const int r = rank_of(w);
     const comm::send_options so{.timeout = o_.timeout};
     box.header = t_.send(span<const std::uint64_t>(box.h.data(), box.h.size()), r, tags_.job_header, so);
     if (kind == 1) {
-      const auto x = policy_.params();
-      box.params.assign(x.begin(), x.end());  // 8 B/param
-      box.payload = t_.send(span<const T>(box.params.data(), box.params.size()), r,
-                            tags_.job_payload, so);
+      const span<const T> m = live ? span<const T>(x.data(), x.size())
+                                   : span<const T>(box.params.data(), box.params.size());
+      box.payload = t_.send(m, r, tags_.job_payload, so);
+      if (live) live_.push_back(&box);
     }
+  }
+
+  // The live sends are taken before the parameters they read can change (rethrows a failed
+  // send; a worker that does not take its job within options.timeout is a timeout).
+  void settle_live_sends() {
+    for (outbox* b : live_) b->payload.wait(o_.timeout);
+    live_.clear();
   }
 
   // Receives one result header from `source` (any_source allowed) and its payload; returns
@@ -329,6 +355,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     if (h[0] == 1) {
       auto p = t_.recv(span<T>(payload_.data(), payload_.size()), from, tags_.result_payload, ro);
       p.wait();
+      settle_live_sends();  // a result may reach the policy next
     }
     return w;
   }
@@ -431,6 +458,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     request_t header{}, payload{};
   };
   std::vector<std::vector<std::unique_ptr<outbox>>> outbox_;  // stable addresses: sends in flight
+  std::vector<outbox*> live_;  // sends straight from the policy's parameters, not yet taken
+  bool send_live_ = false;
   std::priority_queue<pending, std::vector<pending>, std::greater<pending>> queue_;
   std::uint64_t seq_ = 0;
   double now_ = 0;
