@@ -21,6 +21,7 @@
 
 #include "config.hpp"
 #include "heterograd/data/idx.hpp"
+#include "report.hpp"
 #include "run.hpp"
 
 namespace fs = std::filesystem;
@@ -438,6 +439,47 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
       // (eager's version is its fired rounds; updates.applied counts its contributions)
       if (cfg["horizon"].contains("updates") && label != "eager")
         BOOST_TEST((bitwise ? got[label]["updates"]["applied"] : got[label]["extra"]["rounds"]) == 17, label);
+    }
+  }
+}
+
+// clock "real" under mpirun: real arrival order across processes, rounds agreed by the ranks,
+// jobs paced to the model; invariants (tests/driver/realtime_test.cpp has them on threads).
+BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_never_outruns_the_model) {
+  const auto dir = scratch("mpi-real");
+  json raw = quadratic_experiment(200);
+  raw["clock"] = "real";
+  raw["real_scale"] = 0.004;
+  raw["horizon"] = {{"time", 60}};
+  raw["target"] = json::parse(R"({"metric": "loss", "value": 0.105, "below": true})");
+  const std::size_t n = raw["workers"]["count"];
+  json servers = raw, rounds = raw;
+  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});  // ASGD, Ringmaster R = 2
+  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4]});   // BSP, local SGD
+  for (auto [name, cfg, np] : {std::tuple{"servers", servers, static_cast<int>(n + 1)},
+                               std::tuple{"rounds", rounds, static_cast<int>(n)}}) {
+    const auto sub = dir / name;
+    const json got = mpirun(cfg, np, sub);
+    for (std::size_t i = 0; i < cfg["methods"].size(); ++i) {
+      const std::string label = cfg["methods"][i]["label"];
+      json virt = cfg;
+      virt["clock"] = "virtual";
+      const json s = run(virt, "sim", sub / "sim" / std::to_string(i), i);
+      const json& r = got[label];
+      BOOST_TEST_MESSAGE(label << " under mpirun, clock real: " << r["updates"] << ", rounds " << r["extra"].value("rounds", json()));
+      BOOST_TEST(r["extra"]["clock"] == "real", label);
+      BOOST_TEST(r["extra"]["runtime"] == "mpi", label);
+      BOOST_TEST(!r["time_to_target"].is_null(), label);
+      BOOST_TEST(r["extra"]["real"]["seconds_per_gradient"].size() == n, label);  // every rank's report
+      if (r["extra"].contains("rounds")) {
+        BOOST_TEST(r["extra"]["rounds"].get<double>() <= s["extra"]["rounds"].get<double>() + 1, label);
+      } else {
+        BOOST_TEST(r["events"].get<double>() <= s["events"].get<double>() + static_cast<double>(n), label);
+        const auto rows = hgrun::read_csv(sub / hgrun::slug(label) / "staleness.csv");
+        const int a = 1;  // staleness,applied,...
+        if (label == "Ringmaster")
+          for (std::size_t k = 1 + 2; k < rows.size(); ++k) BOOST_TEST(rows[k][a] == "0", label << " delay " << k - 1);
+      }
     }
   }
 }

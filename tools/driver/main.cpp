@@ -276,9 +276,17 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
      << (resolved["target"]["below"].get<bool>() ? " <= " : " >= ") << resolved["target"]["value"].dump()
      << ") are wall seconds at the evaluation grid (eval_interval " << resolved["eval_interval"].dump()
      << " model units).\n\n"
-     << "| method | seed | predicted time to target (s) | measured (s) | measured / predicted | predicted updates | "
-        "measured updates | wall (s) | communication (s/worker) | evaluation (s) | model violations |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << "| method | seed | predicted time to target (s) | measured (s) | measured / predicted | predicted speed-up | "
+        "measured speed-up | predicted updates | measured updates | wall (s) | communication (s/worker) | "
+        "evaluation (s) | model violations |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  struct row {
+    std::string label;
+    std::uint64_t seed;
+    json predicted, measured;
+    std::string rest, cells;
+  };
+  std::vector<row> rows;
   for (const auto& u : units) {
     const json real = json::parse(read_file(u.dir / "summary.json"));
     json sim = resolved;
@@ -310,11 +318,29 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
     auto upd = [](const json& s) {
       return s["extra"].contains("rounds") ? s["extra"]["rounds"].dump() : s["updates"]["applied"].dump();
     };
-    md << "| " << real["label"].get<std::string>() << " | " << u.seed << " | " << seconds_text(p_t) << " | "
-       << seconds_text(m_t) << " | " << ratio << " | " << upd(pred) << " | " << upd(real) << " | "
-       << seconds_text(rx["wall_seconds"]) << " | " << seconds_text(rx["mean_communication_seconds"]) << " | "
-       << seconds_text(real["extra"].value("evaluation_seconds", json(0.0))) << " | " << rx["violations"].dump()
-       << " (" << seconds_text(rx["overrun_seconds"]) << " s over) |\n";
+    std::ostringstream rest;
+    rest << upd(pred) << " | " << upd(real) << " | " << seconds_text(rx["wall_seconds"]) << " | "
+         << seconds_text(rx["mean_communication_seconds"]) << " | "
+         << seconds_text(real["extra"].value("evaluation_seconds", json(0.0))) << " | " << rx["violations"].dump()
+         << " (" << seconds_text(rx["overrun_seconds"]) << " s over) |";
+    rows.push_back({real["label"].get<std::string>(), u.seed, p_t, m_t, rest.str(),
+                    seconds_text(p_t) + " | " + seconds_text(m_t) + " | " + ratio});
+  }
+  // Speed-ups against the baseline method of the same seed (time to target of the baseline /
+  // the method's), measured and predicted.
+  auto speedup = [](const json& base, const json& t) -> std::string {
+    if (!base.is_number() || !t.is_number() || t.get<double>() <= 0) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", base.get<double>() / t.get<double>());
+    return buf;
+  };
+  for (const auto& r : rows) {
+    const row* b = nullptr;
+    for (const auto& x : rows)
+      if (x.seed == r.seed && x.label == resolved["baseline"].get<std::string>()) b = &x;
+    md << "| " << r.label << " | " << r.seed << " | " << r.cells << " | "
+       << (b ? speedup(b->predicted, r.predicted) : "-") << " | " << (b ? speedup(b->measured, r.measured) : "-")
+       << " | " << r.rest << "\n";
   }
   md << "\nCommunication: a worker's mean wall seconds receiving jobs and sending results (servers) or in "
         "the rounds' collectives, barrier waits included (round methods). Model violations: jobs whose compute "

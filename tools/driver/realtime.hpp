@@ -91,23 +91,60 @@ struct shared_run {
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> updates{0}, events{0};
   std::atomic<double> epochs{0}, last{0};  ///< passes so far; model time of the last event
+  /// Model time 0 on the wall clock; a resumed run moves it back by the saved time.
+  clock::time_point origin = clock::now();
+  /// Starts the method's threads (at the first advance: after a checkpoint is loaded).
+  std::function<void()> start;
+  bool pause = false, paused = false;
+
+  double model_now(double unit) const { return seconds_since(origin) / unit; }
+  /// The method's thread at a consistent cut (a round's end; a server between two
+  /// arrivals): waits there while a checkpoint is written.
+  template <class AtCut = void (*)()>
+  void cut(AtCut at_cut = [] {}) {
+    std::unique_lock l(m);
+    if (!pause) return;
+    at_cut();  // what the checkpoint needs from the method's thread
+    paused = true;
+    cv.notify_all();
+    cv.wait(l, [&] { return !pause; });
+    paused = false;
+  }
+  /// The evaluation loop: stops the method at its next cut (and until `quiet()`, when given);
+  /// the returned function lets it go on.
+  std::function<void()> hold(const std::function<bool()>& quiet = {}) {
+    {
+      std::unique_lock l(m);
+      pause = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return paused || finished; });
+    }
+    if (quiet)
+      while (!quiet()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return [this] {
+      std::lock_guard l(m);
+      pause = false;
+      cv.notify_all();
+    };
+  }
 };
 
 /// The evaluation loop's hooks for a run on the wall clock: advance(t) sleeps until model
 /// time t (or the run's end), params() copies the model under the lock.
 /// `reached()`: the run's updates or epochs rule holds (it ended there).
-inline loop_hooks hooks(const context& ctx, shared_run& s, clock::time_point origin,
-                        std::function<std::vector<float>()> copy, std::function<bool()> reached) {
+inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::vector<float>()> copy,
+                        std::function<bool()> reached) {
   const double unit = unit_of(ctx);
   const double t_end = ctx.exp.horizon.time.value_or(std::numeric_limits<double>::infinity());
   loop_hooks h;
-  h.advance = [&s, origin, unit, t_end, reached](double t) {
+  h.advance = [&s, unit, t_end, reached](double t) {
+    if (s.start) std::exchange(s.start, nullptr)();
     std::unique_lock l(s.m);
     // The horizon's evaluation is the final model's: wait there for the run to end.
     if (t >= t_end) {
       s.cv.wait(l, [&] { return s.finished; });
     } else {
-      const auto until = origin + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(t * unit));
+      const auto until = s.origin + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(t * unit));
       s.cv.wait_until(l, until, [&] { return s.finished; });
     }
     if (s.error) std::rethrow_exception(s.error);
@@ -121,10 +158,8 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, clock::time_point ori
   h.updates = [&s] { return s.updates.load(); };
   h.events = [&s] { return s.events.load(); };
   h.epochs_done = [&s] { return s.epochs.load(); };
-  h.now = [&s, origin, unit] { return s.finished ? s.last.load() : seconds_since(origin) / unit; };
-  h.wall = [origin] { return seconds_since(origin); };
-  h.save = [](hg::archive_writer&) { throw std::runtime_error("checkpoints of clock \"real\" runs are not supported"); };
-  h.load = [](hg::archive_reader&) { throw std::runtime_error("checkpoints of clock \"real\" runs are not supported"); };
+  h.now = [&s, unit] { return s.finished ? s.last.load() : s.model_now(unit); };
+  h.wall = [&s] { return std::max(0.0, seconds_since(s.origin)); };
   return h;
 }
 
@@ -149,6 +184,11 @@ class runner {
   /// Asks the method to stop (at its next arrival or round) and waits for it.
   void join() {
     s_.stop = true;
+    {
+      std::lock_guard l(s_.m);  // a method held at a cut goes on, to its end
+      s_.pause = false;
+      s_.cv.notify_all();
+    }
     if (t_.joinable()) t_.join();
   }
   ~runner() { join(); }
@@ -157,6 +197,12 @@ class runner {
   shared_run& s_;
   std::thread t_;
 };
+
+/// The model version and parameters' hash at a checkpoint's cut, and at a resume (the
+/// summary's extra.cuts and extra.resumed): a resumed run shows it went on from the saved model.
+inline json cut_record(std::uint64_t version, std::span<const float> x, double time) {
+  return {{"version", version}, {"params_hash", params_hash(x)}, {"time", time}};
+}
 
 /// A worker-time model at the method's batch (the server's jobs carry no batch).
 struct at_batch {
@@ -278,6 +324,15 @@ struct locked_policy {
     s.events = arrivals;
     s.epochs = static_cast<double>(arrivals * samples_per_result) / static_cast<double>(train);
     s.last = a.time;
+    // A consistent cut: between two arrivals, with this one's update recorded.
+    s.cut([&] { log_at_cut = c.outcome_log(); });
+  }
+  sim::recorder log_at_cut = sim::recorder(p.workers());  ///< the server's update records at the cut
+
+  /// Checkpoints: the counters of the evaluation loop and of the per-worker tables.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(arrivals, staleness_sum, arrived);
   }
 };
 
@@ -319,7 +374,7 @@ inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::commun
 class round_clock {
  public:
   round_clock(const context& ctx, const sim::any_time_model& model, std::function<std::size_t(std::size_t)> batch,
-              clock::time_point origin)
+              const clock::time_point& origin)
       : ctx_(ctx), model_(model), batch_(std::move(batch)), n_(ctx.workers()), reports_(n_), k_(n_, 0),
         start_(n_), comm_from_(n_), busy_(n_, 0.0), origin_(origin) {
     if (ctx.exp.real_scale > 0)
@@ -337,10 +392,21 @@ class round_clock {
   std::vector<hr::worker_report> reports() const {
     auto r = reports_;
     for (std::size_t w = 0; w < pacers_.size(); ++w) {
-      r[w].violations = pacers_[w].violations();
-      r[w].overrun_seconds = pacers_[w].overrun_seconds();
+      r[w].violations += pacers_[w].violations();
+      r[w].overrun_seconds += pacers_[w].overrun_seconds();
     }
     return r;
+  }
+  /// Checkpoints: each worker's job index, busy time and report so far.
+  template <class Archive>
+  void serialize(Archive& ar) {
+    if constexpr (std::is_same_v<Archive, hg::archive_writer>) {
+      const auto r = reports();
+      for (const auto& x : r) ar(x.jobs, x.compute_seconds, x.paced_seconds, x.push_seconds, x.violations, x.overrun_seconds);
+    } else {
+      for (auto& x : reports_) ar(x.jobs, x.compute_seconds, x.paced_seconds, x.push_seconds, x.violations, x.overrun_seconds);
+    }
+    ar(k_, busy_);
   }
 
  private:
@@ -381,12 +447,15 @@ class round_clock {
   std::vector<clock::time_point> start_;
   std::vector<std::optional<clock::time_point>> comm_from_;
   std::vector<double> busy_;
-  clock::time_point origin_;
+  const clock::time_point& origin_;
 };
 
 }  // namespace wall
 
 /// An asynchronous server policy on real workers in real arrival order (clock "real").
+/// Checkpoints (threads): the server stops between two arrivals and the workers finish the
+/// gradient they are computing (their results, and those of jobs in flight, are dropped:
+/// after a resume every worker starts a new job at the saved model, recomputing them).
 template <class Policy>
 json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_model& model) {
   namespace hr = heterograd::runtime;
@@ -395,6 +464,7 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   static_assert(!requires { p.params_for(sim::worker_id{}); },
                 "a policy with per-worker replicas runs over the partial allreduce, not the server");
   const std::size_t n = ctx.workers(), b = ctx.batch(), d = ctx.prob.dim();
+  const double unit = w::unit_of(ctx);
   const horizon_settings& hz = ctx.exp.horizon;
   hr::remote_options o;
   o.order = hr::arrival_order::real_time;
@@ -411,21 +481,32 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   w::locked_policy<Policy> lp{p, s, spg, ctx.prob.train_size()};
   const w::at_batch timed{&model, b};
   problem* prob = &ctx.prob;
-  auto compute = [prob, b, d, &ctx](sim::worker_id wk, std::uint64_t, std::uint64_t, heterograd::span<const float> x,
-                                    std::vector<float>& g) {
+  std::atomic<int> computing{0};  // workers inside a gradient (a checkpoint waits for none)
+  auto compute = [prob, b, d, &ctx, &computing](sim::worker_id wk, std::uint64_t, std::uint64_t,
+                                                heterograd::span<const float> x, std::vector<float>& g) {
     single_threaded_here();
     w::pin(ctx, wk);
     g.resize(d);
+    ++computing;
+    struct done {
+      std::atomic<int>& c;
+      ~done() { --c; }
+    } leave{computing};
     prob->gradient(wk, b, std::span<const float>(x.data(), x.size()), std::span<float>(g.data(), g.size()));
   };
   std::vector<hr::worker_report> reports(n);
   hr::remote_summary summary;
+  sim::recorder before(n);  // a resumed run: the server's update records up to its checkpoint
+  double resumed_at = 0;    // and its clock there
   ctx.extra["runtime"] = ctx.runtime();
   ctx.extra["clock"] = "real";
-  const auto origin = w::clock::now();
   std::function<void()> body;
+  const std::uint64_t max_arrivals = o.max_arrivals;
   if (ctx.runtime() == "threads") {
     body = [&] {
+      o.start_time = resumed_at;  // a resumed run goes on with its clock and its epochs rule
+      if (max_arrivals != std::numeric_limits<std::uint64_t>::max())
+        o.max_arrivals = max_arrivals - std::min(max_arrivals, lp.arrivals);
       heterograd::comm::inproc::spawn(static_cast<int>(n) + 1, [&](heterograd::comm::inproc::communicator c) {
         single_threaded_here();
         if (c.rank() == 0) summary = hr::serve<float>(lp, c, o, timed);
@@ -450,32 +531,71 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   sim::recorder evals(n);
   evals.set_metrics(ctx.prob.metrics());
   std::vector<float> x;
+  auto current = [&p] {
+    const auto v = p.params();
+    return std::vector<float>(v.begin(), v.end());
+  };
   {
-    w::runner run(s, body);
-    const auto h = w::hooks(ctx, s, origin, [&p] {
-      const auto v = p.params();
-      return std::vector<float>(v.begin(), v.end());
-    }, [&] { return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs); });
+    std::optional<w::runner> run;
+    s.start = [&] { run.emplace(s, body); };
+    auto h = w::hooks(ctx, s, current, [&] {
+      return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
+    });
+    double cut_time = 0;
+    h.hold = [&] {
+      auto release = s.hold([&] { return computing == 0; });
+      cut_time = s.last.load();  // the arrival the server stopped after
+      ctx.extra["cuts"].push_back(w::cut_record(lp.version(), p.params(), cut_time));
+      return release;
+    };
+    h.save = [&](heterograd::archive_writer& ar) {
+      detail::save_policy(ar, p);
+      lp.serialize(ar);
+      sim::recorder all = before;
+      all.merge_updates(lp.log_at_cut);
+      ar(cut_time, all);
+    };
+    h.load = [&](heterograd::archive_reader& ar) {
+      detail::load_policy(ar, p);
+      lp.serialize(ar);
+      ar(resumed_at, before);
+      s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(resumed_at * unit));
+      s.updates = lp.version();
+      s.events = lp.arrivals;
+      s.epochs = static_cast<double>(lp.arrivals * spg) / static_cast<double>(ctx.prob.train_size());
+      s.last = resumed_at;
+      ctx.extra["resumed"] = w::cut_record(lp.version(), p.params(), resumed_at);
+    };
     x = evaluation_loop(ctx, evals, h);
-    run.join();
+    if (run) run->join();
   }
   if (s.error) std::rethrow_exception(s.error);
 #ifdef HG_HAS_MPI
   if (ctx.runtime() == "mpi") reports = w::gather_reports(heterograd::comm::mpi::communicator(MPI_COMM_WORLD), n, n, {});
 #endif
-  const double wall_s = w::seconds_since(origin);
+  const double wall_s = w::seconds_since(s.origin);
   std::vector<std::uint64_t> gradients(n);
   for (std::size_t k = 0; k < n; ++k) gradients[k] = reports[k].jobs;
   w::write_real_tables(ctx, reports, summary.held, gradients, true, ctx.extra);
   ctx.extra["real"]["wall_seconds"] = wall_s;
   ctx.extra["real"]["dropped"] = summary.dropped;
+  ctx.extra["real"]["abandoned"] = summary.abandoned;
   std::vector<double> mean_delay(n, 0.0);
   for (std::size_t k = 0; k < n; ++k)
     if (lp.arrived[k] > 0) mean_delay[k] = lp.staleness_sum[k] / static_cast<double>(lp.arrived[k]);
   ctx.extra["real"]["mean_staleness"] = mean_delay;  // per worker, of every result handed over
-  ctx.extra["real"]["abandoned"] = summary.abandoned;
-  const auto rec = w::measured_recorder(ctx, summary.log, evals, reports, summary.jobs_sent, summary.jobs_finished,
-                                        summary.held, summary.end_time, summary.arrivals);
+  // A resumed run: the records before the checkpoint with those after; results handed over
+  // per worker are counted across both (jobs started: those handed over before the cut, whose
+  // jobs in flight were dropped, and every job sent after it).
+  sim::recorder updates = before;
+  updates.merge_updates(summary.log);
+  std::vector<std::uint64_t> sent(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint64_t after = k < summary.jobs_finished.size() ? summary.jobs_finished[k] : 0;
+    sent[k] = lp.arrived[k] - std::min(lp.arrived[k], after) + (k < summary.jobs_sent.size() ? summary.jobs_sent[k] : 0);
+  }
+  const auto rec = w::measured_recorder(ctx, updates, evals, reports, sent, lp.arrived, summary.held,
+                                        summary.end_time, lp.arrivals);
   return finish(ctx, rec, x);
 }
 
@@ -496,8 +616,8 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   const double unit = w::unit_of(ctx);
   const horizon_settings& hz = ctx.exp.horizon;
   const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
-  const auto origin = w::clock::now();
-  w::round_clock rc(ctx, model, [&p](std::size_t k) { return p.batch(k); }, origin);
+  w::shared_run s;
+  w::round_clock rc(ctx, model, [&p](std::size_t k) { return p.batch(k); }, s.origin);
   ctx.round_clock = &rc;
   struct unset {
     context& c;
@@ -505,7 +625,6 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   } unset_clock{ctx};
   if constexpr (requires { p.measure(std::function<double(std::size_t)>{}); })
     p.measure([&rc](std::size_t k) { return rc.busy(k); });
-  w::shared_run s;
   sim::recorder updates(n);
   std::uint64_t samples = 0, rounds = 0;
   auto reached = [&] {
@@ -520,7 +639,7 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   // Whether to go on with another round, the same answer on every rank; `over`: the round
   // that just ended is past the horizon.
   auto agree = [&](bool over) {
-    bool stop = over || s.stop || reached() || w::seconds_since(origin) >= t_end * unit;
+    bool stop = over || s.stop || reached() || s.model_now(unit) >= t_end;
 #ifdef HG_HAS_MPI
     if (ctx.runtime() == "mpi") {
       const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
@@ -555,7 +674,7 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       }
       rounds = r + 1;
       samples += round_samples;
-      const double end = w::seconds_since(origin) / unit;
+      const double end = s.model_now(unit);
       const bool over = end > t_end;  // the simulated run would not have this round
       more = agree(over);
       if (after_round) after_round(r);
@@ -569,6 +688,7 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       s.updates = rounds;
       s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
       s.last = end;
+      s.cut();  // a round boundary: a checkpoint may be written here
     }
   };
   ctx.extra["runtime"] = ctx.runtime();
@@ -581,16 +701,43 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   evals.set_metrics(ctx.prob.metrics());
   std::vector<float> x;
   {
-    w::runner runner(s, body);
-    const auto h = w::hooks(ctx, s, origin, [&] { return published; }, [&] {
+    std::optional<w::runner> runner;
+    s.start = [&] { runner.emplace(s, body); };
+    auto h = w::hooks(ctx, s, [&] { return published; }, [&] {
       return (hz.updates && s.updates >= *hz.updates) ||
              (hz.epochs && s.epochs >= *hz.epochs);
     });
+    // Checkpoints (threads): at a round boundary, the policy's whole state (as the simulated
+    // run saves it), the loop's counters and the workers' timing.
+    double cut_time = 0;
+    h.hold = [&] {
+      auto release = s.hold();
+      cut_time = s.last.load();
+      ctx.extra["cuts"].push_back(w::cut_record(published_rounds, params(), cut_time));
+      return release;
+    };
+    h.save = [&](heterograd::archive_writer& ar) {
+      detail::save_policy(ar, p);
+      ar(rounds, samples, published_rounds, steps, cut_time, updates);
+      rc.serialize(ar);
+    };
+    h.load = [&](heterograd::archive_reader& ar) {
+      detail::load_policy(ar, p);
+      ar(rounds, samples, published_rounds, steps, cut_time, updates);
+      rc.serialize(ar);
+      s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(cut_time * unit));
+      const auto v = params();
+      published.assign(v.begin(), v.end());
+      s.updates = published_rounds;
+      s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
+      s.last = cut_time;
+      ctx.extra["resumed"] = w::cut_record(published_rounds, params(), cut_time);
+    };
     x = evaluation_loop(ctx, evals, h);
-    runner.join();
+    if (runner) runner->join();
   }
   if (s.error) std::rethrow_exception(s.error);
-  const double wall_s = w::seconds_since(origin);
+  const double wall_s = w::seconds_since(s.origin);
   const auto reports = rc.reports();
   w::write_real_tables(ctx, reports, {}, steps, false, ctx.extra);
   ctx.extra["real"]["wall_seconds"] = wall_s;

@@ -49,7 +49,8 @@ std::string markdown_table(const json& c, const std::vector<method_result>& resu
     if (r.summary["label"] == base) base_sum = &r.summary;
   const bool epochs = !results.empty() && results[0].summary["extra"].value("time_unit", "") == "epochs";
   std::ostringstream os;
-  os << "| method | time to " << target << (epochs ? " (epochs)" : " (virtual time)") << " | final " << metric
+  const bool real = c.value("clock", "virtual") == "real";
+  os << "| method | time to " << target << (epochs ? " (epochs)" : real ? " (model time; sim_vs_real.md has wall seconds)" : " (virtual time)") << " | final " << metric
      << " | speed-up vs " << base << " |\n";
   os << "|---|---:|---:|---:|\n";
   for (const auto& r : results) {
@@ -194,7 +195,9 @@ std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<m
   const std::string metric_text = gnuplot_string(metric, "target.metric");
   const bool below = c["target"]["below"].get<bool>();
   const bool epochs = !results.empty() && results[0].summary["extra"].value("time_unit", "") == "epochs";
-  const std::string xlabel = epochs ? "epochs" : "virtual time";
+  const std::string xlabel = epochs                            ? "epochs"
+                             : c.value("clock", "virtual") == "real" ? "model time (x real_scale wall seconds)"
+                                                                     : "virtual time";
   auto label_text = [&](const method_result& r) {
     const std::string l = r.summary["label"].get<std::string>();
     return gnuplot_string(l, label_key(c, l));
@@ -310,6 +313,38 @@ std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<m
        << "'\nset title 'staleness of applied updates'\nset xlabel 'staleness + 1 (server updates since the model was read, log scale)'"
        << "\nset ylabel 'fraction of applied updates (log scale)'\nset xtics auto\nset logscale xy\n"
        << "set key inside top right\nplot " << curves << "\nunset logscale xy\n";
+    pngs.push_back(png);
+  }
+  // 4. clock "real": the target metric against wall seconds, measured (solid) and the
+  // simulator's prediction (dashed, its time x real_scale; sim_vs_real.md's runs).
+  const double unit = c.value("real_scale", 0.0) > 0 ? c["real_scale"].get<double>() : 1.0;
+  std::string real_curves;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto rows = read_csv(results[i].dir / "evaluations.csv");
+    const auto pred = std::filesystem::exists(results[i].dir / "predicted" / "evaluations.csv")
+                          ? read_csv(results[i].dir / "predicted" / "evaluations.csv")
+                          : std::vector<std::vector<std::string>>{};
+    if (rows.size() < 2 || pred.size() < 2) continue;
+    const int cw = column(rows[0], "wall_seconds"), cm = column(rows[0], metric), pm = column(pred[0], metric);
+    if (cw < 0 || cm < 0 || pm < 0) continue;
+    std::ostringstream o, q;
+    for (std::size_t r = 1; r < rows.size(); ++r) o << rows[r][cw] << ' ' << rows[r][cm] << '\n';
+    for (std::size_t r = 1; r < pred.size(); ++r) q << std::stod(pred[r][0]) * unit << ' ' << pred[r][pm] << '\n';
+    const std::string a = "real-" + std::to_string(i) + ".dat", b = "predicted-" + std::to_string(i) + ".dat";
+    write_file(data / a, o.str());
+    write_file(data / b, q.str());
+    const std::string t = label_text(results[i]);
+    real_curves += (real_curves.empty() ? "" : ", ") + std::string("'plot-data/") + a +
+                   "' using 1:2 with lines lw 2 lc " + std::to_string(i + 1) + " title " + t + ", 'plot-data/" + b +
+                   "' using 1:2 with lines lw 1 dt 2 lc " + std::to_string(i + 1) + " notitle";
+  }
+  if (!real_curves.empty()) {
+    const auto png = out / "sim_vs_real.png";
+    gp << "set terminal pngcairo size 1000,560 font 'sans,10' noenhanced\nset output '" << pending.add(png)
+       << "'\nset title 'measured on the wall clock (solid) and predicted by the simulator (dashed)'\n"
+       << "set xlabel 'wall seconds'\nset ylabel " << metric_text << "\nset xtics auto\nunset logscale\n"
+       << (below ? "set logscale y\n" : "") << "set key inside bottom right\nplot " << real_curves
+       << "\nunset logscale y\n";
     pngs.push_back(png);
   }
   gp << "unset output\n";  // closes the last PNG before gnuplot exits

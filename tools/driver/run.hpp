@@ -181,10 +181,16 @@ struct loop_hooks {
   std::function<double()> now;
   /// Real-clock runs: wall seconds since the run's start (evaluations.csv's wall_seconds).
   std::function<double()> wall;
+  /// Real-clock runs: stops the method at a consistent cut for a checkpoint (save() runs
+  /// while it is held); returns what lets it go on.
+  std::function<std::function<void()>()> hold;
 };
 /// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
 std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs = false);
+
+/// The summary's params_hash of a model (FNV-1a of its bytes, as 0x + 16 hex digits).
+std::string params_hash(std::span<const float> x);
 
 /// Writes the recorder's tables; returns the summary (null off the root), which run_method()
 /// writes once the runner has added its own numbers.

@@ -53,6 +53,12 @@ std::string hex(std::uint64_t x) {
   return buf;
 }
 
+}  // namespace
+
+std::string params_hash(std::span<const float> x) { return hex(fnv(x.data(), x.size() * sizeof(float))); }
+
+namespace {
+
 // --- Fashion-MNIST with an MLP or softmax regression -----------------------------------------
 
 const hg::data::train_test& fashion(const std::string& dir) {
@@ -408,6 +414,13 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
 
   std::uint64_t e = 0;  // evaluations done
   auto save = [&] {
+    // A real-clock run is held at a consistent cut while its state is written.
+    struct release {
+      std::function<void()> f;
+      ~release() {
+        if (f) f();
+      }
+    } held{h.hold ? h.hold() : nullptr};
     heterograd::archive_writer w;
     w(checkpoint_digest(ctx), e);
     const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
@@ -531,7 +544,7 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   s["best"] = ctx.extra["best"];
   s["events"] = rec.events();
   s["trace_hash"] = hex(rec.trace_hash());
-  s["params_hash"] = hex(fnv(params.data(), params.size() * sizeof(float)));
+  s["params_hash"] = params_hash(params);
   s["wall_seconds"] = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
   json counts = json::object();
   for (auto o : {sim::update_outcome::applied, sim::update_outcome::buffered, sim::update_outcome::discarded,

@@ -118,6 +118,9 @@ struct remote_options {
   /// Optional: set by another thread to end a real_time run at its next arrival (that result
   /// is not handed over), as a stopping rule would.
   const std::atomic<bool>* stop = nullptr;
+  /// real_time order: the clock's reading when the run starts (a resumed run goes on with
+  /// its time, so that the horizon and the policies' clocks continue).
+  double start_time = 0;
   /// How long shutdown waits, in all, for the goodbyes of workers still computing when the
   /// run ends (a computation cannot be cut short; the run's results stand either way).
   seconds shutdown_grace{600.0};
@@ -130,6 +133,8 @@ struct remote_options {
             time_scale, "must be finite and >= 0");
     require(!std::isnan(horizon) && horizon >= 0, "remote_options.horizon", horizon, "must be >= 0");
     require(max_updates > 0, "remote_options.max_updates", max_updates, "must be > 0");
+    require(std::isfinite(start_time) && start_time >= 0, "remote_options.start_time", start_time,
+            "must be finite and >= 0");
     require(shutdown_grace.count() >= 0 && shutdown_grace.count() < 1e300,
             "remote_options.shutdown_grace", shutdown_grace.count(), "must be finite and >= 0");
   }
@@ -230,6 +235,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   remote_summary run() {
     const steady_clock clock;
     real_clock_ = &clock;
+    if (o_.order == arrival_order::real_time) now_ = o_.start_time;
     if constexpr (requires { policy_.on_start(*this); }) {
       policy_.on_start(*this);
     } else {
@@ -399,7 +405,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
       if (std::none_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; }))
         return false;  // every worker held or idle: nothing can arrive
       const worker_id w = receive(comm::any_source, h);
-      now_ = real_clock_->now().count() / (o_.time_scale > 0 ? o_.time_scale : 1.0);
+      now_ = o_.start_time + real_clock_->now().count() / (o_.time_scale > 0 ? o_.time_scale : 1.0);
       if (!current(w, h)) {
         ++s.dropped;
         continue;

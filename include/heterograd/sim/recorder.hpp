@@ -119,6 +119,20 @@ class recorder {
     ++per_worker_[w][o];
     max_staleness_ = std::max(max_staleness_, staleness);
   }
+  /// Adds another record's update counts and staleness histograms (a resumed real run: the
+  /// records before its checkpoint and after).
+  void merge_updates(const recorder& o) {
+    require_same_size("recorder.workers", o.workers(), "recorder.workers", workers());
+    for (std::size_t k = 0; k < update_outcome_count; ++k) {
+      auto& h = histogram_[k];
+      const auto& g = o.histogram_[k];
+      if (g.size() > h.size()) h.resize(g.size(), 0);
+      for (std::size_t i = 0; i < g.size(); ++i) h[i] += g[i];
+      count_[k] += o.count_[k];
+      for (std::size_t w = 0; w < per_worker_.size(); ++w) per_worker_[w][k] += o.per_worker_[w][k];
+    }
+    max_staleness_ = std::max(max_staleness_, o.max_staleness_);
+  }
   std::uint64_t count(update_outcome o) const { return count_[static_cast<std::size_t>(o)]; }
   std::uint64_t count(worker_id w, update_outcome o) const {
     return per_worker_.at(w)[static_cast<std::size_t>(o)];
