@@ -93,8 +93,13 @@ struct shared_run {
   std::atomic<double> epochs{0}, last{0};  ///< passes so far; model time of the last event
   /// Model time 0 on the wall clock; a resumed run moves it back by the saved time.
   clock::time_point origin = clock::now();
-  /// Starts the method's threads (at the first advance: after a checkpoint is loaded).
+  /// Starts the method's threads (at the first advance: after a checkpoint is loaded); the
+  /// clock starts then (a fresh run's origin is reset there, a resumed run's was set by the load).
   std::function<void()> start;
+  bool resumed = false;
+  void start_clock() {
+    if (!resumed) origin = clock::now();
+  }
   bool pause = false, paused = false;
 
   double model_now(double unit) const { return seconds_since(origin) / unit; }
@@ -159,7 +164,7 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
   h.events = [&s] { return s.events.load(); };
   h.epochs_done = [&s] { return s.epochs.load(); };
   h.now = [&s, unit] { return s.finished ? s.last.load() : s.model_now(unit); };
-  h.wall = [&s] { return std::max(0.0, seconds_since(s.origin)); };
+  h.wall = [&s] { return s.start ? 0.0 : std::max(0.0, seconds_since(s.origin)); };  // 0 before the start
   return h;
 }
 
@@ -513,9 +518,14 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
         else reports[static_cast<std::size_t>(c.rank() - 1)] = hr::work<float>(c, d, compute, o, timed);
       });
     };
-  } else {
+  }
 #ifdef HG_HAS_MPI
-    const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+  // One communicator (its construction is a collective: every rank makes it once).
+  std::optional<heterograd::comm::mpi::communicator> world;
+#endif
+  if (ctx.runtime() != "threads") {
+#ifdef HG_HAS_MPI
+    const heterograd::comm::mpi::communicator& c = world.emplace(MPI_COMM_WORLD);
     if (c.rank() != 0) {
       single_threaded_here();
       w::pin(ctx, static_cast<std::size_t>(c.rank() - 1));
@@ -523,7 +533,7 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
       w::gather_reports(c, n, static_cast<std::size_t>(c.rank() - 1), r);
       return json();
     }
-    body = [&, c] { summary = hr::serve<float>(lp, c, o, timed); };
+    body = [&] { summary = hr::serve<float>(lp, *world, o, timed); };
 #else
     throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
 #endif
@@ -537,7 +547,10 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   };
   {
     std::optional<w::runner> run;
-    s.start = [&] { run.emplace(s, body); };
+    s.start = [&] {
+      s.start_clock();
+      run.emplace(s, body);
+    };
     auto h = w::hooks(ctx, s, current, [&] {
       return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
     });
@@ -564,6 +577,7 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
       s.events = lp.arrivals;
       s.epochs = static_cast<double>(lp.arrivals * spg) / static_cast<double>(ctx.prob.train_size());
       s.last = resumed_at;
+      s.resumed = true;
       ctx.extra["resumed"] = w::cut_record(lp.version(), p.params(), resumed_at);
     };
     x = evaluation_loop(ctx, evals, h);
@@ -571,7 +585,7 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   }
   if (s.error) std::rethrow_exception(s.error);
 #ifdef HG_HAS_MPI
-  if (ctx.runtime() == "mpi") reports = w::gather_reports(heterograd::comm::mpi::communicator(MPI_COMM_WORLD), n, n, {});
+  if (world) reports = w::gather_reports(*world, n, n, {});
 #endif
   const double wall_s = w::seconds_since(s.origin);
   std::vector<std::uint64_t> gradients(n);
@@ -638,11 +652,16 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   }
   // Whether to go on with another round, the same answer on every rank; `over`: the round
   // that just ended is past the horizon.
+#ifdef HG_HAS_MPI
+  // One communicator for the agreement (its construction is a collective: made once).
+  std::optional<heterograd::comm::mpi::communicator> world;
+  if (ctx.runtime() == "mpi") world.emplace(MPI_COMM_WORLD);
+#endif
   auto agree = [&](bool over) {
     bool stop = over || s.stop || reached() || s.model_now(unit) >= t_end;
 #ifdef HG_HAS_MPI
-    if (ctx.runtime() == "mpi") {
-      const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
+    if (world) {
+      const auto& c = *world;
       std::vector<double> v(n + 1, 0.0);
       const auto me = static_cast<std::size_t>(c.rank());
       v[0] = (c.rank() == 0 && stop) ? 1.0 : 0.0;
@@ -694,7 +713,12 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   ctx.extra["runtime"] = ctx.runtime();
   ctx.extra["clock"] = "real";
   if (!ctx.root) {  // an MPI rank other than 0: its worker's rounds, no evaluation
+#ifdef HG_HAS_MPI
+    s.start_clock();
     body();
+    const auto me = static_cast<std::size_t>(world->rank());
+    w::gather_reports(*world, n, me, rc.reports()[me]);
+#endif
     return json();
   }
   sim::recorder evals(n);
@@ -702,7 +726,10 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   std::vector<float> x;
   {
     std::optional<w::runner> runner;
-    s.start = [&] { runner.emplace(s, body); };
+    s.start = [&] {
+      s.start_clock();
+      runner.emplace(s, body);
+    };
     auto h = w::hooks(ctx, s, [&] { return published; }, [&] {
       return (hz.updates && s.updates >= *hz.updates) ||
              (hz.epochs && s.epochs >= *hz.epochs);
@@ -731,6 +758,7 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       s.updates = published_rounds;
       s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
       s.last = cut_time;
+      s.resumed = true;
       ctx.extra["resumed"] = w::cut_record(published_rounds, params(), cut_time);
     };
     x = evaluation_loop(ctx, evals, h);
@@ -738,7 +766,10 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   }
   if (s.error) std::rethrow_exception(s.error);
   const double wall_s = w::seconds_since(s.origin);
-  const auto reports = rc.reports();
+  auto reports = rc.reports();
+#ifdef HG_HAS_MPI
+  if (world) reports = w::gather_reports(*world, n, 0, reports[0]);  // every rank's worker's
+#endif
   w::write_real_tables(ctx, reports, {}, steps, false, ctx.extra);
   ctx.extra["real"]["wall_seconds"] = wall_s;
   ctx.extra["rounds"] = published_rounds;

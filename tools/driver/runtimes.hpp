@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -325,9 +326,11 @@ std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real
     };
 #ifdef HG_HAS_MPI
   // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
-  return [&real, options](std::uint64_t from, std::uint64_t to) {
-    const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
-    heterograd::runtime::run_mpi(real, c, to - from, options());
+  // One communicator for all the calls (made here, by every rank: its construction is a
+  // collective; a real-clock run calls this once a round).
+  auto c = std::make_shared<const heterograd::comm::mpi::communicator>(MPI_COMM_WORLD);
+  return [&real, options, c](std::uint64_t from, std::uint64_t to) {
+    heterograd::runtime::run_mpi(real, *c, to - from, options());
   };
 #else
   rt_detail::no_mpi();
