@@ -158,6 +158,11 @@ BOOST_AUTO_TEST_CASE(bad_real_clock_inputs_are_refused_naming_the_key_the_value_
     e = error_of(k);
     BOOST_TEST((has(e, "methods[0].algorithm") && has(e, a)), e);
   }
+  json o = experiment();  // OmniLearn's initial batch outside its bounds: refused before any run
+  o["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"},
+                                 {"label": "o", "algorithm": "omnilearn", "batch": 256, "max_batch": 96}])");
+  e = error_of(o);
+  BOOST_TEST((has(e, "methods[1].batch") && has(e, "256") && has(e, "96")), e);
   json p = experiment();
   p["workers"]["placement"] = {"0", "0", "0", "1023"};  // a core no test machine has
   e = error_of(p);
@@ -316,6 +321,13 @@ BOOST_AUTO_TEST_CASE(core_placement_makes_the_workers_sharing_a_core_slower_and_
     BOOST_TEST(delay[w] > 1.0, "worker " << w);
     BOOST_TEST(delay[w] > delay[0], "worker " << w);
   }
+  // Round methods too: each round's threads are placed anew (a thread made by a pinned one
+  // may still go to any of the process's cores), and the shared cores' compute is slower.
+  const json r = run(raw, dir / "bsp", json::parse(R"({"label": "BSP", "algorithm": "bsp"})"));
+  common_invariants(r, dir / "bsp", 1.0);
+  const auto rs = r["extra"]["real"]["seconds_per_gradient"].get<std::vector<double>>();
+  BOOST_TEST_MESSAGE("BSP seconds per gradient " << json(rs));
+  for (std::size_t w = 1; w < 4; ++w) BOOST_TEST(rs[w] > 1.3 * rs[0], "worker " << w);
 }
 
 // Kill and resume: a run halted after a checkpoint (as if killed) and resumed continues from

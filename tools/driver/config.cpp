@@ -716,6 +716,13 @@ void check_cross(json& c) {
                                                std::to_string(layers) + "), got " + m["modules"].dump());
     }
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
+    // OmniLearn starts every worker at the method's batch: it must lie in the controller's
+    // bounds (refused here, before any method runs, not by the library after the others ran).
+    if (a == "omnilearn" && (m["batch"].get<std::size_t>() < m["min_batch"].get<std::size_t>() ||
+                             m["batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>()))
+      throw config_error(p + ".batch", "expected a batch in [min_batch, max_batch] = [" + m["min_batch"].dump() + ", " +
+                                           m["max_batch"].dump() + "] (OmniLearn's initial batch), got " +
+                                           m["batch"].dump() + " (set " + p + ".batch or the bounds)");
   }
   check_real_clock(c, n);
   const bool real_threads = c["runtime"] == "threads" && c["clock"] == "real";

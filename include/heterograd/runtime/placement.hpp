@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -119,11 +120,13 @@ inline core_set parse_core_set(std::string_view text, const std::string& key) {
   return out;
 }
 
-/// The cores this process may run on.
+/// The cores this process may run on: its main thread's affinity (what a launcher's binding,
+/// taskset or a cgroup left it), not the calling thread's, so that a thread created by a
+/// pinned one may still be placed on any of the process's cores.
 inline core_set available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+  if (sched_getaffinity(::getpid(), sizeof(set), &set) != 0)
     throw std::system_error(errno, std::generic_category(), "heterograd: sched_getaffinity");
   return detail::from_cpu_set(set);
 }
