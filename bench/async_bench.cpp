@@ -51,6 +51,7 @@
 #include "heterograd/runtime/async_threads.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/sim/recorder.hpp"
+#include "timed_policy.hpp"
 
 namespace async = heterograd::algorithms::async;
 namespace sim = heterograd::sim;
@@ -165,23 +166,6 @@ void BM_threads_asgd(benchmark::State& state) {
   state.counters["bytes_per_update"] = 32.0 * kParams;
   state.counters["workers"] = workers;
 }
-
-// A policy with its on_arrival timed (the server's update work, to subtract).
-template <class P>
-struct timed_policy {
-  P& p;
-  double seconds = 0;
-  std::size_t workers() const { return p.workers(); }
-  std::size_t dim() const { return p.dim(); }
-  std::uint64_t version() const { return p.version(); }
-  auto params() const { return p.params(); }
-  template <class Ctl, class A, class G>
-  void on_arrival(Ctl& c, const A& a, G& g) {
-    const auto t = std::chrono::steady_clock::now();
-    p.on_arrival(c, a, g);
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  }
-};
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

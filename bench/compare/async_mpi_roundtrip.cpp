@@ -24,6 +24,7 @@
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/comm/mpi.hpp"
 #include "heterograd/runtime/server.hpp"
+#include "../timed_policy.hpp"
 
 namespace async = heterograd::algorithms::async;
 namespace hr = heterograd::runtime;
@@ -34,23 +35,6 @@ using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
-
-// A policy with its on_arrival timed (the server's update work).
-template <class P>
-struct timed_policy {
-  P& p;
-  double seconds = 0;
-  std::size_t workers() const { return p.workers(); }
-  std::size_t dim() const { return p.dim(); }
-  std::uint64_t version() const { return p.version(); }
-  auto params() const { return p.params(); }
-  template <class Ctl, class A, class G>
-  void on_arrival(Ctl& c, const A& a, G& g) {
-    const auto t = clock_type::now();
-    p.on_arrival(c, a, g);
-    seconds += since(t);
-  }
-};
 
 auto asgd_on(std::size_t workers, std::size_t m) {
   return async::asgd(workers, async::model_server<float>(std::vector<float>(m, 0.0f), async::plain_sgd(1e-6)));
