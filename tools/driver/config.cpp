@@ -716,13 +716,6 @@ void check_cross(json& c) {
                                                std::to_string(layers) + "), got " + m["modules"].dump());
     }
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
-    // OmniLearn starts every worker at the method's batch: it must lie in the controller's
-    // bounds (refused here, before any method runs, not by the library after the others ran).
-    if (a == "omnilearn" && (m["batch"].get<std::size_t>() < m["min_batch"].get<std::size_t>() ||
-                             m["batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>()))
-      throw config_error(p + ".batch", "expected a batch in [min_batch, max_batch] = [" + m["min_batch"].dump() + ", " +
-                                           m["max_batch"].dump() + "] (OmniLearn's initial batch), got " +
-                                           m["batch"].dump() + " (set " + p + ".batch or the bounds)");
   }
   check_real_clock(c, n);
   const bool real_threads = c["runtime"] == "threads" && c["clock"] == "real";
@@ -871,6 +864,12 @@ void check_bounds(const json& c) {
     if (images && train > 0 && b.first > train)
       throw config_error(b.second, "expected a mini-batch of at most data.train_samples = " + num(train) +
                                        " (the training set), got " + num(b.first));
+    // OmniLearn starts every worker at the method's batch: it must lie in the controller's
+    // bounds (refused here, before any method runs, not by the library after the others ran).
+    if (m["algorithm"] == "omnilearn" && (m["batch"] < m["min_batch"] || m["batch"] > m["max_batch"]))
+      throw config_error(b.second, "expected a batch in [min_batch, max_batch] = [" + m["min_batch"].dump() + ", " +
+                                       m["max_batch"].dump() + "] (" + p + ": OmniLearn's initial batch), got " +
+                                       m["batch"].dump() + " (set " + p + ".batch or the bounds)");
     if (m["algorithm"] == "omnilearn") b = {m["max_batch"].get<double>(), p + ".max_batch"};
     if (m["algorithm"] == "biased_local_sgd") b = {b.first * m["ratio"].get<double>(), p + ".ratio"};
     if (m["algorithm"] == "eager") eager_rounds = std::max(eager_rounds, m["staleness_bound"].get<double>());
