@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -295,9 +296,18 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
     sim.erase("real_scale");
     sim["workers"]["placement"] = json::array();
     if (scale <= 0) {
+      // A worker that finished no gradient has no measured speed (0 here): a fixed model
+      // with a zero job time would make the prediction an endless run of instant jobs.
+      const auto spg = real["extra"]["real"]["seconds_per_gradient"].get<std::vector<double>>();
+      const auto slow = std::find_if(spg.begin(), spg.end(), [](double x) { return !(x > 0); });
+      if (slow != spg.end()) {
+        md << "| " << real["label"].get<std::string>() << " | " << u.seed << " | no prediction: worker "
+           << (slow - spg.begin()) << " finished no gradient, so its speed was not measured |||||||||||\n";
+        continue;
+      }
       json& t = sim["workers"]["time"];
       t["base"] = "fixed";
-      t["tau"] = real["extra"]["real"]["seconds_per_gradient"];
+      t["tau"] = spg;
       t["permute"] = false;
       t["noise"] = "none";
       t["batch_scaling"] = false;
