@@ -416,6 +416,28 @@ BOOST_AUTO_TEST_CASE(core_placement_makes_the_workers_sharing_a_core_slower_and_
   const auto rs = r["extra"]["real"]["seconds_per_gradient"].get<std::vector<double>>();
   BOOST_TEST_MESSAGE("BSP seconds per gradient " << json(rs));
   for (std::size_t w = 1; w < 4; ++w) BOOST_TEST(rs[w] > 1.3 * rs[0], "worker " << w);
+  // H_i proportional to speed, measured where the workers run (no injected time): the lone
+  // worker takes the most local steps, H = 6, a sharing one fewer.
+  const json l = run(raw, dir / "local", json::parse(R"({"label": "local SGD", "algorithm": "local_sgd",
+                                                          "period": 6, "speed_proportional": true})"));
+  common_invariants(l, dir / "local", 1.0);
+  const auto h = l["extra"]["local_steps"].get<std::vector<std::size_t>>();
+  const auto measured = l["extra"]["measured_seconds_per_gradient"].get<std::vector<double>>();
+  BOOST_TEST_MESSAGE("local SGD measured seconds per gradient " << json(measured) << ", H_i " << json(h));
+  BOOST_TEST_REQUIRE(h.size() == 4u);
+  BOOST_TEST(h[0] == 6u);
+  for (std::size_t w = 1; w < 4; ++w) BOOST_TEST((h[w] >= 1u && h[w] < h[0]), "worker " << w);
+  // Biased local SGD the same way: the largest configured H_i for the fastest worker (batch 32:
+  // its slow workers' sample pool must fit the 2000 training samples).
+  raw["data"]["batch"] = 32;
+  const json bl = run(raw, dir / "biased", json::parse(R"({"label": "biased", "algorithm": "biased_local_sgd",
+      "slow_workers": [1, 2, 3], "local_steps": [4, 6, 6, 6], "speed_proportional": true})"));
+  common_invariants(bl, dir / "biased", 1.0);
+  const auto hb = bl["extra"]["local_steps"].get<std::vector<std::size_t>>();
+  BOOST_TEST_MESSAGE("biased local SGD H_i " << json(hb));
+  BOOST_TEST_REQUIRE(hb.size() == 4u);
+  BOOST_TEST(hb[0] == 6u);
+  for (std::size_t w = 1; w < 4; ++w) BOOST_TEST((hb[w] >= 1u && hb[w] < hb[0]), "worker " << w);
 }
 
 // Kill and resume: a run halted after a checkpoint (as if killed) and resumed continues from

@@ -9,7 +9,7 @@
 //
 // The round methods and local learning have their keys here, from their library configs'
 // descriptions (plus the few keys only the driver has: OmniLearn's rebalance_every, local
-// SGD's speed_proportional, biased local SGD's slow_workers), and their construction in
+// SGD's and biased local SGD's speed_proportional, biased local SGD's slow_workers), and their construction in
 // run_sync.cpp / run_local.cpp, which read the same configs back (described.hpp).
 
 #include <cstddef>
@@ -59,7 +59,8 @@ std::vector<algorithm_row> builtin_algorithms() {
                   keys_of(hs::local_sgd_config{}, {},
                           {{"speed_proportional",
                             boolean("H_i proportional to worker speed: H_i = max(1, round(H * "
-                                    "tau_min / tau_i)) from the mean job times",
+                                    "tau_min / tau_i)) from the mean job times, or measured on the real "
+                                    "clock without real_scale",
                                     false)}})),
       Bind::round("selsync", keys_of(hs::selsync_config{})),
       Bind::round("eager", keys_of(hs::eager_config{})),
@@ -67,7 +68,11 @@ std::vector<algorithm_row> builtin_algorithms() {
       Bind::round("biased_local_sgd",
                   keys_of(hs::biased_config{}, {},
                           {{"slow_workers", array("indices of the slow workers",
-                                                  integer("worker", nullptr, 0), json::array())}})),
+                                                  integer("worker", nullptr, 0), json::array())},
+                           {"speed_proportional",
+                            boolean("H_i = max(1, round(max(local_steps) * tau_min / tau_i)): from the mean job "
+                                    "times, or measured on the real clock without real_scale",
+                                    false)}})),
       // ---- local learning
       Bind::local("local_learning", keys_of(heterograd::algorithms::decoupled::local_learning_config{})),
       // ---- asynchronous server policies

@@ -101,12 +101,16 @@ struct shared_run {
     if (!resumed) origin = clock::now();
   }
   bool pause = false, paused = false;
+  std::atomic<bool> pause_requested{false};  ///< pause, readable without the lock
 
   double model_now(double unit) const { return seconds_since(origin) / unit; }
   /// The method's thread at a consistent cut (a round's end; a server between two
   /// arrivals): waits there while a checkpoint is written.
   template <class AtCut = void (*)()>
   void cut(AtCut at_cut = [] {}) {
+    // Every server arrival passes here: no lock unless a checkpoint waits (a request seen
+    // one arrival late is taken at the next cut).
+    if (!pause_requested.load(std::memory_order_acquire)) return;
     std::unique_lock l(m);
     if (!pause) return;
     at_cut();  // what the checkpoint needs from the method's thread
@@ -121,6 +125,7 @@ struct shared_run {
     {
       std::unique_lock l(m);
       pause = true;
+      pause_requested.store(true, std::memory_order_release);
       cv.notify_all();
       cv.wait(l, [&] { return paused || finished; });
     }
@@ -129,6 +134,7 @@ struct shared_run {
     return [this] {
       std::lock_guard l(m);
       pause = false;
+      pause_requested.store(false, std::memory_order_release);
       cv.notify_all();
     };
   }
@@ -192,6 +198,7 @@ class runner {
     {
       std::lock_guard l(s_.m);  // a method held at a cut goes on, to its end
       s_.pause = false;
+      s_.pause_requested.store(false, std::memory_order_release);
       s_.cv.notify_all();
     }
     if (t_.joinable()) t_.join();
@@ -383,6 +390,51 @@ inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::commun
   return out;
 }
 #endif
+
+/// Each worker's wall seconds per gradient where it will run, measured before a real run
+/// without injected time (its H_i then follow what the cores give, not the worker-time
+/// model): every worker at once, on its own thread pinned to its placement (MPI: rank w
+/// measures worker w, and the ranks share the times), computing gradients of its batch at
+/// the initial model for `window` seconds: its time per gradient is the window over the
+/// gradients it finished (a throughput: a worker sharing a core is slower by its share, which
+/// a single gradient shorter than a scheduler slice would not show). The gradients are not
+/// applied; each draws from its worker's sample stream, so the run's data order starts later.
+inline std::vector<double> measure_gradient_seconds(context& ctx, double window = 0.25) {
+  const std::size_t n = ctx.workers(), b = ctx.batch(), d = ctx.prob.dim();
+  const std::vector<float> x0 = ctx.prob.initial();
+  std::vector<double> out(n, 0.0);
+  auto measure = [&](std::size_t w, clock::time_point begin) {
+    single_threaded_here();
+    pin(ctx, w);
+    std::vector<float> g(d);
+    std::this_thread::sleep_until(begin);
+    std::uint64_t done = 0;
+    const auto end = begin + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(window));
+    do {
+      ctx.prob.gradient(w, b, std::span<const float>(x0.data(), x0.size()), std::span<float>(g.data(), g.size()));
+      ++done;
+    } while (clock::now() < end);
+    out[w] = seconds_since(begin) / static_cast<double>(done);
+  };
+  const auto begin = clock::now() + std::chrono::milliseconds(20);  // every thread started by then
+#ifdef HG_HAS_MPI
+  if (ctx.runtime() == "mpi") {
+    const hg::comm::mpi::communicator c(MPI_COMM_WORLD);
+    hg::comm::allreduce_options o;
+    o.op = hg::comm::reduce_op::sum;
+    o.timeout = hg::seconds{runtime_timeout_s};
+    std::vector<double> ready(1, 0.0);  // every rank here: they measure together
+    c.allreduce(hg::span<double>(ready.data(), ready.size()), o).wait();
+    measure(static_cast<std::size_t>(c.rank()), clock::now());
+    c.allreduce(hg::span<double>(out.data(), out.size()), o).wait();
+    return out;
+  }
+#endif
+  std::vector<std::thread> threads;
+  for (std::size_t w = 0; w < n; ++w) threads.emplace_back(measure, w, begin);
+  for (auto& t : threads) t.join();
+  return out;
+}
 
 /// The rounds' pacing and measurement on the wall clock (worker_options' begin_round and
 /// end_compute): worker w's round k lasts model.duration(w, k, its start in model units,

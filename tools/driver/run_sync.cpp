@@ -200,19 +200,36 @@ struct eager_remote {
   }
 };
 
+// Each worker's time per gradient for H_i proportional to speed: the worker-time model's mean
+// job times, or, on the real clock without injected time (real_scale absent: the speeds are
+// whatever the cores give), measured where the workers run (realtime.hpp).
+std::vector<double> speeds_for_steps(context& ctx) {
+  if (ctx.exp.real_clock && ctx.exp.real_scale <= 0) {
+    auto tau = wall::measure_gradient_seconds(ctx);
+    ctx.extra["measured_seconds_per_gradient"] = tau;  // the run's own, at its end: extra.real
+    for (auto& t : tau) t = std::max(t, 1e-9);
+    return tau;
+  }
+  return mean_job_times(ctx.exp, ctx.seed, ctx.batch());
+}
+
+// H_i proportional to speed: every worker spends about the fastest one's H steps of time.
+std::vector<std::size_t> proportional_steps(const std::vector<double>& tau, std::size_t H) {
+  const double fastest = *std::min_element(tau.begin(), tau.end());
+  std::vector<std::size_t> h(tau.size());
+  for (std::size_t w = 0; w < tau.size(); ++w)
+    h[w] = std::max<std::size_t>(
+        1, static_cast<std::size_t>(std::llround(static_cast<double>(H) * fastest / tau[w])));
+  return h;
+}
+
 // The per-worker H_i: the configured ones, else H for every worker, or H_i proportional to speed.
 std::vector<std::size_t> local_steps_of(context& ctx, const hs::local_sgd_config& cfg) {
   const std::size_t n = ctx.workers();
   if (!cfg.local_steps.empty()) return cfg.local_steps;
   const std::size_t H = cfg.period;
   if (!ctx.method.at("speed_proportional").get<bool>()) return std::vector<std::size_t>(n, H);
-  // H_i proportional to speed: every worker spends about the fastest one's H steps of time.
-  const auto tau = mean_job_times(ctx.exp, ctx.seed, ctx.batch());
-  const double fastest = *std::min_element(tau.begin(), tau.end());
-  std::vector<std::size_t> h(n);
-  for (std::size_t w = 0; w < n; ++w)
-    h[w] = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(static_cast<double>(H) * fastest / tau[w])));
-  return h;
+  return proportional_steps(speeds_for_steps(ctx), H);
 }
 
 template <class P>
@@ -286,6 +303,13 @@ json run_with(context& ctx, O opt) {
     auto bc = from_json(m, hs::biased_config{});
     bc.slow.assign(n, 0);
     for (const auto& w : m["slow_workers"]) bc.slow[w.get<std::size_t>()] = 1;
+    if (m.at("speed_proportional").get<bool>()) {
+      // H_i from speed: the largest configured H for the fastest worker, proportionally fewer
+      // steps for slower ones (measured on the real clock without injected time).
+      const std::size_t H = *std::max_element(bc.local_steps.begin(), bc.local_steps.end());
+      bc.local_steps = proportional_steps(speeds_for_steps(ctx), H);
+      ctx.extra["local_steps"] = bc.local_steps;
+    }
     bc.batch = b;
     bc.seed = ctx.seed;
     biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
