@@ -226,7 +226,7 @@ struct at_batch {
 /// Per-worker accounting of a real run, in wall seconds (worker_report's fields: for round
 /// methods pull = 0 and push = the round's collectives, barrier wait included), and each job
 /// measured (`jobs`: a server's from the job's start to its result's arrival, as the server
-/// saw them; a round's compute and paced sleep per gradient), written as real_jobs.csv.
+/// saw them; a round's per gradient: round_clock::jobs), written as real_jobs.csv.
 /// `gradients[w]`: worker w's gradients computed (a round of local steps has several).
 /// `server`: a server's workers, whose iteration includes receiving the job and sending the
 /// result (the server's own work is on that path); a round's collectives are not (the
