@@ -111,8 +111,12 @@ BOOST_AUTO_TEST_CASE(omnilearn_asgd_under_threads_in_virtual_time_order_is_the_s
   // a worker that used another batch than the simulator's would give other parameters.
   const mixture prob(4, 8, 0.3, hg_test::seed());
   auto gradient = [&](sim::worker_id w, std::uint64_t k, std::size_t b, const double* x, std::vector<double>& g) {
-    prob.gradient(w, k, x, g);
-    for (std::size_t j = 0; j < prob.d; ++j) g[j] = x[j] - prob.c[w * prob.d + j] + (g[j] - x[j] + prob.c[w * prob.d + j]) / std::sqrt(static_cast<double>(b));
+    prob.gradient(w, k, x, g);  // x - c_w + sigma noise
+    const double scale = 1.0 / std::sqrt(static_cast<double>(b));
+    for (std::size_t j = 0; j < prob.d; ++j) {
+      const double clean = x[j] - prob.c[w * prob.d + j];
+      g[j] = clean + (g[j] - clean) * scale;
+    }
   };
   auto p = omnilearn_policy(prob.d, 8), q = p;
   const auto model = omnilearn_speeds();

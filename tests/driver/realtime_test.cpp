@@ -160,7 +160,8 @@ BOOST_AUTO_TEST_CASE(bad_real_clock_inputs_are_refused_naming_the_key_the_value_
   }
   for (const char* a : {"omnilearn", "omnilearn_asgd"}) {
     json o = experiment();  // OmniLearn's initial batch outside its bounds: refused before any run
-    o["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"}, {"label": "o", "batch": 256, "max_batch": 96}])");
+    o["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"},
+                                   {"label": "o", "batch": 256, "max_batch": 96}])");
     o["methods"][1]["algorithm"] = a;
     e = error_of(o);
     BOOST_TEST((has(e, "methods[1].batch") && has(e, "256") && has(e, "96")), a << ": " << e);

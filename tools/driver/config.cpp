@@ -691,7 +691,8 @@ void check_cross(json& c) {
     }
     const std::string a = m["algorithm"];
     has_bsp = has_bsp || a == "bsp";
-    if ((a == "omnilearn" || a == "omnilearn_asgd") && m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
+    if ((a == "omnilearn" || a == "omnilearn_asgd") &&
+        m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
       throw config_error(p + ".min_batch", "expected <= max_batch (" + m["max_batch"].dump() + "), got " +
                                                m["min_batch"].dump());
     if ((a == "local_sgd" || a == "biased_local_sgd") && !m["local_steps"].empty() &&
