@@ -151,13 +151,17 @@ BOOST_AUTO_TEST_CASE(bad_real_clock_inputs_are_refused_naming_the_key_the_value_
   json v = experiment();
   v["clock"] = "virtual";  // one configuration, both clocks: virtual ignores real_scale
   BOOST_TEST(error_of(v).empty());
-  for (const char* a : {"eager", "local_learning"}) {
-    json k = experiment();
-    k["methods"] = json::array({json{{"label", "x"}, {"algorithm", a}}});
-    if (std::string(a) == "local_learning") k["data"] = {{"dataset", "fashion_mnist"}};
-    e = error_of(k);
-    BOOST_TEST((has(e, "methods[0].algorithm") && has(e, a)), e);
-  }
+  json l = experiment();
+  l["methods"] = json::array({json{{"label", "x"}, {"algorithm", "local_learning"}}});
+  l["data"] = {{"dataset", "fashion_mnist"}};
+  e = error_of(l);
+  BOOST_TEST((has(e, "methods[0].algorithm") && has(e, "local_learning")), e);
+  json g = experiment();  // eager-SGD runs on the real clock, but without checkpoints there
+  g["methods"] = json::array({json{{"label", "x"}, {"algorithm", "eager"}}});
+  BOOST_TEST(error_of(g).empty());
+  g["checkpoint_every"] = 2;
+  e = error_of(g);
+  BOOST_TEST((has(e, "'checkpoint_every'") && has(e, "methods[0] (eager)")), e);
   for (const char* a : {"omnilearn", "omnilearn_asgd"}) {
     json o = experiment();  // OmniLearn's initial batch outside its bounds: refused before any run
     o["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"},
@@ -312,6 +316,50 @@ BOOST_AUTO_TEST_CASE(omnilearn_asgd_on_the_real_clock_reads_measured_job_times_a
   std::sort(bs.begin(), bs.end());
   const std::vector<double> theory{5, 7, 10, 20};
   BOOST_TEST(bs == theory, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(eager_sgd_over_the_real_partial_allreduce_keeps_the_replicas_identical_and_applies_every_gradient) {
+  // Real arrival decides who is fresh: the fresh share and the late parts come from the wall
+  // clock, while the run ends for every rank at one flush round (the ranks' vote), so the
+  // replicas agree and the sum of the applied results is the sum of the computed gradients.
+  const auto dir = scratch("eager");
+  json raw = experiment();
+  const double scale = raw["real_scale"];
+  for (const char* mode : {"majority", "solo"}) {
+    const json m = {{"label", std::string("eager ") + mode}, {"algorithm", "eager"}, {"mode", mode}, {"staleness_bound", 2}};
+    const auto d = dir / mode;
+    const json s = run(raw, d / "real", m);
+    const json p = simulated(raw, d / "sim", m);
+    const json& r = s["extra"]["real"];
+    BOOST_TEST_MESSAGE("eager " << mode << ": real " << r["rounds"] << " rounds, " << s["updates"] << "; sim "
+                                << p["updates"] << "; time to target real " << s["time_to_target"] << " sim "
+                                << p["time_to_target"]);
+    common_invariants(s, d / "real", scale);
+    BOOST_TEST(r["replicas_agree"].get<bool>(), mode);
+    BOOST_TEST(r["conservation_error"].get<double>() <= 1e-5, mode);
+    BOOST_TEST(!s["time_to_target"].is_null(), mode);
+    // Every rank took part in every round: fresh + late = rounds, per worker.
+    const auto rounds = r["rounds"].get<std::uint64_t>();
+    const auto late = r["late_per_worker"].get<std::vector<std::uint64_t>>();
+    const csv wk(d / "real" / "workers.csv");
+    std::uint64_t late_sum = 0;
+    for (std::size_t w = 0; w < late.size(); ++w) {
+      BOOST_TEST(wk.at(w, "jobs_finished") == static_cast<double>(rounds), mode << " worker " << w);
+      BOOST_TEST(wk.at(w, "buffered") == static_cast<double>(late[w]), mode << " worker " << w);
+      late_sum += late[w];
+    }
+    BOOST_TEST(late_sum == s["extra"]["late_contributions"].get<std::uint64_t>(), mode);
+    // The staleness bound B = 2: no part folded in more than B rounds late... a late part
+    // waits for the next round that fires, which cannot run more than B ahead of any rank.
+    BOOST_TEST(s["max_staleness"].get<std::uint64_t>() <= 2u, mode);
+    // Paced rounds last at least their model time: never more contributions than simulated,
+    // but for the end: the vote's round and the flush, which a rank up to B rounds behind
+    // rank 0 (the voter) reaches too: B + 2 rounds of every worker.
+    const double real_contrib = s["updates"]["applied"].get<double>() + s["updates"]["buffered"].get<double>();
+    const double sim_contrib = p["updates"]["applied"].get<double>() + p["updates"]["buffered"].get<double>();
+    BOOST_TEST(real_contrib <= sim_contrib + (2.0 + 2.0) * static_cast<double>(late.size()), mode);
+    BOOST_TEST(real_contrib >= 0.5 * sim_contrib, mode);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(heterograd_run_writes_the_simulators_prediction_next_to_the_measured_times) {

@@ -298,6 +298,44 @@ BOOST_AUTO_TEST_CASE(eager_sgd_over_the_inproc_partial_allreduce_keeps_replicas_
   }
 }
 
+BOOST_AUTO_TEST_CASE(eager_sgd_ranks_that_vote_to_stop_all_end_at_the_same_flush_round_with_every_gradient_applied) {
+  // Unbounded rounds, ended by one rank's vote: rank 5 (slow half of the time, so its vote is
+  // often late) votes from its 25th round on. The round after the first fired round holding
+  // the vote is a flush and the last: every rank ends there, at 27 rounds or more.
+  const std::uint64_t seed = hg_test::seed();
+  for (auto mode : {hs::partial_mode::solo, hs::partial_mode::majority}) {
+    const std::vector<float> x0(5, 0.5f);
+    hs::eager_sgd<float, ho::sgd, integer_oracle> e(
+        8, x0, sgd(0.125), integer_oracle{seed}, std::vector<std::size_t>(8, 1),
+        {.mode = mode, .seed = seed, .average = mode == hs::partial_mode::solo});
+    std::vector<std::uint64_t> asked(8, 0);  // each rank's slot, touched by its thread only
+    hs::worker_options o;
+    o.stop = [&asked](std::size_t w) { return ++asked[w] > 25 && w == 5; };
+    hr::run_threads(e, o);
+    const std::uint64_t rounds = e.rounds_applied(0);
+    BOOST_TEST(rounds >= 27u);
+    BOOST_TEST(e.rounds_fired() == rounds);
+    for (std::size_t w = 0; w < 8; ++w) {
+      BOOST_TEST(e.rounds_applied(w) == rounds);
+      BOOST_TEST(asked[w] == rounds);
+      BOOST_TEST(bitwise_equal(e.params(0), e.params(w)));
+    }
+    // The flush folded in every late gradient: applied == computed. Solo averages (result x 8
+    // is exact for these integers), majority sums.
+    const auto computed = e.computed_sum();
+    for (std::size_t i = 0; i < x0.size(); ++i) BOOST_TEST(e.applied_sum()[i] == computed[i]);
+    BOOST_TEST(e.fresh_counts().back() == 8u);
+    BOOST_TEST_MESSAGE("eager vote (" << (mode == hs::partial_mode::solo ? "solo" : "majority")
+                                      << "): ended after " << rounds << " rounds");
+  }
+  // Neither a round count nor a vote: the run would never end.
+  hs::eager_sgd<float, ho::sgd, integer_oracle> e(2, std::vector<float>(3, 0.f), sgd(0.1),
+                                                  integer_oracle{seed}, {1, 1}, {});
+  BOOST_CHECK_EXCEPTION(hr::run_threads(e), std::invalid_argument, [](const std::invalid_argument& x) {
+    return std::string(x.what()).find("eager.rounds") != std::string::npos;
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(helpers)

@@ -578,11 +578,16 @@ void check_real_clock(const json& c, std::size_t n) {
   if (real)
     for (std::size_t i = 0; i < c["methods"].size(); ++i) {
       const std::string a = c["methods"][i]["algorithm"];
-      if (a == "eager" || a == "local_learning")
+      if (a == "local_learning")
         throw config_error("methods[" + std::to_string(i) + "].algorithm",
                            "expected a server or round method with clock \"real\", got \"" + a +
                                "\": its real-clock runtime is not in heterograd-run yet (clock \"virtual\" runs it "
                                "on threads and MPI in the simulator's order)");
+      if (a == "eager" && c["checkpoint_every"].get<std::uint64_t>() > 0)
+        throw config_error("checkpoint_every", "expected 0 with methods[" + std::to_string(i) +
+                                                   "] (eager) on clock \"real\": its ranks' rounds are not "
+                                                   "checkpointed on the wall clock (clock \"virtual\" or runtime "
+                                                   "\"sim\" checkpoint it)");
     }
   const json& pl = c["workers"]["placement"];
   if (pl.empty()) return;

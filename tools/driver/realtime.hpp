@@ -790,4 +790,174 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   return finish(ctx, rec, x);
 }
 
+/// eager-SGD on the wall clock (clock "real"): every worker runs its rounds over the real
+/// partial allreduce (threads: inproc's, one thread per worker; MPI: mpi's, rank w is worker
+/// w, rank 0's worker on a thread beside the evaluation loop), so real arrival decides who is
+/// fresh and who is late. The run ends by vote (worker_options.stop): rank 0 votes once the
+/// horizon is reached (time, updates = rounds, epochs) or the evaluation loop is done, and
+/// every rank ends at the flush round after the round that carried the vote: every computed
+/// gradient is applied and the replicas agree (both checked here and reported in
+/// extra.real: replicas_agree, conservation_error). The evaluations see rank 0's replica
+/// after its last round. Records from rank 0's round reports (identical on every rank):
+/// each fresh contribution applied (delay 0), each late one buffered with the lag at which a
+/// later round folded it in (read from that round's report: a rank more than a round behind
+/// may have parts of two late rounds folded in at once, each counted with its own lag).
+template <class Eager>
+json drive_eager_wall(context& ctx, Eager& p, const heterograd::sim::any_time_model& model) {
+  namespace hr = heterograd::runtime;
+  namespace sim = heterograd::sim;
+  namespace w = wall;
+  namespace hg = heterograd;
+  namespace hs = heterograd::algorithms::sync;
+  const std::size_t n = ctx.workers(), d = ctx.prob.dim();
+  const double unit = w::unit_of(ctx);
+  const horizon_settings& hz = ctx.exp.horizon;
+  const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
+  w::shared_run s;
+  w::round_clock rc(ctx, model, [&p](std::size_t k) { return p.batch(k); }, s.origin);
+  std::uint64_t round_samples = 0;  // one gradient of every worker
+  for (std::size_t k = 0; k < n; ++k) round_samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(k)));
+  const double train = static_cast<double>(ctx.prob.train_size());
+  sim::recorder updates(n);
+  std::vector<std::uint64_t> fresh(n, 0);
+  std::uint64_t rounds = 0;  // rank 0's rounds applied
+  std::vector<float> published(p.params(0).begin(), p.params(0).end());
+  hs::worker_options o;
+  o.timeout = hg::seconds{runtime_timeout_s};
+  o = rc.options(o);
+  o.stop = [&](std::size_t k) {
+    if (k != 0) return false;
+    return s.stop || s.model_now(unit) >= t_end || (hz.updates && rounds >= *hz.updates) ||
+           (hz.epochs && static_cast<double>(rounds * round_samples) >= *hz.epochs * train);
+  };
+  std::vector<std::vector<std::uint64_t>> late_rounds(n);  // each rank's late rounds not yet folded in
+  o.round_end = [&](std::size_t k, const heterograd::comm::round_report& rep) {
+    if (k != 0) return;
+    // Round rep.round: its fresh contributions are applied; a late part folded in now was
+    // buffered since its round (its lag: this round - that round). A rank's late rounds are
+    // known from the reports before (it was not fresh there).
+    std::vector<char> in(n, 0);
+    for (int r : rep.fresh) in[static_cast<std::size_t>(r)] = 1;
+    for (int r : rep.stale) {
+      auto& q = late_rounds[static_cast<std::size_t>(r)];
+      for (std::uint64_t t : q)
+        updates.record_update(static_cast<sim::worker_id>(r), rep.round - t, sim::update_outcome::buffered);
+      q.clear();
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      if (in[r]) {
+        ++fresh[r];
+        updates.record_update(static_cast<sim::worker_id>(r), 0, sim::update_outcome::applied);
+      } else {
+        late_rounds[r].push_back(rep.round);
+      }
+    }
+    ++rounds;
+    {
+      std::lock_guard l(s.model);
+      const auto x = p.params(0);
+      published.assign(x.begin(), x.end());
+    }
+    s.updates = rounds;
+    s.events = rounds * n;  // contributions, as the simulated run counts its events
+    s.epochs = static_cast<double>(rounds * round_samples) / train;
+    s.last = s.model_now(unit);
+  };
+  ctx.extra["runtime"] = ctx.runtime();
+  ctx.extra["clock"] = "real";
+  std::function<void()> body;
+  std::size_t me = 0;  // this process's worker under MPI
+#ifdef HG_HAS_MPI
+  std::optional<heterograd::comm::mpi::communicator> world;
+  if (ctx.runtime() == "mpi") {
+    world.emplace(MPI_COMM_WORLD);
+    me = static_cast<std::size_t>(world->rank());
+    body = [&] { hr::run_mpi(p, *world, o); };
+  }
+#endif
+  const bool per_process = static_cast<bool>(body);
+  if (!body) body = [&] { hr::run_threads(p, o); };
+  // The replicas agree and every computed gradient was applied, across every rank: under MPI
+  // each rank holds its own replica and its own worker's computed sum.
+  auto audit = [&] {
+    std::vector<double> v = p.computed_sum();
+    const auto x = p.params(me);
+    const double h = static_cast<double>(std::stoull(params_hash(std::span<const float>(x.data(), x.size())), nullptr, 16) >> 11);
+    v.push_back(h);
+    v.push_back(-h);
+#ifdef HG_HAS_MPI
+    if (world) {
+      heterograd::comm::allreduce_options ao;
+      ao.op = heterograd::comm::reduce_op::sum;
+      ao.timeout = hg::seconds{runtime_timeout_s};
+      std::vector<double> sums(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(d));
+      world->allreduce(hg::span<double>(sums.data(), sums.size()), ao).wait();
+      ao.op = heterograd::comm::reduce_op::max;
+      std::vector<double> hashes{h, -h};
+      world->allreduce(hg::span<double>(hashes.data(), hashes.size()), ao).wait();
+      std::copy(sums.begin(), sums.end(), v.begin());
+      v[d] = hashes[0];
+      v[d + 1] = hashes[1];
+    }
+#endif
+    bool agree = v[d] == -v[d + 1];
+    if (!per_process)
+      for (std::size_t k = 1; k < n && agree; ++k) {
+        const auto a = p.params(0), b = p.params(k);
+        agree = std::equal(a.begin(), a.end(), b.begin());
+      }
+    double err = 0, scale = 0;
+    const auto& applied = p.applied_sum();
+    for (std::size_t i = 0; i < d; ++i) {
+      err = std::max(err, std::abs(applied[i] - v[i]));
+      scale = std::max(scale, std::abs(v[i]));
+    }
+    return std::pair<bool, double>{agree, scale > 0 ? err / scale : err};
+  };
+  if (!ctx.root) {  // an MPI rank other than 0: its worker's rounds, no evaluation
+#ifdef HG_HAS_MPI
+    s.start_clock();
+    body();
+    (void)audit();
+    w::gather_reports(*world, n, me, rc.reports()[me]);
+#endif
+    return json();
+  }
+  sim::recorder evals(n);
+  evals.set_metrics(ctx.prob.metrics());
+  std::vector<float> x;
+  {
+    std::optional<w::runner> runner;
+    s.start = [&] {
+      s.start_clock();
+      runner.emplace(s, body);
+    };
+    auto h = w::hooks(ctx, s, [&] { return published; }, [&] {
+      return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
+    });
+    x = evaluation_loop(ctx, evals, h);
+    if (runner) runner->join();
+  }
+  if (s.error) std::rethrow_exception(s.error);
+  const double wall_s = w::seconds_since(s.origin);
+  const auto [agree, conservation] = audit();
+  auto reports = rc.reports();
+#ifdef HG_HAS_MPI
+  if (world) reports = w::gather_reports(*world, n, 0, reports[0]);
+#endif
+  std::vector<std::uint64_t> jobs(n), late(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    jobs[k] = reports[k].jobs;
+    late[k] = rounds - std::min(rounds, fresh[k]);
+  }
+  w::write_real_tables(ctx, reports, {}, jobs, false, ctx.extra);
+  ctx.extra["real"]["wall_seconds"] = wall_s;
+  ctx.extra["real"]["replicas_agree"] = agree;
+  ctx.extra["real"]["conservation_error"] = conservation;
+  ctx.extra["real"]["late_per_worker"] = late;
+  ctx.extra["real"]["rounds"] = rounds;  // not "rounds": sim_vs_real compares contributions applied
+  const auto rec = w::measured_recorder(ctx, updates, evals, reports, jobs, jobs, {}, s.last.load(), rounds * n);
+  return finish(ctx, rec, x);
+}
+
 }  // namespace hgrun

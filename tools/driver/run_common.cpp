@@ -575,19 +575,19 @@ int mpi_ranks_needed(const json& c) {
   std::string first;
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     const std::string a = c["methods"][i]["algorithm"];
-    // eager-SGD is served like the asynchronous methods (its rounds fire in the worker-time
-    // model's arrival order on rank 0; runtimes.hpp).
+    // eager-SGD on the virtual clock is served like the asynchronous methods (its rounds fire
+    // in the worker-time model's arrival order on rank 0; runtimes.hpp); on the real clock
+    // rank w is worker w over the MPI partial allreduce (realtime.hpp).
     // local learning: one rank per module (decoupled/transport_pipeline.hpp).
     const family f = runnable_algorithm(a).kind;
-    const int k = f == family::local                       ? c["methods"][i]["modules"].get<int>()
-                  : f == family::server || a == "eager" ? n + 1
-                                                          : n;
+    const bool served = f == family::server || (a == "eager" && c["clock"] != "real");
+    const int k = f == family::local ? c["methods"][i]["modules"].get<int>() : served ? n + 1 : n;
     const std::string here = "methods[" + std::to_string(i) + "] (" + a + ")";
     if (need && k != need)
       throw config_error("runtime", "expected methods that need one MPI rank count: " + first + " needs -np " +
                                         std::to_string(need) + ", " + here + " needs -np " + std::to_string(k) +
-                                        " (asynchronous methods and eager: workers.count + 1, rank 0 serves; "
-                                        "round methods: workers.count; local_learning: methods[i].modules, one "
+                                        " (asynchronous methods and eager on the virtual clock: workers.count + 1, "
+                                        "rank 0 serves; round methods and eager on the real clock: workers.count; local_learning: methods[i].modules, one "
                                         "rank per module); run them apart with --methods");
     if (!need) {
       need = k;

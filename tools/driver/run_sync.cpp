@@ -358,7 +358,11 @@ json run_with(context& ctx, O opt) {
     p.compute(w, v, k, out);
   };
   json s;
-  if (ctx.runtime() != "sim") {
+  if (ctx.exp.real_clock) {
+    // Clock real: the ranks' rounds over the real partial allreduce (realtime.hpp).
+    s = drive_eager_wall(ctx, p, model);
+    if (s.is_null()) return s;  // an MPI rank other than 0
+  } else if (ctx.runtime() != "sim") {
     // Real workers compute the gradients (at their own replica, which the job carries); which
     // contributions are fresh or late in each round is decided by the worker-time model: the
     // policy is served in the simulator's arrival order (runtimes.hpp's drive_remote), so the

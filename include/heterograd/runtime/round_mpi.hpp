@@ -34,18 +34,18 @@ void run_mpi(Policy& p, const comm::mpi::communicator& c, std::uint64_t rounds,
 }
 
 /// eager-SGD: worker c.rank() over the MPI partial allreduce until the configured rounds
-/// (eager.rounds > 0) are over. Needs MPI_THREAD_MULTIPLE (the partial allreduce's
-/// progress thread).
+/// (eager.rounds) are over or the ranks vote to stop (o.stop). Needs MPI_THREAD_MULTIPLE (the
+/// partial allreduce's progress thread).
 template <class T, class O, class G>
 void run_mpi(algorithms::sync::eager_sgd<T, O, G>& p, const comm::mpi::communicator& c,
              algorithms::sync::worker_options o = {}) {
   o.validate();
-  require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
-          "must be > 0 on MPI (the run ends with a flush round)");
+  require(p.config().rounds > 0 || o.stop, "eager.rounds", p.config().rounds,
+          "must be > 0 on MPI unless the ranks vote to stop (the run ends with a flush round)");
   auto opts = p.config().partial_options();
   opts.timeout = o.timeout;
-  comm::mpi::partial_allreduce<T> partial(c, p.params(0).size(), p.config().partial_policy(), opts);
-  run_worker(p, std::move(partial), true);
+  comm::mpi::partial_allreduce<T> partial(c, eager_elements(p, o), p.config().partial_policy(), opts);
+  run_worker(p, std::move(partial), true, o);
 }
 
 }  // namespace heterograd::runtime

@@ -37,18 +37,18 @@ void run_threads(Policy& p, std::uint64_t rounds, algorithms::sync::worker_optio
 }
 
 /// eager-SGD on p.workers() threads over the inproc partial allreduce, until the configured
-/// rounds (eager.rounds > 0) are over.
+/// rounds (eager.rounds) are over or the ranks vote to stop (o.stop).
 template <class T, class O, class G>
 void run_threads(algorithms::sync::eager_sgd<T, O, G>& p, algorithms::sync::worker_options o = {}) {
   o.validate();
-  require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
-          "must be > 0 on threads (the run ends with a flush round)");
+  require(p.config().rounds > 0 || o.stop, "eager.rounds", p.config().rounds,
+          "must be > 0 on threads unless the ranks vote to stop (the run ends with a flush round)");
   comm::inproc::spawn(static_cast<int>(p.workers()), [&](comm::inproc::communicator c) {
     auto opts = p.config().partial_options();
     opts.timeout = o.timeout;
-    comm::inproc::partial_allreduce<T> partial(c, p.params(0).size(), p.config().partial_policy(),
+    comm::inproc::partial_allreduce<T> partial(c, eager_elements(p, o), p.config().partial_policy(),
                                                opts);
-    run_worker(p, std::move(partial), c.rank() == 0);
+    run_worker(p, std::move(partial), c.rank() == 0, o);
   });
 }
 

@@ -107,16 +107,24 @@ void run_worker(Policy& p, const Transport& t, std::uint64_t rounds,
 }
 
 // --- eager-SGD --------------------------------------------------------------------------------
-/// Runs worker partial.rank() until the policy's configured rounds are over (eager.rounds,
-/// which must be > 0; the last round is a flush). `partial` is a partial allreduce over the
-/// workers with count = the parameter size, built with p.config().partial_policy() and
-/// partial_options() (round_threads.hpp and round_mpi.hpp build it).
+/// Runs worker partial.rank() until the policy's configured rounds are over (eager.rounds; the
+/// last round is a flush) or, with o.stop, until the ranks' votes end it (eager_sgd::run_rank).
+/// `partial` is a partial allreduce over the workers built with p.config().partial_policy()
+/// and partial_options(), over eager_elements(p, o) elements (round_threads.hpp and
+/// round_mpi.hpp build it).
 template <class T, class O, class G, class Partial>
-void run_worker(algorithms::sync::eager_sgd<T, O, G>& p, Partial partial, bool count = true) {
-  require(p.config().rounds > 0, "eager.rounds", p.config().rounds,
-          "must be > 0 on threads and MPI (the run ends with a flush round)");
+void run_worker(algorithms::sync::eager_sgd<T, O, G>& p, Partial partial, bool count = true,
+                const algorithms::sync::worker_options& o = {}) {
   const std::size_t w = detail::worker_of(partial, p.workers());
-  p.run_rank(partial, w, count);
+  p.run_rank(partial, w, count, o);
+}
+
+/// What eager-SGD's partial allreduce reduces: the parameters, and the ranks' stop votes when
+/// they vote (worker_options.stop).
+template <class T, class O, class G>
+std::size_t eager_elements(const algorithms::sync::eager_sgd<T, O, G>& p,
+                           const algorithms::sync::worker_options& o) {
+  return p.params(0).size() + (o.stop ? 1 : 0);
 }
 
 }  // namespace heterograd::runtime

@@ -120,14 +120,16 @@ namespace detail {
 /// One rank's eager-SGD round, the only implementation (eager_worker's; the policy's on
 /// threads and MPI over transport_partial, and in the simulator over sequential_partial):
 /// `grads` goes to the partial allreduce's next round (a flush waits for every rank and folds
-/// in everything pending), the round's result replaces it and the optimizer step applies it.
+/// in everything pending), the round's result replaces it and the optimizer step applies its
+/// first params.size() elements (what follows them, the stop votes of run_rank, is not a
+/// gradient).
 template <class Partial, class Rep, class T>
 step_task<bool> eager_round(Partial p, Rep rep, span<T> params, span<T> grads, bool flush) {
   if (flush)
     co_await p.flush(grads);
   else
     co_await p.allreduce(grads);
-  rep.update(span<const T>(grads), params);
+  rep.update(span<const T>(grads.first(params.size())), params);
   co_return true;
 }
 
@@ -222,28 +224,49 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   // --- the threads and MPI runtimes (runtime/rounds.hpp) --------------------------------------
   // Worker w's thread (or rank) touches only worker w's replica and counters.
   const eager_config& config() const { return cfg_; }
-  /// Worker w's run over a partial allreduce until the configured rounds (eager.rounds > 0;
-  /// the last one a flush) are over: each round its gradient (the share of computed_sum()),
-  /// then its round's step (detail::eager_round) on its replica. `count` (one worker per
-  /// process) records each round's result and fresh count.
+  /// Worker w's run over a partial allreduce: each round its gradient (the share of
+  /// computed_sum()), then its round's step (detail::eager_round) on its replica, with
+  /// o.begin_round / o.end_compute around the compute and o.round_end after the step. It ends
+  /// after the configured rounds (eager.rounds; the last one a flush) or, with o.stop, by
+  /// vote: `partial` then reduces parameter size + 1 elements, the last one each rank's vote
+  /// (1 or 0), and the round after the first fired round whose result holds a vote is a flush
+  /// and the last. Every rank takes every round's result, the same on every rank, so all of
+  /// them see the votes of the same round and end together, however late a vote arrived.
+  /// `count` (one worker per process) records each round's result and fresh count.
   template <class Partial>
-  void run_rank(Partial& partial, std::size_t w, bool count) {
-    for (std::uint64_t round = 0; round < cfg_.rounds; ++round) {
+  void run_rank(Partial& partial, std::size_t w, bool count, const worker_options& o = {}) {
+    require(cfg_.rounds > 0 || o.stop, "eager.rounds", cfg_.rounds,
+            "must be > 0 on threads and MPI unless the ranks vote to stop (worker_options.stop)");
+    const std::size_t d = computed_[w].size();
+    std::vector<T> voted(o.stop ? d + 1 : 0);
+    bool last = false, stopping = false;
+    for (std::uint64_t round = 0; !last; ++round) {
+      last = stopping || (cfg_.rounds != 0 && round + 1 == cfg_.rounds);
+      if (o.begin_round) o.begin_round(w);
       c_.compute_gradient(w);
+      if (o.end_compute) o.end_compute(w);
       const auto g = c_.mutable_gradient(w);
       for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
+      span<T> msg = g;
+      if (o.stop) {
+        std::copy(g.begin(), g.end(), voted.begin());
+        voted[d] = o.stop(w) ? T{1} : T{0};
+        msg = span<T>(voted.data(), voted.size());
+      }
       detail::eager_round(transport_partial<Partial>(partial), c_.replica_of(w),
-                          c_.mutable_params(w), g, round + 1 == cfg_.rounds)
+                          c_.mutable_params(w), msg, last)
           .run();
+      stopping = stopping || (o.stop && voted[d] > T{0});
       const auto& rep = partial.last_report();
       const bool fresh = std::find(rep.fresh.begin(), rep.fresh.end(), static_cast<int>(w)) !=
                          rep.fresh.end();
       round_of_.at(w) = round + 1;
       if (!fresh) ++late_[w];
+      if (o.round_end) o.round_end(w, rep);
       if (!count) continue;
       const double scale = cfg_.average ? static_cast<double>(c_.workers()) : 1.0;
       auto& sum = partial_.rounds.fired_sum;
-      for (std::size_t i = 0; i < g.size(); ++i) sum[i] += static_cast<double>(g[i]) * scale;
+      for (std::size_t i = 0; i < d; ++i) sum[i] += static_cast<double>(msg[i]) * scale;
       fresh_counts_.push_back(rep.fresh.size());
     }
   }
