@@ -209,13 +209,6 @@ inline json cut_record(std::uint64_t version, std::span<const float> x, double t
   return {{"version", version}, {"params_hash", params_hash(x)}, {"time", time}};
 }
 
-/// A worker-time model at the method's batch (the server's jobs carry no batch).
-struct at_batch {
-  const sim::any_time_model* m;
-  std::size_t b;
-  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t) const { return m->duration(w, k, t, b); }
-};
-
 /// Per-worker accounting of a real run, in wall seconds (worker_report's fields: for round
 /// methods pull = 0 and push = the round's collectives, barrier wait included).
 /// `gradients[w]`: worker w's gradients computed (a round of local steps has several).
