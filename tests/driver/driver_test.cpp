@@ -564,6 +564,45 @@ BOOST_AUTO_TEST_CASE(e2_ringmaster_with_an_infinite_threshold_is_vanilla_asgd_bi
   BOOST_TEST(r["updates"]["interrupted"].get<std::uint64_t>() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_trace_of_each_workers_constant_job_time_replays_the_fixed_model_bit_for_bit) {
+  // workers.time.base "trace" (a real run's real_jobs.csv, inline): rows of constant
+  // durations per worker give every job the fixed model's time, so the runs are the same bit
+  // for bit; a trace that leaves a worker out or names an unknown one is refused with the key.
+  json fixed = json::parse(R"({
+    "name": "trace", "data": {"dataset": "worst_case_quadratic", "dim": 50, "noise": 0.1},
+    "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 2.5, 3, 7]}},
+    "horizon": {"time": 80}, "eval_interval": 10, "optimizer": {"lr": 0.1},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"}, {"label": "BSP", "algorithm": "bsp"}]})");
+  json traced = fixed;
+  json& t = traced["workers"]["time"];
+  t["base"] = "trace";
+  t["trace"] = json::array();
+  for (std::size_t w = 0; w < 4; ++w)
+    for (double start : {0.0, 30.0, 55.5})  // several measured jobs, all of the worker's time
+      t["trace"].push_back({{"worker", w}, {"start", start}, {"duration", fixed["workers"]["time"]["tau"][w]}});
+  const json a = hgrun::resolve(fixed), b = hgrun::resolve(traced);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json x = hgrun::run_method({a, i, 1, scratch("trace-fixed-" + std::to_string(i)), false, 0, {}});
+    const json y = hgrun::run_method({b, i, 1, scratch("trace-trace-" + std::to_string(i)), false, 0, {}});
+    BOOST_TEST(x["params_hash"] == y["params_hash"], i);
+    BOOST_TEST(x["trace_hash"] == y["trace_hash"], i);
+    BOOST_TEST(x["events"].get<std::uint64_t>() > 10u, i);
+  }
+  json missing = traced;
+  missing["workers"]["time"]["trace"].erase(missing["workers"]["time"]["trace"].size() - 1);
+  for (int k = 0; k < 2; ++k) missing["workers"]["time"]["trace"].erase(missing["workers"]["time"]["trace"].size() - 1);
+  std::string e = error_of([&] { hgrun::resolve(missing); });
+  BOOST_TEST((e.find("workers.time.trace") != std::string::npos && e.find("3") != std::string::npos), e);
+  json unknown = traced;
+  unknown["workers"]["time"]["trace"][5]["worker"] = 9;
+  e = error_of([&] { hgrun::resolve(unknown); });
+  BOOST_TEST((e.find("workers.time.trace") != std::string::npos && e.find("9") != std::string::npos), e);
+  json zero = traced;
+  zero["workers"]["time"]["trace"][2]["duration"] = 0;
+  e = error_of([&] { hgrun::resolve(zero); });
+  BOOST_TEST(e.find("workers.time.trace[2].duration") != std::string::npos, e);
+}
+
 BOOST_AUTO_TEST_CASE(the_demos_checkpointable_methods_resume_to_the_uninterrupted_trace_and_parameters) {
   json raw = hgrun::load_experiment("demo");
   raw.merge_patch(raw["tiny"]);

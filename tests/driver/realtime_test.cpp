@@ -117,6 +117,17 @@ void common_invariants(const json& s, const fs::path& dir, double scale) {
   if (!s["extra"].contains("rounds")) BOOST_TEST(finished == s["events"].get<std::uint64_t>(), m);
   const csv rw(dir / "real_workers.csv");
   BOOST_TEST(rw.rows.size() == wk.rows.size(), m);
+  // Every measured job, as a trace: a server's results handed over (one row each; a resumed
+  // run's since its resume), a round's gradients.
+  const csv jobs(dir / "real_jobs.csv");
+  if (!s["extra"].contains("rounds") && s["algorithm"] != "eager") {
+    if (s["extra"].contains("resumed")) BOOST_TEST(jobs.rows.size() <= s["events"].get<std::size_t>(), m);
+    else BOOST_TEST(jobs.rows.size() == s["events"].get<std::size_t>(), m);
+  }
+  for (std::size_t r = 0; r < jobs.rows.size(); ++r) {
+    BOOST_TEST(jobs.at(r, "worker") < static_cast<double>(wk.rows.size()), m);
+    BOOST_TEST(jobs.at(r, "duration") >= 0.0, m);
+  }
   for (std::size_t w = 0; w < rw.rows.size(); ++w) {
     BOOST_TEST(rw.at(w, "violations") <= rw.at(w, "jobs"), m);
     BOOST_TEST(rw.at(w, "paced_seconds") >= 0.0, m);
@@ -389,6 +400,22 @@ BOOST_AUTO_TEST_CASE(heterograd_run_writes_the_simulators_prediction_next_to_the
     BOOST_TEST(!s["extra"].contains("clock"), m);  // the simulated cluster's run
     BOOST_TEST(!s["time_to_target"].is_null(), m);
   }
+  // Without real_scale (model time = wall seconds) the prediction replays the run's measured
+  // jobs (real_jobs.csv as a trace): ASGD's replay makes about as many updates as the run.
+  raw.erase("real_scale");
+  raw["horizon"] = {{"time", 0.6}};
+  raw["eval_interval"] = 0.1;
+  raw["methods"] = json::parse(R"([{"label": "ASGD", "algorithm": "asgd"}])");
+  raw["output"] = (dir / "wall").string();
+  std::ofstream(dir / "wall.json") << raw.dump(2);
+  const std::string wall = std::string(HG_RUN_EXE) + " " + (dir / "wall.json").string() + " --quiet --no-plots > " +
+                           (dir / "log2.txt").string() + " 2>&1";
+  BOOST_TEST_REQUIRE(std::system(wall.c_str()) == 0, wall);
+  std::ifstream rs(dir / "wall" / "asgd" / "summary.json"), ps(dir / "wall" / "asgd" / "predicted" / "summary.json");
+  const json real = json::parse(rs), pred = json::parse(ps);
+  const double m = real["updates"]["applied"].get<double>(), p = pred["updates"]["applied"].get<double>();
+  BOOST_TEST_MESSAGE("ASGD on wall seconds: " << m << " updates, the trace's replay " << p);
+  BOOST_TEST(std::abs(p - m) <= 0.15 * m + 4.0, m << " vs " << p);
 }
 
 // Core placement, no injected time: one worker alone on a core, three sharing another. The

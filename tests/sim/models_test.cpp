@@ -223,6 +223,13 @@ BOOST_AUTO_TEST_CASE(a_measured_trace_replays_by_job_index_or_by_start_time) {
   check_names([&] { sim::trace_replay::from_csv(negative, 2); }, "trace.start[1]");
   std::istringstream garbage("0,0,1\n1,x,1\n");
   check_names([&] { sim::trace_replay::from_csv(garbage, 2); }, "trace.line[2]");
+  // A field is a number and nothing more; a worker id must fit (4294967297 is not worker 1).
+  std::istringstream tail("0,0,1\n1,0,1x\n");
+  check_names([&] { sim::trace_replay::from_csv(tail, 2); }, "trace.line[2]");
+  std::istringstream fourth("0,0,1\n1,0,1,7\n");
+  check_names([&] { sim::trace_replay::from_csv(fourth, 2); }, "trace.line[2]");
+  std::istringstream wide("0,0,1\n4294967297,0,1\n");
+  check_names([&] { sim::trace_replay::from_csv(wide, 2); }, "trace.worker[2]");
   check_names([] { sim::trace_replay({}, 0); }, "trace.workers");
 }
 

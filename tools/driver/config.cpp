@@ -421,10 +421,17 @@ spec worker_time_spec() {
   return object(
       "per-job compute time of each worker (sim/worker_time.hpp)",
       {{"base", choice("base time model: fixed list, 1+i or 1+sqrt(i) (permuted), speed classes, "
-                       "OmniLearn core shares",
-                       "linear", {"fixed", "linear", "sqrt", "speed_classes", "omnilearn"})},
+                       "OmniLearn core shares, a measured trace",
+                       "linear", {"fixed", "linear", "sqrt", "speed_classes", "omnilearn", "trace"})},
        {"permute", boolean("randomly assign the base times to workers (linear, sqrt)", true)},
        {"tau", array("fixed: one time per worker", positive("time", nullptr), json::array())},
+       {"trace",
+        array("trace: measured jobs (a real run's real_jobs.csv), replayed by start time: a job takes "
+              "the duration of its worker's last measured job that started at or before it",
+              object("a measured job", {{"worker", required(integer("worker index", nullptr, 0))},
+                                        {"start", required(number("its start (model time)", nullptr, 0))},
+                                        {"duration", required(positive("its duration (model time)", nullptr))}}),
+              json::array())},
        {"classes",
         array("speed_classes: groups of identical workers, in worker order",
               object("a class", {{"count", required(integer("workers in the class", nullptr, 1))},
@@ -613,6 +620,17 @@ void check_cross(json& c) {
   if (base == "fixed" && t["tau"].size() != n)
     throw config_error("workers.time.tau", "expected " + std::to_string(n) +
                                                " times (one per worker), got " + std::to_string(t["tau"].size()));
+  if (base == "trace") {
+    std::vector<heterograd::sim::trace_row> rows;
+    for (const auto& r : t["trace"])
+      rows.push_back({static_cast<heterograd::sim::worker_id>(std::min<std::size_t>(r["worker"].get<std::size_t>(), UINT32_MAX)),
+                      r["start"].get<double>(), r["duration"].get<double>()});
+    try {
+      (void)heterograd::sim::trace_replay(std::move(rows), n, heterograd::sim::replay_mode::start_time);
+    } catch (const std::invalid_argument& e) {
+      throw config_error("workers.time.trace", e.what());
+    }
+  }
   if (base == "speed_classes") {
     std::size_t total = 0;
     for (const auto& k : t["classes"]) total += k["count"].get<std::size_t>();

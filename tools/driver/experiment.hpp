@@ -25,6 +25,7 @@ struct worker_time_settings {
   std::string base;  ///< fixed, linear, sqrt, speed_classes, omnilearn
   bool permute = true;
   std::vector<double> tau;                                ///< fixed
+  std::vector<heterograd::sim::trace_row> trace;          ///< trace
   std::vector<heterograd::sim::speed_class> classes;      ///< speed_classes, in worker order
   std::vector<heterograd::sim::heterogeneity_level> levels;  ///< omnilearn, one per phase
   heterograd::sim::omnilearn_mode mode = heterograd::sim::omnilearn_mode::bsp;
@@ -168,6 +169,11 @@ inline std::vector<heterograd::sim::time_window> windows_of(const json& list, bo
 
 }  // namespace detail
 
+/// workers.time.trace as the simulator's replay of it, by start time.
+inline heterograd::sim::trace_replay trace_model_of(const workers_settings& w) {
+  return heterograd::sim::trace_replay(w.time.trace, w.count, heterograd::sim::replay_mode::start_time);
+}
+
 /// Reads a document resolve() returned (every key present, every value checked).
 inline experiment experiment_of(const json& c) {
   namespace sim = heterograd::sim;
@@ -186,6 +192,9 @@ inline experiment experiment_of(const json& c) {
   w.permute = t["permute"].get<bool>();
   w.tau = t["tau"].get<std::vector<double>>();
   for (const auto& k : t["classes"]) w.classes.push_back({k["count"].get<std::size_t>(), k["time"].get<double>()});
+  for (const auto& r : t["trace"])
+    w.trace.push_back({static_cast<sim::worker_id>(r["worker"].get<std::size_t>()), r["start"].get<double>(),
+                       r["duration"].get<double>()});
   for (const auto& l : t["levels"]) w.levels.push_back(detail::level_of(l.get<std::string>()));
   w.mode = t["mode"] == "bsp" ? sim::omnilearn_mode::bsp : sim::omnilearn_mode::asp;
   w.phase_length = t["phase_length"].get<double>();

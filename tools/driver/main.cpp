@@ -43,6 +43,7 @@
 #include "report.hpp"
 #include "resume.hpp"
 #include "run.hpp"
+#include "heterograd/sim/worker_time.hpp"
 
 extern char** environ;
 
@@ -261,8 +262,9 @@ std::string seconds_text(const json& x) {
 // configuration on the simulated cluster (runtime sim, clock virtual) predicts the wall time
 // to the target: its virtual time x real_scale. Without real_scale (the workers' speeds are
 // whatever the cores give, e.g. with workers.placement), the prediction's worker-time model is
-// fixed at each worker's measured seconds per gradient in the real run. The predictions go
-// to <method>/predicted/; sim_vs_real.md has one row per run.
+// the real run's trace of measured jobs (real_jobs.csv), or, when it lacks a worker, fixed at
+// each worker's measured seconds per gradient. The predictions go to <method>/predicted/;
+// sim_vs_real.md has one row per run.
 void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, const std::filesystem::path& root) {
   const double scale = resolved.value("real_scale", 0.0);
   const double unit_s = scale > 0 ? scale : 1.0;
@@ -271,8 +273,9 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
      << "Real runs on runtime `" << resolved["runtime"].get<std::string>() << "`, clock real, "
      << (scale > 0 ? "injected time: real_scale " + seconds_text(scale) + " s per model unit; the prediction is the "
                      "same configuration on the simulated cluster, its times x real_scale."
-                   : std::string("no injected time: the prediction's workers take each worker's measured seconds "
-                                 "per gradient (a fixed worker-time model fed the real run's speeds)."))
+                   : std::string("no injected time: the prediction replays each run's measured jobs (its "
+                                 "real_jobs.csv as a trace worker-time model; each worker's mean seconds per "
+                                 "gradient where the trace lacks a worker)."))
      << " Times to the target (" << resolved["target"]["metric"].get<std::string>()
      << (resolved["target"]["below"].get<bool>() ? " <= " : " >= ") << resolved["target"]["value"].dump()
      << ") are wall seconds at the evaluation grid (eval_interval " << resolved["eval_interval"].dump()
@@ -306,8 +309,24 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
         continue;
       }
       json& t = sim["workers"]["time"];
-      t["base"] = "fixed";
-      t["tau"] = spg;
+      // The run's own trace when it measured every worker's jobs (real_jobs.csv; under MPI
+      // rank 0 measured only its own rounds): each simulated job takes the duration of its
+      // worker's last measured job that started before it; else each worker's mean.
+      json trace = json::array();
+      std::vector<char> seen(spg.size(), 0);
+      try {
+        std::ifstream in(u.dir / "real_jobs.csv");
+        for (const auto& r : heterograd::sim::trace_replay::parse_csv(in)) {
+          trace.push_back({{"worker", r.worker}, {"start", r.start}, {"duration", std::max(r.duration, 1e-9)}});
+          if (r.worker < seen.size()) seen[r.worker] = 1;
+        }
+      } catch (const std::invalid_argument&) {
+        seen.assign(seen.size(), 0);  // a damaged file: the means instead
+      }
+      const bool traced = std::all_of(seen.begin(), seen.end(), [](char x) { return x != 0; });
+      t["base"] = traced ? "trace" : "fixed";
+      t["tau"] = traced ? json::array() : json(spg);
+      t["trace"] = traced ? trace : json::array();
       t["permute"] = false;
       t["noise"] = "none";
       t["batch_scaling"] = false;

@@ -210,15 +210,26 @@ inline json cut_record(std::uint64_t version, std::span<const float> x, double t
 }
 
 /// Per-worker accounting of a real run, in wall seconds (worker_report's fields: for round
-/// methods pull = 0 and push = the round's collectives, barrier wait included).
+/// methods pull = 0 and push = the round's collectives, barrier wait included), and each job
+/// measured (`jobs`: a server's from the job's start to its result's arrival, as the server
+/// saw them; a round's compute and paced sleep per gradient), written as real_jobs.csv.
 /// `gradients[w]`: worker w's gradients computed (a round of local steps has several).
 /// `server`: a server's workers, whose iteration includes receiving the job and sending the
 /// result (the server's own work is on that path); a round's collectives are not (the
 /// simulated round runtime adds the barrier itself).
 inline void write_real_tables(const context& ctx, const std::vector<hr::worker_report>& r,
                               const std::vector<double>& held, const std::vector<std::uint64_t>& gradients,
-                              bool server, json& extra) {
+                              bool server, const std::vector<sim::trace_row>& jobs, json& extra) {
   if (!ctx.root) return;
+  // Every measured job in model units, as a trace (sim::trace_replay reads it; the placement
+  // runs' predictions replay it: sim_vs_real.md).
+  std::ostringstream tr;
+  tr.precision(17);
+  tr << "# clock real: each measured job (model units), a worker-time trace (workers.time.base \"trace\")\n"
+     << "worker,start,duration\n";
+  for (const auto& j : jobs) tr << j.worker << ',' << j.start << ',' << j.duration << '\n';
+  std::filesystem::create_directories(ctx.dir);
+  write_file(ctx.dir / "real_jobs.csv", tr.str());
   const double unit = unit_of(ctx);
   std::ostringstream o;
   o << "# clock real, real_scale " << ctx.exp.real_scale << " (0: not paced), seconds are wall seconds\n"
@@ -312,11 +323,13 @@ struct locked_policy {
   }
   std::vector<double> staleness_sum = std::vector<double>(p.workers(), 0.0);  ///< per worker
   std::vector<std::uint64_t> arrived = std::vector<std::uint64_t>(p.workers(), 0);
+  std::vector<sim::trace_row> jobs;  ///< each result handed over: its job's start and duration (model units)
   template <class Ctl, class A, class G>
   void on_arrival(Ctl& c, const A& a, const G& g) {
     // The delay the result meets: server updates since the version it was computed at.
     staleness_sum.at(a.worker) += static_cast<double>(version() - a.version);
     ++arrived[a.worker];
+    jobs.push_back({a.worker, a.start, std::max(0.0, a.time - a.start)});
     std::uint64_t result_samples = samples_per_result;
     if constexpr (per_worker_batches<Policy>)  // before on_arrival starts w's next job
       result_samples = static_cast<std::uint64_t>(prob->samples_per_gradient(p.job_batch(a.worker)));
@@ -395,6 +408,21 @@ class round_clock {
   double busy(std::size_t w) const { return busy_.at(w); }
   /// Under MPI each rank measures its own worker: the others' times come from gather().
   void set_busy(std::size_t w, double b) { busy_.at(w) = b; }
+  /// Each round measured, per gradient (`steps(w, r)` gradients in worker w's round r; under
+  /// MPI this rank's worker only): its start and, with `whole`, its whole time to the
+  /// worker's next round (a synchronous round's collectives and barrier wait: replayed as job
+  /// times, the simulated round, the slowest worker's, lasts the real round), else its compute
+  /// (eager-SGD, whose waits for a round to fire the simulator makes itself).
+  template <class Steps>
+  std::vector<sim::trace_row> jobs(Steps steps, bool whole) const {
+    std::vector<sim::trace_row> out;
+    for (std::size_t w = 0; w < n_; ++w)
+      for (const auto& x : rows_[w]) {
+        const double h = std::max<double>(1.0, static_cast<double>(steps(w, x.round)));
+        out.push_back({static_cast<sim::worker_id>(w), x.start, (whole ? x.cycle : x.duration) / h});
+      }
+    return out;
+  }
   std::vector<hr::worker_report> reports() const {
     auto r = reports_;
     for (std::size_t w = 0; w < pacers_.size(); ++w) {
@@ -420,6 +448,8 @@ class round_clock {
     pin(ctx_, w);
     const auto now = clock::now();
     if (comm_from_[w]) reports_[w].push_seconds += std::chrono::duration<double>(now - *comm_from_[w]).count();
+    // The worker's previous round ends here: its whole time, collectives and waits included.
+    if (!rows_[w].empty()) rows_[w].back().cycle = std::chrono::duration<double>(now - start_[w]).count() / unit_;
     start_[w] = now;
     if (!pacers_.empty()) pacers_[w].start();
   }
@@ -432,10 +462,12 @@ class round_clock {
       r.compute_seconds += j.compute;
       r.paced_seconds += j.wall - j.compute;
       busy_[w] += j.wall / ctx_.exp.real_scale;
+      rows_[w].push_back({k_[w], t0, j.wall / ctx_.exp.real_scale, j.wall / ctx_.exp.real_scale});
     } else {
       const double c = seconds_since(start_[w]);
       r.compute_seconds += c;
       busy_[w] += c;
+      rows_[w].push_back({k_[w], std::chrono::duration<double>(start_[w] - origin()).count(), c, c});
     }
     ++k_[w];
     ++r.jobs;
@@ -453,6 +485,13 @@ class round_clock {
   std::vector<clock::time_point> start_;
   std::vector<std::optional<clock::time_point>> comm_from_;
   std::vector<double> busy_;
+  struct measured {
+    std::uint64_t round;
+    double start, duration;  // model units: the compute (and paced sleep)
+    double cycle;            // to the worker's next round (its last: the compute)
+  };
+  double unit_ = ctx_.exp.real_scale > 0 ? ctx_.exp.real_scale : 1.0;
+  std::vector<std::vector<measured>> rows_ = std::vector<std::vector<measured>>(n_);
   const clock::time_point& origin_;
 };
 
@@ -594,7 +633,7 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   const double wall_s = w::seconds_since(s.origin);
   std::vector<std::uint64_t> gradients(n);
   for (std::size_t k = 0; k < n; ++k) gradients[k] = reports[k].jobs;
-  w::write_real_tables(ctx, reports, summary.held, gradients, true, ctx.extra);
+  w::write_real_tables(ctx, reports, summary.held, gradients, true, lp.jobs, ctx.extra);
   ctx.extra["real"]["wall_seconds"] = wall_s;
   ctx.extra["real"]["dropped"] = summary.dropped;
   ctx.extra["real"]["abandoned"] = summary.abandoned;
@@ -774,7 +813,9 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
 #ifdef HG_HAS_MPI
   if (world) reports = w::gather_reports(*world, n, 0, reports[0]);  // every rank's worker's
 #endif
-  w::write_real_tables(ctx, reports, {}, steps, false, ctx.extra);
+  w::write_real_tables(ctx, reports, {}, steps, false, rc.jobs([&p](std::size_t k, std::uint64_t r) {
+    return p.steps_in_round(k, r);
+  }, true), ctx.extra);
   ctx.extra["real"]["wall_seconds"] = wall_s;
   ctx.extra["rounds"] = published_rounds;
   std::vector<std::uint64_t> jobs(n);
@@ -943,7 +984,7 @@ json drive_eager_wall(context& ctx, Eager& p, const heterograd::sim::any_time_mo
     jobs[k] = reports[k].jobs;
     late[k] = rounds - std::min(rounds, fresh[k]);
   }
-  w::write_real_tables(ctx, reports, {}, jobs, false, ctx.extra);
+  w::write_real_tables(ctx, reports, {}, jobs, false, rc.jobs([](std::size_t, std::uint64_t) { return 1; }, false), ctx.extra);
   ctx.extra["real"]["wall_seconds"] = wall_s;
   ctx.extra["real"]["replicas_agree"] = agree;
   ctx.extra["real"]["conservation_error"] = conservation;

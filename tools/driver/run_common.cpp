@@ -299,7 +299,8 @@ sim::any_time_model base_model(const workers_settings& w, std::uint64_t seed) {
     const double ref = static_cast<double>(t.reference_batch);
     return sim::omnilearn_dynamic(t.mode, t.phase_length, t.phase_unit, t.scale * 12.0 / ref, t.levels);
   }
-  sim::any_time_model m = sim::scaled(base_times(w, seed), t.scale);
+  sim::any_time_model m = t.base == "trace" ? sim::any_time_model(sim::scaled(trace_model_of(w), t.scale))
+                                            : sim::any_time_model(sim::scaled(base_times(w, seed), t.scale));
   if (t.batch_scaling) {
     const double ref = static_cast<double>(t.reference_batch);
     m = sim::times(m, sim::batch_affine_times({0.0}, {1.0 / ref}));
@@ -331,7 +332,15 @@ std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std:
   const auto m = base_model(e.workers, seed);
   const worker_time_settings& t = e.workers.time;
   std::vector<double> tau(e.workers.count);
-  for (std::size_t w = 0; w < tau.size(); ++w) {
+  if (t.base == "trace") {  // each worker's mean measured job
+    std::vector<double> count(tau.size(), 0.0);
+    for (const auto& r : t.trace) {
+      tau[r.worker] += r.duration * t.scale;
+      count[r.worker] += 1;
+    }
+    for (std::size_t w = 0; w < tau.size(); ++w) tau[w] /= count[w];
+  }
+  for (std::size_t w = 0; w < tau.size() && t.base != "trace"; ++w) {
     tau[w] = m.duration(static_cast<sim::worker_id>(w), 0, 0.0, batch);
     if (t.half_normal_noise) {
       const double i1 = static_cast<double>(w) + 1.0, s = t.noise_scale;

@@ -503,11 +503,17 @@ class trace_replay {
       long long w = 0;
       double s = 0, d = 0;
       std::size_t ea = 0, eb = 0, ec = 0;
+      // A field is a number and nothing else (blanks around it aside): "3x" or a fourth
+      // field is not a trace line.
+      auto whole = [](const std::string& f, std::size_t used) {
+        return f.find_first_not_of(" \t", used) == std::string::npos;
+      };
       bool ok = true;
       try {
         w = std::stoll(a, &ea);
         s = std::stod(b, &eb);
         d = std::stod(c, &ec);
+        ok = whole(a, ea) && whole(b, eb) && whole(c, ec) && ls.peek() == std::char_traits<char>::eof();
       } catch (const std::exception&) {
         ok = false;
       }
@@ -516,8 +522,9 @@ class trace_replay {
         require(false, detail::indexed("trace.line", line_no), line,
                 "must be 'worker,start,duration' with numbers");
       }
-      require(w >= 0, detail::indexed("trace.worker", line_no), w,
-              "names an unknown worker (must be >= 0)");
+      require(w >= 0 && w <= static_cast<long long>(std::numeric_limits<worker_id>::max()),
+              detail::indexed("trace.worker", line_no), w,
+              "names an unknown worker (must be >= 0 and fit a worker id)");
       rows.push_back({static_cast<worker_id>(w), s, d});
     }
     return rows;
