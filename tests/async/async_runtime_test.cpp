@@ -95,6 +95,91 @@ BOOST_AUTO_TEST_CASE(virtual_time_order_reproduces_the_simulator_for_heterogeneo
   same_under_sim_and_threads(async::dssp_server(prob.n, srv(), {.lower = 1, .range = 3}), prob, model, 300, "DSSP");
 }
 
+// OmniLearn's ASP server: speeds 1, 2, 4, 8 samples per model unit, so a job of b samples
+// lasts b / speed_i (batch_affine_times), and every worker starts at b = 32.
+sim::batch_affine_times omnilearn_speeds() { return sim::batch_affine_times({0.0}, {1.0, 0.5, 0.25, 0.125}); }
+async::omnilearn_asgd<double> omnilearn_policy(std::size_t dim, std::size_t every) {
+  return async::omnilearn_asgd<double>(
+      4, async::model_server<double>(std::vector<double>(dim, 0.0), async::plain_sgd(0.05)), {32, 32, 32, 32},
+      {.controller = {.min_batch = 4, .max_batch = 256}, .rebalance_every = every});
+}
+
+BOOST_AUTO_TEST_CASE(omnilearn_asgd_under_threads_in_virtual_time_order_is_the_simulator_bitwise_across_batch_changes) {
+  // The controller changes the batches mid-run (t_i = 32 / speed_i = 32, 16, 8, 4: b_i' =
+  // speed_i * 15 = 15, 30, 60, 120); the server times each job at its batch and sends it, the
+  // worker computes with it: the gradient's noise shrinks with the batch (sigma / sqrt(b)), so
+  // a worker that used another batch than the simulator's would give other parameters.
+  const mixture prob(4, 8, 0.3, hg_test::seed());
+  auto gradient = [&](sim::worker_id w, std::uint64_t k, std::size_t b, const double* x, std::vector<double>& g) {
+    prob.gradient(w, k, x, g);  // x - c_w + sigma noise
+    const double scale = 1.0 / std::sqrt(static_cast<double>(b));
+    for (std::size_t j = 0; j < prob.d; ++j) {
+      const double clean = x[j] - prob.c[w * prob.d + j];
+      g[j] = clean + (g[j] - clean) * scale;
+    }
+  };
+  auto p = omnilearn_policy(prob.d, 8), q = p;
+  const auto model = omnilearn_speeds();
+  const std::uint64_t arrivals = 200;
+  hr::async_runtime<std::vector<double>, sim::batch_affine_times> rt(4, model, 32);
+  hr::run_options opt;
+  opt.max_events = arrivals;
+  rt.run(p, [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
+    gradient(w, k, p.batch(w), p.params().data(), g);
+  }, opt);
+  std::vector<std::vector<std::size_t>> sent(4);
+  const auto s = hr::run_threads<double>(
+      q,
+      [&](async::worker_id w, std::uint64_t, std::uint64_t k, std::size_t b, hg::span<const double> x,
+          std::vector<double>& g) {
+        sent[w].push_back(b);
+        gradient(w, k, b, x.data(), g);
+      },
+      {.order = hr::arrival_order::virtual_time, .max_arrivals = arrivals, .batch = 32}, model);
+  BOOST_TEST(p.changes() >= 1u);
+  const std::vector<std::size_t> want{15, 30, 60, 120};
+  for (sim::worker_id w = 0; w < 4; ++w) {
+    BOOST_TEST(q.batch(w) == want[w]);
+    BOOST_TEST(sent[w].front() == 32u);
+    BOOST_TEST(sent[w].back() == want[w]);
+  }
+  BOOST_TEST(s.arrivals == arrivals);
+  BOOST_TEST(q.version() == p.version());
+  BOOST_TEST(std::memcmp(q.params().data(), p.params().data(), prob.d * sizeof(double)) == 0);
+  BOOST_TEST((q == p));
+  BOOST_TEST(q.rebalances() == p.rebalances());
+}
+
+BOOST_AUTO_TEST_CASE(omnilearn_asgd_on_measured_wall_times_settles_on_batches_proportional_to_speed) {
+  // Real-time order, jobs paced to 2 ms per model unit at their batch: the controller reads
+  // wall job times (the server's clock in model units: wall / time_scale) and, with k_p = 1,
+  // moves every worker to b_i = speed_i * t̄ (15, 30, 60, 120 up to the overheads), after which
+  // every iteration takes t̄ and the later runs stay inside the dead-band: the final batches
+  // over the speeds agree with their mean within the dead-band (0.2).
+  auto p = omnilearn_policy(4, 8);
+  const auto model = omnilearn_speeds();
+  const std::vector<double> speed{1, 2, 4, 8};
+  const auto s = hr::run_threads<double>(
+      p,
+      [](async::worker_id, std::uint64_t, std::uint64_t, hg::span<const double> x, std::vector<double>& g) {
+        g.assign(x.begin(), x.end());
+      },
+      {.time_scale = 0.002, .max_arrivals = 160, .batch = 32}, model);
+  BOOST_TEST(s.arrivals == 160u);
+  BOOST_TEST(p.changes() >= 1u);
+  BOOST_TEST(p.rebalances() >= 2u);  // one run on the balanced batches at least
+  double mean = 0;
+  for (sim::worker_id w = 0; w < 4; ++w) mean += static_cast<double>(p.batch(w)) / speed[w] / 4;
+  for (sim::worker_id w = 0; w < 4; ++w) {
+    const double target = speed[w] * mean;
+    BOOST_TEST_MESSAGE("worker " << w << ": batch " << p.batch(w) << ", speed x mean iteration time " << target);
+    BOOST_TEST(std::abs(static_cast<double>(p.batch(w)) - target) / target < 0.2);
+  }
+  // The fastest worker's batch grew, the slowest's shrank (from 32).
+  BOOST_TEST(p.batch(3) > 32u);
+  BOOST_TEST(p.batch(0) < 32u);
+}
+
 BOOST_AUTO_TEST_CASE(repeated_interruptions_of_a_worker_still_pushing_a_large_model_do_not_deadlock) {
   // Models above the inproc eager limit go by rendezvous: a worker's push completes only
   // when the server receives it, which in virtual-time order can be after the server has

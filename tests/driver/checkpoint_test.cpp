@@ -80,6 +80,10 @@ std::map<std::string, case_t> cases() {
   c["omnilearn"] = {q, m(R"({"label": "OmniLearn", "algorithm": "omnilearn", "min_batch": 4,
                              "max_batch": 40, "deadband": 0.05, "rebalance_every": 3})")};
   c["omnilearn"].base["workers"]["time"]["batch_scaling"] = true;
+  // Per-worker batches on Fashion-MNIST: the gradients draw them, the epochs count them.
+  c["omnilearn_asgd"] = {fashion(), m(R"({"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "min_batch": 2,
+                                          "max_batch": 40, "rebalance_every": 4})")};
+  c["omnilearn_asgd"].base["workers"]["time"]["batch_scaling"] = true;
   c["local_sgd"] = {q, m(R"({"label": "local SGD", "algorithm": "local_sgd", "local_steps": [2, 1, 2, 1]})")};
   c["selsync"] = {q, m(R"({"label": "SelSync", "algorithm": "selsync", "window": 2, "threshold": 0.5})")};
   c["eager"] = {q, m(R"({"label": "eager-SGD", "algorithm": "eager", "staleness_bound": 2})")};
@@ -157,6 +161,7 @@ BOOST_AUTO_TEST_CASE(a_run_killed_at_any_evaluation_resumes_to_the_uninterrupted
   // What makes the resumes non-trivial: rebalanced batches, late eager contributions, SelSync's
   // local and synchronised steps, buffered gradients of Rennala and Ringleader.
   BOOST_TEST(fulls["omnilearn"]["extra"]["rebalances"].get<std::size_t>() > 0u);
+  BOOST_TEST(fulls["omnilearn_asgd"]["extra"]["changes"].get<std::size_t>() > 0u);
   BOOST_TEST(fulls["eager"]["extra"]["late_contributions"].get<std::uint64_t>() > 0u);
   const double local = fulls["selsync"]["extra"]["local_fraction"];
   BOOST_TEST((local > 0.0 && local < 1.0));

@@ -173,11 +173,19 @@ BOOST_AUTO_TEST_CASE(bad_real_clock_inputs_are_refused_naming_the_key_the_value_
   g["checkpoint_every"] = 2;
   e = error_of(g);
   BOOST_TEST((has(e, "'checkpoint_every'") && has(e, "methods[0] (eager)")), e);
-  json o = experiment();  // OmniLearn's initial batch outside its bounds: refused before any run
-  o["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"},
-                                 {"label": "o", "algorithm": "omnilearn", "batch": 256, "max_batch": 96}])");
-  e = error_of(o);
-  BOOST_TEST((has(e, "methods[1].batch") && has(e, "256") && has(e, "96")), e);
+  for (const char* a : {"omnilearn", "omnilearn_asgd"}) {
+    json o = experiment();  // OmniLearn's initial batch outside its bounds: refused before any run
+    o["methods"] = json::parse(R"([{"label": "a", "algorithm": "asgd"},
+                                   {"label": "o", "batch": 256, "max_batch": 96}])");
+    o["methods"][1]["algorithm"] = a;
+    e = error_of(o);
+    BOOST_TEST((has(e, "methods[1].batch") && has(e, "256") && has(e, "96")), a << ": " << e);
+    o["methods"][1] = json::parse(R"({"label": "o", "min_batch": 40})");  // data.batch below min_batch
+    o["methods"][1]["algorithm"] = a;
+    o["data"]["batch"] = 32;
+    e = error_of(o);
+    BOOST_TEST((has(e, "data.batch") && has(e, "[40, 96]") && has(e, "32")), a << ": " << e);
+  }
   json p = experiment();
   p["workers"]["placement"] = {"0", "0", "0", "1023"};  // a core no test machine has
   e = error_of(p);
@@ -285,6 +293,40 @@ BOOST_AUTO_TEST_CASE(round_methods_run_real_rounds_paced_to_the_model_and_omnile
       BOOST_TEST(b.at(slow) < hgrun::resolve(raw)["data"]["batch"].get<double>());
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(omnilearn_asgd_on_the_real_clock_reads_measured_job_times_and_balances_like_the_simulator) {
+  // OmniLearn's ASP server with jobs paced to tau_i x b / 8 model units (tau_i = 1 + i permuted,
+  // no noise, no outage), every worker starting at b = 8: measured t_i = tau_i, t̄ = 2.5, so one
+  // controller run gives b_i = 8 t̄ / tau_i = 20, 10, 7, 5 (rounded), after which every
+  // iteration takes about t̄ and the later runs stay inside the dead-band. The simulated run
+  // (the model's times) lands there exactly; the real one reads each arrival's wall job time
+  // (the server's clock in model units), so it lands there up to the measured overheads: within
+  // the dead-band (0.2) of the simulated batches, plus one for the rounding. (The quadratic's
+  // gradient does not improve with the batch: no learning-rate scaling.)
+  const auto dir = scratch("omnilearn-asgd");
+  json raw = experiment();
+  raw["workers"]["time"] = json::parse(R"({"base": "linear", "batch_scaling": true})");
+  raw["data"]["batch"] = 8;
+  const json m = json::parse(R"({"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "min_batch": 2,
+                                 "max_batch": 32, "rebalance_every": 8, "scale_learning_rate": false})");
+  const json s = run(raw, dir / "real", m);
+  const json p = simulated(raw, dir / "sim", m);
+  BOOST_TEST_MESSAGE("OmniLearn ASP: real " << s["extra"]["final_batches"] << " after " << s["extra"]["changes"]
+                     << " changes, time to target " << s["time_to_target"] << "; sim " << p["extra"]["final_batches"]
+                     << ", " << p["time_to_target"]);
+  common_invariants(s, dir / "real", raw["real_scale"]);
+  BOOST_TEST(!s["time_to_target"].is_null());
+  BOOST_TEST(!p["time_to_target"].is_null());
+  BOOST_TEST(s["extra"]["changes"].get<int>() >= 1);
+  BOOST_TEST(p["extra"]["changes"].get<int>() == 1);
+  const auto br = s["extra"]["final_batches"].get<std::vector<double>>();
+  auto bs = p["extra"]["final_batches"].get<std::vector<double>>();
+  BOOST_TEST_REQUIRE(br.size() == bs.size());
+  for (std::size_t w = 0; w < br.size(); ++w) BOOST_TEST(std::abs(br[w] - bs[w]) <= 0.2 * bs[w] + 1, "worker " << w);
+  std::sort(bs.begin(), bs.end());
+  const std::vector<double> theory{5, 7, 10, 20};
+  BOOST_TEST(bs == theory, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(eager_sgd_over_the_real_partial_allreduce_keeps_the_replicas_identical_and_applies_every_gradient) {

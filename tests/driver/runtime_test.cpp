@@ -259,6 +259,40 @@ BOOST_AUTO_TEST_CASE(an_epochs_horizon_stops_at_the_first_event_that_processes_e
   }
 }
 
+BOOST_AUTO_TEST_CASE(omnilearn_asgd_on_threads_equals_the_simulator_bit_for_bit_as_its_batches_change) {
+  // OmniLearn's ASP server: jobs of b samples take tau_i x b / 16 (tau_i = 1 + i permuted, no
+  // noise), every worker starts at b = 16, so the controller's first run gives b_i =
+  // 16 t̄ / tau_i with t̄ = 2.5: 40, 20, 13, 10, mid-run. The server times each job at its batch
+  // and sends it, the worker draws that many samples; under a time horizon and an epochs one
+  // (a result counts its job's batch).
+  if (!have_fashion_mnist()) return;
+  json j = fashion_experiment(800, R"({"hidden": [16]})");
+  j["workers"]["time"] = json::parse(R"({"base": "linear", "batch_scaling": true})");
+  j["optimizer"] = json::parse(R"({"lr": 0.05})");  // x 40 / 16 for the fastest worker's pushes
+  j["horizon"] = json{{"time", 120}};
+  j["eval_interval"] = 30;
+  j["methods"] = json::parse(R"([{"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "min_batch": 4,
+                                   "max_batch": 64, "rebalance_every": 8}])");
+  threads_equal_sim(j, "omnilearn-asgd");
+  json e = j;
+  e["horizon"] = json{{"epochs", 3}};
+  e["eval_interval"] = 20;
+  threads_equal_sim(e, "omnilearn-asgd-epochs");
+  const auto d = scratch("omnilearn-asgd-sim");
+  const json s = run(j, "sim", d, 0), se = run(e, "sim", d / "epochs", 0);
+  BOOST_TEST(!s["time_to_target"].is_null());
+  BOOST_TEST(s["extra"]["changes"].get<std::size_t>() == 1u);  // later runs: inside the dead-band
+  BOOST_TEST(s["extra"]["rebalances"].get<std::size_t>() > 1u);
+  auto b = s["extra"]["final_batches"].get<std::vector<double>>();
+  std::sort(b.begin(), b.end());
+  const std::vector<double> theory{10, 13, 20, 40};
+  BOOST_TEST(b == theory, boost::test_tools::per_element());
+  // The epochs horizon ends at the first result past 3 epochs: at most one more job's batch.
+  const double epochs = se["extra"]["epochs"];
+  BOOST_TEST(epochs >= 3.0);
+  BOOST_TEST(epochs < 3.0 + 64.0 / 800.0);
+}
+
 BOOST_AUTO_TEST_CASE(fashion_mnist_workers_compute_concurrently_with_their_own_scratch) {
   if (!have_fashion_mnist()) return;
   json j = fashion_experiment(800, R"({"hidden": [16]})");
@@ -417,7 +451,9 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
   const json omnilearn = json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})");
   json servers = raw, rounds = raw;
   const json eager = json::parse(R"({"label": "eager", "algorithm": "eager", "staleness_bound": 2})");
-  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1], eager});
+  const json omnilearn_asgd = json::parse(R"({"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "batch": 16,
+                                             "min_batch": 4, "max_batch": 64, "rebalance_every": 8})");
+  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1], eager, omnilearn_asgd});
   rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn});
   // Exact updates horizons (stop_rule): 17 applied updates, 17 rounds.
   json servers_n = servers, rounds_n = rounds;
@@ -454,7 +490,12 @@ BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_n
   raw["target"] = json::parse(R"({"metric": "loss", "value": 0.105, "below": true})");
   const std::size_t n = raw["workers"]["count"];
   json servers = raw, rounds = raw;
-  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1]});  // ASGD, Ringmaster R = 2
+  // ASGD, Ringmaster R = 2, OmniLearn ASP (its batches move, but the quadratic's gradient
+  // does not improve with them: no learning-rate scaling).
+  servers["methods"] = json::array({raw["methods"][0], raw["methods"][1],
+                                    json::parse(R"({"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "batch": 16,
+                                                    "min_batch": 4, "max_batch": 64, "rebalance_every": 8,
+                                                    "scale_learning_rate": false})")});
   // BSP, local SGD, and eager-SGD (on the real clock rank w is worker w, as for the rounds)
   rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4],
                                    json::parse(R"({"label": "eager", "algorithm": "eager", "staleness_bound": 2})")});

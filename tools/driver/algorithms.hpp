@@ -122,6 +122,28 @@ std::vector<algorithm_row> builtin_algorithms() {
           "ssp", as::ssp_config{}, {}, {},
           [](auto&, std::size_t n, auto server,
              const auto& c) { return as::ssp_server<T, O>(n, std::move(server), c); }),
+      // OmniLearn's ASP controller on a vanilla ASGD server: the round method's controller keys
+      // (the library config's `controller` fields, unprefixed), each worker starting at the
+      // method's batch; the summary gives its runs, those that changed a batch and the batches.
+      Bind::template server<as::omnilearn_asgd<T, O>>(
+          "omnilearn_asgd", as::omnilearn_asgd_config{},
+          {{"controller_min_batch", "min_batch"},
+           {"controller_max_batch", "max_batch"},
+           {"controller_deadband", "deadband"},
+           {"controller_gain", "gain"}},
+          {},
+          [](auto& ctx, std::size_t n, auto server, const auto& c) {
+            return as::omnilearn_asgd<T, O>(n, std::move(server),
+                                            std::vector<std::size_t>(n, ctx.batch()), c);
+          },
+          [](const auto& p, const auto&, json& extra) {
+            extra["rebalances"] = p.rebalances();
+            extra["changes"] = p.changes();
+            std::vector<std::size_t> b;
+            for (std::size_t w = 0; w < p.workers(); ++w)
+              b.push_back(p.batch(static_cast<heterograd::sim::worker_id>(w)));
+            extra["final_batches"] = b;
+          }),
       // DSSP's bound in the summary: no worker ever started an iteration more than s_L + r_max
       // ahead.
       Bind::template server<as::dssp_server<T, O>>(

@@ -714,7 +714,8 @@ void check_cross(json& c) {
     }
     const std::string a = m["algorithm"];
     has_bsp = has_bsp || a == "bsp";
-    if (a == "omnilearn" && m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
+    if ((a == "omnilearn" || a == "omnilearn_asgd") &&
+        m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
       throw config_error(p + ".min_batch", "expected <= max_batch (" + m["max_batch"].dump() + "), got " +
                                                m["min_batch"].dump());
     if ((a == "local_sgd" || a == "biased_local_sgd") && !m["local_steps"].empty() &&
@@ -887,13 +888,15 @@ void check_bounds(const json& c) {
     if (images && train > 0 && b.first > train)
       throw config_error(b.second, "expected a mini-batch of at most data.train_samples = " + num(train) +
                                        " (the training set), got " + num(b.first));
-    // OmniLearn starts every worker at the method's batch: it must lie in the controller's
-    // bounds (refused here, before any method runs, not by the library after the others ran).
-    if (m["algorithm"] == "omnilearn" && (m["batch"] < m["min_batch"] || m["batch"] > m["max_batch"]))
+    // OmniLearn (BSP and ASP) starts every worker at the method's batch: it must lie in the
+    // controller's bounds (refused here, before any method runs, not by the library after the
+    // others ran).
+    const bool omnilearn = m["algorithm"] == "omnilearn" || m["algorithm"] == "omnilearn_asgd";
+    if (omnilearn && (m["batch"] < m["min_batch"] || m["batch"] > m["max_batch"]))
       throw config_error(b.second, "expected a batch in [min_batch, max_batch] = [" + m["min_batch"].dump() + ", " +
                                        m["max_batch"].dump() + "] (" + p + ": OmniLearn's initial batch), got " +
                                        m["batch"].dump() + " (set " + p + ".batch or the bounds)");
-    if (m["algorithm"] == "omnilearn") b = {m["max_batch"].get<double>(), p + ".max_batch"};
+    if (omnilearn) b = {m["max_batch"].get<double>(), p + ".max_batch"};
     if (m["algorithm"] == "biased_local_sgd") b = {b.first * m["ratio"].get<double>(), p + ".ratio"};
     if (m["algorithm"] == "eager") eager_rounds = std::max(eager_rounds, m["staleness_bound"].get<double>());
     if (b.first > batch) {

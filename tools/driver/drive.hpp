@@ -5,6 +5,8 @@
 // and calls one of these.
 
 #include <cmath>
+#include <concepts>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -33,6 +35,20 @@ struct oracle {
     return prob->gradient(w, b, std::span<const float>(x.data(), x.size()),
                           std::span<float>(g.data(), g.size()));
   }
+};
+
+/// The batch of worker w's next job: the policy's, for a policy with per-worker batches
+/// (OmniLearn's ASP server), else the method's `b`.
+template <class Policy>
+std::size_t batch_of(const Policy& p, heterograd::sim::worker_id w, std::size_t b) {
+  if constexpr (requires { { p.batch(w) } -> std::convertible_to<std::size_t>; }) return p.batch(w);
+  else return b;
+}
+
+/// A policy with per-worker batches says the batch each running job started with.
+template <class P>
+concept per_worker_batches = requires(const P& p, heterograd::sim::worker_id w) {
+  { p.job_batch(w) } -> std::convertible_to<std::size_t>;
 };
 
 namespace detail {
@@ -92,10 +108,18 @@ json drive_async(context& ctx, Policy& p, Compute compute, Params params,
                                                                  ctx.batch());
   detail::describe(ctx, rt.recorder());
   const stop_rule rule = stop_rule_of(ctx);
-  // Samples processed: a delivered result (every event of this runtime) counts its batch.
+  // Samples processed: a delivered result (every event of this runtime) counts its batch. With
+  // per-worker batches: the samples drawn (each job's, when it started) less those of the jobs
+  // still running.
   auto epochs = [&] {
-    return static_cast<double>(rt.engine().events_delivered() * ctx.prob.samples_per_gradient(ctx.batch())) /
-           static_cast<double>(ctx.prob.train_size());
+    std::uint64_t samples = rt.engine().events_delivered() * ctx.prob.samples_per_gradient(ctx.batch());
+    if constexpr (per_worker_batches<Policy>) {
+      samples = ctx.prob.samples;
+      for (std::size_t w = 0; w < ctx.workers(); ++w)
+        if (rt.engine().state(static_cast<sim::worker_id>(w)) == sim::worker_state::busy)
+          samples -= ctx.prob.samples_per_gradient(p.job_batch(static_cast<sim::worker_id>(w)));
+    }
+    return static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
   };
   loop_hooks h;
   h.advance = [&](double t) {

@@ -216,13 +216,6 @@ inline json cut_record(std::uint64_t version, std::span<const float> x, double t
   return {{"version", version}, {"params_hash", params_hash(x)}, {"time", time}};
 }
 
-/// A worker-time model at the method's batch (the server's jobs carry no batch).
-struct at_batch {
-  const sim::any_time_model* m;
-  std::size_t b;
-  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t) const { return m->duration(w, k, t, b); }
-};
-
 /// Per-worker accounting of a real run, in wall seconds (worker_report's fields: for round
 /// methods pull = 0 and push = the round's collectives, barrier wait included), and each job
 /// measured (`jobs`: a server's from the job's start to its result's arrival, as the server
@@ -320,6 +313,10 @@ struct locked_policy {
   std::uint64_t samples_per_result;
   std::uint64_t train;
   std::uint64_t arrivals = 0;
+  /// A policy with per-worker batches (OmniLearn's ASP server): each result counts its job's
+  /// batch, as the problem counts a gradient of that batch.
+  const problem* prob = nullptr;
+  std::uint64_t samples = 0;
   std::size_t workers() const { return p.workers(); }
   std::size_t dim() const { return p.dim(); }
   std::uint64_t version() const { return static_cast<std::uint64_t>(p.version()); }
@@ -340,6 +337,9 @@ struct locked_policy {
     staleness_sum.at(a.worker) += static_cast<double>(version() - a.version);
     ++arrived[a.worker];
     jobs.push_back({a.worker, a.start, std::max(0.0, a.time - a.start)});
+    std::uint64_t result_samples = samples_per_result;
+    if constexpr (per_worker_batches<Policy>)  // before on_arrival starts w's next job
+      result_samples = static_cast<std::uint64_t>(prob->samples_per_gradient(p.job_batch(a.worker)));
     {
       std::lock_guard l(s.model);
       p.on_arrival(c, a, g);
@@ -347,7 +347,8 @@ struct locked_policy {
     ++arrivals;
     s.updates = version();
     s.events = arrivals;
-    s.epochs = static_cast<double>(arrivals * samples_per_result) / static_cast<double>(train);
+    samples += result_samples;
+    s.epochs = static_cast<double>(samples) / static_cast<double>(train);
     s.last = a.time;
     // A consistent cut: between two arrivals, with this one's update recorded.
     s.cut([&] { log_at_cut = c.outcome_log(); });
@@ -357,7 +358,7 @@ struct locked_policy {
   /// Checkpoints: the counters of the evaluation loop and of the per-worker tables.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(arrivals, staleness_sum, arrived);
+    ar(arrivals, staleness_sum, arrived, samples);
   }
 };
 
@@ -566,20 +567,23 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   o.order = hr::arrival_order::real_time;
   o.timeout = heterograd::seconds{runtime_timeout_s};
   o.time_scale = ctx.exp.real_scale;
+  o.batch = b;  // every job's, until a policy with per-worker batches sets a worker's
   if (hz.updates) o.max_updates = *hz.updates;
   const auto spg = static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(b));
-  if (hz.epochs)
+  if (hz.epochs && !per_worker_batches<Policy>)  // else the epochs rule alone stops the run
     o.max_arrivals = static_cast<std::uint64_t>(
         std::ceil(*hz.epochs * static_cast<double>(ctx.prob.train_size()) / static_cast<double>(spg)));
   if (hz.time) o.horizon = *hz.time;
   w::shared_run s;
   o.stop = &s.stop;
   w::locked_policy<Policy> lp{p, s, spg, ctx.prob.train_size()};
-  const w::at_batch timed{&model, b};
+  lp.prob = &ctx.prob;
+  // The worker-time model at each job's batch (o.batch, or the policy's set_batch).
+  const sim::any_time_model& timed = model;
   problem* prob = &ctx.prob;
   std::atomic<int> computing{0};  // workers inside a gradient (a checkpoint waits for none)
-  auto compute = [prob, b, d, &ctx, &computing](sim::worker_id wk, std::uint64_t, std::uint64_t,
-                                                heterograd::span<const float> x, std::vector<float>& g) {
+  auto compute = [prob, d, &ctx, &computing](sim::worker_id wk, std::uint64_t, std::uint64_t, std::size_t b,
+                                             heterograd::span<const float> x, std::vector<float>& g) {
     single_threaded_here();
     w::pin(ctx, wk);
     g.resize(d);

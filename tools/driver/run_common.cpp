@@ -658,7 +658,7 @@ void check_work(const json& c, const experiment& e, std::size_t i, problem& prob
   if (c["data"]["dataset"] == "fashion_mnist") {
     double b = static_cast<double>(batch);
     std::string key = m["batch"] == c["data"]["batch"] ? "data.batch" : p + ".batch";
-    if (a == "omnilearn") {
+    if (a == "omnilearn" || a == "omnilearn_asgd") {
       b = m["max_batch"].get<double>();
       key = p + ".max_batch";
     }

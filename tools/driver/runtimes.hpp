@@ -65,25 +65,50 @@ namespace hs = heterograd::algorithms::sync;
 // ---------------------------------------------------------------------------------------------
 // Asynchronous family.
 
-inline hr::remote_options remote_options_of() {
+inline hr::remote_options remote_options_of(const context& ctx) {
   hr::remote_options o;
   o.order = hr::arrival_order::virtual_time;
   o.timeout = hg::seconds{runtime_timeout_s};
+  o.batch = ctx.batch();
   return o;
 }
 
-/// Runs policy `p` under the evaluation loop with `launch(gated_policy&, const shadow_time_model&)`
-/// serving it (returning when the server stops) on a thread of its own.
+/// The shadow's worker-time model, counting the samples of each job the server starts (what
+/// a delivered result of a policy with per-worker batches counts).
+struct counted_time_model {
+  const hr::shadow_time_model<sim::any_time_model>* m;
+  const problem* prob;
+  std::vector<std::uint64_t>* job;  ///< per worker: its running job's samples
+  std::uint64_t* started;           ///< samples of every job started
+  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t b) const {
+    const double d = m->duration(w, k, t, b);
+    const auto n = static_cast<std::uint64_t>(prob->samples_per_gradient(b));
+    job->at(w) = n;
+    *started += n;
+    return d;
+  }
+};
+
+/// Runs policy `p` under the evaluation loop with `launch(gated_policy&, const
+/// counted_time_model&)` serving it (returning when the server stops) on a thread of its own.
 template <class Policy, class Launch>
 json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch launch) {
   hr::shadow_run s(ctx.workers());
   s.version = [&p] { return static_cast<std::uint64_t>(p.version()); };
-  const hr::shadow_time_model<sim::any_time_model> sm{&model, ctx.batch(), &s};
+  const hr::shadow_time_model<sim::any_time_model> shadow{&model, &s};
+  std::vector<std::uint64_t> job_samples(ctx.workers(), 0);
+  std::uint64_t started_samples = 0;
+  const counted_time_model sm{&shadow, &ctx.prob, &job_samples, &started_samples};
   hr::arrival_gate g;
   const stop_rule rule = stop_rule_of(ctx);
   auto epochs = [&] {  // stop_rule: a delivered result counts its batch
-    return static_cast<double>(s.eng.events_delivered() * ctx.prob.samples_per_gradient(ctx.batch())) /
-           static_cast<double>(ctx.prob.train_size());
+    std::uint64_t samples = s.eng.events_delivered() * ctx.prob.samples_per_gradient(ctx.batch());
+    if constexpr (per_worker_batches<Policy>) {  // its job's batch
+      samples = started_samples;
+      for (std::size_t w = 0; w < ctx.workers(); ++w)
+        if (s.eng.state(static_cast<sim::worker_id>(w)) == sim::worker_state::busy) samples -= job_samples[w];
+    }
+    return static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
   };
   auto reached = [&] { return rule.reached(static_cast<std::uint64_t>(p.version()), epochs()); };
   if (rule.active()) g.reached = reached;
@@ -153,12 +178,13 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
   return finish(ctx, s.rec, x);
 }
 
-/// The workers' gradient: at the parameters the job carries, on the worker's sample stream.
+/// The workers' gradient: at the parameters the job carries, of the job's batch (the method's,
+/// or what a policy with per-worker batches gave the worker), on the worker's sample stream.
 inline auto remote_compute(context& ctx) {
-  const std::size_t b = ctx.batch(), d = ctx.prob.dim();
+  const std::size_t d = ctx.prob.dim();
   problem* prob = &ctx.prob;
-  return [prob, b, d](sim::worker_id w, std::uint64_t, std::uint64_t, hg::span<const float> x,
-                      std::vector<float>& g) {
+  return [prob, d](sim::worker_id w, std::uint64_t, std::uint64_t, std::size_t b, hg::span<const float> x,
+                   std::vector<float>& g) {
     single_threaded_here();
     g.resize(d);
     prob->gradient(w, b, std::span<const float>(x.data(), x.size()), std::span<float>(g.data(), g.size()));
@@ -282,12 +308,12 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
     else
       return drive_server_wall(ctx, p, model);
   }
-  const auto o = d::remote_options_of();
+  const auto o = d::remote_options_of(ctx);
   auto compute = d::remote_compute(ctx);
   ctx.extra["runtime"] = ctx.runtime();
   if (ctx.runtime() == "threads") {
     const int n = static_cast<int>(ctx.workers());
-    return d::drive_remote(ctx, p, std::move(model), [&](auto& gp, const heterograd::runtime::shadow_time_model<heterograd::sim::any_time_model>& sm) {
+    return d::drive_remote(ctx, p, std::move(model), [&](auto& gp, const d::counted_time_model& sm) {
       heterograd::comm::inproc::spawn(n + 1, [&](heterograd::comm::inproc::communicator c) {
         single_threaded_here();
         if (c.rank() == 0) hr::serve<float>(gp, c, o, sm);
@@ -303,7 +329,7 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
     return json();
   }
   return d::drive_remote(ctx, p, std::move(model),
-                         [&](auto& gp, const heterograd::runtime::shadow_time_model<heterograd::sim::any_time_model>& sm) { hr::serve<float>(gp, c, o, sm); });
+                         [&](auto& gp, const d::counted_time_model& sm) { hr::serve<float>(gp, c, o, sm); });
 #else
   d::no_mpi();
   return json();

@@ -25,12 +25,14 @@ json drive_server(context& ctx, Policy& p) {
   const std::size_t d = ctx.prob.dim();
   if (ctx.runtime() != "sim")
     return drive_server_real(ctx, p, make_time_model(ctx.exp, ctx.seed, b));
-  // The gradient is computed when the job starts, at the server's parameters of that moment.
+  // The gradient is computed when the job starts, at the server's parameters of that moment,
+  // on the batch the runtime times the job with: the policy's for worker w (OmniLearn's ASP
+  // controller sets it, control handle set_batch), else the method's.
   auto compute = [&ctx, &p, b, d](heterograd::sim::worker_id w, std::uint64_t, std::uint64_t,
                                   std::vector<float>& g) {
     g.resize(d);
     const auto x = p.params();
-    ctx.prob.gradient(w, b, std::span<const float>(x.data(), x.size()), g);
+    ctx.prob.gradient(w, batch_of(p, w, b), std::span<const float>(x.data(), x.size()), g);
   };
   auto params = [&p] { return p.params(); };
   return drive_async(ctx, p, compute, params, make_time_model(ctx.exp, ctx.seed, b));

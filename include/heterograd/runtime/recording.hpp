@@ -50,14 +50,14 @@ struct shadow_run {
   explicit shadow_run(std::size_t workers) : eng(workers), rec(workers) {}
 };
 
-/// The worker-time model as the remote server sees it: `base` at a fixed `batch` (the server
-/// asks with batch 1), starting the job in the shadow engine with the simulator's tag.
+/// The worker-time model as the remote server sees it: `base` at the job's batch (the
+/// server's remote_options::batch, or what the policy's set_batch gave the worker), starting
+/// the job in the shadow engine with the simulator's tag.
 template <class Model>
 struct shadow_time_model {
   const Model* base;
-  std::size_t batch;
   shadow_run* s;
-  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t) const {
+  double duration(sim::worker_id w, std::uint64_t k, double t, std::size_t batch) const {
     const double d = base->duration(w, k, t, batch);
     if (std::isnan(d) || d < 0) return d;  // the server rejects it
     if (t != s->eng.now() || k != s->eng.next_job_index(w))
@@ -105,6 +105,12 @@ struct recording_control {
   void discarded(sim::worker_id w, std::uint64_t st) {
     s.rec.record_update(w, st, sim::update_outcome::discarded);
     c.discarded(w, st);
+  }
+  /// The batch of w's next jobs (the server times them at it, so the shadow does too).
+  void set_batch(sim::worker_id w, std::size_t b)
+    requires requires(Ctl& x, sim::worker_id v, std::size_t n) { x.set_batch(v, n); }
+  {
+    c.set_batch(w, b);
   }
 };
 

@@ -9,18 +9,22 @@
 //   work<T>(transport, dim, compute, options[, time_model])  on every other rank
 //   worker_client<T>: pull(params) / push(grads)          for framework authors' own loops
 //
-// Protocol (tags options.tag_base + 0..3, headers of four u64):
-//   server -> worker  job header {kind: 1 compute | 0 stop, version, job index, start time
-//                     bits}, then (compute) the parameters;
-//   worker -> server  result header {kind: 1 result | 2 bye, version, job index, 0}, then
-//                     (result) the gradient.
+// Protocol (tags options.tag_base + 0..3, headers of u64):
+//   server -> worker  job header of five {kind: 1 compute | 0 stop, version, job index, start
+//                     time bits, batch}, then (compute) the parameters;
+//   worker -> server  result header of four {kind: 1 result | 2 bye, version, job index, 0},
+//                     then (result) the gradient.
 // The server receives from any source (the parameter-server pattern) and hands each result
 // to policy.on_arrival with a control handle offering the simulator's members (applied /
 // buffered / discarded, restart, hold, release, interrupt, busy, waiting, version_of, now,
-// workers: async_control), so a policy runs unchanged. Holding a worker = not sending it a
-// job; releasing = sending one. Interrupting = sending a new job at once: a worker that sees
-// a new job before it pushes abandons its computation ("calculation stops"); a result that
-// still arrives for a stopped job is dropped, never handed to the policy.
+// workers: async_control; set_batch as the simulator's async_runtime has it), so a policy
+// runs unchanged. A job's batch is options.batch until the policy's set_batch(w, b) gives
+// worker w another for its next jobs (OmniLearn's ASP controller): the job carries it, the
+// worker computes with it (worker_client::batch(), a compute that takes one) and both sides
+// ask the worker-time model at it. Holding a worker = not sending it a job; releasing =
+// sending one. Interrupting = sending a new job at once: a worker that sees a new job before
+// it pushes abandons its computation ("calculation stops"); a result that still arrives for a
+// stopped job is dropped, never handed to the policy.
 //
 // A policy may have ready(t) -> bool: in virtual_time order the server calls it before it
 // waits for the result finishing at virtual time t; false ends the run there (then shutdown).
@@ -28,7 +32,7 @@
 // Arrival order:
 //   real_time:    results are handed over as they arrive (any-source receive).
 //   virtual_time: with a worker-time model, each job gets the virtual duration the simulator
-//                 would give it (model.duration(w, k, start, 1)); results are handed over in
+//                 would give it (model.duration(w, k, start, batch)); results are handed over in
 //                 (virtual finish, start order) order, waiting for the real result of the
 //                 earliest. This is the simulator's order exactly, so a deterministic policy
 //                 gives bitwise the same parameters as under runtime::async_runtime, while the
@@ -115,6 +119,10 @@ struct remote_options {
   std::uint64_t max_updates = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t max_arrivals = std::numeric_limits<std::uint64_t>::max();
   double horizon = std::numeric_limits<double>::infinity();  ///< virtual (or real) seconds
+  /// Every job's batch until the policy's set_batch changes a worker's (the simulator's
+  /// async_runtime batch argument, default 1 there too): sent with the job, and the batch the
+  /// worker-time model is asked at.
+  std::size_t batch = 1;
   /// Optional: set by another thread to end a real_time run at its next arrival (that result
   /// is not handed over), as a stopping rule would.
   const std::atomic<bool>* stop = nullptr;
@@ -133,6 +141,7 @@ struct remote_options {
             time_scale, "must be finite and >= 0");
     require(!std::isnan(horizon) && horizon >= 0, "remote_options.horizon", horizon, "must be >= 0");
     require(max_updates > 0, "remote_options.max_updates", max_updates, "must be > 0");
+    require(batch > 0, "remote_options.batch", batch, "must be > 0");
     require(std::isfinite(start_time) && start_time >= 0, "remote_options.start_time", start_time,
             "must be finite and >= 0");
     require(shutdown_grace.count() >= 0 && shutdown_grace.count() < 1e300,
@@ -183,8 +192,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
       : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base), n_(checked_workers(p, t, o)),
         state_(n_, state::idle), next_job_(n_, 0), job_(n_, 0), version_(n_, 0),
-        start_(n_, 0.0), payload_(p.dim()), outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0),
-        held_since_(n_, 0.0), log_(n_) {}
+        start_(n_, 0.0), batch_(n_, o.batch), job_batch_(n_, o.batch), payload_(p.dim()),
+        outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0), held_since_(n_, 0.0), log_(n_) {}
 
   // ---- the control handle's members ---------------------------------------------------
   double now() const { return now_; }
@@ -201,10 +210,11 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     job_[w] = k;
     version_[w] = policy_.version();
     start_[w] = now_;
+    job_batch_[w] = batch_[w];
     state_[w] = state::busy;
     if constexpr (!std::is_same_v<Model, no_time_model>) {
       if (o_.order == arrival_order::virtual_time) {
-        const double d = model_.duration(w, k, now_, 1);
+        const double d = model_.duration(w, k, now_, job_batch_[w]);
         require(!std::isnan(d) && d >= 0.0, "duration", d, "must be >= 0 (from the worker-time model)");
         queue_.push(pending{now_ + d, seq_++, w, k});
       }
@@ -227,6 +237,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     log_.record_update(w, policy_.version() - version_[w], sim::update_outcome::interrupted);
     state_[w] = state::idle;  // its result, if it still comes, is for a job no longer current
     restart(w);
+  }
+  /// Batch of worker w's next jobs (a running job keeps the batch it was sent with).
+  void set_batch(worker_id w, std::size_t b) {
+    require(w < n_, "worker", w, "must be < the number of workers");
+    require(b > 0, "batch", b, "must be > 0");
+    batch_[w] = b;
   }
   // applied, buffered, discarded: sim::reports_outcomes, into log_.
   sim::recorder& outcome_log() { return log_; }
@@ -328,7 +344,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     auto& box = free_outbox(w);
     const auto x = policy_.params();
     if (kind == 1 && !live) box.params.assign(x.begin(), x.end());  // 8 B/param
-    box.h = {kind, version_[w], job_[w], bits_of(start_[w])};
+    box.h = {kind, version_[w], job_[w], bits_of(start_[w]), job_batch_[w]};
     const int r = rank_of(w);
     const comm::send_options so{.timeout = o_.timeout};
     box.header = t_.send(span<const std::uint64_t>(box.h.data(), box.h.size()), r, tags_.job_header, so);
@@ -455,11 +471,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   std::vector<state> state_;
   std::vector<std::uint64_t> next_job_, job_, version_;
   std::vector<double> start_;
+  std::vector<std::size_t> batch_, job_batch_;  // next jobs' batch, the running job's
   std::vector<T> payload_;
   using request_t = decltype(std::declval<const Transport&>().send(
       std::declval<span<const T>>(), 0, 0, comm::send_options{}));
   struct outbox {
-    std::array<std::uint64_t, 4> h{};
+    std::array<std::uint64_t, 5> h{};
     std::vector<T> params;
     request_t header{}, payload{};
   };
@@ -508,6 +525,8 @@ class worker_client {
   std::uint64_t job_index() const { return h_[2]; }
   /// Start time of the current job (virtual or real seconds, as the server counts).
   double start_time() const { return detail::double_of(h_[3]); }
+  /// The current job's batch (remote_options::batch, or what the policy's set_batch gave).
+  std::size_t batch() const { return static_cast<std::size_t>(h_[4]); }
 
   /// Waits for the next job and copies the model into `params` (size dim); false when the
   /// server says stop (the goodbye is sent then).
@@ -553,7 +572,7 @@ class worker_client {
 
  private:
   void post() {
-    next_ = t_.recv(span<std::uint64_t>(incoming_[slot_].data(), 4), server_, tags_.job_header,
+    next_ = t_.recv(span<std::uint64_t>(incoming_[slot_].data(), 5), server_, tags_.job_header,
                     comm::recv_options{.timeout = o_.timeout});
   }
 
@@ -562,17 +581,18 @@ class worker_client {
   detail::tags tags_;
   std::size_t dim_;
   int server_ = 0;
-  std::array<std::array<std::uint64_t, 4>, 2> incoming_{};
+  std::array<std::array<std::uint64_t, 5>, 2> incoming_{};
   int slot_ = 0;
-  std::array<std::uint64_t, 4> h_{};
+  std::array<std::uint64_t, 5> h_{};
   decltype(std::declval<const Transport&>().recv(std::declval<span<std::uint64_t>>(), 0, 0,
                                                  comm::recv_options{})) next_{};
   bool stopped_ = false;
 };
 
 /// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&
-/// grads) for every job until the server stops it. With a worker-time model and
-/// o.time_scale > 0, each job lasts time_scale * model.duration(...) wall seconds in all
+/// grads), or compute(worker, version, job_index, batch, params, grads) with the job's batch,
+/// for every job until the server stops it. With a worker-time model and o.time_scale > 0,
+/// each job lasts time_scale * model.duration(..., batch) wall seconds in all
 /// (runtime/pacing.hpp: the worker sleeps for what its compute left, polling every
 /// millisecond for an interruption). Returns the worker's report (its jobs and where its
 /// time went).
@@ -598,10 +618,14 @@ worker_report work(const Transport& transport, std::size_t dim, Compute&& comput
     if (!more) break;
     t = clock::now();
     if (pacer) pacer->start();
-    compute(w, c.version(), c.job_index(), span<const T>(params.data(), dim), grads);
+    const span<const T> x(params.data(), dim);
+    if constexpr (requires { compute(w, c.version(), c.job_index(), c.batch(), x, grads); })
+      compute(w, c.version(), c.job_index(), c.batch(), x, grads);
+    else
+      compute(w, c.version(), c.job_index(), x, grads);
     if constexpr (timed) {
       if (pacer) {
-        const auto j = pacer->finish(model.duration(w, c.job_index(), c.start_time(), 1),
+        const auto j = pacer->finish(model.duration(w, c.job_index(), c.start_time(), c.batch()),
                                      [&] { return c.interrupted(); });
         r.compute_seconds += j.compute;
         r.paced_seconds += j.wall - j.compute;

@@ -27,6 +27,7 @@
 #include "heterograd/balance/measurement.hpp"
 #include "heterograd/balance/omnilearn.hpp"
 #include "heterograd/core/clock.hpp"
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::async {
@@ -38,6 +39,17 @@ struct omnilearn_asgd_config {
   std::size_t rebalance_every = 0;
   /// Weight each push by b_i / b_i(0) (the learning rate follows the batch).
   bool scale_learning_rate = true;
+
+  static constexpr auto description() {
+    return describe(
+        "omnilearn_asgd",
+        describe_field("controller", &omnilearn_asgd_config::controller, "OmniLearn's controller"),
+        describe_field("rebalance_every", &omnilearn_asgd_config::rebalance_every,
+                       "arrivals between controller runs, counted once every worker has reported "
+                       "since the last (0: the number of workers)"),
+        describe_field("scale_learning_rate", &omnilearn_asgd_config::scale_learning_rate,
+                       "weight each push by b_i / b_i(0) (the learning rate follows the batch)"));
+  }
 };
 
 template <class T = double, class Optimizer = default_optimizer>
@@ -59,6 +71,12 @@ class omnilearn_asgd : public detail::policy_base<T, Optimizer> {
   std::size_t batch(worker_id w) const {
     require(w < this->workers_, "worker", w, "must be < the number of workers");
     return ctrl_.batch_size(w);
+  }
+  /// The batch worker w's running job started with (until its result has been handed over:
+  /// what a driver counts that result's samples by).
+  std::size_t job_batch(worker_id w) const {
+    require(w < this->workers_, "worker", w, "must be < the number of workers");
+    return job_batch_[w];
   }
   const balance::omnilearn_asp& controller() const { return ctrl_; }
   const omnilearn_asgd_config& config() const { return cfg_; }
