@@ -210,6 +210,34 @@ class runner {
   std::thread t_;
 };
 
+/// Rank 0's side of a real run: the method (`body`) runs on a thread of its own from the
+/// first evaluation on, while this thread evaluates `copy()` on the wall-time grid into
+/// `evals` until the horizon, the updates or epochs rule ending it too; `adjust(h)` adds the
+/// method's checkpoint hooks. Returns the final model; rethrows the method's error.
+inline std::vector<float> evaluate_running(context& ctx, shared_run& s, sim::recorder& evals,
+                                           const std::function<void()>& body,
+                                           std::function<std::vector<float>()> copy,
+                                           const std::function<void(loop_hooks&)>& adjust = {}) {
+  const horizon_settings& hz = ctx.exp.horizon;
+  evals.set_metrics(ctx.prob.metrics());
+  std::vector<float> x;
+  {
+    std::optional<runner> r;
+    s.start = [&] {
+      s.start_clock();
+      r.emplace(s, body);
+    };
+    auto h = hooks(ctx, s, std::move(copy), [&] {
+      return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
+    });
+    if (adjust) adjust(h);
+    x = evaluation_loop(ctx, evals, h);
+    if (r) r->join();
+  }
+  if (s.error) std::rethrow_exception(s.error);
+  return x;
+}
+
 /// The model version and parameters' hash at a checkpoint's cut, and at a resume (the
 /// summary's extra.cuts and extra.resumed): a resumed run shows it went on from the saved model.
 inline json cut_record(std::uint64_t version, std::span<const float> x, double time) {
@@ -634,22 +662,12 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
 #endif
   }
   sim::recorder evals(n);
-  evals.set_metrics(ctx.prob.metrics());
-  std::vector<float> x;
   auto current = [&p] {
     const auto v = p.params();
     return std::vector<float>(v.begin(), v.end());
   };
-  {
-    std::optional<w::runner> run;
-    s.start = [&] {
-      s.start_clock();
-      run.emplace(s, body);
-    };
-    auto h = w::hooks(ctx, s, current, [&] {
-      return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
-    });
-    double cut_time = 0;
+  double cut_time = 0;
+  const auto x = w::evaluate_running(ctx, s, evals, body, current, [&](loop_hooks& h) {
     h.hold = [&] {
       auto release = s.hold([&] { return computing == 0; });
       cut_time = s.last.load();  // the arrival the server stopped after
@@ -670,15 +688,12 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
       s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(resumed_at * unit));
       s.updates = lp.version();
       s.events = lp.arrivals;
-      s.epochs = static_cast<double>(lp.arrivals * spg) / static_cast<double>(ctx.prob.train_size());
+      s.epochs = static_cast<double>(lp.samples) / static_cast<double>(ctx.prob.train_size());
       s.last = resumed_at;
       s.resumed = true;
       ctx.extra["resumed"] = w::cut_record(lp.version(), p.params(), resumed_at);
     };
-    x = evaluation_loop(ctx, evals, h);
-    if (run) run->join();
-  }
-  if (s.error) std::rethrow_exception(s.error);
+  });
 #ifdef HG_HAS_MPI
   if (world) reports = w::gather_reports(*world, n, n, {});
 #endif
@@ -817,21 +832,10 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
     return json();
   }
   sim::recorder evals(n);
-  evals.set_metrics(ctx.prob.metrics());
-  std::vector<float> x;
-  {
-    std::optional<w::runner> runner;
-    s.start = [&] {
-      s.start_clock();
-      runner.emplace(s, body);
-    };
-    auto h = w::hooks(ctx, s, [&] { return published; }, [&] {
-      return (hz.updates && s.updates >= *hz.updates) ||
-             (hz.epochs && s.epochs >= *hz.epochs);
-    });
-    // Checkpoints (threads): at a round boundary, the policy's whole state (as the simulated
-    // run saves it), the loop's counters and the workers' timing.
-    double cut_time = 0;
+  // Checkpoints (threads): at a round boundary, the policy's whole state (as the simulated
+  // run saves it), the loop's counters and the workers' timing.
+  double cut_time = 0;
+  const auto x = w::evaluate_running(ctx, s, evals, body, [&] { return published; }, [&](loop_hooks& h) {
     h.hold = [&] {
       auto release = s.hold();
       cut_time = s.last.load();
@@ -856,10 +860,7 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       s.resumed = true;
       ctx.extra["resumed"] = w::cut_record(published_rounds, params(), cut_time);
     };
-    x = evaluation_loop(ctx, evals, h);
-    if (runner) runner->join();
-  }
-  if (s.error) std::rethrow_exception(s.error);
+  });
   const double wall_s = w::seconds_since(s.origin);
   auto reports = rc.reports();
 #ifdef HG_HAS_MPI
@@ -1010,21 +1011,7 @@ json drive_eager_wall(context& ctx, Eager& p, const heterograd::sim::any_time_mo
     return json();
   }
   sim::recorder evals(n);
-  evals.set_metrics(ctx.prob.metrics());
-  std::vector<float> x;
-  {
-    std::optional<w::runner> runner;
-    s.start = [&] {
-      s.start_clock();
-      runner.emplace(s, body);
-    };
-    auto h = w::hooks(ctx, s, [&] { return published; }, [&] {
-      return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
-    });
-    x = evaluation_loop(ctx, evals, h);
-    if (runner) runner->join();
-  }
-  if (s.error) std::rethrow_exception(s.error);
+  const auto x = w::evaluate_running(ctx, s, evals, body, [&] { return published; });
   const double wall_s = w::seconds_since(s.origin);
   const auto [agree, conservation] = audit();
   auto reports = rc.reports();
