@@ -256,12 +256,11 @@ inline void write_real_tables(const context& ctx, const std::vector<hr::worker_r
                               const std::vector<double>& held, const std::vector<std::uint64_t>& gradients,
                               bool server, const std::vector<sim::trace_row>& jobs, json& extra) {
   if (!ctx.root) return;
-  // Every measured job in model units, as a trace (sim::trace_replay reads it; the placement
-  // runs' predictions replay it: sim_vs_real.md).
+  // Every measured job in model units, as a trace (sim::trace_replay::parse_csv reads it,
+  // its header the first line; the placement runs' predictions replay it: sim_vs_real.md).
   std::ostringstream tr;
   tr.precision(17);
-  tr << "# clock real: each measured job (model units), a worker-time trace (workers.time.base \"trace\")\n"
-     << "worker,start,duration\n";
+  tr << "worker,start,duration\n";
   for (const auto& j : jobs) tr << j.worker << ',' << j.start << ',' << j.duration << '\n';
   std::filesystem::create_directories(ctx.dir);
   write_file(ctx.dir / "real_jobs.csv", tr.str());
