@@ -564,6 +564,18 @@ BOOST_AUTO_TEST_CASE(e2_ringmaster_with_an_infinite_threshold_is_vanilla_asgd_bi
   BOOST_TEST(r["updates"]["interrupted"].get<std::uint64_t>() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(biased_local_sgds_samples_per_redraw_beyond_the_training_set_are_refused_naming_local_steps) {
+  // shuffle_rounds x H_i x batch per worker, the slow workers' disjoint: 2 x 6 x 256 x 3 slow
+  // workers = 9216 of 2000 samples (was a library error once the run started).
+  const std::string base = R"({"data": {"train_samples": 2000, "batch": 256}, "methods": [{"label": "b",
+      "algorithm": "biased_local_sgd", "slow_workers": [1, 2, 3], "local_steps": [4, 6, 6, 6], "shuffle_rounds": 2}]})";
+  const std::string e = error_of([&] { resolved_with(base); });
+  BOOST_TEST((e.find("methods[0].local_steps") != std::string::npos && e.find("9216") != std::string::npos), e);
+  json fits = json::parse(base);
+  fits["data"]["batch"] = 32;  // 2 x 6 x 32 x 3 = 1152
+  BOOST_TEST(error_of([&] { resolved_with(fits.dump()); }).empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_trace_of_each_workers_constant_job_time_replays_the_fixed_model_bit_for_bit) {
   // workers.time.base "trace" (a real run's real_jobs.csv, inline): rows of constant
   // durations per worker give every job the fixed model's time, so the runs are the same bit

@@ -897,6 +897,27 @@ void check_bounds(const json& c) {
                                        m["max_batch"].dump() + "] (" + p + ": OmniLearn's initial batch), got " +
                                        m["batch"].dump() + " (set " + p + ".batch or the bounds)");
     if (omnilearn) b = {m["max_batch"].get<double>(), p + ".max_batch"};
+    if (m["algorithm"] == "biased_local_sgd" && images) {
+      // Each redraw hands every worker shuffle_rounds x H_i x batch samples, the slow workers
+      // disjoint ones: both must fit the training set (biased_config::validate, checked here
+      // with the keys). speed_proportional H_i are at most the largest configured one.
+      const double samples = train > 0 ? train : 60000.0;  // Fashion-MNIST's training set
+      const double per_step = m["shuffle_rounds"].get<double>() * m["batch"].get<double>();
+      double slow = 0, most = 0;
+      const auto& h = m["local_steps"];
+      double h_max = 0;
+      for (const auto& x : h) h_max = std::max(h_max, x.get<double>());
+      for (const auto& w : m["slow_workers"]) {
+        const std::size_t k = w.get<std::size_t>();
+        slow += per_step * (m["speed_proportional"].get<bool>() || k >= h.size() ? h_max : h[k].get<double>());
+      }
+      most = per_step * h_max;
+      if (slow > samples || most > samples)
+        throw config_error(p + ".local_steps", "expected shuffle_rounds x H_i x batch (" + p +
+                                                   ".batch) at most data.train_samples = " + num(samples) +
+                                                   " for every worker and summed over the slow workers, got " +
+                                                   num(std::max(slow, most)) + " samples per redraw");
+    }
     if (m["algorithm"] == "biased_local_sgd") b = {b.first * m["ratio"].get<double>(), p + ".ratio"};
     if (m["algorithm"] == "eager") eager_rounds = std::max(eager_rounds, m["staleness_bound"].get<double>());
     if (b.first > batch) {
