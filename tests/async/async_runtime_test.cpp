@@ -2,11 +2,15 @@
 // objects as the simulator, bitwise the same parameters in virtual-time order, delay bounds
 // and bookkeeping in real time, and a hand-written worker loop with pull / push.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -293,6 +297,54 @@ BOOST_AUTO_TEST_CASE(a_framework_worker_loop_with_pull_and_push_drives_the_serve
   }
   BOOST_TEST(p.version() == 600u);
   BOOST_TEST(s.arrivals >= 600u);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_refuses_a_hostile_job_header_naming_the_field) {
+  // The job header is the server's word: a worker must not compute a batch of 0 samples, a
+  // job starting at a time that is no time, or a kind the protocol lacks. Each is refused by
+  // worker_client::pull (a comm_error naming the field and the value), never a job.
+  struct bad_header {
+    std::array<std::uint64_t, 5> h;
+    const char* says;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<bad_header> cases{
+      {{1, 0, 0, std::bit_cast<std::uint64_t>(0.0), 0}, "batch 0"},
+      {{1, 0, 0, std::bit_cast<std::uint64_t>(nan), 4}, "start time"},
+      {{1, 0, 0, std::bit_cast<std::uint64_t>(-1.0), 4}, "start time"},
+      {{7, 0, 0, 0, 4}, "kind 7"},
+  };
+  for (const auto& bad : cases) {
+    BOOST_TEST_CONTEXT(bad.says) {
+      std::string caught;
+      bool computed = false;
+      try {
+        hg::comm::inproc::spawn(2, [&](hg::comm::inproc::communicator c) {
+          const hr::remote_options o{.timeout = hg::seconds{5}};
+          if (c.rank() == 0) {
+            const std::vector<double> x(3, 1.0);
+            auto a = c.send(hg::span<const std::uint64_t>(bad.h.data(), bad.h.size()), 1, o.tag_base,
+                            hg::comm::send_options{.timeout = o.timeout});
+            auto b = c.send(hg::span<const double>(x.data(), x.size()), 1, o.tag_base + 1,
+                            hg::comm::send_options{.timeout = o.timeout});
+            try {
+              a.wait();
+              b.wait();
+            } catch (const hg::comm::comm_error&) {  // the worker's refusal aborts the world
+            }
+            return;
+          }
+          hr::worker_client<double, hg::comm::inproc::communicator> client(c, 3, o);
+          std::vector<double> x(3);
+          computed = client.pull(x);  // throws: spawn rethrows the worker's error, the first
+        });
+      } catch (const hg::comm::comm_error& e) {
+        caught = e.what();
+      }
+      BOOST_TEST(!computed);
+      BOOST_TEST(caught.find(bad.says) != std::string::npos, caught);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(remote_runtimes_reject_bad_configurations_and_gradients) {

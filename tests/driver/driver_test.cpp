@@ -362,6 +362,22 @@ BOOST_AUTO_TEST_CASE(config_errors_name_the_users_key_for_overflowing_numbers_li
   // (and the training set's real size bounds the mini-batch: train_samples 0 is all of it)
   e = refusal_with(fm, R"({"data": {"partition": "iid", "train_samples": 0, "batch": 60001}})");
   BOOST_TEST(has(e, "config error at 'data.batch': expected a mini-batch of at most the training set's 60000 samples, got 60001"), e);
+  // A batch that reaches the problem from a peer (a server's job header under MPI) is held to
+  // the same rule: 1..the training set, refused before anything is drawn or allocated.
+  {
+    json small = fm;
+    small["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 100, "partition": "iid"})");
+    const json cfg = hgrun::resolve(small);
+    auto prob = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 1);
+    std::vector<float> x = prob->initial(), g(prob->dim());
+    for (const std::size_t b : {std::size_t{0}, std::size_t{101}, std::numeric_limits<std::size_t>::max()}) {
+      const auto why = hg_test::message_of<std::invalid_argument>([&] { (void)prob->gradient(0, b, x, g); });
+      BOOST_TEST(has(why, "batch " + std::to_string(b) + " was asked for; a batch must be 1..100"), why);
+    }
+    BOOST_TEST(prob->samples == 0u);  // nothing drawn
+    (void)prob->gradient(0, 100, x, g);  // the whole training set is a batch
+    BOOST_TEST(prob->samples == 100u);
+  }
   // Duplicate keys, at any depth, name the second one's key path.
   e = refusal_of([] { (void)hgrun::parse_config(R"({"seed": 1, "seed": 2})", "t.json"); });
   BOOST_TEST(has(e, "config error at 'seed': a duplicate key"), e);
@@ -494,6 +510,48 @@ json run_test_policy(const json& cfg, const fs::path& dir, bool resume, std::uin
 }
 
 }  // namespace
+
+// problem::seek puts a worker's stream where the draws would have: a resumed server's workers
+// on MPI ranks get their streams from the counts of jobs and samples sent before the cut.
+BOOST_AUTO_TEST_CASE(seek_puts_a_workers_sample_stream_where_its_draws_would_have) {
+  json fm = quadratics();
+  fm["data"] = json::parse(R"({"dataset": "fashion_mnist", "train_samples": 100, "partition": "iid"})");
+  fm["model"] = json{{"kind", "softmax"}};
+  fm["target"] = json{{"metric", "accuracy"}};
+  json wc = quadratics();
+  wc["data"] = json::parse(R"({"dataset": "worst_case_quadratic", "dim": 6, "noise": 0.5})");
+  json sq = quadratics();
+  sq["data"]["noise"] = 0.5;
+  for (const json& raw : {fm, wc, sq}) {
+    const json cfg = hgrun::resolve(raw);
+    const std::string what = cfg["data"]["dataset"];
+    // Worker 1's shard has 25 of the 100 samples: draws of 7, 18 (one whole epoch), 60
+    // (wrapping twice) and 25; each compared at the next batch of 9 with a fresh problem sought there.
+    auto ran = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 5);
+    std::vector<float> x = ran->initial(), g(ran->dim()), h(ran->dim());
+    for (float& v : x) v += 0.25f;
+    std::uint64_t jobs = 0, drawn = 0;
+    for (const std::size_t b : {std::size_t{7}, std::size_t{18}, std::size_t{60}, std::size_t{25}}) {
+      (void)ran->gradient(1, b, x, g);
+      ++jobs;
+      drawn += ran->samples_per_gradient(b);
+      auto sought = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 5);
+      sought->seek(1, jobs, drawn);
+      auto copy = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 5);
+      heterograd::archive_writer w;
+      ran->serialize(w);
+      heterograd::archive_reader r(w.bytes());
+      copy->serialize(r);
+      (void)copy->gradient(1, 9, x, g);  // the run's own next batch
+      (void)sought->gradient(1, 9, x, h);
+      BOOST_TEST(g == h, what << " after " << jobs << " gradients of " << drawn << " samples");
+      // (and the seek is not a no-op: a fresh stream's batch of 9 is another one)
+      auto fresh = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 5);
+      (void)fresh->gradient(1, 9, x, h);
+      BOOST_TEST(g != h, what << " after " << jobs << " gradients");
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(a_run_killed_after_a_checkpoint_and_resumed_gives_the_uninterrupted_trace_hash) {
   json raw = minimal();

@@ -352,13 +352,20 @@ BOOST_AUTO_TEST_CASE(every_method_including_local_learning_is_accepted_on_thread
   }
 }
 
-BOOST_AUTO_TEST_CASE(checkpoints_need_the_simulated_cluster) {
+BOOST_AUTO_TEST_CASE(checkpoints_need_the_simulated_cluster_or_the_real_clock) {
   json j = quadratic_experiment(8);
   j["checkpoint_every"] = 2;
-  j["runtime"] = "threads";
-  const std::string e = error_of(j);
-  BOOST_TEST(e.find("'checkpoint_every'") != std::string::npos, e);
-  BOOST_TEST(e.find("expected 0 with runtime \"threads\"") != std::string::npos, e);
+  for (const char* rt : {"threads", "mpi"}) {
+    j["runtime"] = rt;
+    const std::string e = error_of(j);
+    BOOST_TEST(e.find("'checkpoint_every'") != std::string::npos, e);
+    BOOST_TEST(e.find("expected 0 with runtime \"" + std::string(rt) + "\" and clock \"virtual\"") != std::string::npos, e);
+    j["clock"] = "real";
+    j["real_scale"] = 0.01;
+    BOOST_TEST(error_of(j).empty(), rt);
+    j.erase("clock");
+    j.erase("real_scale");
+  }
   j["runtime"] = "sim";
   BOOST_TEST(error_of(j).empty());
 }
@@ -417,7 +424,9 @@ boost::test_tools::assertion_result mpi_available(boost::unit_test::test_unit_id
   return std::getenv("HG_RUNTIME_TEST_MPIEXEC") != nullptr;
 }
 
-json mpirun(json raw, int np, const fs::path& dir) {
+// `args`: more of heterograd-run's flags; `halts`: the run stops as if killed (--halt-after),
+// so its exit status is not 0 and no summary is read.
+json mpirun(json raw, int np, const fs::path& dir, const std::string& args = "", bool halts = false) {
   raw["runtime"] = "mpi";
   raw["output"] = dir.string();
   const auto cfg = dir.parent_path() / (dir.filename().string() + ".json");
@@ -425,10 +434,14 @@ json mpirun(json raw, int np, const fs::path& dir) {
   std::string cmd = std::string(std::getenv("HG_RUNTIME_TEST_MPIEXEC")) + " " +
                     std::getenv("HG_RUNTIME_TEST_NP_FLAG") + " " + std::to_string(np) + " --oversubscribe " +
                     std::getenv("HG_RUNTIME_TEST_PREFLAGS") + " " + HG_RUN_EXE + " " + cfg.string() +
-                    " --quiet --no-plots > " + (dir.string() + ".log") + " 2>&1";
+                    " --quiet --no-plots " + args + " > " + (dir.string() + ".log") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::stringstream log;
   log << std::ifstream(dir.string() + ".log").rdbuf();
+  if (halts) {
+    BOOST_TEST_REQUIRE(log.str().find("halted after") != std::string::npos, cmd << "\n" << log.str());
+    return json::object();
+  }
   BOOST_TEST_REQUIRE(rc == 0, cmd << "\n" << log.str());
   json out = json::object();
   for (const auto& m : raw["methods"]) {
@@ -530,6 +543,56 @@ BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_n
         const int a = 1;  // staleness,applied,...
         if (label == "Ringmaster")
           for (std::size_t k = 1 + 2; k < rows.size(); ++k) BOOST_TEST(rows[k][a] == "0", label << " delay " << k - 1);
+      }
+    }
+  }
+}
+
+// Kill and resume under mpirun: a real run halted after its third evaluation's checkpoint (as
+// if killed) and resumed goes on from exactly the saved model (version and parameter hash at
+// the cut), on every rank: the server's workers' streams where the cut left them, each round
+// method's rank its own replica and stream; it keeps its invariants and reaches the target.
+BOOST_AUTO_TEST_CASE(a_real_run_under_mpirun_killed_after_a_checkpoint_resumes_from_the_saved_model) {
+  const auto dir = scratch("mpi-resume");
+  json raw = quadratic_experiment(200);
+  raw["clock"] = "real";
+  raw["real_scale"] = 0.004;
+  raw["horizon"] = {{"time", 60}};
+  raw["checkpoint_every"] = 3;
+  raw["target"] = json::parse(R"({"metric": "loss", "value": 0.105, "below": true})");
+  const std::size_t n = raw["workers"]["count"];
+  json servers = raw, rounds = raw;
+  servers["methods"] = json::array({raw["methods"][1]});                    // Ringmaster
+  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4]});  // BSP, local SGD
+  for (auto [name, cfg, np] : {std::tuple{"servers", servers, static_cast<int>(n + 1)},
+                               std::tuple{"rounds", rounds, static_cast<int>(n)}}) {
+    const auto sub = dir / name;
+    (void)mpirun(cfg, np, sub, "--halt-after 3", true);
+    for (const auto& m : cfg["methods"])
+      BOOST_TEST_REQUIRE(fs::exists(sub / hgrun::slug(m["label"]) / "checkpoint.bin"), m["label"]);
+    const json got = mpirun(cfg, np, sub, "--resume");
+    for (const auto& m : cfg["methods"]) {
+      const std::string label = m["label"];
+      const json& r = got[label];
+      BOOST_TEST_MESSAGE(label << " under mpirun: cuts " << r["extra"]["cuts"] << ", resumed " << r["extra"]["resumed"]);
+      BOOST_TEST_REQUIRE(r["extra"]["cuts"].size() >= 1u, label);
+      BOOST_TEST(r["extra"]["resumed"] == r["extra"]["cuts"][0], label);
+      BOOST_TEST(r["extra"]["resumed"]["version"].get<std::uint64_t>() > 0u, label);
+      BOOST_TEST(r["extra"]["runtime"] == "mpi", label);
+      BOOST_TEST(!r["time_to_target"].is_null(), label);
+      BOOST_TEST(r["extra"]["real"]["seconds_per_gradient"].size() == n, label);
+      const auto ev = hgrun::read_csv(sub / hgrun::slug(label) / "evaluations.csv");
+      BOOST_TEST(ev.size() == 1u + 13u, label);  // the header, t = 0, 5, ..., 60: none lost or repeated
+      BOOST_TEST(!fs::exists(sub / hgrun::slug(label) / "checkpoint.bin"), label);
+      if (name == std::string("rounds")) {
+        // Every rank went on from the saved round: its own part of the checkpoint was loaded.
+        const auto at = r["extra"]["resumed_rounds_per_rank"].get<std::vector<std::uint64_t>>();
+        BOOST_TEST(at == std::vector<std::uint64_t>(n, r["extra"]["resumed"]["version"].get<std::uint64_t>()),
+                   label << ": " << json(at));
+      }
+      if (label == "Ringmaster") {
+        const auto rows = hgrun::read_csv(sub / hgrun::slug(label) / "staleness.csv");
+        for (std::size_t k = 1 + 2; k < rows.size(); ++k) BOOST_TEST(rows[k][1] == "0", label << " delay " << k - 1);
       }
     }
   }

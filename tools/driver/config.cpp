@@ -742,13 +742,13 @@ void check_cross(json& c) {
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
   check_real_clock(c, n);
-  const bool real_threads = c["runtime"] == "threads" && c["clock"] == "real";
-  if (c["runtime"] != "sim" && !real_threads && c["checkpoint_every"].get<std::uint64_t>() > 0)
+  if (c["runtime"] != "sim" && c["clock"] != "real" && c["checkpoint_every"].get<std::uint64_t>() > 0)
     throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() + " and clock " +
                                                c["clock"].dump() +
                                                ": checkpoints (and --resume from one) need runtime \"sim\", or "
-                                               "runtime \"threads\" with clock \"real\" (a consistent cut of the "
-                                               "real run; the replayed order's messages in flight are not saved)");
+                                               "runtime \"threads\" or \"mpi\" with clock \"real\" (a consistent "
+                                               "cut of the real run; the replayed order's messages in flight are not "
+                                               "saved)");
   std::string& b = c["baseline"].get_ref<std::string&>();
   if (!b.empty() && !labels.count(b))
     throw config_error("baseline", "expected the label of one of the methods, got \"" + b + "\"");

@@ -516,7 +516,9 @@ int main(int argc, char** argv) {
     const std::string& runtime = settings.runtime;
     if (runtime == "mpi") {
       if (jobs > 1) throw config_error("--jobs", "expected 1 with runtime \"mpi\" (mpirun starts the processes)");
-      if (resume) throw config_error("--resume", "not available with runtime \"mpi\" (no checkpoints)");
+      if (resume && cfg["clock"] != "real")
+        throw config_error("--resume", "not available with runtime \"mpi\" and clock \"virtual\" (no checkpoints; "
+                                       "clock \"real\" has them)");
       const int need = mpi_ranks_needed(cfg);
       mpi.emplace(argc, argv);
       rank = mpi->rank();

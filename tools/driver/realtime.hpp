@@ -377,15 +377,33 @@ struct locked_policy {
     samples += result_samples;
     s.epochs = static_cast<double>(samples) / static_cast<double>(train);
     s.last = a.time;
-    // A consistent cut: between two arrivals, with this one's update recorded.
-    s.cut([&] { log_at_cut = c.outcome_log(); });
+    // A consistent cut: between two arrivals, with this one's update recorded, and where
+    // each worker's sample stream will be once it has computed the jobs it was sent.
+    s.cut([&] {
+      log_at_cut = c.outcome_log();
+      for (std::size_t w = 0; w < c.workers(); ++w) {
+        jobs_at_cut[w] = jobs_before[w] + c.jobs_sent(static_cast<sim::worker_id>(w));
+        drawn_at_cut[w] = drawn_before[w] + c.batches_sent(static_cast<sim::worker_id>(w));
+      }
+    });
   }
   sim::recorder log_at_cut = sim::recorder(p.workers());  ///< the server's update records at the cut
+  /// Per worker: jobs sent and the sum of their batches (what its stream draws: the problems'
+  /// samples_per_gradient is the batch or one a gradient, and problem::seek reads the one it
+  /// counts) before this run's server (a resumed run's, from its checkpoint) and at the cut.
+  std::vector<std::uint64_t> jobs_before = std::vector<std::uint64_t>(p.workers(), 0);
+  std::vector<std::uint64_t> drawn_before = jobs_before, jobs_at_cut = jobs_before, drawn_at_cut = jobs_before;
 
   /// Checkpoints: the counters of the evaluation loop and of the per-worker tables.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(arrivals, staleness_sum, arrived, samples);
+    ar(arrivals, staleness_sum, arrived, samples, jobs_at_cut, drawn_at_cut);
+    if constexpr (std::is_same_v<Archive, hg::archive_reader>) {
+      if (jobs_at_cut.size() != p.workers() || drawn_at_cut.size() != p.workers())
+        throw std::runtime_error("heterograd-run: the checkpoint's stream positions are not one per worker");
+      jobs_before = jobs_at_cut;
+      drawn_before = drawn_at_cut;
+    }
   }
 };
 
@@ -416,6 +434,59 @@ inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::commun
               static_cast<std::uint64_t>(row[5]), row[6]};
   }
   return out;
+}
+
+/// Checkpoints of round methods under MPI: every rank's part of the state as bytes. gather:
+/// rank 0 gets ranks 1.. size - 1's parts (in rank order), the others get {}. scatter: rank 0
+/// hands rank k parts[k - 1] (none: a fresh run, every rank gets "") and gets "" itself.
+/// Collective over c; the parts' sizes go first (one allreduce or broadcast of size u64).
+constexpr int parts_tag = 29000;
+inline std::vector<std::string> gather_parts(const hg::comm::mpi::communicator& c, const std::string& mine) {
+  const auto size = static_cast<std::size_t>(c.size()), me = static_cast<std::size_t>(c.rank());
+  std::vector<std::uint64_t> sizes(size, 0);
+  sizes[me] = mine.size();
+  hg::comm::allreduce_options o;
+  o.op = hg::comm::reduce_op::sum;
+  o.timeout = hg::seconds{runtime_timeout_s};
+  c.allreduce(hg::span<std::uint64_t>(sizes.data(), sizes.size()), o).wait();
+  const hg::seconds t{runtime_timeout_s};
+  if (me != 0) {
+    const auto* b = reinterpret_cast<const std::uint8_t*>(mine.data());
+    c.send(hg::span<const std::uint8_t>(b, mine.size()), 0, parts_tag, hg::comm::send_options{.timeout = t}).wait();
+    return {};
+  }
+  std::vector<std::string> out(size - 1);
+  for (std::size_t k = 1; k < size; ++k) {
+    out[k - 1].resize(sizes[k]);
+    auto* b = reinterpret_cast<std::uint8_t*>(out[k - 1].data());
+    c.recv(hg::span<std::uint8_t>(b, sizes[k]), static_cast<int>(k), parts_tag, hg::comm::recv_options{.timeout = t})
+        .wait();
+  }
+  return out;
+}
+inline std::string scatter_parts(const hg::comm::mpi::communicator& c, const std::vector<std::string>& parts) {
+  const auto size = static_cast<std::size_t>(c.size()), me = static_cast<std::size_t>(c.rank());
+  std::vector<std::uint64_t> sizes(size, 0);
+  if (me == 0)
+    for (std::size_t k = 1; k < size && k - 1 < parts.size(); ++k) sizes[k] = parts[k - 1].size();
+  const hg::seconds t{runtime_timeout_s};
+  c.broadcast(hg::span<std::uint64_t>(sizes.data(), sizes.size()), 0, hg::comm::broadcast_options{.timeout = t}).wait();
+  if (me == 0) {
+    for (std::size_t k = 1; k < size; ++k) {
+      if (sizes[k] == 0) continue;
+      const auto* b = reinterpret_cast<const std::uint8_t*>(parts[k - 1].data());
+      c.send(hg::span<const std::uint8_t>(b, sizes[k]), static_cast<int>(k), parts_tag,
+             hg::comm::send_options{.timeout = t})
+          .wait();
+    }
+    return {};
+  }
+  std::string mine(sizes[me], '\0');
+  if (!mine.empty())
+    c.recv(hg::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(mine.data()), mine.size()), 0, parts_tag,
+           hg::comm::recv_options{.timeout = t})
+        .wait();
+  return mine;
 }
 #endif
 
@@ -648,14 +719,31 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   if (ctx.runtime() != "threads") {
 #ifdef HG_HAS_MPI
     const heterograd::comm::mpi::communicator& c = world.emplace(MPI_COMM_WORLD);
+    // Each worker's stream where the server's checkpoint says (a fresh run: at the start):
+    // rank 0 sends every worker's jobs and draws (one broadcast of 2n u64) once it has loaded.
+    auto streams = [&] {  // (body runs it after this block: no reference to `c` here)
+      std::vector<std::uint64_t> v(2 * n);
+      std::copy(lp.jobs_before.begin(), lp.jobs_before.end(), v.begin());
+      std::copy(lp.drawn_before.begin(), lp.drawn_before.end(), v.begin() + static_cast<std::ptrdiff_t>(n));
+      world->broadcast(heterograd::span<std::uint64_t>(v.data(), v.size()), 0,
+                       heterograd::comm::broadcast_options{.timeout = heterograd::seconds{runtime_timeout_s}})
+          .wait();
+      return v;
+    };
     if (c.rank() != 0) {
       single_threaded_here();
-      w::pin(ctx, static_cast<std::size_t>(c.rank() - 1));
+      const auto me = static_cast<std::size_t>(c.rank() - 1);
+      w::pin(ctx, me);
+      const auto v = streams();
+      ctx.prob.seek(me, v[me], v[n + me]);
       const auto r = hr::work<float>(c, d, compute, o, timed);
-      w::gather_reports(c, n, static_cast<std::size_t>(c.rank() - 1), r);
+      w::gather_reports(c, n, me, r);
       return json();
     }
-    body = [&] { summary = hr::serve<float>(lp, *world, o, timed); };
+    body = [&, streams] {  // (streams by value: it is this block's)
+      (void)streams();
+      summary = hr::serve<float>(lp, *world, o, timed);
+    };
 #else
     throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
 #endif
@@ -666,7 +754,7 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
     return std::vector<float>(v.begin(), v.end());
   };
   double cut_time = 0;
-  const auto x = w::evaluate_running(ctx, s, evals, body, current, [&](loop_hooks& h) {
+  auto hooks = [&](loop_hooks& h) {
     h.hold = [&] {
       auto release = s.hold([&] { return computing == 0; });
       cut_time = s.last.load();  // the arrival the server stopped after
@@ -683,6 +771,9 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
     h.load = [&](heterograd::archive_reader& ar) {
       detail::load_policy(ar, p);
       lp.serialize(ar);
+      // The workers' streams as after every job sent before the cut (the jobs in flight there
+      // were computed and dropped): on threads here, under MPI on each worker's rank.
+      for (std::size_t k = 0; k < n; ++k) ctx.prob.seek(k, lp.jobs_before[k], lp.drawn_before[k]);
       ar(resumed_at, before);
       s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(resumed_at * unit));
       s.updates = lp.version();
@@ -692,7 +783,16 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
       s.resumed = true;
       ctx.extra["resumed"] = w::cut_record(lp.version(), p.params(), resumed_at);
     };
-  });
+  };
+  std::vector<float> x;
+  try {
+    x = w::evaluate_running(ctx, s, evals, body, current, hooks);
+  } catch (const halted&) {
+#ifdef HG_HAS_MPI
+    if (world) (void)w::gather_reports(*world, n, n, {});  // the workers' last collective
+#endif
+    throw;
+  }
 #ifdef HG_HAS_MPI
   if (world) reports = w::gather_reports(*world, n, n, {});
 #endif
@@ -759,8 +859,12 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
     const auto x = params();
     published.assign(x.begin(), x.end());
   }
-  // Whether to go on with another round, the same answer on every rank; `over`: the round
-  // that just ended is past the horizon.
+  // Whether to go on with another round, the same answer on every rank: rank 0 decides by its
+  // wall clock (`over`: the round that just ended is past the horizon, which the simulated run
+  // would not have), and asks for a checkpoint's parts when the evaluation loop waits for a cut.
+  struct agreed {
+    bool more, over, checkpoint;
+  };
 #ifdef HG_HAS_MPI
   // One communicator for the agreement (its construction is a collective: made once).
   std::optional<heterograd::comm::mpi::communicator> world;
@@ -768,28 +872,83 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
 #endif
   auto agree = [&](bool over) {
     bool stop = over || s.stop || reached() || s.model_now(unit) >= t_end;
+    bool checkpoint = false;
 #ifdef HG_HAS_MPI
     if (world) {
       const auto& c = *world;
-      std::vector<double> v(n + 1, 0.0);
+      std::vector<double> v(n + 3, 0.0);
       const auto me = static_cast<std::size_t>(c.rank());
-      v[0] = (c.rank() == 0 && stop) ? 1.0 : 0.0;
-      v[1 + me] = rc.busy(me);
+      if (c.rank() == 0) {
+        v[0] = stop ? 1.0 : 0.0;
+        v[1] = over ? 1.0 : 0.0;
+        v[2] = s.pause_requested.load(std::memory_order_acquire) ? 1.0 : 0.0;
+      }
+      v[3 + me] = rc.busy(me);
       heterograd::comm::allreduce_options o;
       o.op = heterograd::comm::reduce_op::sum;
       o.timeout = heterograd::seconds{runtime_timeout_s};
       c.allreduce(heterograd::span<double>(v.data(), v.size()), o).wait();
-      for (std::size_t k = 0; k < n; ++k) rc.set_busy(k, v[1 + k]);
+      for (std::size_t k = 0; k < n; ++k) rc.set_busy(k, v[3 + k]);
       stop = v[0] > 0 || reached();
+      over = v[1] > 0;
+      checkpoint = v[2] > 0;
     }
 #endif
-    return !stop;
+    return agreed{!stop, over, checkpoint};
   };
   std::uint64_t published_rounds = 0;
   std::vector<std::uint64_t> steps(n, 0);  // gradients per worker
+  double cut_time = 0;
+  // Checkpoints: at a round boundary, the policy's whole state (as the simulated run saves it),
+  // the loop's counters and the workers' timing; under MPI every rank's (its replica and its
+  // worker's sample stream and timing are its own), gathered on rank 0 at the agreed round.
+  auto save_state = [&](heterograd::archive_writer& ar) {
+    detail::save_policy(ar, p);
+    ar(rounds, samples, published_rounds, steps, cut_time, updates);
+    rc.serialize(ar);
+  };
+  auto load_state = [&](heterograd::archive_reader& ar) {
+    detail::load_policy(ar, p);
+    ar(rounds, samples, published_rounds, steps, cut_time, updates);
+    rc.serialize(ar);
+    s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(cut_time * unit));
+    const auto v = params();
+    published.assign(v.begin(), v.end());
+    s.updates = published_rounds;
+    s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
+    s.last = cut_time;
+    s.resumed = true;
+  };
+  std::vector<std::string> parts;  // rank 0: ranks 1.. n - 1's parts of the checkpoint (MPI)
+  std::vector<std::uint64_t> resumed_rounds;  // MPI: the round each rank went on from
   auto body = [&] {
-    bool more = agree(false);
-    while (more) {
+#ifdef HG_HAS_MPI
+    if (world) {  // a resumed run: rank 0 hands every rank its part (empty: a fresh run)
+      const std::string mine = w::scatter_parts(*world, parts);
+      if (!mine.empty()) {
+        const auto* b = reinterpret_cast<const std::byte*>(mine.data());
+        heterograd::archive_reader ar(std::span<const std::byte>(b, mine.size()));
+        load_state(ar);
+        ctx.prob.serialize(ar);
+        if (!ar.done()) throw std::runtime_error("heterograd-run: rank " + std::to_string(world->rank()) +
+                                                 "'s part of the checkpoint has trailing bytes");
+      }
+      // Every rank goes on from the same round (the parts were cut at one agreed round).
+      std::vector<std::uint64_t> at(n, 0);
+      at[static_cast<std::size_t>(world->rank())] = published_rounds;
+      heterograd::comm::allreduce_options o;
+      o.op = heterograd::comm::reduce_op::sum;
+      o.timeout = heterograd::seconds{runtime_timeout_s};
+      world->allreduce(heterograd::span<std::uint64_t>(at.data(), at.size()), o).wait();
+      for (std::size_t k = 0; k < n; ++k)
+        if (at[k] != at[0])
+          throw std::runtime_error("heterograd-run: rank " + std::to_string(k) + " resumed at round " +
+                                   std::to_string(at[k]) + ", rank 0 at round " + std::to_string(at[0]));
+      resumed_rounds = at;
+    }
+#endif
+    agreed a = agree(false);
+    while (a.more) {
       const std::uint64_t r = rounds;
       std::uint64_t round_samples = 0;
       for (std::size_t k = 0; k < n; ++k)
@@ -803,10 +962,9 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       rounds = r + 1;
       samples += round_samples;
       const double end = s.model_now(unit);
-      const bool over = end > t_end;  // the simulated run would not have this round
-      more = agree(over);
+      a = agree(end > t_end);
       if (after_round) after_round(r);
-      if (over) break;
+      if (a.over) break;
       {
         std::lock_guard l(s.model);
         const auto x = params();
@@ -816,6 +974,19 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       s.updates = rounds;
       s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
       s.last = end;
+#ifdef HG_HAS_MPI
+      if (world) {
+        // Rank 0 stops at this cut only when every rank's part of this round was gathered (a
+        // request that came after the agreement waits for the next round's).
+        if (!a.checkpoint) continue;
+        cut_time = end;
+        heterograd::archive_writer ar;
+        save_state(ar);
+        ctx.prob.serialize(ar);
+        const auto& bytes = ar.bytes();
+        parts = w::gather_parts(*world, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      }
+#endif
       s.cut();  // a round boundary: a checkpoint may be written here
     }
   };
@@ -831,10 +1002,7 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
     return json();
   }
   sim::recorder evals(n);
-  // Checkpoints (threads): at a round boundary, the policy's whole state (as the simulated
-  // run saves it), the loop's counters and the workers' timing.
-  double cut_time = 0;
-  const auto x = w::evaluate_running(ctx, s, evals, body, [&] { return published; }, [&](loop_hooks& h) {
+  auto hooks = [&](loop_hooks& h) {
     h.hold = [&] {
       auto release = s.hold();
       cut_time = s.last.load();
@@ -842,24 +1010,28 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
       return release;
     };
     h.save = [&](heterograd::archive_writer& ar) {
-      detail::save_policy(ar, p);
-      ar(rounds, samples, published_rounds, steps, cut_time, updates);
-      rc.serialize(ar);
+      save_state(ar);
+      ar(parts);
     };
     h.load = [&](heterograd::archive_reader& ar) {
-      detail::load_policy(ar, p);
-      ar(rounds, samples, published_rounds, steps, cut_time, updates);
-      rc.serialize(ar);
-      s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(cut_time * unit));
-      const auto v = params();
-      published.assign(v.begin(), v.end());
-      s.updates = published_rounds;
-      s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
-      s.last = cut_time;
-      s.resumed = true;
+      load_state(ar);
+      ar(parts);
+      if (parts.size() != (ctx.runtime() == "mpi" ? n - 1 : 0))
+        throw std::runtime_error("heterograd-run: the checkpoint holds the parts of " + std::to_string(parts.size()) +
+                                 " other ranks; this run has " + std::to_string(ctx.runtime() == "mpi" ? n - 1 : 0));
       ctx.extra["resumed"] = w::cut_record(published_rounds, params(), cut_time);
     };
-  });
+  };
+  std::vector<float> x;
+  try {
+    x = w::evaluate_running(ctx, s, evals, body, [&] { return published; }, hooks);
+  } catch (const halted&) {
+#ifdef HG_HAS_MPI
+    if (world) (void)w::gather_reports(*world, n, 0, rc.reports()[0]);  // the other ranks' last collective
+#endif
+    throw;
+  }
+  if (ctx.extra.contains("resumed") && !resumed_rounds.empty()) ctx.extra["resumed_rounds_per_rank"] = resumed_rounds;
   const double wall_s = w::seconds_since(s.origin);
   auto reports = rc.reports();
 #ifdef HG_HAS_MPI

@@ -91,6 +91,11 @@ class problem {
   virtual std::size_t samples_per_gradient(std::size_t batch) const { return batch; }
   virtual void serialize(heterograd::archive_writer& w) = 0;
   virtual void serialize(heterograd::archive_reader& r) = 0;
+  /// Worker w's sample stream as it is after `gradients` gradients that drew `drawn` samples
+  /// in all (samples_per_gradient of each batch, summed): a resumed server's workers on MPI
+  /// ranks, whose streams the checkpoint (written on the server's rank) does not hold, go on
+  /// from there. The same draws follow as in a run that computed those gradients.
+  virtual void seek(std::size_t w, std::uint64_t gradients, std::uint64_t drawn) = 0;
   std::uint64_t samples = 0;  ///< samples whose gradients were computed
 };
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "files.hpp"
 #include "heterograd/core/rng.hpp"
@@ -131,6 +132,18 @@ class classification final : public problem {
     return gradient_with(scratch_of(w), idx, x, g, losses);
   }
   std::size_t train_size() const override { return train_.size(); }
+  // draw() turns to the next epoch lazily (at the next sample): `drawn` a whole number of
+  // epochs leaves the stream at the end of the last one, as the draws themselves do.
+  void seek(std::size_t w, std::uint64_t, std::uint64_t drawn) override {
+    const std::uint64_t shard = perm_.at(w).size();
+    epoch_[w] = drawn / shard;
+    pos_[w] = drawn % shard;
+    if (drawn > 0 && pos_[w] == 0) {
+      --epoch_[w];
+      pos_[w] = shard;
+    }
+    shuffle(w);
+  }
   void serialize(heterograd::archive_writer& w) override { w(samples, epoch_, pos_); }
   void serialize(heterograd::archive_reader& r) override {
     r(samples, epoch_, pos_);
@@ -159,7 +172,13 @@ class classification final : public problem {
                                    hg::span<float>(losses.data(), losses.size()));
   }
   // The next b samples of worker w's stream: its shard in a fresh order every epoch.
+  // The batch may come from a peer (a server's job header under MPI): more samples than the
+  // training set (what the config allows, data.batch's rule) is refused, never allocated.
   void draw(std::size_t w, std::size_t b, std::vector<std::size_t>& idx) {
+    if (b == 0 || b > train_.size())
+      throw std::invalid_argument("heterograd-run: a gradient of batch " + std::to_string(b) +
+                                  " was asked for; a batch must be 1.." + std::to_string(train_.size()) +
+                                  " (the training set)");
     idx.resize(b);
     for (std::size_t k = 0; k < b; ++k) {
       if (pos_[w] == perm_[w].size()) {
@@ -214,6 +233,7 @@ class scalar_quadratics final : public problem {
   }
   std::size_t train_size() const override { return c_.size(); }
   std::size_t samples_per_gradient(std::size_t) const override { return 1; }
+  void seek(std::size_t w, std::uint64_t gradients, std::uint64_t) override { k_.at(w) = gradients; }
   void serialize(heterograd::archive_writer& w) override { w(samples, k_); }
   void serialize(heterograd::archive_reader& r) override { r(samples, k_); }
 
@@ -255,6 +275,7 @@ class worst_case final : public problem {
   }
   std::size_t train_size() const override { return k_.size(); }
   std::size_t samples_per_gradient(std::size_t) const override { return 1; }
+  void seek(std::size_t w, std::uint64_t gradients, std::uint64_t) override { k_.at(w) = gradients; }
   void serialize(heterograd::archive_writer& w) override { w(samples, k_); }
   void serialize(heterograd::archive_reader& r) override { r(samples, k_); }
 

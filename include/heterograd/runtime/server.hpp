@@ -192,7 +192,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
       : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base), n_(checked_workers(p, t, o)),
         state_(n_, state::idle), next_job_(n_, 0), job_(n_, 0), version_(n_, 0),
-        start_(n_, 0.0), batch_(n_, o.batch), job_batch_(n_, o.batch), payload_(p.dim()),
+        start_(n_, 0.0), batch_(n_, o.batch), job_batch_(n_, o.batch), batches_sent_(n_, 0), payload_(p.dim()),
         outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0), held_since_(n_, 0.0), log_(n_) {}
 
   // ---- the control handle's members ---------------------------------------------------
@@ -211,6 +211,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     version_[w] = policy_.version();
     start_[w] = now_;
     job_batch_[w] = batch_[w];
+    batches_sent_[w] += job_batch_[w];
     state_[w] = state::busy;
     if constexpr (!std::is_same_v<Model, no_time_model>) {
       if (o_.order == arrival_order::virtual_time) {
@@ -244,6 +245,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     require(b > 0, "batch", b, "must be > 0");
     batch_[w] = b;
   }
+  /// Jobs sent to worker w so far (the running one included), and the sum of their batches.
+  /// A worker computes every job it is sent (an interrupted one too, up to its end), so these
+  /// are what its sample stream will have drawn once it has taken them all: a checkpoint at a
+  /// cut records them, and a resume on other ranks moves their streams there.
+  std::uint64_t jobs_sent(worker_id w) const { return next_job_.at(w); }
+  std::uint64_t batches_sent(worker_id w) const { return batches_sent_.at(w); }
   // applied, buffered, discarded: sim::reports_outcomes, into log_.
   sim::recorder& outcome_log() { return log_; }
 
@@ -472,6 +479,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   std::vector<std::uint64_t> next_job_, job_, version_;
   std::vector<double> start_;
   std::vector<std::size_t> batch_, job_batch_;  // next jobs' batch, the running job's
+  std::vector<std::uint64_t> batches_sent_;     // the sum of the batches of the jobs sent
   std::vector<T> payload_;
   using request_t = decltype(std::declval<const Transport&>().send(
       std::declval<span<const T>>(), 0, 0, comm::send_options{}));
@@ -534,6 +542,7 @@ class worker_client {
     require_same_size("params", params.size(), "dim", dim_);
     next_.wait();
     h_ = incoming_[slot_];
+    check_job_header(h_);
     if (h_[0] == 0) {
       stopped_ = true;
       const std::array<std::uint64_t, 4> bye{2, 0, 0, 0};
@@ -571,6 +580,20 @@ class worker_client {
   }
 
  private:
+  // The header is the peer's: a kind other than stop/compute, a compute job of batch 0 or a
+  // start time that is not a finite time >= 0 is a protocol error (a comm_error, as a
+  // transport failure is), never a job.
+  static void check_job_header(const std::array<std::uint64_t, 5>& h) {
+    auto refuse = [](const std::string& what) {
+      throw comm::comm_error("heterograd: worker_client: the server's job header has " + what);
+    };
+    if (h[0] > 1) refuse("kind " + std::to_string(h[0]) + " (expected 1: compute, or 0: stop)");
+    if (h[0] == 0) return;
+    if (h[4] == 0) refuse("batch 0 (a job's batch must be > 0)");
+    const double t = detail::double_of(h[3]);
+    if (!std::isfinite(t) || t < 0) refuse("start time " + std::to_string(t) + " (must be finite and >= 0)");
+  }
+
   void post() {
     next_ = t_.recv(span<std::uint64_t>(incoming_[slot_].data(), 5), server_, tags_.job_header,
                     comm::recv_options{.timeout = o_.timeout});
