@@ -110,6 +110,49 @@ BOOST_AUTO_TEST_CASE(vanilla_asgd_converges_to_the_frequency_weighted_point) {
   }
 }
 
+// IA^2SGD's warm-up (the authors' rule): no step until every worker has a gradient in the
+// table. With fixed times tau_i the slowest worker first arrives at tau_max, after
+// sum_{i != slowest} floor(tau_max / tau_i) arrivals of the others (no ties): that many
+// arrivals are buffered, and the next one is the first step, with the mean of gradients all
+// computed at x0. Without the warm-up the first arrival steps.
+BOOST_AUTO_TEST_CASE(ia2sgd_takes_its_first_step_once_every_worker_has_reported) {
+  for (const std::vector<double>& tau : {std::vector<double>{1.0, 1.7, 3.1, 7.3}, std::vector<double>{2.3, 0.9, 5.05}}) {
+    const std::size_t n = tau.size();
+    std::vector<double> c(n);
+    for (std::size_t i = 0; i < n; ++i) c[i] = 0.5 + static_cast<double>(i);
+    const auto slowest = static_cast<std::size_t>(std::max_element(tau.begin(), tau.end()) - tau.begin());
+    std::uint64_t before = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (i != slowest) before += static_cast<std::uint64_t>(std::floor(tau[slowest] / tau[i]));
+    const double gamma = 0.1, x0 = 2.0;
+    for (const bool warm : {true, false}) {
+      async::ia2sgd p(n, scalar_server(gamma, x0), async::ia2sgd_config{.warm_up = warm});
+      hr::async_runtime<std::vector<double>, sim::fixed_times> rt(n, sim::fixed_times(tau));
+      auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<double>& g) {
+        g.assign(1, p.params()[0] - c[w]);
+      };
+      hr::run_options opt;
+      opt.horizon = tau[slowest] * (1.0 + 1e-9);  // the slowest worker's first arrival, no later one
+      rt.run(p, grad, opt);
+      const auto& rec = rt.recorder();
+      std::uint64_t arrivals = 0;
+      for (sim::worker_id w = 0; w < n; ++w) arrivals += rec.worker(w).jobs_finished;
+      BOOST_TEST_CONTEXT("tau " << tau.size() << " workers, warm_up " << warm) {
+        BOOST_TEST(arrivals == before + 1);
+        if (warm) {
+          BOOST_TEST(rec.count(sim::update_outcome::buffered) == before);
+          BOOST_TEST(p.version() == 1u);
+          // Every entry was computed at x0: the one step is gamma times the mean of (x0 - c_i).
+          BOOST_TEST(std::fabs(p.params()[0] - (x0 - gamma * (x0 - mean(c)))) < 1e-12);
+        } else {
+          BOOST_TEST(rec.count(sim::update_outcome::buffered) == 0u);
+          BOOST_TEST(p.version() == before + 1);
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rescaled_asgd_ia2sgd_malenia_and_ringleader_converge_to_the_true_optimum) {
   for (const auto& e : e1_cases) {
     const double target = mean(e.c);

@@ -284,7 +284,13 @@ BOOST_AUTO_TEST_CASE(a_rerun_over_its_own_output_replaces_it_and_an_empty_folder
   // Several seeds: seed-N folders are its own as well, and a rerun works over them.
   auto seeds = tiny_e1(dir / "seeds");
   seeds.insert(seeds.end(), {"--seeds", "1,2"});
-  BOOST_TEST_REQUIRE(run_exe(seeds).code == 0);
+  const auto several = run_exe(seeds);
+  BOOST_TEST_REQUIRE(several.code == 0);
+  // "results:" names the folder that holds config.json and table.md, the seeds' folders below.
+  BOOST_TEST(several.err.find("results: " + (dir / "seeds").string() + " (config.json, table.md, seed-*/)") !=
+                 std::string::npos, several.err);
+  BOOST_TEST(fs::exists(dir / "seeds" / "config.json"));
+  BOOST_TEST(fs::exists(dir / "seeds" / "table.md"));
   BOOST_TEST(fs::exists(dir / "seeds" / "seed-2" / ".heterograd-run"));
   BOOST_TEST(fs::exists(dir / "seeds" / "seed-2" / "rescaled-asgd" / "summary.json"));
   const auto again = run_exe(seeds);

@@ -105,9 +105,9 @@ std::vector<algorithm_row> builtin_algorithms() {
           [](auto&, std::size_t n, auto server, const auto& c) {
             return as::rennala_sgd<T, O>(n, std::move(server), c);
           }),
-      Bind::template server<as::ia2sgd<T, O>>("ia2sgd", no_config{}, {}, {},
-                                              [](auto&, std::size_t n, auto server, const auto&) {
-                                                return as::ia2sgd<T, O>(n, std::move(server));
+      Bind::template server<as::ia2sgd<T, O>>("ia2sgd", as::ia2sgd_config{}, {}, {},
+                                              [](auto&, std::size_t n, auto server, const auto& c) {
+                                                return as::ia2sgd<T, O>(n, std::move(server), c);
                                               }),
       Bind::template server<as::malenia_sgd<T, O>>(
           "malenia", as::malenia_config{}, {}, {},

@@ -27,6 +27,9 @@
 #ifndef HG_SOURCE_DIR
 #define HG_SOURCE_DIR "."
 #endif
+#ifndef HG_INSTALL_EXPERIMENTS  // (tools/CMakeLists.txt sets it from GNUInstallDirs)
+#define HG_INSTALL_EXPERIMENTS "share/heterograd/experiments"
+#endif
 
 namespace hgrun {
 
@@ -1210,6 +1213,13 @@ void apply_override(json& doc, const std::string& assignment) {
 
 std::filesystem::path experiments_dir() {
   if (const char* e = std::getenv("HG_EXPERIMENTS_DIR")) return e;
+  // An installed heterograd-run (<prefix>/bin) finds them in <prefix>/share/heterograd.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / HG_INSTALL_EXPERIMENTS;
+    if (std::filesystem::is_directory(installed, ec)) return installed;
+  }
   return std::filesystem::path(HG_SOURCE_DIR) / "examples" / "experiments";
 }
 

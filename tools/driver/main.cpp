@@ -704,9 +704,15 @@ int main(int argc, char** argv) {
         if (!why.empty()) std::printf("(%s)\n", why.c_str());
         for (const auto& p : pngs) std::printf("chart: %s\n", p.c_str());
       }
-      std::printf("results: %s (config.json, */evaluations.csv, */summary.json, table.md)\n\n", base.c_str());
+      if (seeds.size() > 1)
+        std::printf("seed %llu: %s (*/evaluations.csv, */summary.json, charts)\n\n",
+                    static_cast<unsigned long long>(s), base.c_str());
     }
     write_file(root / "table.md", all_tables);
+    // The folder that holds config.json and table.md (with several seeds, each seed's runs are
+    // in its seed-N folder below it).
+    std::printf("results: %s (config.json, table.md, %s)\n\n", root.c_str(),
+                seeds.size() > 1 ? "seed-*/" : "*/evaluations.csv, */summary.json");
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       throw std::runtime_error(std::string("cannot write the standard output: ") + std::strerror(errno));
     return 0;

@@ -7,11 +7,13 @@
 //
 // IA^2SGD: table G[i] = worker i's latest gradient. On arrival of g from i:
 //     G[i] <- g ;  x <- x - gamma (1/n) sum_j G[j] ;  i restarts.
-//   Never idle, never discards; a slow worker's entry can be arbitrarily old.
+//   Never idle, never discards; a slow worker's entry can be arbitrarily old. The first step
+//   waits until every G[i] holds a gradient (warm_up; see below).
 //
-// Malenia SGD (Tyurin, Pozzi, Ilin, Richtarik 2024): rounds at a fixed point x. Workers
-//   compute at x; arrivals computed at x enter a running mean per worker (count b_i); older
-//   ones are discarded. When every b_i >= 1 and the harmonic mean
+// Malenia SGD (Tyurin & Richtarik, "Optimal Time Complexities of Parallel Stochastic
+// Optimization Methods Under a Fixed Computation Model", NeurIPS 2023): rounds at a fixed
+//   point x. Workers compute at x; arrivals computed at x enter a running mean per worker
+//   (count b_i); older ones are discarded. When every b_i >= 1 and the harmonic mean
 //   B = ((1/n) sum 1/b_i)^{-1} >= S:  x <- x - gamma (1/n) sum_i mean_i ; the table empties
 //   and every computation still running at the old x is stopped and restarted at the new one
 //   (stop_stale; the authors' simulator resets all workers each round).
@@ -28,6 +30,10 @@
 //   Every gradient used is at most 2n - 2 versions old (tested), no worker idles, nothing is
 //   discarded. Theory: gamma = min{1/(8nL), eps B/(10 L sigma^2)}; tuned on Fashion-MNIST
 //   (n = 100, Dirichlet 0.1): gamma = 0.05 (IA^2SGD 0.05, Malenia 2.0).
+//
+// IA^2SGD's warm-up (ia2sgd_config::warm_up, default on): the authors' code takes no step until
+// every worker has a gradient in the table; stepping from the first arrival with the empty
+// entries as zero (warm_up = false) was this library's first rule.
 //
 // Memory: n x d per table (Ringleader: two). The sum of the table's entries is kept and
 // updated incrementally, so a step costs O(d), not O(n d).
@@ -132,15 +138,32 @@ class mean_table {
 
 }  // namespace detail
 
-/// IA^2SGD: one step per arrival with the mean of every worker's latest gradient.
+struct ia2sgd_config {
+  /// The authors' rule: no step until every worker's entry holds a gradient (the arrivals
+  /// before are stored and counted as buffered); false: a step from the first arrival, the
+  /// empty entries counting as zero.
+  bool warm_up = true;
+
+  static constexpr auto description() {
+    return describe("ia2sgd_config",
+                    describe_field("warm_up", &ia2sgd_config::warm_up,
+                                   "no step until every worker has a gradient in the table (the "
+                                   "authors' rule); false: step from the first arrival, empty entries as zero"));
+  }
+  void validate() const { validate_fields(*this); }
+};
+
+/// IA^2SGD: one step per arrival with the mean of every worker's latest gradient (after the
+/// warm-up, by default: once every worker has reported).
 template <class T = double, class Optimizer = default_optimizer>
 class ia2sgd : public detail::policy_base<T, Optimizer> {
   using base = detail::policy_base<T, Optimizer>;
 
  public:
-  ia2sgd(std::size_t workers, model_server<T, Optimizer> server)
-      : base(workers, std::move(server)), table_(workers, this->dim()) {}
+  ia2sgd(std::size_t workers, model_server<T, Optimizer> server, ia2sgd_config config = {})
+      : base(workers, std::move(server)), config_((config.validate(), config)), table_(workers, this->dim()) {}
 
+  const ia2sgd_config& config() const { return config_; }
   const detail::mean_table<T>& table() const { return table_; }
 
   template <class Ctl, class Arrival, class G>
@@ -149,6 +172,10 @@ class ia2sgd : public detail::policy_base<T, Optimizer> {
     if (!in) return;
     const std::uint64_t delay = in->delay;
     table_.replace(a.worker, in->gradient, a.version);
+    if (config_.warm_up && table_.filled() < this->workers_) {
+      ctl.buffered(a.worker, delay);  // in the table; the first step waits for every worker
+      return;
+    }
     this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->workers_));
     ctl.applied(a.worker, delay);
   }
@@ -164,10 +191,13 @@ class ia2sgd : public detail::policy_base<T, Optimizer> {
   }
 
  private:
+  ia2sgd_config config_;
   detail::mean_table<T> table_;
 };
 template <class T, class O>
 ia2sgd(std::size_t, model_server<T, O>) -> ia2sgd<T, O>;
+template <class T, class O>
+ia2sgd(std::size_t, model_server<T, O>, ia2sgd_config) -> ia2sgd<T, O>;
 
 struct malenia_config {
   double threshold = 1.0;  ///< S: step once the harmonic mean of the counts reaches S (~sigma^2/eps)
