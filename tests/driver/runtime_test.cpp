@@ -505,12 +505,26 @@ BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_n
   json servers = raw, rounds = raw;
   // ASGD, Ringmaster R = 2, OmniLearn ASP (its batches move, but the quadratic's gradient
   // does not improve with them: no learning-rate scaling).
+  // ... and every other server method of the threads test (tests/driver/realtime_test.cpp).
   servers["methods"] = json::array({raw["methods"][0], raw["methods"][1],
                                     json::parse(R"({"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "batch": 16,
                                                     "min_batch": 4, "max_batch": 64, "rebalance_every": 8,
                                                     "scale_learning_rate": false})")});
-  // BSP, local SGD, and eager-SGD (on the real clock rank w is worker w, as for the rounds)
+  for (const char* m : {R"({"label": "Rennala", "algorithm": "rennala", "gradients": 3})",
+                        R"({"label": "SSP", "algorithm": "ssp", "staleness": 1})",
+                        R"({"label": "DSSP", "algorithm": "dssp", "lower": 1, "range": 2})",
+                        R"({"label": "Malenia", "algorithm": "malenia", "threshold": 0.5})",
+                        R"({"label": "Ringleader", "algorithm": "ringleader"})",
+                        R"({"label": "Rescaled", "algorithm": "rescaled"})",
+                        R"({"label": "delay-adaptive", "algorithm": "delay_adaptive"})",
+                        R"({"label": "IA2SGD", "algorithm": "ia2sgd"})"})
+    servers["methods"].push_back(json::parse(m));
+  // BSP, local SGD, OmniLearn, SelSync, and eager-SGD (on the real clock rank w is worker w, as
+  // for the rounds)
   rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4],
+                                   json::parse(R"({"label": "OmniLearn", "algorithm": "omnilearn", "rebalance_every": 2})"),
+                                   json::parse(R"({"label": "SelSync", "algorithm": "selsync", "threshold": 0.3, "window": 3,
+                                                   "alpha": 0.3})"),
                                    json::parse(R"({"label": "eager", "algorithm": "eager", "staleness_bound": 2})")});
   for (auto [name, cfg, np] : {std::tuple{"servers", servers, static_cast<int>(n + 1)},
                                std::tuple{"rounds", rounds, static_cast<int>(n)}}) {
@@ -525,7 +539,9 @@ BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_n
       BOOST_TEST_MESSAGE(label << " under mpirun, clock real: " << r["updates"] << ", rounds " << r["extra"].value("rounds", json()));
       BOOST_TEST(r["extra"]["clock"] == "real", label);
       BOOST_TEST(r["extra"]["runtime"] == "mpi", label);
-      BOOST_TEST(!r["time_to_target"].is_null(), label);
+      // (IA2SGD's averaged steps do not reach the target in 60 units at this step size, in the
+      // simulated run either)
+      BOOST_TEST((!r["time_to_target"].is_null() || label == "IA2SGD"), label);
       BOOST_TEST(r["extra"]["real"]["seconds_per_gradient"].size() == n, label);  // every rank's report
       if (label == "eager") {
         // Every rank's replica is the same and every computed gradient was applied, across
@@ -543,6 +559,18 @@ BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_n
         const int a = 1;  // staleness,applied,...
         if (label == "Ringmaster")
           for (std::size_t k = 1 + 2; k < rows.size(); ++k) BOOST_TEST(rows[k][a] == "0", label << " delay " << k - 1);
+        if (label == "SSP" || label == "DSSP") {
+          // Worker clocks (pushes applied) never differ by more than s + 1 (DSSP: s_L + r_max + 1).
+          const auto wk = hgrun::read_csv(sub / hgrun::slug(label) / "workers.csv");
+          const auto col = static_cast<std::size_t>(std::find(wk[0].begin(), wk[0].end(), "applied") - wk[0].begin());
+          BOOST_TEST_REQUIRE(col < wk[0].size());
+          double lo = 1e300, hi = 0;
+          for (std::size_t w = 1; w < wk.size(); ++w) {
+            lo = std::min(lo, std::stod(wk[w][col]));
+            hi = std::max(hi, std::stod(wk[w][col]));
+          }
+          BOOST_TEST(hi - lo <= (label == "SSP" ? 1.0 + 1.0 : 1.0 + 2.0 + 1.0), label << ": " << lo << " to " << hi);
+        }
       }
     }
   }
