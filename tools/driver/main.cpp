@@ -76,16 +76,27 @@ std::string human(double x) {
 }
 
 // Progress: a bar per running method on a terminal, plain periodic lines otherwise.
+// Progress of a run's units (method x seed), one row each in the order of the configuration.
+// On a terminal the rows are redrawn in place under a header "k of N done, about T left";
+// without one, each unit prints a line when it starts, every 10 s, and once when it is done.
 class display {
  public:
-  display(bool quiet, std::string metric) : quiet_(quiet), tty_(isatty(2) != 0), metric_(std::move(metric)) {}
-  void update(const progress_info& p) {
+  /// `keys`: the units' row names in order; `jobs`: how many run at once (the estimate).
+  display(bool quiet, std::string metric, std::vector<std::string> keys, unsigned jobs)
+      : quiet_(quiet), tty_(isatty(2) != 0), metric_(std::move(metric)), jobs_(std::max(1u, jobs)) {
+    for (auto& k : keys) rows_.push_back(row{std::move(k), {}, false, false, {}});
+  }
+  /// Unit i's progress (its label replaced by the unit's row name).
+  void update(std::size_t i, progress_info p) {
     std::lock_guard lock(mu_);
-    if (quiet_) return;
-    auto& s = rows_[p.label];
+    if (quiet_ || i >= rows_.size()) return;
+    auto& s = rows_[i];
+    if (s.done_seen) return;  // a unit is done once (a child's last progress.json is read again)
+    p.label = s.key;
     const bool first = !s.seen;
     s.info = p;
     s.seen = true;
+    s.done_seen = p.done;
     const auto now = clock_type::now();
     if (tty_) {
       if (!p.done && !first && now - last_draw_ < std::chrono::milliseconds(200)) return;
@@ -93,8 +104,13 @@ class display {
       draw();
     } else if (first || p.done || now - s.printed > std::chrono::seconds(10)) {
       s.printed = now;
-      std::fprintf(stderr, "%s\n", line(p).c_str());
+      std::fprintf(stderr, "%s%s\n", line(p).c_str(), p.done ? ("  (" + header() + ")").c_str() : "");
     }
+  }
+  /// Unit i was done before this run (--resume skips it): counted done, not drawn.
+  void skipped(std::size_t i) {
+    std::lock_guard lock(mu_);
+    if (i < rows_.size()) rows_[i].done_seen = true;
   }
   void finish() {
     std::lock_guard lock(mu_);
@@ -104,10 +120,39 @@ class display {
 
  private:
   struct row {
+    std::string key;
     progress_info info;
-    bool seen = false;
+    bool seen = false, done_seen = false;
     clock_type::time_point printed{};
   };
+  // "k of N done, about T left": a running unit's time left from its pace (wall / fraction),
+  // a unit not started yet at the mean of those estimates, the total shared by the jobs.
+  std::string header() const {
+    std::size_t done = 0, waiting = 0, paced = 0;
+    double left = 0, total = 0;
+    for (const auto& r : rows_) {
+      if (r.done_seen) {
+        ++done;
+        if (r.seen) {  // (a unit skipped by --resume has no pace)
+          total += r.info.wall_seconds;
+          ++paced;
+        }
+      } else if (r.seen && r.info.fraction > 0.02) {
+        const double est = r.info.wall_seconds / r.info.fraction;
+        left += std::max(0.0, est - r.info.wall_seconds);
+        total += est;
+        ++paced;
+      } else {
+        ++waiting;
+      }
+    }
+    std::string h = std::to_string(done) + " of " + std::to_string(rows_.size()) + " done";
+    if (done < rows_.size() && paced > 0) {
+      left = (left + static_cast<double>(waiting) * total / static_cast<double>(paced)) / jobs_;
+      h += ", about " + human(left) + " s left";
+    }
+    return h;
+  }
   std::string line(const progress_info& p) const {
     char buf[256];
     const double evs = p.wall_seconds > 0 ? static_cast<double>(p.events) / p.wall_seconds : 0.0;
@@ -119,18 +164,23 @@ class display {
   }
   void draw() {
     if (drawn_) std::fprintf(stderr, "\033[%zuA", drawn_);
-    for (const auto& [label, r] : rows_) {
+    std::fprintf(stderr, "\r\033[K%s\n", header().c_str());
+    std::size_t n = 1;
+    for (const auto& r : rows_) {
+      if (!r.seen) continue;
       const int width = 20;
       const int fill = static_cast<int>(std::lround(r.info.fraction * width));
       std::string bar = "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
       std::fprintf(stderr, "\r\033[K%s%s\n", bar.c_str(), line(r.info).c_str());
+      ++n;
     }
-    drawn_ = rows_.size();
+    drawn_ = n;
   }
   bool quiet_, tty_;
   std::string metric_;
+  double jobs_;
   std::mutex mu_;
-  std::map<std::string, row> rows_;
+  std::vector<row> rows_;
   std::size_t drawn_ = 0;
   clock_type::time_point last_draw_{};
 };
@@ -583,7 +633,11 @@ int main(int argc, char** argv) {
     }
     if (writer && seeds.size() > 1)
       for (auto s : seeds) claim_folder(root / ("seed-" + std::to_string(s)));
-    display disp(quiet, settings.target.metric);
+    std::vector<std::string> keys;  // the progress rows: a method's label, and its seed when several
+    for (const auto& u : units)
+      keys.push_back(cfg["methods"][u.method]["label"].get<std::string>() +
+                     (seeds.size() > 1 ? " seed " + std::to_string(u.seed) : ""));
+    display disp(quiet, settings.target.metric, keys, jobs);
     if (!quiet)
       std::fprintf(stderr, "heterograd-run: %s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
                    cfg["name"].get<std::string>().c_str(), cfg["methods"].size(), seeds.size(), jobs, root.c_str());
@@ -600,6 +654,7 @@ int main(int argc, char** argv) {
           throw std::runtime_error("cannot resume: " + sp.string() +
                                    " from the earlier run is damaged (truncated or not a summary); delete it "
                                    "to run that method again");
+        disp.skipped(i);
         continue;
       }
       todo.push_back(i);
@@ -611,7 +666,7 @@ int main(int argc, char** argv) {
         // `resolved`, as the children of --jobs N read it from config.json: a checkpoint's
         // digest (the code revision included) is the same either way.
         run_request req{resolved, units[i].method, units[i].seed, units[i].dir, resume, halt_after,
-                        [&](const progress_info& p) { disp.update(p); }, writer};
+                        [&, i](const progress_info& p) { disp.update(i, p); }, writer};
         try {
           run_method(req);
         } catch (const halted&) {
@@ -649,11 +704,11 @@ int main(int argc, char** argv) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
         for (auto it = running.begin(); it != running.end();) {
-          if (auto p = read_progress(units[it->second].dir)) disp.update(*p);
+          if (auto p = read_progress(units[it->second].dir)) disp.update(it->second, *p);
           int status = 0;
           if (waitpid(it->first, &status, WNOHANG) == it->first) {
             const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-            if (auto p = read_progress(units[it->second].dir)) disp.update(*p);
+            if (auto p = read_progress(units[it->second].dir)) disp.update(it->second, *p);
             if (rc == 3) ++halts;
             else if (rc != 0) {
               ++failures;
