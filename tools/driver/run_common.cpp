@@ -440,7 +440,13 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
   const auto ckpt = ctx.dir / "checkpoint.bin";
   target_tracker target;
   target.init(ctx.exp.target, ctx.prob.metrics());
-  rec.set_metrics(ctx.prob.metrics());
+  // evaluations.csv: the problem's metrics, then where the run was at each evaluation: passes
+  // over the training set, samples whose gradients were computed, and the model's updates
+  // (server steps; rounds for the round methods), beside time (and wall_seconds on the real clock).
+  auto columns = ctx.prob.metrics();
+  const std::size_t metric_count = columns.size();
+  for (const char* c : {"epochs", "samples", "updates"}) columns.emplace_back(c);
+  rec.set_metrics(columns);
 
   std::uint64_t e = 0;  // evaluations done
   auto save = [&] {
@@ -518,7 +524,11 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
     }
     const double wall = h.wall ? h.wall() : std::numeric_limits<double>::quiet_NaN();
     const auto eval_start = std::chrono::steady_clock::now();
-    auto v = ctx.root ? ctx.prob.evaluate(h.params()) : std::vector<double>(ctx.prob.metrics().size(), 0.0);
+    auto v = ctx.root ? ctx.prob.evaluate(h.params()) : std::vector<double>(metric_count, 0.0);
+    const double passes = epochs_done();
+    v.push_back(passes);
+    v.push_back(std::round(passes * static_cast<double>(ctx.prob.train_size())));
+    v.push_back(static_cast<double>(h.updates()));
     if (h.wall)  // a real-clock run: the evaluations' own wall time (the workers go on meanwhile)
       ctx.extra["evaluation_seconds"] =
           ctx.extra.value("evaluation_seconds", 0.0) +
@@ -562,7 +572,7 @@ json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& pa
   s["label"] = ctx.method["label"];
   s["algorithm"] = ctx.method["algorithm"];
   s["seed"] = ctx.seed;
-  s["metrics"] = rec.metric_names();
+  s["metrics"] = ctx.prob.metrics();  // (evaluations.csv's epochs, samples and updates follow them)
   json fin = json::object();
   if (!rec.evaluations().empty()) {
     const auto& last = rec.evaluations().back();
