@@ -511,6 +511,53 @@ json run_test_policy(const json& cfg, const fs::path& dir, bool resume, std::uin
 
 }  // namespace
 
+// The worst-case quadratic as the papers set it: x0 = sqrt(d) e_1 on request, and the noise
+// one shared scalar on every coordinate (the authors' simulator), per coordinate, or
+// multiplicative; a bad choice names its key.
+BOOST_AUTO_TEST_CASE(the_worst_case_quadratic_starts_and_adds_noise_as_configured) {
+  json raw = quadratics();
+  raw["data"] = json::parse(R"({"dataset": "worst_case_quadratic", "dim": 9, "noise": 0.5, "start": "sqrt_d_e1"})");
+  auto make = [&](const char* model, double sigma) {
+    json r = raw;
+    r["data"]["noise_model"] = model;
+    r["data"]["noise"] = sigma;
+    const json cfg = hgrun::resolve(r);
+    return hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 3);
+  };
+  const auto clean = make("shared", 0.0);
+  const std::vector<float> x = clean->initial();
+  BOOST_TEST(x[0] == 3.0f);  // sqrt(9)
+  for (std::size_t j = 1; j < x.size(); ++j) BOOST_TEST(x[j] == 0.0f);
+  std::vector<float> g0(9), g(9);
+  (void)clean->gradient(0, 1, x, g0);
+  auto spread = [&](auto f) {  // max - min over the coordinates of f(g[j], g0[j])
+    double lo = 1e300, hi = -1e300;
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      if (!std::isfinite(f(g[j], g0[j]))) continue;
+      lo = std::min(lo, f(g[j], g0[j]));
+      hi = std::max(hi, f(g[j], g0[j]));
+    }
+    return std::pair{lo, hi};
+  };
+  auto shift = [](double a, double b) { return a - b; };
+  auto ratio = [](double a, double b) { return b != 0 ? a / b : std::numeric_limits<double>::quiet_NaN(); };
+  (void)make("shared", 0.5)->gradient(0, 1, x, g);
+  auto [slo, shi] = spread(shift);
+  BOOST_TEST(shi - slo < 1e-5);   // one scalar on every coordinate ...
+  BOOST_TEST(std::fabs(slo) > 1e-3);  // ... and not zero
+  (void)make("multiplicative", 0.5)->gradient(0, 1, x, g);
+  auto [mlo, mhi] = spread(ratio);
+  BOOST_TEST(mhi - mlo < 1e-5);  // the clean gradient scaled by one factor
+  BOOST_TEST(std::fabs(mlo - 1.0) > 1e-3);
+  (void)make("per_coordinate", 0.5)->gradient(0, 1, x, g);
+  auto [plo, phi] = spread(shift);
+  BOOST_TEST(phi - plo > 1e-2);  // independent per coordinate
+  json bad = raw;
+  bad["data"]["noise_model"] = "additive";
+  const std::string e = error_of([&] { (void)hgrun::resolve(bad); });
+  BOOST_TEST(has(e, "'data.noise_model'"), e);
+}
+
 // problem::seek puts a worker's stream where the draws would have: a resumed server's workers
 // on MPI ranks get their streams from the counts of jobs and samples sent before the cut.
 BOOST_AUTO_TEST_CASE(seek_puts_a_workers_sample_stream_where_its_draws_would_have) {

@@ -274,6 +274,22 @@ BOOST_AUTO_TEST_CASE(a_rerun_over_its_own_output_replaces_it_and_an_empty_folder
   BOOST_TEST_REQUIRE(first.code == 0, first.err);
   for (const auto* d : {"", "vanilla-asgd", "rescaled-asgd"}) BOOST_TEST(fs::exists(out / d / ".heterograd-run"), d);
   const std::string summary = hgrun::read_file(out / "vanilla-asgd" / "summary.json");
+  {
+    // Each worker's model time (E1's tau = 1, 2, 4, 8) and speed rank, in workers.csv and run.json.
+    const auto rows = hgrun::read_csv(out / "vanilla-asgd" / "workers.csv");
+    BOOST_TEST_REQUIRE(rows.size() == 5u);
+    const auto t = static_cast<std::size_t>(std::find(rows[0].begin(), rows[0].end(), "model_time") - rows[0].begin());
+    BOOST_TEST_REQUIRE(t + 1 < rows[0].size());
+    BOOST_TEST(rows[0][t + 1] == "speed_rank");
+    const json run = json::parse(hgrun::read_file(out / "vanilla-asgd" / "run.json"));
+    for (std::size_t w = 0; w < 4; ++w) {
+      const double tau = static_cast<double>(1u << w);
+      BOOST_TEST(std::stod(rows[w + 1][t]) == tau, "worker " << w);
+      BOOST_TEST(rows[w + 1][t + 1] == std::to_string(w), "worker " << w);
+      BOOST_TEST(run["workers"][w]["model_time"].get<double>() == tau);
+      BOOST_TEST(run["workers"][w]["speed_rank"].get<std::size_t>() == w);
+    }
+  }
   std::ofstream(out / "vanilla-asgd" / "stale.csv") << "from an older run";
   const auto second = run_exe(tiny_e1(out));
   BOOST_TEST_REQUIRE(second.code == 0, second.err);

@@ -529,7 +529,16 @@ spec root_spec() {
                                   number("c_i", nullptr), json::array())},
                 {"dim", integer("worst_case_quadratic: dimension", 200, 1)},
                 {"smoothness", positive("worst_case_quadratic: L", 1.0)},
-                {"noise", number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0)}})},
+                {"noise", number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0)},
+                {"noise_model",
+                 choice("worst_case_quadratic: how the noise enters a gradient: per_coordinate (an "
+                        "independent N(0, sigma^2) per coordinate), shared (one N(0, sigma^2) scalar "
+                        "added to every coordinate, as the authors' simulator does), multiplicative (the "
+                        "gradient times 1 + sigma xi, one xi ~ N(0, 1) a gradient)",
+                        "per_coordinate", {"per_coordinate", "shared", "multiplicative"})},
+                {"start", choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as the "
+                                 "papers start)",
+                                 "zero", {"zero", "sqrt_d_e1"})}})},
        {"model", object("model (fashion_mnist)", described_fields(model_settings{}))},
        {"optimizer", optimizer_spec()},
        {"workers",

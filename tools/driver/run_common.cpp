@@ -250,10 +250,15 @@ class worst_case final : public problem {
  public:
   worst_case(const json& c, std::uint64_t seed, std::size_t workers)
       : q_(c["data"]["dim"].get<std::size_t>(), c["data"]["smoothness"].get<double>()),
-        sigma_(c["data"]["noise"].get<double>()), rng_(seed, 0xe2), k_(workers, 0),
+        sigma_(c["data"]["noise"].get<double>()), noise_(c["data"]["noise_model"].get<std::string>()),
+        sqrt_d_start_(c["data"]["start"] == "sqrt_d_e1"), rng_(seed, 0xe2), k_(workers, 0),
         xd_(q_.dim), gd_(q_.dim), scratch_(workers) {}
   std::size_t dim() const override { return q_.dim; }
-  std::vector<float> initial() const override { return std::vector<float>(q_.dim, 0.0f); }
+  std::vector<float> initial() const override {
+    std::vector<float> x(q_.dim, 0.0f);
+    if (sqrt_d_start_) x[0] = static_cast<float>(std::sqrt(static_cast<double>(q_.dim)));
+    return x;
+  }
   std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq"}; }
   std::vector<double> evaluate(std::span<const float> x) override {
     std::copy(x.begin(), x.end(), xd_.begin());
@@ -268,7 +273,12 @@ class worst_case final : public problem {
     const hg::span<double> xd(s.data(), q_.dim), gd(s.data() + q_.dim, q_.dim);
     std::copy(x.begin(), x.end(), xd.begin());
     q_.gradient(xd, gd);
-    hg::data::add_gaussian_noise(gd, sigma_, rng_.substream(w), k_[w]++);
+    if (noise_ == "per_coordinate") {
+      hg::data::add_gaussian_noise(gd, sigma_, rng_.substream(w), k_[w]++);
+    } else {  // one xi ~ N(0, 1) for the whole gradient
+      const double xi = rng_.substream(w).normal(k_[w]++);
+      for (double& v : gd) v = noise_ == "shared" ? v + sigma_ * xi : v * (1.0 + sigma_ * xi);
+    }
     std::copy(gd.begin(), gd.end(), g.begin());
     std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
     return 0.0;
@@ -282,6 +292,8 @@ class worst_case final : public problem {
  private:
   hg::data::worst_case_quadratic q_;
   double sigma_;
+  std::string noise_;  // data.noise_model
+  bool sqrt_d_start_;
   hg::counter_rng rng_;
   std::vector<std::uint64_t> k_;
   std::vector<double> xd_, gd_;              // evaluate's
@@ -550,9 +562,15 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
   return h.params();
 }
 
-json finish(context& ctx, const sim::recorder& rec, const std::vector<float>& params) {
+json finish(context& ctx, const sim::recorder& run_rec, const std::vector<float>& params) {
   if (!ctx.root) return json();
   std::filesystem::create_directories(ctx.dir);
+  // workers.csv and run.json relate each worker to its speed: the worker-time model's mean
+  // time per job (tau_i at the method's batch) and the rank it gives (local learning's
+  // workers are its modules: no worker-time model of theirs).
+  sim::recorder rec = run_rec;
+  if (ctx.exp.workers.count == rec.workers())
+    rec.set_model_times(mean_job_times(ctx.exp, ctx.seed, ctx.batch()));
   // Each table is formatted in memory and written whole (hgrun::write_file): a full disk or a
   // size limit is an output_error naming the file, never a short file under its name.
   auto table = [&](const char* name, sim::recorder::table t) {

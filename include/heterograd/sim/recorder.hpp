@@ -186,6 +186,24 @@ class recorder {
     end_time_ = end_time;
     events_ = events;
   }
+  /// Each worker's model time per job (tau_i, the worker-time model's mean): workers.csv and
+  /// run.json then carry it and the worker's speed rank (0 the fastest; equal times by worker
+  /// index), so per-worker results can be read against speed. Not in the trace hash.
+  void set_model_times(std::vector<double> tau) {
+    require_same_size("model_times", tau.size(), "recorder.workers", workers_.size());
+    for (double t : tau) require(std::isfinite(t) && t >= 0, "model_times", t, "must be finite and >= 0");
+    model_time_ = std::move(tau);
+  }
+  const std::vector<double>& model_times() const { return model_time_; }
+  /// Rank of each worker by model time (empty without model times).
+  std::vector<std::size_t> speed_ranks() const {
+    std::vector<std::size_t> order(model_time_.size()), rank(model_time_.size());
+    for (std::size_t w = 0; w < order.size(); ++w) order[w] = w;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return model_time_[a] < model_time_[b]; });
+    for (std::size_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
+    return rank;
+  }
   const worker_stats& worker(worker_id w) const { return workers_.at(w); }
   double end_time() const { return end_time_; }
   std::uint64_t trace_hash() const { return trace_hash_; }
@@ -195,7 +213,7 @@ class recorder {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(workers_, per_worker_, histogram_, count_, max_staleness_, metrics_, evaluations_, config_,
-       seed_, has_seed_, end_time_, events_, trace_hash_);
+       seed_, has_seed_, end_time_, events_, trace_hash_, model_time_);
   }
 
   // --- output ------------------------------------------------------------------------------
@@ -206,18 +224,23 @@ class recorder {
   void write_csv(std::ostream& os, table t) const {
     write_header(os);
     switch (t) {
-      case table::workers:
+      case table::workers: {
+        const bool timed = !model_time_.empty();
+        const auto rank = speed_ranks();
         os << "worker,jobs_started,jobs_finished,jobs_cancelled,busy,idle,waiting,wasted,"
-              "throughput,applied,buffered,discarded,interrupted\n";
+              "throughput,applied,buffered,discarded,interrupted"
+           << (timed ? ",model_time,speed_rank\n" : "\n");
         for (std::size_t w = 0; w < workers_.size(); ++w) {
           const auto& s = workers_[w];
           os << w << ',' << s.jobs_started << ',' << s.jobs_finished << ',' << s.jobs_cancelled
              << ',' << format(s.busy) << ',' << format(s.idle) << ',' << format(s.waiting)
              << ',' << format(s.wasted) << ',' << format(s.throughput);
           for (auto c : per_worker_[w]) os << ',' << c;
+          if (timed) os << ',' << format(model_time_[w]) << ',' << rank[w];
           os << '\n';
         }
         break;
+      }
       case table::staleness: {
         os << "staleness,applied,buffered,discarded,interrupted\n";
         std::size_t rows = 0;
@@ -265,6 +288,7 @@ class recorder {
     for (std::size_t o = 0; o < update_outcome_count; ++o)
       os << ", \"" << to_string(static_cast<update_outcome>(o)) << "\": " << count_[o];
     os << ", \"max_staleness\": " << max_staleness_ << "},\n  \"workers\": [";
+    const auto rank = speed_ranks();
     for (std::size_t w = 0; w < workers_.size(); ++w) {
       const auto& s = workers_[w];
       os << (w ? ",\n    " : "\n    ") << "{\"worker\": " << w
@@ -275,6 +299,8 @@ class recorder {
          << ", \"throughput\": " << json_number(s.throughput);
       for (std::size_t o = 0; o < update_outcome_count; ++o)
         os << ", \"" << to_string(static_cast<update_outcome>(o)) << "\": " << per_worker_[w][o];
+      if (!model_time_.empty())
+        os << ", \"model_time\": " << json_number(model_time_[w]) << ", \"speed_rank\": " << rank[w];
       os << '}';
     }
     os << "\n  ],\n  \"staleness\": {";
@@ -349,6 +375,7 @@ class recorder {
   }
 
   std::vector<worker_stats> workers_;
+  std::vector<double> model_time_;  // per worker, or empty
   std::vector<std::array<std::uint64_t, update_outcome_count>> per_worker_;
   std::array<std::vector<std::uint64_t>, update_outcome_count> histogram_{};
   std::array<std::uint64_t, update_outcome_count> count_{};
