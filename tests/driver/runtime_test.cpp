@@ -546,9 +546,30 @@ BOOST_AUTO_TEST_CASE(clock_real_under_mpirun_keeps_each_methods_invariants_and_n
       BOOST_TEST_MESSAGE(label << " under mpirun, clock real: " << r["updates"] << ", rounds " << r["extra"].value("rounds", json()));
       BOOST_TEST(r["extra"]["clock"] == "real", label);
       BOOST_TEST(r["extra"]["runtime"] == "mpi", label);
-      // (IA2SGD's averaged steps do not reach the target in 60 units at this step size, in the
-      // simulated run either)
-      BOOST_TEST((!r["time_to_target"].is_null() || label == "IA2SGD"), label);
+      // The target is reached where the simulated run reaches it (IA2SGD's averaged steps do
+      // not in 60 units at this step size), unless the real run made fewer updates than the
+      // simulated one had made by then: 2 cores shared by the ranks (and, in CI, by other
+      // tests) can starve a method with few steps (Malenia's ~8); its invariants still hold.
+      if (!s["time_to_target"].is_null() && r["time_to_target"].is_null()) {
+        // evaluations.csv's updates column (server steps, rounds): the simulated run's at its
+        // target, the real run's at its end.
+        auto updates_at = [](const fs::path& file, double until) {
+          const auto ev = hgrun::read_csv(file);
+          const auto u = static_cast<std::size_t>(std::find(ev[0].begin(), ev[0].end(), "updates") - ev[0].begin());
+          BOOST_TEST_REQUIRE(u < ev[0].size());
+          double x = 0;
+          for (std::size_t k = 1; k < ev.size(); ++k)
+            if (std::stod(ev[k][0]) <= until) x = std::stod(ev[k][u]);
+          return x;
+        };
+        const double needed = updates_at(sub / "sim" / std::to_string(i) / "sim" / "evaluations.csv",
+                                         s["time_to_target"].get<double>());
+        const double made = updates_at(sub / hgrun::slug(label) / "evaluations.csv", 1e300);
+        BOOST_TEST_MESSAGE(label << ": target not reached; " << made << " updates made, the simulated run had "
+                                 << needed << " at its target");
+        BOOST_TEST(made < needed, label << ": the target is reached in the simulated run with " << needed
+                                        << " updates; this run made " << made);
+      }
       BOOST_TEST(r["extra"]["real"]["seconds_per_gradient"].size() == n, label);  // every rank's report
       if (label == "eager") {
         // Every rank's replica is the same and every computed gradient was applied, across
