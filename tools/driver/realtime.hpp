@@ -980,11 +980,15 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
         // request that came after the agreement waits for the next round's).
         if (!a.checkpoint) continue;
         cut_time = end;
-        heterograd::archive_writer ar;
-        save_state(ar);
-        ctx.prob.serialize(ar);
-        const auto& bytes = ar.bytes();
-        parts = w::gather_parts(*world, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+        std::string mine;  // (rank 0's own state goes into the checkpoint by h.save)
+        if (world->rank() != 0) {
+          heterograd::archive_writer ar;
+          save_state(ar);
+          ctx.prob.serialize(ar);
+          const auto& bytes = ar.bytes();
+          mine.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        }
+        parts = w::gather_parts(*world, mine);
       }
 #endif
       s.cut();  // a round boundary: a checkpoint may be written here

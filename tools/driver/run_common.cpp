@@ -250,7 +250,7 @@ class worst_case final : public problem {
  public:
   worst_case(const json& c, std::uint64_t seed, std::size_t workers)
       : q_(c["data"]["dim"].get<std::size_t>(), c["data"]["smoothness"].get<double>()),
-        sigma_(c["data"]["noise"].get<double>()), noise_(c["data"]["noise_model"].get<std::string>()),
+        sigma_(c["data"]["noise"].get<double>()), noise_(noise_of(c["data"]["noise_model"].get<std::string>())),
         sqrt_d_start_(c["data"]["start"] == "sqrt_d_e1"), rng_(seed, 0xe2), k_(workers, 0),
         xd_(q_.dim), gd_(q_.dim), scratch_(workers) {}
   std::size_t dim() const override { return q_.dim; }
@@ -273,11 +273,14 @@ class worst_case final : public problem {
     const hg::span<double> xd(s.data(), q_.dim), gd(s.data() + q_.dim, q_.dim);
     std::copy(x.begin(), x.end(), xd.begin());
     q_.gradient(xd, gd);
-    if (noise_ == "per_coordinate") {
+    if (noise_ == noise_model::per_coordinate) {
       hg::data::add_gaussian_noise(gd, sigma_, rng_.substream(w), k_[w]++);
     } else {  // one xi ~ N(0, 1) for the whole gradient
-      const double xi = rng_.substream(w).normal(k_[w]++);
-      for (double& v : gd) v = noise_ == "shared" ? v + sigma_ * xi : v * (1.0 + sigma_ * xi);
+      const double xi = sigma_ * rng_.substream(w).normal(k_[w]++);
+      if (noise_ == noise_model::shared)
+        for (double& v : gd) v += xi;
+      else
+        for (double& v : gd) v *= 1.0 + xi;
     }
     std::copy(gd.begin(), gd.end(), g.begin());
     std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
@@ -292,7 +295,14 @@ class worst_case final : public problem {
  private:
   hg::data::worst_case_quadratic q_;
   double sigma_;
-  std::string noise_;  // data.noise_model
+  // data.noise_model (resolve() admits these three names only)
+  enum class noise_model { per_coordinate, shared, multiplicative };
+  static noise_model noise_of(const std::string& name) {
+    return name == "shared" ? noise_model::shared
+           : name == "multiplicative" ? noise_model::multiplicative
+                                      : noise_model::per_coordinate;
+  }
+  noise_model noise_;
   bool sqrt_d_start_;
   hg::counter_rng rng_;
   std::vector<std::uint64_t> k_;
