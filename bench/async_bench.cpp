@@ -33,6 +33,9 @@
 //                            worker_report sums (the statements it runs around pull, compute
 //                            and push), job_pacer start/finish of a zero-length job, and the
 //                            server's per-arrival clock read and recorder::record_update.
+//
+// Named arguments: BM_threads_asgd/updates:1024 (updates per run), BM_threads_roundtrip/
+// floats:N (the payload each way; default 1K and 1M, --floats=LIST).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -51,6 +54,7 @@
 #include "heterograd/runtime/async_threads.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/sim/recorder.hpp"
+#include "bench_args.hpp"
 #include "timed_policy.hpp"
 
 namespace async = heterograd::algorithms::async;
@@ -279,16 +283,6 @@ void BM_bookkeeping_server(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_threads_asgd)->Arg(1024)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_server_apply)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_asgd_step)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_threads_roundtrip)->Arg(1 << 10)->Arg(1 << 20)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_sim_asgd)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_sim_ringleader)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_bookkeeping_worker)->MinTime(0.2);
-BENCHMARK(BM_bookkeeping_pacer)->MinTime(0.2);
-BENCHMARK(BM_bookkeeping_server)->MinTime(0.2);
-
 // OpenMP threads that spin after a parallel region starve the threads runtime's worker
 // threads on a small machine (5 threads on 2 cores here), so the suite runs with passive
 // waiting (as a user of the threads runtime should) unless the environment says otherwise.
@@ -299,9 +293,21 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "passive", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run with the default
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  const hg_bench::flags f(
+      argc, argv, {hg_bench::floats_dimension("BM_threads_roundtrip's payloads, in floats")});
+  hg_bench::register_cases("BM_threads_asgd", BM_threads_asgd, {"updates"}, {{1024}})
+      ->UseRealTime()
+      ->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_server_apply", BM_server_apply)->UseRealTime()->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_asgd_step", BM_asgd_step)->UseRealTime()->MinTime(0.5);
+  hg_bench::register_product("BM_threads_roundtrip", BM_threads_roundtrip, {"floats"},
+                             {f.get("floats", {1 << 10, 1 << 20})})
+      ->UseRealTime()
+      ->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_sim_asgd", BM_sim_asgd)->UseRealTime()->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_sim_ringleader", BM_sim_ringleader)->UseRealTime()->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_bookkeeping_worker", BM_bookkeeping_worker)->MinTime(0.2);
+  benchmark::RegisterBenchmark("BM_bookkeeping_pacer", BM_bookkeeping_pacer)->MinTime(0.2);
+  benchmark::RegisterBenchmark("BM_bookkeeping_server", BM_bookkeeping_server)->MinTime(0.2);
+  return hg_bench::run(argc, argv);
 }

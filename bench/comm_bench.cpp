@@ -11,6 +11,15 @@
 // Variants: 0 native (inproc's choice per size: staged copy for small buffers, single-pass
 // owner-computes for large), 1 reduce_scatter + allgather through the transport, 2 ring
 // schedule over inproc messages, 3 recursive halving/doubling schedule.
+//
+// Named arguments (bench/bench_args.hpp): `ranks` (default 2, 4: 4 ranks on 2 cores is one of
+// the cases, so the default is not the machine's thread range; --ranks=LIST), `floats`
+// (default 1K, 64K, 1M, 16M; the two-thread references 1K; --floats=LIST, each a multiple of
+// every rank count), `variant` (above), `threads` (BM_update_reference's OpenMP threads:
+// default thread_counts(), 1, 2, 4, ... up to the cores; --threads=LIST). Results read
+// BM_inproc_allreduce/ranks:2/floats:1024/variant:0/..., BM_update_reference/threads:2/...
+// BM_inproc_partial_solo_delayed runs the pairs (ranks, floats) (2, 64K), (4, 64K), (2, 1M),
+// or the product of --ranks and --floats when either is given.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,6 +27,7 @@
 #include <limits>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -26,6 +36,7 @@
 #include <omp.h>
 #endif
 
+#include "bench_args.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
 
@@ -155,8 +166,9 @@ void BM_inproc_partial_solo_delayed(benchmark::State& state) {
   for (auto& h : helpers) h.join();
 }
 
-/// The in-place update a += s*b over 64M floats with 2 threads: 12 bytes per element, the
-/// ceiling of the owner-computes allreduce (2*N*S bytes at this rate).
+/// The in-place update a += s*b over 64M floats with `threads` OpenMP threads: 12 bytes per
+/// element, the ceiling of the owner-computes allreduce (2*N*S bytes at this rate; the
+/// 2-rank targets use the 2-thread figure).
 void BM_update_reference(benchmark::State& state) {
   constexpr std::size_t k = std::size_t{64} << 20;
   std::unique_ptr<float[]> a(new float[k]), b(new float[k]);
@@ -265,24 +277,52 @@ void BM_owner_computes_reference(benchmark::State& state) {
   });
 }
 
-void allreduce_args(benchmark::internal::Benchmark* b) {
-  for (int n : {2, 4})
-    for (long m : {1L << 10, 1L << 16, 1L << 20, 1L << 24})
-      for (int v : {0, 1, 2, 3}) b->Args({n, m, v});
-}
-
 }  // namespace
 
-BENCHMARK(BM_update_reference)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_inproc_allreduce)->Apply(allreduce_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
-BENCHMARK(BM_owner_computes_reference)->Arg(1 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
-BENCHMARK(BM_handoff_reference)->Arg(1 << 10)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
-BENCHMARK(BM_inproc_partial_solo_delayed)
-    ->Args({2, 1L << 16})
-    ->Args({4, 1L << 16})
-    ->Args({2, 1L << 20})
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond)
-    ->Iterations(25);
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(argc, argv,
+                          {{"ranks", "inproc ranks (one thread each)", 256},
+                           hg_bench::floats_dimension("allreduce sizes, in floats"),
+                           hg_bench::threads_dimension()});
+  const auto ranks = f.get("ranks", {2, 4});
+  const auto floats = f.get("floats", {1 << 10, 1 << 16, 1 << 20, 1 << 24});
+  const auto small = f.get("floats", {1 << 10});
+  // reduce_scatter (variant 1) gives each rank floats / ranks of the buffer.
+  for (std::int64_t m : floats)
+    for (std::int64_t n : ranks)
+      if (m % n != 0)
+        hg_bench::usage_error(
+            "floats", hg_bench::join(floats),
+            std::to_string(m) + " does not split over " + std::to_string(n) + " ranks",
+            "each --floats value must be a multiple of every --ranks value (" +
+                hg_bench::join(ranks) + ")");
+  hg_bench::register_threads("BM_update_reference", BM_update_reference,
+                             f.get("threads", hg_bench::thread_counts()))
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(0.5);
+  hg_bench::register_product("BM_inproc_allreduce", BM_inproc_allreduce,
+                             {"ranks", "floats", "variant"}, {ranks, floats, {0, 1, 2, 3}})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.2);
+  hg_bench::register_product("BM_owner_computes_reference", BM_owner_computes_reference, {"floats"},
+                             {small})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.2);
+  hg_bench::register_product("BM_handoff_reference", BM_handoff_reference, {"floats"}, {small})
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->MinTime(0.2);
+  // The solo partial allreduce: the three cases, or the product of the flags.
+  const bool chosen = f.given("ranks") || f.given("floats");
+  auto* solo = chosen ? hg_bench::register_product("BM_inproc_partial_solo_delayed",
+                                                   BM_inproc_partial_solo_delayed,
+                                                   {"ranks", "floats"}, {ranks, floats})
+                      : hg_bench::register_cases(
+                            "BM_inproc_partial_solo_delayed", BM_inproc_partial_solo_delayed,
+                            {"ranks", "floats"}, {{2, 1 << 16}, {4, 1 << 16}, {2, 1 << 20}});
+  solo->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(25);
+  return hg_bench::run(argc, argv);
+}

@@ -1,4 +1,6 @@
-// Kernel benchmarks: 16M-element float buffers, 1 and 2 OpenMP threads. Each kernel is
+// Kernel benchmarks: 16M-element float buffers, each OpenMP thread count of --threads (default
+// bench/bench_args.hpp's thread_counts(): 1, 2, 4, ... up to the cores; results read
+// BM_sgd/threads:2/...); the cpp (sequential) backend's benchmarks run with 1. Each kernel is
 // reported in GB/s counting the bytes it must move (read + written, no write-allocate), next
 // to references measured in the same benchmark, interleaved with it call by call (the
 // machines are shared and noisy; interleaving exposes kernel and reference to the same load):
@@ -23,6 +25,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -32,6 +36,7 @@
 #include <thrust/system/cpp/execution_policy.h>
 #include <thrust/system/omp/execution_policy.h>
 
+#include "bench_args.hpp"
 #include "heterograd/kernels.hpp"
 
 namespace hk = heterograd::kernels;
@@ -407,18 +412,29 @@ void BM_l2_norm(benchmark::State& state) {
 
 }  // namespace
 
-#define HG_KBENCH(fn, ...) \
-  BENCHMARK(fn)->__VA_ARGS__->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0)
-
-HG_KBENCH(BM_references, Arg(1)->Arg(2));
-HG_KBENCH(BM_sgd, Arg(1)->Arg(2));
-HG_KBENCH(BM_sgd_cpp, Arg(1));
-HG_KBENCH(BM_momentum, Arg(1)->Arg(2));
-HG_KBENCH(BM_momentum_cpp, Arg(1));
-HG_KBENCH(BM_adam, Arg(1)->Arg(2));
-HG_KBENCH(BM_adam_cpp, Arg(1));
-HG_KBENCH(BM_multi_tensor_adam, Arg(1)->Arg(2));
-HG_KBENCH(BM_weighted_sum8, Arg(1)->Arg(2));
-HG_KBENCH(BM_l2_norm, Arg(1)->Arg(2));
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(argc, argv, {hg_bench::threads_dimension()});
+  const auto threads = f.get("threads", hg_bench::thread_counts());
+  // The cpp backend is sequential: its benchmarks (and their loop references) run 1 thread.
+  const hg_bench::values one{1};
+  const std::pair<const char*, void (*)(benchmark::State&)> order[] = {
+      {"BM_references", BM_references},
+      {"BM_sgd", BM_sgd},
+      {"BM_sgd_cpp", BM_sgd_cpp},
+      {"BM_momentum", BM_momentum},
+      {"BM_momentum_cpp", BM_momentum_cpp},
+      {"BM_adam", BM_adam},
+      {"BM_adam_cpp", BM_adam_cpp},
+      {"BM_multi_tensor_adam", BM_multi_tensor_adam},
+      {"BM_weighted_sum8", BM_weighted_sum8},
+      {"BM_l2_norm", BM_l2_norm},
+  };
+  for (const auto& [name, fn] : order) {
+    const bool cpp = std::string_view(name).ends_with("_cpp");
+    hg_bench::register_threads(name, fn, cpp ? one : threads)
+        ->Unit(benchmark::kMillisecond)
+        ->UseManualTime()
+        ->MinTime(1.0);
+  }
+  return hg_bench::run(argc, argv);
+}

@@ -116,9 +116,9 @@ void BM_device_adam(benchmark::State& state) {
 }
 
 void BM_device_multi_tensor_adam(benchmark::State& state) {
-  // 200 tensors of mixed sizes summing to 256M (less the gaps): Arg 0 packs them back to back
-  // (a flat buffer, most starting inside a cache line), Arg 1 starts each on a 256-byte
-  // boundary (separate cudaMalloc allocations).
+  // 200 tensors of mixed sizes summing to 256M (less the gaps): aligned:0 packs them back to
+  // back (a flat buffer, most starting inside a cache line), aligned:1 starts each on a
+  // 256-byte boundary (separate cudaMalloc allocations).
   const bool aligned = state.range(0) != 0;
   std::vector<hk::adam_tensor<float, hg::device_space>> list;
   std::uint64_t x = 12345;
@@ -164,6 +164,7 @@ BENCHMARK(BM_device_sgd)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTim
 BENCHMARK(BM_device_momentum)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_adam)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_multi_tensor_adam)
+    ->ArgName("aligned")
     ->Arg(0)
     ->Arg(1)
     ->UseManualTime()

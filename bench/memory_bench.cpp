@@ -1,7 +1,8 @@
 // The machine's memory-bandwidth references, measured with hand-written OpenMP loops over
-// 64M floats with 1 and 2 threads. Every kernel benchmark compares against the in-place
-// update `a += s*b`, measured in its own process: optimizer steps update in place and pay no
-// write-allocate, so this (not STREAM triad) is their ceiling.
+// 64M floats with each thread count of --threads (default bench_args.hpp's thread_counts():
+// 1, 2, 4, ... up to the cores; results BM_update/threads:2/...). Every kernel benchmark compares
+// against the in-place update `a += s*b`, measured in its own process: optimizer steps update in
+// place and pay no write-allocate, so this (not STREAM triad) is their ceiling.
 //
 // Bytes counted = bytes read + bytes written (write-allocate traffic is not counted):
 //   copy    b = a          8 B/element
@@ -9,11 +10,15 @@
 //   update  a += s*b      12 B/element
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 #include <benchmark/benchmark.h>
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
+
+#include "bench_args.hpp"
 
 namespace {
 
@@ -98,8 +103,14 @@ void BM_update(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_copy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_triad)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
-BENCHMARK(BM_update)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(argc, argv, {hg_bench::threads_dimension()});
+  const auto threads = f.get("threads", hg_bench::thread_counts());
+  for (auto [name, fn] : {std::pair{"BM_copy", &BM_copy}, std::pair{"BM_triad", &BM_triad},
+                          std::pair{"BM_update", &BM_update}})
+    hg_bench::register_threads(name, fn, threads)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
+  return hg_bench::run(argc, argv);
+}

@@ -1,6 +1,7 @@
 // Training-step cost of the reference models on Fashion-MNIST: a 784-256-128-10 MLP and softmax
-// regression, batch 64, forward + backward (BLAS GEMM) + fused Adam, with 1 and 2 threads
-// (OpenMP and OpenBLAS set alike). Reports seconds per epoch (60000 / 64 steps) next to
+// regression, batch 64, forward + backward (BLAS GEMM) + fused Adam, with each thread count of
+// --threads (OpenMP and OpenBLAS set alike; default bench/bench_args.hpp's thread_counts(): 1,
+// 2, 4, ... up to the cores; results read BM_softmax_regression_adam_step/threads:2/...). Reports seconds per epoch (60000 / 64 steps) next to
 // PyTorch's figure for the same model measured by bench/compare/torch_mlp.py.
 #include <cstddef>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "bench_args.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/data/partition.hpp"
@@ -63,9 +65,18 @@ void BM_softmax_regression_adam_step(benchmark::State& state) { run(state, {784,
 
 }  // namespace
 
-BENCHMARK(BM_mlp_784_256_128_10_adam_step)->Arg(1)->Arg(2)->UseRealTime()->MinTime(2.0)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_softmax_regression_adam_step)->Arg(1)->Arg(2)->UseRealTime()->MinTime(1.0)
-    ->Unit(benchmark::kMillisecond);
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(argc, argv, {hg_bench::threads_dimension()});
+  const auto threads = f.get("threads", hg_bench::thread_counts());
+  hg_bench::register_threads("BM_mlp_784_256_128_10_adam_step", BM_mlp_784_256_128_10_adam_step,
+                             threads)
+      ->UseRealTime()
+      ->MinTime(2.0)
+      ->Unit(benchmark::kMillisecond);
+  hg_bench::register_threads("BM_softmax_regression_adam_step", BM_softmax_regression_adam_step,
+                             threads)
+      ->UseRealTime()
+      ->MinTime(1.0)
+      ->Unit(benchmark::kMillisecond);
+  return hg_bench::run(argc, argv);
+}

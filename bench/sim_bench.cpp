@@ -8,11 +8,15 @@
 //
 // BM_engine_ringmaster_model adds the cost of the Ringmaster/Ringleader timing model (one
 // Philox4x32-10 block and a Box-Muller normal per job) for reference.
+//
+// Argument `workers` (results read BM_engine/workers:10000/...): defaults 10, 1000, 10000,
+// 100000 (the ringmaster model 10, 10000); --workers=LIST replaces both.
 #include <cstddef>
 #include <cstdint>
 
 #include <benchmark/benchmark.h>
 
+#include "bench_args.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -57,7 +61,15 @@ void BM_engine_ringmaster_model(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_engine)->Arg(10)->Arg(1000)->Arg(10000)->Arg(100000)->MinTime(0.5);
-BENCHMARK(BM_engine_ringmaster_model)->Arg(10)->Arg(10000)->MinTime(0.5);
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(
+      argc, argv,
+      {{"workers", "simulated workers (the engine's heap size)", std::int64_t{1} << 24}});
+  hg_bench::register_product("BM_engine", BM_engine, {"workers"},
+                             {f.get("workers", {10, 1000, 10000, 100000})})
+      ->MinTime(0.5);
+  hg_bench::register_product("BM_engine_ringmaster_model", BM_engine_ringmaster_model, {"workers"},
+                             {f.get("workers", {10, 10000})})
+      ->MinTime(0.5);
+  return hg_bench::run(argc, argv);
+}

@@ -2,14 +2,21 @@
 // (embedding with 1% of rows touched per step), codec encode throughput and wire sizes, the
 // LSH-sparse softmax layer's training samples/s against the dense layer (BLAS), and the
 // composite transport's allreduce against the flat inproc one.
+//
+// Named arguments: `width` (the embedding's floats per row; default 16, 64, --width=LIST),
+// `threads` (the LSH layer's; default bench/bench_args.hpp's thread_counts(), --threads=LIST),
+// `rails` (the 4-rank allreduce: 0 the flat one, 1 or 2 the composite's rails). Results read
+// BM_hybrid_step/width:16/..., BM_lsh_layer_train/threads:1/..., BM_allreduce_4_ranks/rails:0/...
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "heterograd/algorithms/sparse/hybrid.hpp"
 #include "heterograd/comm/composite.hpp"
 #include "heterograd/comm/inproc.hpp"
@@ -69,7 +76,6 @@ void BM_hybrid_step(benchmark::State& state) {
   state.counters["steps_per_s"] = benchmark::Counter(static_cast<double>(steps) * state.iterations(),
                                                       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_hybrid_step)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 
 // The all-dense alternative: 2 ranks allreduce the densified table gradient every step.
 void BM_dense_table_step(benchmark::State& state) {
@@ -87,7 +93,6 @@ void BM_dense_table_step(benchmark::State& state) {
   state.counters["steps_per_s"] = benchmark::Counter(static_cast<double>(steps) * state.iterations(),
                                                       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_dense_table_step)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 
 // --- codecs -------------------------------------------------------------------------------------
 template <class C>
@@ -113,11 +118,6 @@ void BM_codec_top_k_1pct(benchmark::State& s) { codec_bench(s, cz::top_k_codec(0
 void BM_codec_random_k_1pct(benchmark::State& s) { codec_bench(s, cz::random_k_codec(0.01, 1)); }
 void BM_codec_sign(benchmark::State& s) { codec_bench(s, cz::sign_codec{}); }
 void BM_codec_powersgd_r4(benchmark::State& s) { codec_bench(s, cz::powersgd_codec(4)); }
-BENCHMARK(BM_codec_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_codec_top_k_1pct)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_codec_random_k_1pct)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_codec_sign)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_codec_powersgd_r4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // --- LSH layer vs dense layer ------------------------------------------------------------------
 // 10k classes over 64 features; samples are class prototypes plus noise. LSH: one SGD step per
@@ -160,7 +160,6 @@ void BM_lsh_layer_train(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(d.n) * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["active_fraction"] = rep.mean_active_fraction(d.classes);
 }
-BENCHMARK(BM_lsh_layer_train)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 void BM_dense_layer_train(benchmark::State& state) {
   const auto& d = xc();
@@ -180,7 +179,6 @@ void BM_dense_layer_train(benchmark::State& state) {
   state.counters["samples_per_s"] =
       benchmark::Counter(static_cast<double>(d.n / batch * batch) * state.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_dense_layer_train)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 // --- composite transport ------------------------------------------------------------------------
 // 4 inproc ranks: 2 groups of 2 (composite, 1 or 2 rails) against the flat allreduce of 1M floats.
@@ -205,8 +203,40 @@ void BM_allreduce_4_ranks(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * reps * n * 4));
 }
-BENCHMARK(BM_allreduce_4_ranks)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(
+      argc, argv,
+      {{"width", "embedding row widths, in floats", 1024}, hg_bench::threads_dimension()});
+  const auto width = f.get("width", {16, 64});
+  const auto threads = f.get("threads", hg_bench::thread_counts());
+  hg_bench::register_product("BM_hybrid_step", BM_hybrid_step, {"width"}, {width})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(0.5);
+  hg_bench::register_product("BM_dense_table_step", BM_dense_table_step, {"width"}, {width})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(0.5);
+  for (auto [name, fn] : {std::pair{"BM_codec_fp16", &BM_codec_fp16},
+                          std::pair{"BM_codec_top_k_1pct", &BM_codec_top_k_1pct},
+                          std::pair{"BM_codec_random_k_1pct", &BM_codec_random_k_1pct},
+                          std::pair{"BM_codec_sign", &BM_codec_sign},
+                          std::pair{"BM_codec_powersgd_r4", &BM_codec_powersgd_r4}})
+    benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond)->UseRealTime();
+  hg_bench::register_threads("BM_lsh_layer_train", BM_lsh_layer_train, threads)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(1.0);
+  benchmark::RegisterBenchmark("BM_dense_layer_train", BM_dense_layer_train)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(1.0);
+  hg_bench::register_cases("BM_allreduce_4_ranks", BM_allreduce_4_ranks, {"rails"}, {{0}, {1}, {2}})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(0.5);
+  return hg_bench::run(argc, argv);
+}

@@ -1,7 +1,8 @@
 // The averaging pass of the sync family (heterograd/algorithms/sync/detail/blend.hpp, i.e.
 // kernels::weighted_sum on the sequential backend): out = sum_k w_k x_k over K buffers of n
 // floats in one pass for K <= 8, (K + 1) * 4 bytes per element (K reads, one write); counter
-// bytes_per_second uses that count.
+// bytes_per_second uses that count. Arguments `floats` (n; default 4M, --floats=LIST) and
+// `inputs` (K = 4, 8): BM_weighted_sum/floats:4194304/inputs:8/...
 //
 // BM_bsp_round: one simulated BSP round (4 workers, softmax regression 784 x 10, b = 32) with
 // sample-weighted gradient aggregation, driven directly (no runtime): the policy's overhead
@@ -14,6 +15,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_args.hpp"
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/detail/blend.hpp"
 #include "heterograd/core/rng.hpp"
@@ -42,7 +44,6 @@ void BM_weighted_sum(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>((k + 1) * n * 4));
 }
-BENCHMARK(BM_weighted_sum)->Args({1 << 22, 4})->Args({1 << 22, 8})->UseRealTime();
 
 struct bsp_problem {
   static constexpr std::size_t dim = 784, classes = 10, rows = 512;
@@ -78,7 +79,6 @@ void BM_bsp_round(benchmark::State& state) {
   for (auto _ : state) bsp.step();
   state.SetItemsProcessed(state.iterations() * 128);  // samples per round
 }
-BENCHMARK(BM_bsp_round)->UseRealTime();
 
 void BM_bsp_round_threads(benchmark::State& state) {
   hg::kernels::set_blas_threads(1);
@@ -93,9 +93,16 @@ void BM_bsp_round_threads(benchmark::State& state) {
       static_cast<double>(rounds) * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_bsp_round_threads)->UseRealTime()->Unit(benchmark::kMillisecond);
-
-
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const hg_bench::flags f(argc, argv, {hg_bench::floats_dimension("floats per buffer")});
+  hg_bench::register_product("BM_weighted_sum", BM_weighted_sum, {"floats", "inputs"},
+                             {f.get("floats", {1 << 22}), {4, 8}})
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_bsp_round", BM_bsp_round)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_bsp_round_threads", BM_bsp_round_threads)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  return hg_bench::run(argc, argv);
+}

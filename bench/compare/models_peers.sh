@@ -1,8 +1,11 @@
 #!/bin/sh
 # Peer comparison of the models suite: PyTorch's step time for the same models (torch_mlp.py).
-#   bench/compare/models_peers.sh OUT.json
+#   bench/compare/models_peers.sh OUT.json [--threads=LIST]
+# Thread counts: --threads=LIST, else those of the suite's run recorded in the JSON next to OUT
+# (out/bench/models.json), else 1, 2, 4, ... up to the cores (bench_threads.py).
 set -eu
-out=${1:?usage: models_peers.sh OUT.json}
+out=${1:?usage: models_peers.sh OUT.json [--threads=LIST]}
+shift
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/torch_python.sh" models_peers
-exec "$py" "$here/torch_mlp.py" "$out"
+exec "$py" "$here/torch_mlp.py" "$out" "$@"

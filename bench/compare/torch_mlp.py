@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """PyTorch's time per training step for the models of bench/models_bench.cpp.
 
-    torch_mlp.py OUT.json
+    torch_mlp.py OUT.json [--threads=LIST]
 
 Fashion-MNIST from Debian's dataset-fashion-mnist (read with gzip + numpy, scaled to [0,1]),
 batch 64, torch.optim.Adam(lr=1e-3), a 784-256-128-10 MLP (Linear+ReLU) and softmax
-regression, with 1 and 2 threads (torch.set_num_threads). Writes seconds per step and per
+regression, at the thread counts of the models suite's run (torch.set_num_threads; see
+bench_threads.py: --threads=LIST here, else those recorded in the suite's JSON next to OUT,
+else 1, 2, 4, ... up to the cores). Writes seconds per step and per
 epoch (60000/64 steps) for each, measured over a fixed number of steps after a warm-up.
 """
 import gzip
@@ -16,6 +18,8 @@ import time
 
 import numpy as np
 import torch
+
+from bench_threads import threads as thread_counts
 
 DIR = os.environ.get("HG_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 
@@ -64,13 +68,20 @@ def time_model(sizes, x, y, threads, steps=300, warmup=30, batch=64):
 
 
 def main():
-    out = sys.argv[1]
+    args = sys.argv[1:]
+    usage = "usage: torch_mlp.py OUT.json [--threads=LIST]"
+    if not args:
+        sys.exit(usage)
+    thread_list = thread_counts(args, args[0])
+    if len(args) != 1:
+        sys.exit(usage)
+    out = args[0]
     x = torch.from_numpy(load_images(os.path.join(DIR, "train-images-idx3-ubyte.gz")))
     y = torch.from_numpy(load_labels(os.path.join(DIR, "train-labels-idx1-ubyte.gz")))
     res = {"torch_version": torch.__version__}
     for name, sizes in (("mlp_784_256_128_10", [784, 256, 128, 10]),
                         ("softmax_regression", [784, 10])):
-        for t in (1, 2):
+        for t in thread_list:
             r = time_model(sizes, x, y, t)
             res[f"{name}/{t}"] = r
             print(f"torch {name} threads={t}: {r['seconds_per_step']*1e3:.3f} ms/step, "

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """PyTorch's own CPU optimizer steps against heterograd's fused kernels, side by side.
 
-    torch_optim.py OUT.json LIBHG_KERNELS_CAPI.so
+    torch_optim.py OUT.json LIBHG_KERNELS_CAPI.so [--threads=LIST]
 
-16M-element float32 parameters, 1 and 2 threads: SGD (lr only), SGD with momentum 0.9 and
+16M-element float32 parameters, at the thread counts of the kernels suite's run (its
+--threads; bench_threads.py: --threads=LIST here, else those recorded in the suite's JSON
+next to OUT, else 1, 2, 4, ... up to the cores): SGD (lr only), SGD with momentum 0.9 and
 Adam, each with foreach=False (PyTorch's per-tensor for-loop) and foreach=True (its
 multi-tensor path), on one 16M tensor; Adam also on the 200 mixed-size tensors of the
 multi-tensor benchmark. heterograd's kernels (loaded through ctypes from the benchmark-only C
@@ -20,6 +22,8 @@ import sys
 import time
 
 import torch
+
+from bench_threads import threads as thread_counts
 
 N = 16 << 20
 c_float_p = ctypes.POINTER(ctypes.c_float)
@@ -121,10 +125,10 @@ def side_by_side(opt, hg_step, steps):
             "torch_over_hg": statistics.median(ratio)}
 
 
-def main(out, lib_path):
+def main(out, lib_path, thread_list):
     lib = load(lib_path)
     results = {}
-    for threads in (1, 2):
+    for threads in thread_list:
         torch.set_num_threads(threads)
         lib.hg_capi_set_threads(threads)
         for layout in ("one", "multi200"):
@@ -151,6 +155,10 @@ def main(out, lib_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: torch_optim.py OUT.json LIBHG_KERNELS_CAPI.so")
-    main(sys.argv[1], sys.argv[2])
+    args = sys.argv[1:]
+    if len(args) < 2:
+        sys.exit("usage: torch_optim.py OUT.json LIBHG_KERNELS_CAPI.so [--threads=LIST]")
+    tl = thread_counts(args, args[0])
+    if len(args) != 2:
+        sys.exit("usage: torch_optim.py OUT.json LIBHG_KERNELS_CAPI.so [--threads=LIST]")
+    main(args[0], args[1], tl)

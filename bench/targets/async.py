@@ -2,17 +2,24 @@
 update, real-time servers stream at a good fraction of the machine's update bandwidth, a
 worker's push/pull costs little more than the transport's own send/receive, and the real-mode
 bookkeeping is negligible next to a job."""
-from report import Target
+from report import Target, arg_values, find
 
 
 def targets(bench, peers):
-    def get(name):
-        return bench.get(f"{name}/min_time:0.500/real_time") or bench.get(f"{name}/min_time:0.200")
+    def get(name, **args):
+        """The run of `name` with these arguments (bench_args.hpp's names), or None."""
+        return find(bench, name, **args)
 
-    bare = get("BM_server_apply")
-    step = get("BM_asgd_step")
-    asgd = get("BM_sim_asgd")
-    ring = get("BM_sim_ringleader")
+    def need(name):
+        e = get(name)
+        if e is None:
+            raise KeyError(name)
+        return e
+
+    bare = need("BM_server_apply")
+    step = need("BM_asgd_step")
+    asgd = need("BM_sim_asgd")
+    ring = need("BM_sim_ringleader")
     out = [
         # The simulator's cost per update (one event) is negligible next to a 1M-parameter
         # ASGD step: updates/s under the sim runtime within 20 % of the same step (screen +
@@ -31,7 +38,7 @@ def targets(bench, peers):
                     f"{ring['bytes_per_update'] / 1e6:.1f} MB/update, "
                     f"{ring['arrivals_per_update']:.2f} arrivals/update"),
     ]
-    thr = get("BM_threads_asgd/1024")
+    thr = get("BM_threads_asgd", updates=1024)
     if thr is not None:
         # The real-time server over inproc with 4 workers (issue 19): the bytes each applied
         # update moves (gradient in 8 B/param, screen 4, SGD 12, model to the worker 8) per
@@ -41,18 +48,23 @@ def targets(bench, peers):
                           note=f"{thr['items_per_second']:.0f} updates/s = "
                                f"{thr['items_per_second'] / bare['items_per_second']:.2f}x the bare "
                                f"update's, {thr['bytes_per_update'] / 1e6:.1f} MB/update"))
-    rt = get("BM_threads_roundtrip/1048576")
+    rt = get("BM_threads_roundtrip", floats=1 << 20)
     if rt is not None:
         # A worker's pull + push over inproc (1M floats each way) minus the server's update
         # (the policy's on_arrival) against inproc's raw send/recv ping-pong of the same
         # payloads in the same two threads.
-        small = get("BM_threads_roundtrip/1024")
+        small = get("BM_threads_roundtrip", floats=1 << 10)
         out.append(Target("async: inproc round trip - update / raw ping-pong (1M floats)",
                           rt["overhead_ratio"], 1.2, op="<=",
                           note=f"{rt['hg_us'] / 1e3:.2f} - {rt['update_us'] / 1e3:.2f} ms vs "
                                f"{rt['raw_us'] / 1e3:.2f} ms"
                                + (f"; 1K floats {small['overhead_ratio']:.2f}x "
                                   f"({small['hg_us']:.1f} vs {small['raw_us']:.1f} us)" if small else "")))
+    elif arg_values(bench, "BM_threads_roundtrip", "floats"):
+        have = ",".join(str(v) for v in arg_values(bench, "BM_threads_roundtrip", "floats"))
+        out.append(Target("async: inproc round trip - update / raw ping-pong (1M floats)", None, 1.2,
+                          op="<=", skipped=f"BM_threads_roundtrip not run with floats={1 << 20} "
+                                           f"(this run's floats: {have})"))
     book = [get(f"BM_bookkeeping_{k}") for k in ("worker", "pacer", "server")]
     if all(b is not None for b in book):
         # Real-mode bookkeeping per job: work()'s timestamps and sums, a paced job's start and
