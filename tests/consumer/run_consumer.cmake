@@ -27,6 +27,10 @@ if(DRIVER)
   if(NOT rc EQUAL 0 OR NOT listed MATCHES "demo" OR NOT EXISTS "${prefix}/share/heterograd/experiments/demo.json")
     message(FATAL_ERROR "consumer test: the installed heterograd-run --list gave ${rc}: ${listed}")
   endif()
+  # ... and the plotting program it runs after a run.
+  if(NOT EXISTS "${prefix}/share/heterograd/heterograd_plot.py")
+    message(FATAL_ERROR "consumer test: the plotting program was not installed into ${prefix}/share/heterograd")
+  endif()
 endif()
 string(REPLACE "," ";" comps "${COMPONENTS}")
 run("${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"

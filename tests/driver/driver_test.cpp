@@ -720,6 +720,50 @@ BOOST_AUTO_TEST_CASE(a_trace_of_each_workers_constant_job_time_replays_the_fixed
   BOOST_TEST(e.find("workers.time.trace[2].duration") != std::string::npos, e);
 }
 
+// Asynchronous methods pay communication: a server method's job pulls the model and pushes
+// its gradient (network "ps": 2 (alpha + 4 d / beta) per job, one worker on the link), and an
+// eager-SGD step pays its allreduce (network "ring": 2(n-1) alpha + 2(n-1)/n 4d/beta). Each is
+// the run without a network whose workers take that much longer per job, bit for bit (the
+// numbers are exact in binary: alpha 0.25 s, beta 400 B/s, d = 50).
+BOOST_AUTO_TEST_CASE(asynchronous_methods_pay_the_networks_exchange_per_job_as_longer_jobs_bit_for_bit) {
+  json paid = json::parse(R"({
+    "name": "exchange", "data": {"dataset": "worst_case_quadratic", "dim": 50, "noise": 0.1},
+    "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 2.5, 3, 7]}},
+    "network": {"kind": "ps", "latency": 0.25, "bandwidth": 400},
+    "horizon": {"time": 80}, "eval_interval": 10, "optimizer": {"lr": 0.05},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"},
+                {"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2},
+                {"label": "Rennala", "algorithm": "rennala", "gradients": 3}]})");
+  json longer = paid;
+  longer["network"] = {{"kind", "none"}};
+  longer["workers"]["time"]["tau"] = json::array({2.5, 4, 4.5, 8.5});  // + 2 (0.25 + 200 / 400)
+  json eager = paid, eager_longer = paid;
+  eager["network"]["kind"] = "ring";
+  eager["methods"] = json::parse(R"([{"label": "eager", "algorithm": "eager"}])");
+  eager_longer = eager;
+  eager_longer["network"] = {{"kind", "none"}};
+  eager_longer["workers"]["time"]["tau"] = json::array({3.25, 4.75, 5.25, 9.25});  // + 6 * 0.25 + 1.5 * 0.5
+  const json a = hgrun::resolve(paid), b = hgrun::resolve(longer), c = hgrun::resolve(eager),
+             d = hgrun::resolve(eager_longer);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const json x = hgrun::run_method({a, i, 1, scratch("paid-" + std::to_string(i)), false, 0, {}});
+    const json y = hgrun::run_method({b, i, 1, scratch("longer-" + std::to_string(i)), false, 0, {}});
+    BOOST_TEST(x["params_hash"] == y["params_hash"], i);
+    BOOST_TEST(x["trace_hash"] == y["trace_hash"], i);
+    BOOST_TEST(x["extra"]["exchange_time"].get<double>() == 1.5, i);
+    BOOST_TEST(y["extra"]["exchange_time"].get<double>() == 0.0, i);
+  }
+  const json x = hgrun::run_method({c, 0, 1, scratch("eager-paid"), false, 0, {}});
+  const json y = hgrun::run_method({d, 0, 1, scratch("eager-longer"), false, 0, {}});
+  BOOST_TEST(x["params_hash"] == y["params_hash"]);
+  BOOST_TEST(x["trace_hash"] == y["trace_hash"]);
+  // Without the network the runs differ (the check above could not pass by accident).
+  json free = eager_longer;
+  free["workers"]["time"]["tau"] = json::array({1, 2.5, 3, 7});
+  const json z = hgrun::run_method({hgrun::resolve(free), 0, 1, scratch("eager-free"), false, 0, {}});
+  BOOST_TEST(z["trace_hash"] != x["trace_hash"]);
+}
+
 BOOST_AUTO_TEST_CASE(the_demos_checkpointable_methods_resume_to_the_uninterrupted_trace_and_parameters) {
   json raw = hgrun::load_experiment("demo");
   raw.merge_patch(raw["tiny"]);

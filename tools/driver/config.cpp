@@ -95,8 +95,8 @@ std::string shown(const json& v) {
   throw config_error(path, "expected " + expected(s) + ", got " + shown(v));
 }
 
-// Free text reaches file names, CSV/JSON files, gnuplot scripts, the Markdown table and the
-// terminal: a newline there can end a gnuplot string and start a command, an escape sequence
+// Free text reaches file names, CSV/JSON files, the charts, the Markdown table and the
+// terminal: a newline there can break a CSV row or a table line, an escape sequence
 // can rewrite the terminal. Every string of the schema is refused with a control character.
 void check_text(const std::string& path, const std::string& text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -481,6 +481,8 @@ spec method_common() {
                  {"algorithm", required(choice("algorithm", nullptr, algorithm_names()))},
                  {"optimizer", optimizer_spec()},
                  {"batch", integer("per-worker batch (0: data.batch)", 0, 0)},
+                 {"sweep", free_object("this method's grid over its keys (as the experiment's sweep, "
+                                       "whose keys it adds to or replaces)")},
                  {"nonfinite", choice("a gradient with an infinity or a NaN: fail (error naming worker "
                                       "and step), skip (dropped, counted) or zero (those entries set to 0)",
                                       "fail", {"fail", "skip", "zero"})}});
@@ -564,6 +566,22 @@ spec root_spec() {
                            "method, else the first)",
                            "")},
        {"checkpoint_every", run_key("checkpoint_every")},
+       {"seeds", array("evaluation seeds: every method runs once with each, and the table gives their mean, "
+                       "standard deviation and 95% interval (empty: seed; --seeds overrides)",
+                       integer("a seed", nullptr), json::array())},
+       {"sweep", free_object("a grid over method keys, tried for every method: {\"optimizer.lr\": [0.1, 0.01], "
+                             "\"batch\": {\"from\": 8, \"to\": 64, \"points\": 4, \"scale\": \"log\"}}; a "
+                             "method's own sweep adds or replaces keys. Each method's best setting (tuning) "
+                             "is then run on the evaluation seeds")},
+       {"tuning",
+        object("how a sweep picks each method's setting",
+               {{"criterion", choice("time_to_target: most tuning seeds reaching the target, then the least "
+                                     "mean time to it (no setting reaching it: the best final metric); final: "
+                                     "the best mean final target metric",
+                                     "time_to_target", {"time_to_target", "final"})},
+                {"seeds", array("tuning seeds, disjoint from the evaluation seeds (empty: the largest "
+                                "evaluation seed + 1)",
+                                integer("a seed", nullptr), json::array())}})},
        {"tiny", free_object("overrides for --tiny (a merge patch, checked after merging)")},
        {"methods", array("the methods compared", method_common(), nullptr, 1)}});
 }
@@ -1179,18 +1197,19 @@ std::size_t depth_of(const json& v) {
 }
 }  // namespace
 
-void apply_override(json& doc, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw config_error(assignment, "expected an assignment key.path=value");
-  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-  const auto parts = split_path(path);
-  // JSON when it is JSON (too deep or with duplicate keys: an error), else the text itself.
-  std::string why;
-  auto parsed = parse_limited(text, path, why);
-  json value = parsed ? std::move(*parsed) : json(text);
+void set_key(json& doc, const std::string& path, json value, const std::string& error_key) {
+  std::vector<json> parts;
+  try {
+    parts = split_path(path);
+  } catch (const config_error& e) {
+    if (error_key.empty()) throw;
+    std::string what = e.what();
+    const auto colon = what.find("': ");
+    throw config_error(error_key, colon == std::string::npos ? what : what.substr(colon + 3));
+  }
   if (parts.size() + depth_of(value) > max_config_depth)
-    throw config_error(path, "nested deeper than " + std::to_string(max_config_depth) + " levels with its value");
+    throw config_error(error_key.empty() ? path : error_key,
+                       "nested deeper than " + std::to_string(max_config_depth) + " levels with its value");
   json* cur = &doc;
   std::string sofar;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -1198,9 +1217,9 @@ void apply_override(json& doc, const std::string& assignment) {
     if (parts[i].is_string()) {
       const std::string k = parts[i];
       sofar += (sofar.empty() ? "" : ".") + k;
-      if (!cur->is_object() && !cur->is_null()) throw config_error(sofar, "is not an object");
+      if (!cur->is_object() && !cur->is_null()) throw config_error(error_key.empty() ? sofar : error_key, (error_key.empty() ? "" : sofar + " ") + "is not an object");
       if (last) {
-        (*cur)[k] = value;
+        (*cur)[k] = std::move(value);
       } else {
         if (!cur->contains(k)) (*cur)[k] = parts[i + 1].is_string() ? json::object() : json::array();
         cur = &(*cur)[k];
@@ -1212,12 +1231,25 @@ void apply_override(json& doc, const std::string& assignment) {
       sofar += std::to_string(idx);
       sofar += ']';
       if (!cur->is_array() || idx >= cur->size())
-        throw config_error(sofar, "expected an existing array element (array of " +
-                                      std::to_string(cur->is_array() ? cur->size() : 0) + ")");
-      if (last) (*cur)[idx] = value;
+        throw config_error(error_key.empty() ? sofar : error_key,
+                           "expected an existing array element" + (error_key.empty() ? "" : " at " + sofar) + " (array of " +
+                               std::to_string(cur->is_array() ? cur->size() : 0) + ")");
+      if (last) (*cur)[idx] = std::move(value);
       else cur = &(*cur)[idx];
     }
   }
+}
+
+void apply_override(json& doc, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw config_error(assignment, "expected an assignment key.path=value");
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  (void)split_path(path);  // the path's form first, then its value
+  // JSON when it is JSON (too deep or with duplicate keys: an error), else the text itself.
+  std::string why;
+  auto parsed = parse_limited(text, path, why);
+  set_key(doc, path, parsed ? std::move(*parsed) : json(text), "");
 }
 
 std::filesystem::path experiments_dir() {

@@ -66,6 +66,11 @@ json resolve(const json& raw);
 /// value is resolve()'s job.
 void apply_override(json& doc, const std::string& assignment);
 
+/// Sets the key at `path` ("optimizer.lr", "classes[1].count") of `doc` to `value`, making
+/// missing objects on the way; an array element must exist. Errors name `error_key` when it is
+/// given, else the path.
+void set_key(json& doc, const std::string& path, json value, const std::string& error_key);
+
 /// A JSON file by path, or a named experiment from the experiments directory (HG_EXPERIMENTS_DIR,
 /// else the source tree's examples/experiments).
 json load_experiment(const std::string& name_or_path);

@@ -1,6 +1,7 @@
 // heterograd-run: runs a named experiment or a JSON configuration, compares its methods on a
 // simulated heterogeneous cluster, and writes CSV / JSON of every metric, the resolved
-// configuration (seed, git revision), gnuplot charts and a Markdown table.
+// configuration (seed, git revision), charts (tools/plot/heterograd_plot.py) and Markdown
+// tables; with a sweep, each method's best setting first (tuning), then the evaluation seeds.
 //
 //   heterograd-run demo                       the headline demo
 //   heterograd-run e1_rescaled --tiny         a named experiment at test size
@@ -26,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -43,6 +45,7 @@
 #include "report.hpp"
 #include "resume.hpp"
 #include "run.hpp"
+#include "sweep.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 extern char** environ;
@@ -266,6 +269,9 @@ struct unit {
   std::filesystem::path dir;
 };
 
+// Some run of a stage failed (each failure was reported as it happened).
+struct run_failed {};
+
 // A child of --jobs N dies with its parent: a parent killed with SIGKILL cannot stop its
 // children, so the kernel does (the parent-death signal). The signal is armed here, after exec,
 // so a parent that died before this line is seen by its pid no longer being our parent.
@@ -428,6 +434,250 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
   std::printf("%s\n", md.str().c_str());
 }
 
+// Units of work of one configuration: (method, seed), each in its own folder below `root`
+// (root/<method> with one seed, root/seed-N/<method> with several).
+std::vector<unit> make_units(const json& cfg, const std::vector<std::uint64_t>& seeds, const std::filesystem::path& root) {
+  std::vector<unit> units;
+  for (auto s : seeds)
+    for (std::size_t m = 0; m < cfg["methods"].size(); ++m) {
+      const auto base = seeds.size() == 1 ? root : root / ("seed-" + std::to_string(s));
+      units.push_back({m, s, base / slug(cfg["methods"][m]["label"])});
+    }
+  return units;
+}
+
+// What every stage of a run shares.
+struct run_options {
+  unsigned jobs = 1;
+  bool resume = false, quiet = false, writer = true;
+  std::uint64_t halt_after = 0;
+  std::string metric;
+};
+
+// A stage of a run: the tuning runs of a sweep, or the runs the table reports. `resolved` is
+// what its runs read (its config.json); `failed[i]` says why unit i failed ("" when it did not).
+struct stage {
+  std::string name;
+  json resolved;
+  std::filesystem::path root;
+  std::vector<std::uint64_t> seeds;
+  std::vector<unit> units;
+  std::vector<std::string> failed;
+  int halts = 0;
+};
+
+// Every folder of a stage is checked before any is touched: a user's folder among them stops
+// the run with nothing deleted.
+void check_stage_folders(const stage& st) {
+  check_folder(st.root);
+  for (const auto& u : st.units) {
+    check_folder(u.dir.parent_path());
+    check_folder(u.dir);
+  }
+}
+
+// A fresh run empties what an earlier run left in its folder: heterograd-run's own subfolders
+// (they carry the marker) and the files it writes there. Anything else stays.
+void clear_earlier_outputs(const std::filesystem::path& root) {
+  std::error_code ec;
+  if (!is_our_folder(root)) return;
+  static const std::set<std::string> ours{"config.json", "table.md",     "summary.json", "runs.json",
+                                          "charts.json", "charts.log",   "sim_vs_real.md"};
+  std::vector<std::filesystem::path> gone;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    const bool chart = e.path().extension() == ".png" || e.path().extension() == ".pdf" || e.path().extension() == ".svg";
+    if (is_our_folder(e.path()) || (e.is_regular_file(ec) && (ours.count(n) || chart))) gone.push_back(e.path());
+  }
+  for (const auto& p : gone) {
+    std::filesystem::remove_all(p, ec);
+    if (ec) throw output_error(p, "cannot remove the previous run's output: " + ec.message());
+  }
+}
+
+// Runs a stage's units (in parallel processes with --jobs), skipping those --resume finds done.
+// `tolerate`: a unit that fails is recorded in st.failed (a sweep's diverging setting is a
+// result) instead of failing the run.
+void run_stage(stage& st, const run_options& o, bool tolerate) {
+  const auto cfg_path = st.root / "config.json";
+  if (o.writer) {
+    claim_folder(st.root);
+    check_stage_folders(st);
+  }
+  // --resume continues the run recorded in config.json, never another one: the results
+  // already there would be reported as this configuration's.
+  if (o.resume && o.writer && std::filesystem::exists(cfg_path)) {
+    const json saved = json::parse(read_file(cfg_path), nullptr, false);
+    if (saved.is_discarded() || !saved.is_object())
+      throw std::runtime_error("cannot resume: " + cfg_path.string() +
+                               " is not a JSON object (damaged); run without --resume to start again");
+    const json before = result_inputs(saved), now = result_inputs(st.resolved);
+    if (before != now)
+      throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
+                                         differences_text(before, now) +
+                                         "); resume with the same configuration, or run without --resume "
+                                         "(another --out keeps these results)");
+  }
+  if (o.writer && st.seeds.size() > 1)
+    for (auto s : st.seeds) claim_folder(st.root / ("seed-" + std::to_string(s)));
+  const json& cfg = st.resolved;
+  std::vector<std::string> keys;  // the progress rows: a method's label, and its seed when several
+  for (const auto& u : st.units)
+    keys.push_back(cfg["methods"][u.method]["label"].get<std::string>() +
+                   (st.seeds.size() > 1 ? " seed " + std::to_string(u.seed) : ""));
+  display disp(o.quiet, o.metric, keys, o.jobs);
+  if (!o.quiet)
+    std::fprintf(stderr, "heterograd-run: %s%s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
+                 cfg["name"].get<std::string>().c_str(), st.name.empty() ? "" : (", " + st.name).c_str(),
+                 cfg["methods"].size(), st.seeds.size(), o.jobs, st.root.c_str());
+  st.failed.assign(st.units.size(), "");
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < st.units.size(); ++i) {
+    // A fresh run deletes a method folder only when it carries heterograd-run's marker.
+    if (o.writer) o.resume ? claim_folder(st.units[i].dir) : reset_folder(st.units[i].dir);
+    if (o.resume && std::filesystem::exists(st.units[i].dir / "summary.json")) {
+      // A finished unit is skipped, and its summary is what the table reports: check it.
+      const auto sp = st.units[i].dir / "summary.json";
+      const json s = json::parse(read_file(sp), nullptr, false);
+      if (s.is_discarded() || !s.is_object() || !s.contains("trace_hash") || !s.contains("final"))
+        throw std::runtime_error("cannot resume: " + sp.string() +
+                                 " from the earlier run is damaged (truncated or not a summary); delete it "
+                                 "to run that method again");
+      disp.skipped(i);
+      continue;
+    }
+    todo.push_back(i);
+  }
+  if (o.writer) write_file(cfg_path, st.resolved.dump(2) + "\n");
+  auto record_failure = [&](std::size_t i, const std::string& why) {
+    st.failed[i] = why.empty() ? std::string("failed") : why;
+    if (o.writer) write_file(st.units[i].dir / "failed.txt", st.failed[i] + "\n");
+  };
+  int failures = 0;
+  if (o.jobs == 1) {
+    for (auto i : todo) {
+      // `resolved`, as the children of --jobs N read it from config.json: a checkpoint's
+      // digest (the code revision included) is the same either way.
+      run_request req{st.resolved, st.units[i].method, st.units[i].seed, st.units[i].dir, o.resume, o.halt_after,
+                      [&disp, i](const progress_info& p) { disp.update(i, p); }, o.writer};
+      try {
+        run_method(req);
+      } catch (const halted&) {
+        ++st.halts;
+      } catch (const config_error&) {
+        throw;
+      } catch (const std::exception& e) {
+        if (!tolerate) throw;
+        record_failure(i, e.what());
+      }
+    }
+  } else {
+    // Parallel processes: each runs one unit and reports through its progress.json.
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe");
+    std::map<pid_t, std::size_t> running;
+    std::size_t next = 0;
+    while (next < todo.size() || !running.empty()) {
+      while (next < todo.size() && running.size() < o.jobs) {
+        const unit& u = st.units[todo[next]];
+        std::filesystem::create_directories(u.dir);
+        std::vector<std::string> args{exe.string(), cfg_path.string(), "--child", "--method-index",
+                                      std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
+                                      u.dir.string(), "--parent-pid", std::to_string(::getpid())};
+        if (o.resume) args.push_back("--resume");
+        if (o.halt_after) {
+          args.push_back("--halt-after");
+          args.push_back(std::to_string(o.halt_after));
+        }
+        std::vector<char*> av;
+        for (auto& a : args) av.push_back(a.data());
+        av.push_back(nullptr);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        const auto log = (u.dir / "log.txt").string();
+        posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        pid_t pid = 0;
+        if (posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ) != 0)
+          throw std::runtime_error("cannot start " + args[0]);
+        posix_spawn_file_actions_destroy(&fa);
+        running[pid] = todo[next++];
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      for (auto it = running.begin(); it != running.end();) {
+        const std::size_t i = it->second;
+        if (auto p = read_progress(st.units[i].dir)) disp.update(i, *p);
+        int status = 0;
+        if (waitpid(it->first, &status, WNOHANG) == it->first) {
+          const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+          if (auto p = read_progress(st.units[i].dir)) disp.update(i, *p);
+          if (rc == 3) {
+            ++st.halts;
+          } else if (rc != 0) {
+            std::ifstream lf(st.units[i].dir / "log.txt");
+            std::stringstream ls;
+            ls << lf.rdbuf();
+            std::string why = ls.str();
+            while (!why.empty() && why.back() == '\n') why.pop_back();
+            // A configuration error is the user's, whatever the stage (exit status 2).
+            if (tolerate && rc != 2) {
+              record_failure(i, why);
+            } else {
+              ++failures;
+              std::fprintf(stderr, "heterograd-run: %s (seed %llu) failed:\n%s\n",
+                           cfg["methods"][st.units[i].method]["label"].get<std::string>().c_str(),
+                           static_cast<unsigned long long>(st.units[i].seed), why.c_str());
+            }
+          }
+          it = running.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  disp.finish();
+  if (failures) throw run_failed{};
+}
+
+// The summaries of a stage's runs, grouped per method (in the configuration's order) with
+// their seeds; a failed unit has none.
+std::vector<std::vector<method_result>> stage_results(const stage& st) {
+  std::vector<std::vector<method_result>> by(st.resolved["methods"].size());
+  for (std::size_t i = 0; i < st.units.size(); ++i) {
+    const auto& u = st.units[i];
+    if (!st.failed[i].empty()) continue;
+    by[u.method].push_back({json::parse(read_file(u.dir / "summary.json")), u.dir, u.seed});
+  }
+  return by;
+}
+
+// Splits a --sweep list "0.1,0.01,[1,2]" at the commas outside brackets and quotes.
+std::vector<std::string> split_values(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '\\' && i + 1 < text.size()) cur += text[i++];
+      else if (c == '"') quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  out.push_back(cur);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -436,7 +686,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"heterograd-run: heterogeneous-training experiments on a simulated cluster"};
   std::string experiment, out, methods, seeds_text;
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, sweeps;
   std::uint64_t seed = 0, halt_after = 0, checkpoint_every = 0;
   unsigned jobs = 1;
   std::string schema;  // "markdown" or "json": --schema, --schema=json
@@ -451,6 +701,10 @@ int main(int argc, char** argv) {
                "print every configuration key: Markdown, or --schema=json a JSON Schema (draft 2020-12)");
   app.add_option("--set", sets, "override a key: --set workers.count=32 --set methods[1].threshold=8")->allow_extra_args(false);
   app.add_option("--seed", seed, "seed (overrides the config's)");
+  app.add_option("--sweep", sweeps,
+                 "tune a method key over values for every method: --sweep optimizer.lr=0.1,0.03,0.01 (as the "
+                 "config's \"sweep\"; repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--seeds", seeds_text, "several seeds, comma-separated: one run each, in parallel with --jobs");
   app.add_option("--out", out, "output directory (overrides the config's)");
   app.add_option("--methods", methods, "run only these methods (comma-separated labels)");
@@ -459,7 +713,7 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", resume, "continue from the checkpoints in the output directory; skip finished runs");
   app.add_option("--checkpoint-every", checkpoint_every, "evaluations between checkpoints (same as --set checkpoint_every=N)");
   app.add_flag("--check", check, "check the configuration, print it resolved, run nothing");
-  app.add_flag("--no-plots", no_plots, "skip the gnuplot charts");
+  app.add_flag("--no-plots", no_plots, "skip the charts (runs.json is written; tools/plot/heterograd_plot.py draws them later)");
   app.add_flag("--quiet,-q", quiet, "no progress output");
   app.add_flag("--child", child, "(internal) run one method")->group("");
   app.add_option("--method-index", child_method, "(internal)")->group("");
@@ -505,6 +759,19 @@ int main(int argc, char** argv) {
       raw.merge_patch(json(raw["tiny"]));
     }
     for (const auto& s : sets) apply_override(raw, s);
+    for (const auto& s : sweeps) {
+      const auto eq = s.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw config_error("--sweep", "expected key=value,value,... (a method key such as optimizer.lr), got \"" + s + "\"");
+      json values = json::array();
+      for (const auto& v : split_values(s.substr(eq + 1))) {
+        json one = json::object();
+        apply_override(one, "v=" + v);  // a value as --set reads it: JSON when it is JSON, else text
+        values.push_back(one["v"]);
+      }
+      if (!raw.contains("sweep") || !raw["sweep"].is_object()) raw["sweep"] = json::object();
+      raw["sweep"][s.substr(0, eq)] = values;
+    }
     if (checkpoint_every) raw["checkpoint_every"] = checkpoint_every;
     if (seed) raw["seed"] = seed;
     if (!out.empty()) raw["output"] = out;
@@ -546,7 +813,9 @@ int main(int argc, char** argv) {
       if (!base_kept) cfg["baseline"] = kept[0]["label"];
     }
     const hgrun::experiment settings = experiment_of(cfg);
+    // Evaluation seeds: --seeds, else the configuration's seeds, else its seed.
     std::vector<std::uint64_t> seeds{settings.run.seed};
+    if (!cfg["seeds"].empty()) seeds = cfg["seeds"].get<std::vector<std::uint64_t>>();
     if (!seeds_text.empty()) {
       seeds.clear();
       std::stringstream ss(seeds_text);
@@ -558,9 +827,48 @@ int main(int argc, char** argv) {
         seeds.push_back(v);
       }
     }
+    for (std::size_t i = 0; i < seeds.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (seeds[i] == seeds[j])
+          throw config_error(seeds_text.empty() ? "seeds" : "--seeds",
+                             "expected distinct seeds, got " + std::to_string(seeds[i]) + " twice");
+    // A sweep: each method's grid. With more than one setting somewhere, tuning runs first.
+    const std::vector<sweep_grid> grids = sweep_grids(raw);
+    const bool sweeping = std::any_of(grids.begin(), grids.end(), [](const sweep_grid& g) { return g.size() > 1; });
+    json tuning_cfg;
+    std::vector<expanded_method> expanded;
+    std::vector<std::uint64_t> tuning_seeds;
+    if (sweeping) {
+      if (settings.runtime == "mpi")
+        throw config_error("sweep", "not available with runtime \"mpi\" (every rank would have to agree on the "
+                                    "chosen settings); tune on runtime \"sim\" or \"threads\" and set the chosen "
+                                    "values");
+      for (std::size_t m = 0; m < cfg["methods"].size(); ++m)
+        if (slug(cfg["methods"][m]["label"]) == "tuning")
+          throw config_error("methods[" + std::to_string(m) + "].label",
+                             "expected a label whose folder name is not \"tuning\" (a sweep's tuning runs are in "
+                             "the tuning folder beside the methods' folders)");
+      tuning_seeds = cfg["tuning"]["seeds"].get<std::vector<std::uint64_t>>();
+      if (tuning_seeds.empty()) tuning_seeds = {*std::max_element(seeds.begin(), seeds.end()) + 1};
+      for (auto t : tuning_seeds)
+        if (std::find(seeds.begin(), seeds.end(), t) != seeds.end())
+          throw config_error("tuning.seeds", "expected seeds disjoint from the evaluation seeds (a setting chosen on "
+                                             "a seed must be evaluated on fresh ones), got " +
+                                                 std::to_string(t) + " in both");
+      tuning_cfg = resolve_expanded(expand_methods(raw, grids, expanded), raw, grids, expanded);
+      preflight(tuning_cfg);
+    } else if (std::any_of(grids.begin(), grids.end(), [](const sweep_grid& g) { return !g.keys.empty(); })) {
+      // One value per key: a plain setting.
+      cfg = resolve(apply_settings(raw, grids, std::vector<std::size_t>(grids.size(), 0)));
+      seen = cfg;
+    }
     preflight(cfg);
     if (check) {
       std::printf("%s\n", cfg.dump(2).c_str());
+      if (sweeping)
+        std::printf("(a sweep of %zu runs first: %zu settings x %zu tuning seed(s))\n",
+                    tuning_cfg["methods"].size() * tuning_seeds.size(), tuning_cfg["methods"].size(),
+                    tuning_seeds.size());
       return 0;
     }
     const std::string& runtime = settings.runtime;
@@ -585,192 +893,147 @@ int main(int argc, char** argv) {
                      jobs, threads, cores);
     }
     const bool writer = rank == 0;
+    const run_options opts{jobs, resume, quiet, writer, halt_after, settings.target.metric};
+    const std::string command = [&] {
+      std::string c;
+      for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
+      return c;
+    }();
+    const std::string revision = writer ? git_revision() : "";
 
     const std::filesystem::path root = cfg["output"].get<std::string>();
     // heterograd-run writes only into folders it made or found empty (folders.hpp): a user's
     // folder is refused before anything in it is touched.
-    if (writer) claim_folder(root);
-    json resolved = cfg;
-    resolved["resolved"] = {{"seeds", seeds}, {"git_revision", writer ? git_revision() : ""}, {"command", [&] {
-                              std::string c;
-                              for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
-                              return c;
-                            }()}};
-    const auto cfg_path = root / "config.json";
-    // Units of work: (method, seed), each in its own directory.
-    std::vector<unit> units;
-    for (auto s : seeds)
-      for (std::size_t m = 0; m < cfg["methods"].size(); ++m) {
-        const auto base = seeds.size() == 1 ? root : root / ("seed-" + std::to_string(s));
-        const std::string name = slug(cfg["methods"][m]["label"]);
-        // The charts' folder sits beside the method folders (make_plots() empties it).
-        if (name == "plot-data")
-          throw config_error("methods[" + std::to_string(m) + "].label",
-                             "expected a label whose folder name is not \"plot-data\" (the charts' data "
-                             "folder sits beside the methods' folders)");
-        units.push_back({m, s, base / name});
-      }
-    // Every folder is checked before any is touched: a user's folder among them stops the run
-    // with nothing deleted.
-    if (writer)
-      for (const auto& u : units) {
-        check_folder(u.dir.parent_path());
-        check_folder(u.dir);
-      }
-    // --resume continues the run recorded in config.json, never another one: the results
-    // already there would be reported as this configuration's.
-    if (resume && writer && std::filesystem::exists(cfg_path)) {
-      const json saved = json::parse(read_file(cfg_path), nullptr, false);
-      if (saved.is_discarded() || !saved.is_object())
-        throw std::runtime_error("cannot resume: " + cfg_path.string() +
-                                 " is not a JSON object (damaged); run without --resume to start again");
-      const json before = result_inputs(saved), now = result_inputs(resolved);
-      if (before != now)
-        throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
-                                           differences_text(before, now) +
-                                           "); resume with the same configuration, or run without --resume "
-                                           "(another --out keeps these results)");
+    stage eval{"", cfg, root, seeds, make_units(cfg, seeds, root), {}, 0};
+    stage tune{"tuning", tuning_cfg, root / "tuning", tuning_seeds, {}, {}, 0};
+    if (sweeping) tune.units = make_units(tuning_cfg, tuning_seeds, tune.root);
+    if (writer) {
+      check_stage_folders(eval);
+      if (sweeping) check_stage_folders(tune);
+      claim_folder(root);
+      if (!resume) clear_earlier_outputs(root);
     }
-    if (writer && seeds.size() > 1)
-      for (auto s : seeds) claim_folder(root / ("seed-" + std::to_string(s)));
-    std::vector<std::string> keys;  // the progress rows: a method's label, and its seed when several
-    for (const auto& u : units)
-      keys.push_back(cfg["methods"][u.method]["label"].get<std::string>() +
-                     (seeds.size() > 1 ? " seed " + std::to_string(u.seed) : ""));
-    display disp(quiet, settings.target.metric, keys, jobs);
-    if (!quiet)
-      std::fprintf(stderr, "heterograd-run: %s (%zu method(s) x %zu seed(s), %u job(s)) -> %s\n",
-                   cfg["name"].get<std::string>().c_str(), cfg["methods"].size(), seeds.size(), jobs, root.c_str());
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe");
-    std::vector<std::size_t> todo;
-    for (std::size_t i = 0; i < units.size(); ++i) {
-      // A fresh run deletes a method folder only when it carries heterograd-run's marker.
-      if (writer) resume ? claim_folder(units[i].dir) : reset_folder(units[i].dir);
-      if (resume && std::filesystem::exists(units[i].dir / "summary.json")) {
-        // A finished unit is skipped, and its summary is what the table reports: check it.
-        const auto sp = units[i].dir / "summary.json";
-        const json s = json::parse(read_file(sp), nullptr, false);
-        if (s.is_discarded() || !s.is_object() || !s.contains("trace_hash") || !s.contains("final"))
-          throw std::runtime_error("cannot resume: " + sp.string() +
-                                   " from the earlier run is damaged (truncated or not a summary); delete it "
-                                   "to run that method again");
-        disp.skipped(i);
-        continue;
-      }
-      todo.push_back(i);
-    }
-    if (writer) write_file(cfg_path, resolved.dump(2) + "\n");
-    int failures = 0, halts = 0;
-    if (jobs == 1) {
-      for (auto i : todo) {
-        // `resolved`, as the children of --jobs N read it from config.json: a checkpoint's
-        // digest (the code revision included) is the same either way.
-        run_request req{resolved, units[i].method, units[i].seed, units[i].dir, resume, halt_after,
-                        [&, i](const progress_info& p) { disp.update(i, p); }, writer};
-        try {
-          run_method(req);
-        } catch (const halted&) {
-          ++halts;
-        }
-      }
-    } else {
-      // Parallel processes: each runs one unit and reports through its progress.json.
-      std::map<pid_t, std::size_t> running;
-      std::size_t next = 0;
-      while (next < todo.size() || !running.empty()) {
-        while (next < todo.size() && running.size() < jobs) {
-          const unit& u = units[todo[next]];
-          std::filesystem::create_directories(u.dir);
-          std::vector<std::string> args{exe.string(), cfg_path.string(), "--child", "--method-index",
-                                        std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
-                                        u.dir.string(), "--parent-pid", std::to_string(::getpid())};
-          if (resume) args.push_back("--resume");
-          if (halt_after) {
-            args.push_back("--halt-after");
-            args.push_back(std::to_string(halt_after));
-          }
-          std::vector<char*> av;
-          for (auto& a : args) av.push_back(a.data());
-          av.push_back(nullptr);
-          posix_spawn_file_actions_t fa;
-          posix_spawn_file_actions_init(&fa);
-          const auto log = (u.dir / "log.txt").string();
-          posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-          pid_t pid = 0;
-          if (posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ) != 0)
-            throw std::runtime_error("cannot start " + args[0]);
-          posix_spawn_file_actions_destroy(&fa);
-          running[pid] = todo[next++];
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        for (auto it = running.begin(); it != running.end();) {
-          if (auto p = read_progress(units[it->second].dir)) disp.update(it->second, *p);
-          int status = 0;
-          if (waitpid(it->first, &status, WNOHANG) == it->first) {
-            const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-            if (auto p = read_progress(units[it->second].dir)) disp.update(it->second, *p);
-            if (rc == 3) ++halts;
-            else if (rc != 0) {
-              ++failures;
-              std::ifstream lf(units[it->second].dir / "log.txt");
-              std::stringstream ls;
-              ls << lf.rdbuf();
-              std::fprintf(stderr, "heterograd-run: %s (seed %llu) failed:\n%s\n",
-                           cfg["methods"][units[it->second].method]["label"].get<std::string>().c_str(),
-                           static_cast<unsigned long long>(units[it->second].seed), ls.str().c_str());
-            }
-            it = running.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      }
-    }
-    disp.finish();
-    if (failures) return 1;
-    if (!writer) return 0;  // MPI ranks other than 0: rank 0 writes the table and charts
-    if (halts) {
+    const auto halted_exit = [&] {
       std::fprintf(stderr, "heterograd-run: halted after %llu evaluations (resume with --resume)\n",
                    static_cast<unsigned long long>(halt_after));
       return 3;
+    };
+    // Tuning: every setting on the tuning seeds; each method keeps its best.
+    json tuning = nullptr;
+    std::vector<json> chosen_json(cfg["methods"].size());
+    std::vector<std::string> chosen_text;
+    if (sweeping) {
+      tune.resolved["resolved"] = {{"seeds", tuning_seeds}, {"git_revision", revision}, {"command", command}};
+      run_stage(tune, opts, true);
+      if (!writer) return 0;
+      if (tune.halts) return halted_exit();
+      const std::string criterion = cfg["tuning"]["criterion"];
+      const bool below = settings.target.below;
+      std::vector<std::size_t> chosen(grids.size(), 0);
+      tuning = {{"criterion", criterion}, {"seeds", tuning_seeds}, {"keys", json::array()}, {"methods", json::array()}};
+      std::set<std::string> all_keys;
+      for (std::size_t m = 0; m < grids.size(); ++m) {
+        std::vector<candidate_score> scores;
+        json cands = json::array();
+        for (std::size_t s = 0; s < grids[m].size(); ++s) {
+          std::size_t k = 0;
+          while (k < expanded.size() && !(expanded[k].method == m && expanded[k].setting == s)) ++k;
+          std::vector<json> sums;
+          json failures = json::array();
+          for (std::size_t i = 0; i < tune.units.size(); ++i) {
+            if (tune.units[i].method != k) continue;
+            if (!tune.failed[i].empty()) {
+              sums.push_back(nullptr);
+              failures.push_back({{"seed", tune.units[i].seed}, {"why", tune.failed[i].substr(0, 300)}});
+            } else {
+              sums.push_back(json::parse(read_file(tune.units[i].dir / "summary.json")));
+            }
+          }
+          scores.push_back(score_of(sums, settings.target.metric));
+          const auto& c = scores.back();
+          cands.push_back({{"setting", setting_json(grids[m], s)},
+                           {"label", tuning_cfg["methods"][k]["label"]},
+                           {"score", score_json(c, criterion)},
+                           {"reached", c.reached},
+                           {"seeds", c.seeds},
+                           {"failed", c.failed},
+                           {"time_to_target", c.time.to_json()},
+                           {"final", c.final_.to_json()},
+                           {"failures", failures}});
+        }
+        chosen[m] = best_candidate(scores, criterion, below);
+        for (const auto& k : grids[m].keys) all_keys.insert(k);
+        chosen_json[m] = grids[m].keys.empty() ? json(nullptr) : setting_json(grids[m], chosen[m]);
+        chosen_text.push_back(grids[m].keys.empty() ? "—" : setting_text(grids[m], chosen[m]));
+        tuning["methods"].push_back({{"label", cfg["methods"][m]["label"]},
+                                     {"keys", grids[m].keys},
+                                     {"chosen", chosen_json[m]},
+                                     {"chosen_index", chosen[m]},
+                                     {"candidates", cands}});
+      }
+      tuning["keys"] = std::vector<std::string>(all_keys.begin(), all_keys.end());
+      write_file(tune.root / "summary.json", tuning.dump(2) + "\n");
+      write_file(tune.root / "table.md", tuning_table(cfg, tuning));
+      cfg = resolve(apply_settings(raw, grids, chosen));
+      seen = cfg;
+      if (!methods.empty()) {  // (as above: the base's baseline choice)
+        if (!std::any_of(cfg["methods"].begin(), cfg["methods"].end(),
+                         [&](const json& m) { return m["label"] == cfg["baseline"]; }))
+          cfg["baseline"] = cfg["methods"][0]["label"];
+      }
+      eval.resolved = cfg;
     }
+    eval.resolved["resolved"] = {{"seeds", seeds}, {"git_revision", revision}, {"command", command}};
+    if (sweeping) eval.resolved["resolved"]["tuning"] = tuning;
+    run_stage(eval, opts, false);
+    if (!writer) return 0;  // MPI ranks other than 0: rank 0 writes the table and charts
+    if (eval.halts) return halted_exit();
+    const json& resolved = eval.resolved;
+    const auto& units = eval.units;
 
     if (resolved["clock"] == "real") write_sim_vs_real(resolved, units, root);
 
-    // Table and charts per seed.
-    std::string all_tables;
-    for (auto s : seeds) {
-      std::vector<method_result> results;
-      const auto base = seeds.size() == 1 ? root : root / ("seed-" + std::to_string(s));
-      for (const auto& u : units) {
-        if (u.seed != s) continue;
-        std::ifstream in(u.dir / "summary.json");
-        results.push_back({json::parse(in), u.dir});
-      }
-      std::string table = markdown_table(cfg, results);
-      std::string head = "## " + cfg["name"].get<std::string>() + (cfg["title"].get<std::string>().empty() ? "" : ": " + cfg["title"].get<std::string>()) +
-                         " (seed " + std::to_string(s) + ")\n\n";
-      if (!cfg["paper"].get<std::string>().empty()) head += "Paper: " + cfg["paper"].get<std::string>() + "\n\n";
-      all_tables += head + table + "\n";
-      std::printf("%s%s\n", head.c_str(), table.c_str());
-      if (!no_plots) {
-        std::string why;
-        const auto pngs = make_plots(cfg, results, base, why);
-        if (!why.empty()) std::printf("(%s)\n", why.c_str());
-        for (const auto& p : pngs) std::printf("chart: %s\n", p.c_str());
-      }
-      if (seeds.size() > 1)
-        std::printf("seed %llu: %s (*/evaluations.csv, */summary.json, charts)\n\n",
-                    static_cast<unsigned long long>(s), base.c_str());
+    // The table: one seed's, or the seeds' summary and then each seed's; summary.json, runs.json, the charts.
+    const auto runs = stage_results(eval);
+    std::string tables, head = "## " + cfg["name"].get<std::string>() +
+                               (cfg["title"].get<std::string>().empty() ? "" : ": " + cfg["title"].get<std::string>());
+    std::string paper = cfg["paper"].get<std::string>().empty() ? "" : "Paper: " + cfg["paper"].get<std::string>() + "\n\n";
+    if (seeds.size() > 1) {
+      std::string seeds_list;
+      for (auto s : seeds) seeds_list += (seeds_list.empty() ? "" : ", ") + std::to_string(s);
+      tables += head + " (" + std::to_string(seeds.size()) + " seeds: " + seeds_list + ")\n\n" + paper +
+                seeds_table(cfg, runs, chosen_text) + "\n";
     }
-    write_file(root / "table.md", all_tables);
+    for (auto s : seeds) {
+      std::vector<method_result> one;
+      for (const auto& rs : runs)
+        for (const auto& r : rs)
+          if (r.seed == s) one.push_back(r);
+      tables += (seeds.size() > 1 ? "### seed " + std::to_string(s) + "\n\n"
+                                  : head + " (seed " + std::to_string(s) + ")\n\n" + paper) +
+                markdown_table(cfg, one, chosen_text) + "\n";
+    }
+    if (sweeping) tables += tuning_table(cfg, tuning);
+    write_file(root / "table.md", tables);
+    write_file(root / "summary.json", seeds_summary(cfg, runs, chosen_json).dump(2) + "\n");
+    write_file(root / "runs.json", plot_manifest(cfg, runs, root, tuning).dump(2) + "\n");
+    std::printf("%s", tables.c_str());
+    if (!no_plots) {
+      std::string why;
+      const auto charts = make_plots(root, why);
+      if (!why.empty()) std::printf("(%s)\n", why.c_str());
+      for (const auto& p : charts) std::printf("chart: %s\n", p.c_str());
+    }
     // The folder that holds config.json and table.md (with several seeds, each seed's runs are
-    // in its seed-N folder below it).
-    std::printf("results: %s (config.json, table.md, %s)\n\n", root.c_str(),
-                seeds.size() > 1 ? "seed-*/" : "*/evaluations.csv, */summary.json");
+    // in its seed-N folder below it; a sweep's tuning runs in tuning/).
+    std::printf("results: %s (config.json, table.md, summary.json, %s%s)\n\n", root.c_str(),
+                seeds.size() > 1 ? "seed-*/" : "*/evaluations.csv, */summary.json",
+                sweeping ? ", tuning/" : "");
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       throw std::runtime_error(std::string("cannot write the standard output: ") + std::strerror(errno));
     return 0;
+  } catch (const run_failed&) {
+    return 1;
   } catch (const config_error& e) {
     // Every rank meets a configuration error alike: rank 0 says it, all end normally.
     if (rank == 0) std::fprintf(stderr, "heterograd-run: %s\n", e.what());

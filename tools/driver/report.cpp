@@ -12,12 +12,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include "files.hpp"
 #include "folders.hpp"
+#include "sweep.hpp"
 
 extern char** environ;
+
+#ifndef HG_INSTALL_PLOT  // (tools/CMakeLists.txt sets it from GNUInstallDirs)
+#define HG_INSTALL_PLOT "share/heterograd/heterograd_plot.py"
+#endif
+#ifndef HG_SOURCE_DIR
+#define HG_SOURCE_DIR "."
+#endif
 
 namespace hgrun {
 
@@ -31,14 +41,11 @@ std::string num(double x, int digits = 4) {
 
 std::string time_text(const json& t) { return t.is_null() ? "not reached" : num(t.get<double>(), 5); }
 
-int column(const std::vector<std::string>& header, const std::string& name) {
-  const auto it = std::find(header.begin(), header.end(), name);
-  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
-}
 
 }  // namespace
 
-std::string markdown_table(const json& c, const std::vector<method_result>& results) {
+std::string markdown_table(const json& c, const std::vector<method_result>& results,
+                           const std::vector<std::string>& settings) {
   const std::string metric = c["target"]["metric"];
   const bool below = c["target"]["below"].get<bool>();
   const std::string cmp = below ? " <= " : " >= ";
@@ -50,12 +57,15 @@ std::string markdown_table(const json& c, const std::vector<method_result>& resu
   const bool epochs = !results.empty() && results[0].summary["extra"].value("time_unit", "") == "epochs";
   std::ostringstream os;
   const bool real = c.value("clock", "virtual") == "real";
-  os << "| method | time to " << target << (epochs ? " (epochs)" : real ? " (model time; sim_vs_real.md has wall seconds)" : " (virtual time)") << " | final " << metric
+  const bool tuned = !settings.empty();
+  os << "| method" << (tuned ? " | setting" : "") << " | time to " << target << (epochs ? " (epochs)" : real ? " (model time; sim_vs_real.md has wall seconds)" : " (virtual time)") << " | final " << metric
      << " | speed-up vs " << base << " |\n";
-  os << "|---|---:|---:|---:|\n";
-  for (const auto& r : results) {
-    const json& s = r.summary;
-    os << "| " << s["label"].get<std::string>() << " | " << time_text(s["time_to_target"]) << " | ";
+  os << (tuned ? "|---|---|---:|---:|---:|\n" : "|---|---:|---:|---:|\n");
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    const json& s = results[k].summary;
+    os << "| " << s["label"].get<std::string>() << " | ";
+    if (tuned) os << (k < settings.size() ? settings[k] : std::string()) << " | ";
+    os << time_text(s["time_to_target"]) << " | ";
     os << (s["final"].contains(metric) ? num(s["final"][metric].get<double>()) : std::string("n/a")) << " | ";
     std::string up = "n/a";
     if (base_sum && !s["time_to_target"].is_null()) {
@@ -91,24 +101,157 @@ std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& p) {
 
 namespace {
 
-// Runs gnuplot with `args` in the folder `dir`, its standard output to /dev/null and its
-// standard error to `log` (a path relative to dir). No shell is involved: no path or text
-// reaches a command line. Returns the exit status, -1 when gnuplot cannot be started (not
-// installed), 128 + N when signal N ended it.
-int run_gnuplot(const std::filesystem::path& dir, const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv_s{"gnuplot"};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
+std::string time_unit_text(const json& c, const std::vector<std::vector<method_result>>& runs) {
+  const bool epochs = !runs.empty() && !runs[0].empty() &&
+                      runs[0][0].summary["extra"].value("time_unit", "") == "epochs";
+  if (epochs) return "epochs";
+  return c.value("clock", "virtual") == "real" ? "model time" : "virtual time";
+}
+
+// "12.3 ± 1.4" (n = 1: the value alone), and the sd.
+std::string mean_ci(const seed_stats& s) {
+  if (s.n == 0) return "—";
+  return s.n > 1 ? num(s.mean) + " ± " + num(s.ci95, 2) : num(s.mean);
+}
+std::string sd_text(const seed_stats& s) { return s.n > 1 ? num(s.sd, 2) : "—"; }
+
+seed_stats time_stats(const std::vector<method_result>& rs) {
+  std::vector<double> t;
+  for (const auto& r : rs)
+    if (r.summary["time_to_target"].is_number()) t.push_back(r.summary["time_to_target"].get<double>());
+  return stats_of(t);
+}
+seed_stats final_stats(const std::vector<method_result>& rs, const std::string& metric) {
+  std::vector<double> v;
+  for (const auto& r : rs)
+    v.push_back(r.summary["final"].contains(metric) && r.summary["final"][metric].is_number()
+                    ? r.summary["final"][metric].get<double>()
+                    : std::numeric_limits<double>::quiet_NaN());
+  return stats_of(v);
+}
+std::size_t reached_count(const std::vector<method_result>& rs) {
+  std::size_t k = 0;
+  for (const auto& r : rs) k += r.summary["time_to_target"].is_number();
+  return k;
+}
+
+}  // namespace
+
+std::string seeds_table(const json& c, const std::vector<std::vector<method_result>>& runs,
+                        const std::vector<std::string>& settings) {
+  const std::string metric = c["target"]["metric"];
+  const std::string target = metric + (c["target"]["below"].get<bool>() ? " <= " : " >= ") +
+                             num(c["target"]["value"].get<double>());
+  const std::string base = c["baseline"];
+  const bool tuned = !settings.empty();
+  std::size_t b = runs.size();
+  for (std::size_t m = 0; m < runs.size(); ++m)
+    if (!runs[m].empty() && runs[m][0].summary["label"] == base) b = m;
+  const seed_stats tb = b < runs.size() ? time_stats(runs[b]) : seed_stats{};
+  std::ostringstream os;
+  os << "| method" << (tuned ? " | setting" : "") << " | reached " << target << " | time to it ("
+     << time_unit_text(c, runs) << "), mean ± 95% CI | sd | final " << metric << ", mean ± 95% CI | sd | speed-up vs "
+     << base << " (mean times) |\n"
+     << (tuned ? "|---|---|---:|---:|---:|---:|---:|---:|\n" : "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (std::size_t m = 0; m < runs.size(); ++m) {
+    if (runs[m].empty()) continue;
+    const seed_stats t = time_stats(runs[m]), f = final_stats(runs[m], metric);
+    std::string up = "—";
+    if (m == b && t.n > 0) up = "1.00x";
+    else if (tb.n > 0 && t.n > 0 && t.mean > 0) up = num(tb.mean / t.mean, 3) + "x";
+    os << "| " << runs[m][0].summary["label"].get<std::string>() << " | ";
+    if (tuned) os << (m < settings.size() ? settings[m] : std::string()) << " | ";
+    os << reached_count(runs[m]) << " of " << runs[m].size() << " | " << mean_ci(t) << " | " << sd_text(t) << " | "
+       << mean_ci(f) << " | " << sd_text(f) << " | " << up << " |\n";
+  }
+  os << "\nTimes to the target are over the seeds that reached it; a 95% CI is t(0.975, n-1) sd / sqrt(n) "
+        "(Student t, n seeds). Each seed's runs are in its seed-N folder.\n";
+  return os.str();
+}
+
+json seeds_summary(const json& c, const std::vector<std::vector<method_result>>& runs,
+                   const std::vector<json>& settings) {
+  const std::string metric = c["target"]["metric"];
+  json out = {{"name", c["name"]},
+              {"target", c["target"]},
+              {"baseline", c["baseline"]},
+              {"methods", json::array()}};
+  for (std::size_t m = 0; m < runs.size(); ++m) {
+    if (runs[m].empty()) continue;
+    json j = {{"label", runs[m][0].summary["label"]},
+              {"runs", runs[m].size()},
+              {"reached", reached_count(runs[m])},
+              {"time_to_target", time_stats(runs[m]).to_json()},
+              {"final", json::object()},
+              {"per_seed", json::array()}};
+    if (m < settings.size() && !settings[m].is_null()) j["setting"] = settings[m];
+    std::set<std::string> metrics;
+    for (const auto& r : runs[m])
+      if (r.summary["final"].is_object())
+        for (auto it = r.summary["final"].begin(); it != r.summary["final"].end(); ++it) metrics.insert(it.key());
+    metrics.insert(metric);
+    for (const auto& k : metrics) j["final"][k] = final_stats(runs[m], k).to_json();
+    for (const auto& r : runs[m])
+      j["per_seed"].push_back({{"seed", r.seed},
+                               {"time_to_target", r.summary["time_to_target"]},
+                               {"final", r.summary["final"]}});
+    out["methods"].push_back(std::move(j));
+  }
+  return out;
+}
+
+json plot_manifest(const json& c, const std::vector<std::vector<method_result>>& runs,
+                   const std::filesystem::path& root, const json& tuning) {
+  const double target = c["target"]["value"].get<double>();
+  const bool epochs = time_unit_text(c, runs) == "epochs";
+  json j = {{"name", c["name"]},
+            {"title", c["title"]},
+            {"metric", c["target"]["metric"]},
+            {"below", c["target"]["below"]},
+            {"target", std::isfinite(target) ? json(target) : json(nullptr)},
+            {"time_axis", epochs ? "epochs" : c.value("clock", "virtual") == "real" ? "real" : "virtual"},
+            {"real_scale", c.value("real_scale", 0.0)},
+            {"methods", json::array()},
+            {"outages", c["workers"]["time"].value("outages", json::array())},
+            {"tuning", tuning}};
+  for (const auto& rs : runs) {
+    if (rs.empty()) continue;
+    json m = {{"label", rs[0].summary["label"]}, {"runs", json::array()}};
+    for (const auto& r : rs) m["runs"].push_back({{"seed", r.seed}, {"dir", r.dir.lexically_relative(root).string()}});
+    j["methods"].push_back(std::move(m));
+  }
+  return j;
+}
+
+std::filesystem::path plot_script() {
+  if (const char* e = std::getenv("HG_PLOT_SCRIPT")) return e;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / HG_INSTALL_PLOT;
+    if (std::filesystem::is_regular_file(installed, ec)) return installed;
+  }
+  return std::filesystem::path(HG_SOURCE_DIR) / "tools" / "plot" / "heterograd_plot.py";
+}
+
+namespace {
+
+// Runs argv (no shell: no path or text reaches a command line) with its standard input from
+// /dev/null and its output to `log` (or /dev/null). Returns the exit status, -1 when it cannot
+// be started, 128 + N when signal N ended it.
+int run_program(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv_s = args;
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   if (posix_spawn_file_actions_init(&fa) != 0) return -1;
-  int rc = posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
-  if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const char* out = log.empty() ? "/dev/null" : log.c_str();
+  int rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = 0;
-  if (rc == 0) rc = posix_spawnp(&pid, "gnuplot", &fa, nullptr, argv.data(), environ);
+  if (rc == 0) rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) return -1;
   int status = 0;
@@ -118,272 +261,100 @@ int run_gnuplot(const std::filesystem::path& dir, const std::vector<std::string>
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-// gnuplot's cairo terminal does not report a failed write (a full disk, a size limit): a
-// complete PNG starts with the 8-byte signature and ends with the IEND chunk (length 0, type,
-// CRC), so a short file shows here.
-bool complete_png(const std::string& b) {
-  static constexpr char sig[] = "\x89PNG\r\n\x1a\n";
-  static constexpr char iend[] = "\0\0\0\0IEND\xae\x42\x60\x82";
-  return b.size() >= 8 + 12 && b.compare(0, 8, sig, 8) == 0 && b.compare(b.size() - 12, 12, iend, 12) == 0;
-}
-
-// The PNGs gnuplot writes under temporary names in `out`; those not yet renamed into place are
-// removed, so a failed chart leaves no partial file under a chart's name.
-struct pending_pngs {
-  std::filesystem::path out;
-  std::vector<std::pair<std::string, std::filesystem::path>> items;  // temporary name, final path
-  ~pending_pngs() {
-    std::error_code ec;
-    for (const auto& [tmp, png] : items) std::filesystem::remove(out / tmp, ec);
-  }
-  // The script's name (relative to out) for `png`'s temporary.
-  std::string add(const std::filesystem::path& png) {
-    items.emplace_back("." + png.filename().string() + ".tmp-" + std::to_string(::getpid()), png);
-    return items.back().first;
-  }
-};
-
-// The key path of the method labelled `label` (for an error about its text).
-std::string label_key(const json& c, const std::string& label) {
-  for (std::size_t i = 0; i < c["methods"].size(); ++i)
-    if (c["methods"][i]["label"] == label) return "methods[" + std::to_string(i) + "].label";
-  return "label";
+// The first Python 3 that imports matplotlib: HG_PYTHON, python3 on the PATH, /usr/bin/python3
+// (Debian's python3-matplotlib is for the system Python; a PATH may put another first).
+std::string plotting_python() {
+  static const std::string found = [] {
+    std::vector<std::string> c;
+    if (const char* e = std::getenv("HG_PYTHON")) c.push_back(e);
+    c.push_back("python3");
+    c.push_back("/usr/bin/python3");
+    for (const auto& p : c)
+      if (run_program({p, "-c", "import matplotlib"}, "") == 0) return p;
+    return std::string();
+  }();
+  return found;
 }
 
 }  // namespace
 
-std::string gnuplot_string(const std::string& text, const std::string& key) {
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    if (b < 0x20 || b == 0x7f) {
-      std::string shown;
-      for (char ch : text) {
-        const auto u = static_cast<unsigned char>(ch);
-        if (u < 0x20 || u == 0x7f) {
-          char e[8];
-          std::snprintf(e, sizeof e, "\\x%02x", u);
-          shown += e;
-        } else {
-          shown += ch;
-        }
-      }
-      char hb[8];
-      std::snprintf(hb, sizeof hb, "0x%02x", b);
-      throw config_error(key, "expected text without control characters (a newline would end the chart "
-                              "script's string and start a gnuplot command), got byte " +
-                                  std::string(hb) + " at offset " + std::to_string(i) + " of \"" + shown + "\"");
-    }
+std::vector<std::filesystem::path> make_plots(const std::filesystem::path& root, std::string& why) {
+  std::vector<std::filesystem::path> charts;
+  const std::string py = plotting_python();
+  if (py.empty()) {
+    why = "no Python 3 with matplotlib found (Debian package python3-matplotlib: ./hg deps; or set HG_PYTHON); "
+          "no charts";
+    return charts;
   }
-  std::string o = "'";
-  for (char ch : text) o += ch == '\'' ? std::string("''") : std::string(1, ch);
-  return o + "'";
-}
-
-std::vector<std::filesystem::path> make_plots(const json& c, const std::vector<method_result>& results,
-                                              const std::filesystem::path& out, std::string& why) {
-  std::vector<std::filesystem::path> pngs;
-  if (run_gnuplot("/", {"--version"}, "/dev/null") != 0) {
-    why = "gnuplot not found (Debian package gnuplot-nox: ./hg deps); no charts";
-    return pngs;
+  const auto log = root / "charts.log";
+  const int rc = run_program({py, plot_script().string(), root.string()}, log.string());
+  std::string text;
+  try {
+    text = read_file(log);
+  } catch (const std::exception&) {
   }
-  // gnuplot runs in `out` and the script names only fixed relative paths, so no folder name
-  // reaches it; user text (title, labels, metric) goes through gnuplot_string().
-  const auto data = out / "plot-data";
-  reset_folder(data);
-  pending_pngs pending{out, {}};
-  const std::string metric = c["target"]["metric"];
-  const std::string metric_text = gnuplot_string(metric, "target.metric");
-  const bool below = c["target"]["below"].get<bool>();
-  const bool epochs = !results.empty() && results[0].summary["extra"].value("time_unit", "") == "epochs";
-  const std::string xlabel = epochs                            ? "epochs"
-                             : c.value("clock", "virtual") == "real" ? "model time (x real_scale wall seconds)"
-                                                                     : "virtual time";
-  auto label_text = [&](const method_result& r) {
-    const std::string l = r.summary["label"].get<std::string>();
-    return gnuplot_string(l, label_key(c, l));
-  };
-  std::ostringstream gp;
-  gp << "set terminal pngcairo size 1400,560 font 'sans,10' noenhanced\nset datafile separator ' '\n"
-     << "set grid\nset key inside bottom right\n";
-
-  // 1. target metric and loss against time, all methods on one chart (two panels).
-  std::string curves_metric, curves_loss;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto rows = read_csv(results[i].dir / "evaluations.csv");
-    if (rows.size() < 2) continue;
-    const int cm = column(rows[0], metric), cl = column(rows[0], "loss");
-    const std::string name = "eval-" + std::to_string(i) + ".dat";
-    std::ostringstream o;
-    for (std::size_t r = 1; r < rows.size(); ++r)
-      o << rows[r][0] << ' ' << (cm >= 0 ? rows[r][cm] : "nan") << ' ' << (cl >= 0 ? rows[r][cl] : "nan") << '\n';
-    write_file(data / name, o.str());
-    const std::string f = "'plot-data/" + name + "'";
-    const std::string t = label_text(results[i]);
-    if (cm >= 0) curves_metric += (curves_metric.empty() ? "" : ", ") + f + " using 1:2 with lines lw 2 title " + t;
-    if (cl >= 0) curves_loss += (curves_loss.empty() ? "" : ", ") + f + " using 1:3 with lines lw 2 title " + t;
-  }
-  if (!curves_metric.empty()) {
-    const auto png = out / "accuracy_loss.png";
-    // Checked apart, so that an error names the key that holds the bad text.
-    (void)gnuplot_string(c["name"].get<std::string>(), "name");
-    (void)gnuplot_string(c["title"].get<std::string>(), "title");
-    gp << "set output '" << pending.add(png) << "'\nset multiplot layout 1,2 title "
-       << gnuplot_string(c["name"].get<std::string>() + ": " + c["title"].get<std::string>(), "title") << "\n";
-    gp << "set xlabel '" << xlabel << "'\nset ylabel " << metric_text << "\n";
-    gp << (below ? "set logscale y\n" : "unset logscale y\n");
-    const double target = c["target"]["value"].get<double>();
-    if (std::isfinite(target))
-      gp << "set arrow 1 from graph 0, first " << num(target, 17) << " to graph 1, first " << num(target, 17)
-         << " nohead dt 2 lc rgb 'gray40'\n";
-    gp << "plot " << curves_metric << "\nunset arrow 1\n";
-    gp << "set ylabel 'loss'\nset logscale y\nset key inside top right\n";
-    if (!curves_loss.empty()) gp << "plot " << curves_loss << "\n";
-    gp << "unset multiplot\nunset logscale y\nset key inside bottom right\n";
-    pngs.push_back(png);
-  }
-
-  // 2. per-worker utilisation (busy / (busy + idle + waiting)).
-  std::vector<std::vector<double>> util;
-  std::vector<std::string> ulabels;
-  std::size_t workers = 0;
-  for (const auto& r : results) {
-    const auto rows = read_csv(r.dir / "workers.csv");
-    if (rows.size() < 2 || r.summary["extra"].value("time_unit", "") == "epochs") continue;
-    const int b = column(rows[0], "busy"), i = column(rows[0], "idle"), w = column(rows[0], "waiting");
-    std::vector<double> u;
-    for (std::size_t k = 1; k < rows.size(); ++k) {
-      const double busy = std::stod(rows[k][b]), tot = busy + std::stod(rows[k][i]) + std::stod(rows[k][w]);
-      u.push_back(tot > 0 ? busy / tot : 0.0);
-    }
-    workers = std::max(workers, u.size());
-    util.push_back(std::move(u));
-    ulabels.push_back(label_text(r));
-  }
-  if (!util.empty()) {
-    std::ostringstream o;
-    for (std::size_t w = 0; w < workers; ++w) {
-      o << w;
-      for (const auto& u : util) o << ' ' << (w < u.size() ? u[w] : 0.0);
-      o << '\n';
-    }
-    write_file(data / "utilisation.dat", o.str());
-    const std::string f = "'plot-data/utilisation.dat'";
-    const auto png = out / "utilisation.png";
-    gp << "set terminal pngcairo size 1400,480 font 'sans,10' noenhanced\nset output '" << pending.add(png)
-       << "'\nset title 'per-worker utilisation (busy / elapsed)'\nset xlabel 'worker'\nset ylabel 'utilisation'\n"
-       << "set yrange [0:1.05]\nset key outside bottom center horizontal\n";
-    if (workers <= 40) {
-      gp << "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
-         << "set boxwidth 0.9\nset xtics 1\nplot ";
-      for (std::size_t k = 0; k < util.size(); ++k)
-        gp << (k ? ", " : "") << f << " using " << k + 2 << ":xtic(1) title " << ulabels[k];
-    } else {
-      gp << "set xtics auto\nplot ";
-      for (std::size_t k = 0; k < util.size(); ++k)
-        gp << (k ? ", " : "") << f << " using 1:" << k + 2 << " with lines title " << ulabels[k];
-    }
-    gp << "\nset style data lines\nunset yrange\nunset title\n";
-    pngs.push_back(png);
-  }
-
-  // 3. staleness histograms (fraction of applied updates per delay), methods with any delay.
-  std::string curves;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto rows = read_csv(results[i].dir / "staleness.csv");
-    if (rows.size() < 3) continue;  // header + delay 0 only: no staleness
-    const int a = column(rows[0], "applied");
-    double total = 0;
-    for (std::size_t k = 1; k < rows.size(); ++k) total += std::stod(rows[k][a]);
-    if (total <= 0) continue;
-    const std::string name = "staleness-" + std::to_string(i) + ".dat";
-    std::ostringstream o;
-    // x = staleness + 1 on a log axis: a worker back from an outage can be thousands of
-    // updates stale, and the bulk of the histogram sits below n.
-    for (std::size_t k = 1; k < rows.size(); ++k) {
-      const double f = std::stod(rows[k][a]) / total;
-      if (f > 0) o << std::stod(rows[k][0]) + 1 << ' ' << f << '\n';
-    }
-    write_file(data / name, o.str());
-    curves += (curves.empty() ? "" : ", ") + std::string("'plot-data/") + name +
-              "' using 1:2 with linespoints lw 2 pt 7 ps 0.5 title " + label_text(results[i]);
-  }
-  if (!curves.empty()) {
-    const auto png = out / "staleness.png";
-    gp << "set terminal pngcairo size 1000,520 font 'sans,10' noenhanced\nset output '" << pending.add(png)
-       << "'\nset title 'staleness of applied updates'\nset xlabel 'staleness + 1 (server updates since the model was read, log scale)'"
-       << "\nset ylabel 'fraction of applied updates (log scale)'\nset xtics auto\nset logscale xy\n"
-       << "set key inside top right\nplot " << curves << "\nunset logscale xy\n";
-    pngs.push_back(png);
-  }
-  // 4. clock "real": the target metric against wall seconds, measured (solid) and the
-  // simulator's prediction (dashed, its time x real_scale; sim_vs_real.md's runs).
-  const double unit = c.value("real_scale", 0.0) > 0 ? c["real_scale"].get<double>() : 1.0;
-  std::string real_curves;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto rows = read_csv(results[i].dir / "evaluations.csv");
-    const auto pred = std::filesystem::exists(results[i].dir / "predicted" / "evaluations.csv")
-                          ? read_csv(results[i].dir / "predicted" / "evaluations.csv")
-                          : std::vector<std::vector<std::string>>{};
-    if (rows.size() < 2 || pred.size() < 2) continue;
-    const int cw = column(rows[0], "wall_seconds"), cm = column(rows[0], metric), pm = column(pred[0], metric);
-    if (cw < 0 || cm < 0 || pm < 0) continue;
-    std::ostringstream o, q;
-    for (std::size_t r = 1; r < rows.size(); ++r) o << rows[r][cw] << ' ' << rows[r][cm] << '\n';
-    for (std::size_t r = 1; r < pred.size(); ++r) q << std::stod(pred[r][0]) * unit << ' ' << pred[r][pm] << '\n';
-    const std::string a = "real-" + std::to_string(i) + ".dat", b = "predicted-" + std::to_string(i) + ".dat";
-    write_file(data / a, o.str());
-    write_file(data / b, q.str());
-    const std::string t = label_text(results[i]);
-    real_curves += (real_curves.empty() ? "" : ", ") + std::string("'plot-data/") + a +
-                   "' using 1:2 with lines lw 2 lc " + std::to_string(i + 1) + " title " + t + ", 'plot-data/" + b +
-                   "' using 1:2 with lines lw 1 dt 2 lc " + std::to_string(i + 1) + " notitle";
-  }
-  if (!real_curves.empty()) {
-    const auto png = out / "sim_vs_real.png";
-    gp << "set terminal pngcairo size 1000,560 font 'sans,10' noenhanced\nset output '" << pending.add(png)
-       << "'\nset title 'measured on the wall clock (solid) and predicted by the simulator (dashed)'\n"
-       << "set xlabel 'wall seconds'\nset ylabel " << metric_text << "\nset xtics auto\nunset logscale\n"
-       << (below ? "set logscale y\n" : "") << "set key inside bottom right\nplot " << real_curves
-       << "\nunset logscale y\n";
-    pngs.push_back(png);
-  }
-  gp << "unset output\n";  // closes the last PNG before gnuplot exits
-  write_file(data / "plots.gp", gp.str());
-  const auto log = data / "gnuplot.log";
-  const int rc = run_gnuplot(out, {"plot-data/plots.gp"}, "plot-data/gnuplot.log");
   if (rc != 0) {
-    std::string text;
-    try {
-      text = read_file(log);
-    } catch (const std::exception&) {
+    // A file the program could not write, as it names it ("cannot write <path>: <why>").
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const auto at = line.find("cannot write ");
+      const auto colon = at == std::string::npos ? at : line.find(": ", at + 13);
+      if (colon != std::string::npos)
+        throw output_error(line.substr(at + 13, colon - at - 13),
+                           line.substr(colon + 2) + " (the plotting program; its messages are in " + log.string() + ")");
     }
-    if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
-    throw output_error(pngs.empty() ? log : pngs.front(),
-                       (rc < 0 ? std::string("gnuplot could not be started") : "gnuplot exited with status " + std::to_string(rc)) +
-                           " (its messages, in " + log.string() + "):\n" + text);
+    if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
+    throw output_error(root, "the plotting program " + plot_script().string() +
+                                 (rc < 0 ? std::string(" could not be started") : " exited with status " + std::to_string(rc)) +
+                                 " (its messages, in " + log.string() + "):\n" + text);
   }
-  // Each chart is checked whole and flushed before it takes its name.
-  for (const auto& [tmp, png] : pending.items) {
-    const auto t = out / tmp;
-    std::string bytes;
-    try {
-      bytes = read_file(t);
-    } catch (const std::exception&) {
-      throw output_error(png, "gnuplot wrote no chart (see " + log.string() + ")");
-    }
-    if (!complete_png(bytes))
-      throw output_error(png, "gnuplot wrote an incomplete PNG (" + std::to_string(bytes.size()) +
-                                  " bytes: a full disk or a file size limit?)");
-    const int fd = ::open(t.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      const int e = errno;
-      if (fd >= 0) ::close(fd);
-      throw output_error(png, std::strerror(e));
-    }
-    ::close(fd);
-    if (::rename(t.c_str(), png.c_str()) != 0) throw output_error(png, std::strerror(errno));
-  }
-  pending.items.clear();
-  return pngs;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("chart: ", 0) == 0) charts.emplace_back(line.substr(7));
+  return charts;
 }
+
+}  // namespace hgrun
+
+namespace hgrun {
+
+std::string tuning_table(const json& c, const json& tuning) {
+  const std::string metric = c["target"]["metric"];
+  const std::string criterion = tuning["criterion"];
+  std::string seeds;
+  for (const auto& s : tuning["seeds"]) seeds += (seeds.empty() ? "" : ", ") + s.dump();
+  std::ostringstream os;
+  os << "## Tuning (criterion " << criterion << ", tuning seeds " << seeds << ")\n\n"
+     << "Each method's settings, run on the tuning seeds; the chosen one (**bold**) is what the table above "
+        "ran on the evaluation seeds. "
+     << (criterion == "time_to_target"
+             ? "Chosen: the most seeds reaching the target, then the least mean time to it; without any setting "
+               "reaching it, the best mean final "
+             : "Chosen: the best mean final ")
+     << metric << ". A failed run (e.g. diverged) ranks last.\n\n"
+     << "| method | setting | reached | time to target, mean ± 95% CI | final " << metric
+     << ", mean ± 95% CI | failed |\n|---|---|---:|---:|---:|---:|\n";
+  auto stat_text = [](const json& s) {
+    if (!s.is_object() || !s["mean"].is_number()) return std::string("—");
+    return num(s["mean"].get<double>()) + (s["ci95"].is_number() ? " ± " + num(s["ci95"].get<double>(), 2) : "");
+  };
+  for (const auto& m : tuning["methods"]) {
+    const auto best = m["chosen_index"].get<std::size_t>();
+    for (std::size_t k = 0; k < m["candidates"].size(); ++k) {
+      const json& cand = m["candidates"][k];
+      std::string setting;
+      for (auto it = cand["setting"].begin(); it != cand["setting"].end(); ++it)
+        setting += (setting.empty() ? "" : ", ") + it.key() + "=" +
+                   (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+      if (setting.empty()) setting = "(as configured)";
+      const std::string time = stat_text(cand["time_to_target"]);
+      os << "| " << m["label"].get<std::string>() << " | " << (k == best ? "**" + setting + "**" : setting) << " | "
+         << cand["reached"].dump() << " of " << cand["seeds"].dump() << " | " << time << " | "
+         << stat_text(cand["final"]) << " | " << cand["failed"].dump() << " |\n";
+    }
+  }
+  os << "\n";
+  return os.str();
+}
+
 }  // namespace hgrun

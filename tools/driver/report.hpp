@@ -1,6 +1,9 @@
 #pragma once
-// What heterograd-run writes after the runs: the Markdown table and the gnuplot charts.
+// What heterograd-run writes after the runs: the Markdown tables (one seed, or several seeds
+// summarised), summary.json of the seeds, the charts' manifest (runs.json) and the charts,
+// which the plotting program tools/plot/heterograd_plot.py draws from the CSVs.
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -9,34 +12,53 @@
 
 namespace hgrun {
 
-/// One finished method: its summary.json and its directory (evaluations.csv, workers.csv,
-/// staleness.csv).
+/// One finished run of a method: its summary.json, its directory (evaluations.csv,
+/// workers.csv, staleness.csv) and its seed.
 struct method_result {
   json summary;
   std::filesystem::path dir;
+  std::uint64_t seed = 0;
 };
 
-/// The Markdown table: method, time to the target, final value of the target metric, speed-up
-/// against the baseline (time to target of the baseline / the method's).
-std::string markdown_table(const json& config, const std::vector<method_result>& results);
+/// The Markdown table of one seed: method, time to the target, final value of the target
+/// metric, speed-up against the baseline (time to target of the baseline / the method's).
+/// `settings` (one per method, may be empty): a sweep's chosen setting, as a column.
+std::string markdown_table(const json& config, const std::vector<method_result>& results,
+                           const std::vector<std::string>& settings = {});
+
+/// Several seeds, per method (runs[m] = method m's runs, one per seed): the count reaching the
+/// target, mean +- 95% interval (and sd) of the time to the target over the seeds that reached
+/// it and of the final target metric, and the speed-up of mean times against the baseline.
+std::string seeds_table(const json& config, const std::vector<std::vector<method_result>>& runs,
+                        const std::vector<std::string>& settings = {});
+
+/// summary.json of a run's folder: per method, its runs' count, how many reached the target,
+/// the statistics (n, mean, sd, ci95) of the time to the target and of every final metric,
+/// each seed's values, and (when tuned) the chosen setting.
+json seeds_summary(const json& config, const std::vector<std::vector<method_result>>& runs,
+                   const std::vector<json>& settings = {});
+
+/// runs.json, what the plotting program reads: the target, the time axis, the outages, each
+/// method's runs as folders relative to `root`, and a sweep's candidates (`tuning`, or null).
+json plot_manifest(const json& config, const std::vector<std::vector<method_result>>& runs,
+                   const std::filesystem::path& root, const json& tuning);
+
+/// A sweep's tuning as Markdown: per method, each setting's runs reaching the target, its score
+/// under the criterion (mean +- 95% interval) and final metric, the chosen one marked.
+std::string tuning_table(const json& config, const json& tuning);
 
 /// Rows of a CSV written by sim::recorder ('#' lines skipped, header kept as row 0).
 std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& p);
 
-/// `text` as a gnuplot single-quoted string: every ' doubled, nothing else changed (gnuplot
-/// substitutes nothing in single quotes: no `backquote` command, no @macro, no backslash
-/// escape). Throws config_error at `key` for a control character (a newline would end the
-/// string and start a command), whatever the config check let through.
-std::string gnuplot_string(const std::string& text, const std::string& key);
+/// The plotting program: HG_PLOT_SCRIPT, else beside an installed heterograd-run
+/// (<prefix>/share/heterograd/heterograd_plot.py), else the source tree's tools/plot.
+std::filesystem::path plot_script();
 
-/// Charts made with gnuplot in `out`: the target metric and the loss against time for all
-/// methods, per-worker utilisation, staleness histograms. Their data and script go to
-/// `out`/plot-data; user text reaches the script only through gnuplot_string(), with the
-/// terminal noenhanced (^ _ @ { } drawn as they are). Each PNG is written under a temporary
-/// name, checked whole and renamed. Returns the PNG paths written (empty when gnuplot is
-/// missing; `why` then says so). Throws output_error naming the file when a write or gnuplot
-/// fails, config_error for text gnuplot_string() refuses.
-std::vector<std::filesystem::path> make_plots(const json& config, const std::vector<method_result>& results,
-                                              const std::filesystem::path& out, std::string& why);
+/// Draws the charts of the run folder `root` (its runs.json) with the plotting program, run
+/// without a shell by a Python 3 that has matplotlib (HG_PYTHON, else python3, else
+/// /usr/bin/python3). Returns the charts written; when no such Python is found, none, and
+/// `why` says so. Throws output_error naming the chart (or the folder) when the program fails,
+/// with its messages.
+std::vector<std::filesystem::path> make_plots(const std::filesystem::path& root, std::string& why);
 
 }  // namespace hgrun

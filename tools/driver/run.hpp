@@ -109,6 +109,13 @@ heterograd::sim::any_time_model make_time_model(const experiment& e, std::uint64
 std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std::size_t batch);
 /// Virtual seconds of one synchronisation of `params` floats over the configured network.
 double sync_time(const experiment& e, std::size_t params);
+/// Virtual seconds a server method's job pays to communicate: one exchange with the parameter
+/// server, the model pulled and the gradient pushed (`params` floats each way, one worker on
+/// the link: 2 (alpha + 4 params / beta) for kinds ps, ring and tree; `time` for fixed; 0 for
+/// none). 0 as well on the real clock without real_scale, where jobs take their real time.
+double exchange_time(const experiment& e, std::size_t params);
+/// `model` with exchange_time() added to every job (the model itself when it is 0).
+heterograd::sim::any_time_model with_exchange(heterograd::sim::any_time_model model, double exchange);
 
 /// methods[i].nonfinite (the schema allows "fail", "skip", "zero"; default fail).
 inline heterograd::algorithms::nonfinite_policy nonfinite_of(const json& method) {

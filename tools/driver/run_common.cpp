@@ -409,6 +409,20 @@ double sync_time(const experiment& e, std::size_t params) {
   return sim::ps_push_pull(l, bytes, n, 1).seconds;
 }
 
+double exchange_time(const experiment& e, std::size_t params) {
+  using kind = network_kind;
+  const network_settings& net = e.network;
+  if (net.kind == kind::none || (e.real_clock && !(e.real_scale > 0))) return 0.0;
+  if (net.kind == kind::fixed) return net.time;
+  const sim::link l{net.latency, net.bandwidth};
+  return sim::ps_push_pull(l, static_cast<double>(params) * sizeof(float), 1, 1).seconds;
+}
+
+sim::any_time_model with_exchange(sim::any_time_model model, double exchange) {
+  if (!(exchange > 0)) return model;
+  return sim::plus(std::move(model), sim::constant_time{exchange});
+}
+
 // ---------------------------------------------------------------------------------------------
 
 namespace {

@@ -373,7 +373,10 @@ json run_with(context& ctx, O opt) {
     s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
       return s;
   }
-  // eager
+  // eager: each step's partial allreduce costs what a round's allreduce does, paid by every
+  // job (a process's gradient and its share of the collective); on the real clock without
+  // real_scale the collective's own time is real.
+  if (!(ctx.exp.real_clock && !(ctx.exp.real_scale > 0))) model = with_exchange(std::move(model), sync);
   auto cfg = from_json(m, hs::eager_config{});
   cfg.seed = ctx.seed;
   cfg.nonfinite = nonfinite_of(m);

@@ -23,8 +23,9 @@ template <class Policy>
 json drive_server(context& ctx, Policy& p) {
   const std::size_t b = ctx.batch();
   const std::size_t d = ctx.prob.dim();
-  if (ctx.runtime() != "sim")
-    return drive_server_real(ctx, p, make_time_model(ctx.exp, ctx.seed, b));
+  // Each job pays its exchange with the server (the model pulled, the gradient pushed).
+  auto model = with_exchange(make_time_model(ctx.exp, ctx.seed, b), exchange_time(ctx.exp, d));
+  if (ctx.runtime() != "sim") return drive_server_real(ctx, p, std::move(model));
   // The gradient is computed when the job starts, at the server's parameters of that moment,
   // on the batch the runtime times the job with: the policy's for worker w (OmniLearn's ASP
   // controller sets it, control handle set_batch), else the method's.
@@ -35,7 +36,7 @@ json drive_server(context& ctx, Policy& p) {
     ctx.prob.gradient(w, batch_of(p, w, b), std::span<const float>(x.data(), x.size()), g);
   };
   auto params = [&p] { return p.params(); };
-  return drive_async(ctx, p, compute, params, make_time_model(ctx.exp, ctx.seed, b));
+  return drive_async(ctx, p, compute, params, std::move(model));
 }
 
 /// The runner's binder: schema_binder's rows with their factories.
@@ -58,6 +59,7 @@ struct run_binder {
       const Config cfg = from_json(ctx.method, defaults, renamed);
       Policy p = make(ctx, ctx.workers(), std::move(server), cfg);
       json s = drive_server(ctx, p);
+      if (!s.is_null()) s["extra"]["exchange_time"] = exchange_time(ctx.exp, ctx.prob.dim());
       if constexpr (!std::is_same_v<Report, std::nullptr_t>)
         if (!s.is_null()) report(p, cfg, s["extra"]);  // null: an MPI worker rank
       return s;

@@ -1,0 +1,319 @@
+// Sweeps, tuning and seeds (tools/driver/sweep.hpp): grids and their errors, the Student t
+// quantile and the seeds' statistics against independent values, the tuning rule, and through
+// the executable a sweep whose best setting theory gives (plain SGD on one quadratic: the step
+// size 1/L lands on the minimum in one step), a diverging setting recorded as failed, a
+// resumed sweep equal to an uninterrupted one, and the seeds' summary recomputed here.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config.hpp"
+#include "files.hpp"
+#include "sweep.hpp"
+
+namespace fs = std::filesystem;
+using hgrun::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-sweep-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+struct outcome {
+  int rc;
+  std::string out;
+};
+
+// heterograd-run with `args` (shell words, quoted by the caller), its stdout and stderr.
+outcome run(const std::string& args, const fs::path& log) {
+  const std::string cmd = std::string(HG_RUN_EXE) + " " + args + " > '" + log.string() + "' 2>&1";
+  const int st = std::system(cmd.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128, hgrun::read_file(log)};
+}
+
+// Plain SGD on f(x) = (x - 2)^2 / 2 (L = 1) with one worker of time 1: x_k - 2 = (1 - lr)^k (x_0 - 2),
+// so lr = 1 is at the minimum after one step, 0.5 needs 15 steps for grad^2 <= 1e-8, 0.1 does
+// not get there in 20, and 1e30 overflows float32 in its second step.
+json one_quadratic() {
+  return json::parse(R"({
+    "name": "sweep", "seed": 1,
+    "data": {"dataset": "scalar_quadratics", "centers": [2]},
+    "optimizer": {"kind": "sgd", "lr": 0.01},
+    "workers": {"count": 1, "time": {"base": "fixed", "tau": [1]}},
+    "horizon": {"time": 20}, "eval_interval": 5,
+    "target": {"metric": "grad_norm_sq", "value": 1e-8, "below": true},
+    "sweep": {"optimizer.lr": [0.1, 0.5, 1, 1e30]},
+    "seeds": [1, 2],
+    "methods": [{"label": "SGD", "algorithm": "asgd"}]})");
+}
+
+fs::path write(const fs::path& dir, const json& j) {
+  const auto p = dir / "experiment.json";
+  std::ofstream(p) << j.dump(2);
+  return p;
+}
+
+json read_json(const fs::path& p) { return json::parse(hgrun::read_file(p)); }
+
+// A path as one shell word (appended piecewise: GCC 12's -Wrestrict false positive on "'" + s).
+std::string q(const fs::path& p) {
+  std::string s(1, '\'');
+  s += p.string();
+  s += '\'';
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(sweeps, *boost::unit_test::timeout(120))
+
+BOOST_AUTO_TEST_CASE(a_grid_is_the_product_of_its_keys_values_the_first_key_slowest) {
+  const json raw = json::parse(R"({"sweep": {"optimizer.lr": [1, 2], "batch": {"from": 8, "to": 64, "points": 4, "scale": "log"}},
+    "methods": [{"label": "a", "algorithm": "asgd"},
+                {"label": "b", "algorithm": "ringmaster", "sweep": {"threshold": [2, 4, 8], "optimizer.lr": [5]}}]})");
+  const auto g = hgrun::sweep_grids(raw);
+  BOOST_TEST_REQUIRE(g.size() == 2u);
+  BOOST_TEST(g[0].size() == 8u);
+  // (Keys in a JSON object's order: alphabetical.)
+  BOOST_TEST(g[0].keys == (std::vector<std::string>{"batch", "optimizer.lr"}));
+  BOOST_TEST(g[0].settings[0][0] == json(8));
+  BOOST_TEST(g[0].settings[2][0] == json(16));  // 8 * 8^(1/3) = 16, an integer
+  BOOST_TEST(g[0].settings[6][0] == json(64));
+  BOOST_TEST(g[0].settings[1][1] == json(2));
+  // A method's own keys replace the experiment's (lr: one value) and add to them.
+  BOOST_TEST(g[1].size() == 12u);
+  BOOST_TEST(g[1].settings[11][1] == json(5));
+  BOOST_TEST(hgrun::setting_text(g[1], 11) == "batch=64, optimizer.lr=5, threshold=8");
+  std::vector<hgrun::expanded_method> which;
+  const json e = hgrun::expand_methods(raw, g, which);
+  BOOST_TEST(e["methods"].size() == 20u);
+  BOOST_TEST(which[19].method == 1u);
+  BOOST_TEST(which[19].setting == 11u);
+  BOOST_TEST(e["methods"][19]["threshold"] == json(8));
+  BOOST_TEST(e["methods"][19]["optimizer"]["lr"] == json(5));
+  BOOST_TEST(!e["methods"][19].contains("sweep"));
+  BOOST_TEST(e["methods"][19]["label"] == "b [batch=64, optimizer.lr=5, threshold=8]");
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_sweep_is_refused_naming_its_key) {
+  auto error_at = [](const std::string& text) -> std::string {
+    try {
+      (void)hgrun::sweep_grids(json::parse(text));
+    } catch (const hgrun::config_error& e) {
+      return e.path();
+    }
+    return "(accepted)";
+  };
+  BOOST_TEST(error_at(R"({"sweep": {"optimizer.lr": []}, "methods": [{}]})") == "sweep.optimizer.lr");
+  BOOST_TEST(error_at(R"({"sweep": {"label": ["x"]}, "methods": [{}]})") == "sweep.label");
+  BOOST_TEST(error_at(R"({"sweep": [1], "methods": [{}]})") == "sweep");
+  BOOST_TEST(error_at(R"({"methods": [{"sweep": {"lr": {"from": 0, "to": 1, "points": 3, "scale": "log"}}}]})") ==
+             "methods[0].sweep.lr.from");
+  BOOST_TEST(error_at(R"({"methods": [{"sweep": {"lr": {"from": 1, "to": 2, "points": 2.5}}}]})") ==
+             "methods[0].sweep.lr.points");
+  BOOST_TEST(error_at(R"({"methods": [{"sweep": {"lr": {"from": 1, "to": 2, "points": 2, "step": 1}}}]})") ==
+             "methods[0].sweep.lr.step");
+  BOOST_TEST(error_at(R"({"methods": [{"sweep": {"a[x]": [1]}}]})") == "methods[0].sweep.a[x]");
+  // 101^2 = 10201 settings: over the bound.
+  json big = json::parse(R"({"methods": [{}]})");
+  for (const char* k : {"a", "b"}) {
+    big["sweep"][k] = json::array();
+    for (int i = 0; i < 101; ++i) big["sweep"][k].push_back(i);
+  }
+  BOOST_TEST(error_at(big.dump()) == "methods[0].sweep");
+  // A value the key does not take: resolve()'s error, said of the sweep and the setting.
+  json raw = one_quadratic();
+  raw["sweep"]["optimizer.lr"] = json::array({0.1, -1});
+  const auto g = hgrun::sweep_grids(raw);
+  std::vector<hgrun::expanded_method> which;
+  try {
+    (void)hgrun::resolve_expanded(hgrun::expand_methods(raw, g, which), raw, g, which);
+    BOOST_FAIL("a negative step size was accepted");
+  } catch (const hgrun::config_error& e) {
+    BOOST_TEST(e.path() == "sweep.optimizer.lr");
+    BOOST_TEST(std::string(e.what()).find("optimizer.lr=-1") != std::string::npos, e.what());
+  }
+  raw.erase("sweep");
+  raw["methods"][0]["sweep"] = {{"no_such_key", {1}}};
+  const auto g2 = hgrun::sweep_grids(raw);
+  try {
+    (void)hgrun::resolve_expanded(hgrun::expand_methods(raw, g2, which), raw, g2, which);
+    BOOST_FAIL("an unknown key was accepted");
+  } catch (const hgrun::config_error& e) {
+    BOOST_TEST(e.path() == "methods[0].sweep.no_such_key");
+  }
+}
+
+// t_{0.975, df}: the table's df = 2 value to 1e-9, and beyond it (Cornish-Fisher) against
+// quantiles computed independently (R's qt(0.975, df)).
+BOOST_AUTO_TEST_CASE(the_t_quantile_and_the_seeds_statistics_match_independent_values) {
+  BOOST_TEST(std::abs(hgrun::t975(2) - 4.302652729911275) < 1e-9);
+  BOOST_TEST(std::abs(hgrun::t975(1) - 12.70620473617471) < 1e-8);
+  BOOST_TEST(std::abs(hgrun::t975(31) - 2.039513446) < 2e-5);
+  BOOST_TEST(std::abs(hgrun::t975(40) - 2.021075390) < 2e-5);
+  BOOST_TEST(std::abs(hgrun::t975(100) - 1.983971519) < 2e-6);
+  BOOST_TEST(std::abs(hgrun::t975(100000) - 1.959988) < 2e-6);
+  // 1, 2, 3, 4: mean 2.5, sd sqrt(5/3), ci95 = t(3) sd / 2; a non-finite value is left out.
+  const auto s = hgrun::stats_of({1, 2, std::nan(""), 3, 4});
+  BOOST_TEST(s.n == 4u);
+  BOOST_TEST(s.mean == 2.5);
+  BOOST_TEST(std::abs(s.sd - std::sqrt(5.0 / 3.0)) < 1e-12);
+  BOOST_TEST(std::abs(s.ci95 - 3.182446305 * std::sqrt(5.0 / 3.0) / 2) < 1e-8);
+  BOOST_TEST(hgrun::stats_of({}).to_json()["mean"].is_null());
+  BOOST_TEST(hgrun::stats_of({7}).to_json()["ci95"].is_null());
+}
+
+BOOST_AUTO_TEST_CASE(tuning_prefers_reaching_on_more_seeds_then_less_time_and_a_failure_ranks_last) {
+  auto summary = [](json t, double final) { return json{{"time_to_target", t}, {"final", {{"loss", final}}}}; };
+  using hgrun::score_of;
+  const std::vector<hgrun::candidate_score> c{
+      score_of({summary(10, 0.1), summary(nullptr, 0.2)}, "loss"),    // reached on 1 of 2
+      score_of({summary(30, 0.1), summary(40, 0.3)}, "loss"),         // 2 of 2, mean 35
+      score_of({summary(20, 0.5), summary(30, 0.5)}, "loss"),         // 2 of 2, mean 25: best by time
+      score_of({json(nullptr), summary(1, 0.0)}, "loss")};            // one run failed
+  BOOST_TEST(c[3].failed == 1u);
+  BOOST_TEST(hgrun::best_candidate(c, "time_to_target", true) == 2u);
+  // final: the least mean final loss among those with every seed finite (a failure ranks last,
+  // though its one finite value is the smallest).
+  BOOST_TEST(hgrun::best_candidate(c, "final", true) == 0u);
+  BOOST_TEST(hgrun::best_candidate(c, "final", false) == 2u);
+  // Nothing reached: the final metric decides; ties go to the earlier setting.
+  const std::vector<hgrun::candidate_score> none{score_of({summary(nullptr, 0.4)}, "loss"),
+                                                 score_of({summary(nullptr, 0.2)}, "loss"),
+                                                 score_of({summary(nullptr, 0.2)}, "loss")};
+  BOOST_TEST(hgrun::best_candidate(none, "time_to_target", true) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_sweep_chooses_the_step_size_theory_gives_and_evaluates_it_on_fresh_seeds) {
+  const auto dir = scratch("choose");
+  const auto cfg = write(dir, one_quadratic());
+  const auto out = dir / "out";
+  const auto r = run(q(cfg) + " --quiet --no-plots --out " + q(out), dir / "log");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.out);
+  // Tuning on seed 3 (the largest evaluation seed + 1): lr = 1 reaches the target first.
+  const json t = read_json(out / "tuning" / "summary.json");
+  BOOST_TEST(t["seeds"] == json::array({3}));
+  const json& m = t["methods"][0];
+  BOOST_TEST(m["chosen"] == (json{{"optimizer.lr", 1}}));
+  BOOST_TEST(m["candidates"].size() == 4u);
+  BOOST_TEST(m["candidates"][2]["score"]["mean"] == json(5.0));   // the first evaluation, t = 5
+  BOOST_TEST(m["candidates"][1]["score"]["mean"] == json(15.0));  // 15 steps
+  BOOST_TEST(m["candidates"][0]["reached"] == json(0));
+  BOOST_TEST(m["candidates"][3]["failed"] == json(1));            // lr = 1e30 overflowed
+  BOOST_TEST(fs::exists(out / "tuning" / "sgd-optimizer-lr-1e-30" / "failed.txt"));
+  // The evaluation runs: the chosen setting, seeds 1 and 2, said in config.json and the table.
+  const json c = read_json(out / "config.json");
+  BOOST_TEST(c["methods"][0]["optimizer"]["lr"] == json(1));
+  BOOST_TEST(c["resolved"]["seeds"] == json::array({1, 2}));
+  BOOST_TEST(c["resolved"]["tuning"]["methods"][0]["chosen"] == (json{{"optimizer.lr", 1}}));
+  BOOST_TEST(fs::exists(out / "seed-1" / "sgd" / "summary.json"));
+  BOOST_TEST(fs::exists(out / "seed-2" / "sgd" / "summary.json"));
+  const std::string table = hgrun::read_file(out / "table.md");
+  BOOST_TEST(table.find("| SGD | optimizer.lr=1 | 2 of 2 | 5 ± 0 |") != std::string::npos, table);
+  BOOST_TEST(table.find("**optimizer.lr=1**") != std::string::npos, table);
+  // The criterion "final": the least final grad norm, again lr = 1 (0.5 is 2^-20 away).
+  const auto r2 = run(q(cfg) + " --quiet --no-plots --set tuning.criterion='\"final\"' --out " + q(dir / "final"),
+                      dir / "log2");
+  BOOST_TEST_REQUIRE(r2.rc == 0, r2.out);
+  BOOST_TEST(read_json(dir / "final" / "config.json")["methods"][0]["optimizer"]["lr"] == json(1));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_sweep_halted_in_tuning_resumes_to_the_uninterrupted_table) {
+  const auto dir = scratch("resume");
+  json j = one_quadratic();
+  j["sweep"]["optimizer.lr"] = json::array({0.1, 0.5, 1});
+  const auto cfg = write(dir, j);
+  const auto full = run(q(cfg) + " --quiet --no-plots --out " + q(dir / "full"), dir / "l1");
+  BOOST_TEST_REQUIRE(full.rc == 0, full.out);
+  const auto cut = run(q(cfg) + " --quiet --no-plots --checkpoint-every 1 --halt-after 2 --out " + q(dir / "cut"),
+                       dir / "l2");
+  BOOST_TEST_REQUIRE(cut.rc == 3, cut.out);
+  BOOST_TEST(!fs::exists(dir / "cut" / "table.md"));
+  const auto again = run(q(cfg) + " --quiet --no-plots --checkpoint-every 1 --resume --out " + q(dir / "cut"),
+                         dir / "l3");
+  BOOST_TEST_REQUIRE(again.rc == 0, again.out);
+  BOOST_TEST(hgrun::read_file(dir / "cut" / "table.md") == hgrun::read_file(dir / "full" / "table.md"));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(sweep_and_seed_errors_name_the_key) {
+  const auto dir = scratch("errors");
+  const auto cfg = write(dir, one_quadratic());
+  const std::string base = q(cfg) + " --quiet --no-plots --out " + q(dir / "o") + " ";
+  const auto overlap = run(base + "--set tuning.seeds=[2]", dir / "l1");
+  BOOST_TEST(overlap.rc == 2);
+  BOOST_TEST(overlap.out.find("'tuning.seeds'") != std::string::npos, overlap.out);
+  const auto twice = run(base + "--seeds 4,4", dir / "l2");
+  BOOST_TEST(twice.rc == 2);
+  BOOST_TEST(twice.out.find("'--seeds'") != std::string::npos, twice.out);
+  const auto bad = run(base + "--sweep optimizer.lr=0.1,x", dir / "l3");
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.out.find("'sweep.optimizer.lr'") != std::string::npos, bad.out);
+  BOOST_TEST(bad.out.find("optimizer.lr=x") != std::string::npos, bad.out);
+  const auto form = run(base + "--sweep optimizer.lr", dir / "l4");
+  BOOST_TEST(form.rc == 2);
+  BOOST_TEST(form.out.find("'--sweep'") != std::string::npos, form.out);
+  BOOST_TEST(!fs::exists(dir / "o" / "tuning"));  // nothing ran
+  // --sweep replaces the config's grid for that key (lists with brackets stay one value).
+  const auto cli = run(base + "--sweep optimizer.lr=0.5,1 --check", dir / "l5");
+  BOOST_TEST(cli.rc == 0, cli.out);
+  BOOST_TEST(cli.out.find("2 settings x 1 tuning seed(s)") != std::string::npos, cli.out);
+  fs::remove_all(dir);
+}
+
+// The seeds' summary: mean, sd and 95% interval of each final metric recomputed here from the
+// seeds' own summaries (t_{0.975, 2} = 4.302652729911275), and the count reaching the target.
+BOOST_AUTO_TEST_CASE(the_seeds_summary_is_the_mean_sd_and_t_interval_of_the_seeds_own_results) {
+  const auto dir = scratch("seeds");
+  json j = one_quadratic();
+  j.erase("sweep");
+  j["data"]["centers"] = json::array({0, 3});
+  j["data"]["noise"] = 0.5;
+  j["workers"] = {{"count", 2}, {"time", {{"base", "fixed"}, {"tau", {1, 3}}}}};
+  j["optimizer"]["lr"] = 0.2;
+  j["horizon"]["time"] = 200;
+  j["eval_interval"] = 20;
+  j["target"]["value"] = 0.2;
+  j["methods"] = json::parse(R"([{"label": "ASGD", "algorithm": "asgd"}, {"label": "Rennala", "algorithm": "rennala", "gradients": 2}])");
+  const auto cfg = write(dir, j);
+  const auto out = dir / "out";
+  const auto r = run(q(cfg) + " --quiet --no-plots --seeds 4,5,6 --out " + q(out), dir / "log");
+  BOOST_TEST_REQUIRE(r.rc == 0, r.out);
+  const json s = read_json(out / "summary.json");
+  BOOST_TEST_REQUIRE(s["methods"].size() == 2u);
+  for (const auto& m : s["methods"]) {
+    const std::string slug = hgrun::slug(m["label"]);
+    std::vector<double> v, t;
+    for (int seed : {4, 5, 6}) {
+      const json one = read_json(out / ("seed-" + std::to_string(seed)) / slug / "summary.json");
+      v.push_back(one["final"]["grad_norm_sq"].get<double>());
+      if (one["time_to_target"].is_number()) t.push_back(one["time_to_target"].get<double>());
+    }
+    const double mean = (v[0] + v[1] + v[2]) / 3;
+    const double sd = std::sqrt(((v[0] - mean) * (v[0] - mean) + (v[1] - mean) * (v[1] - mean) +
+                                 (v[2] - mean) * (v[2] - mean)) / 2);
+    const json& f = m["final"]["grad_norm_sq"];
+    BOOST_TEST(f["n"] == json(3));
+    BOOST_TEST(std::abs(f["mean"].get<double>() - mean) <= 1e-12 * std::abs(mean));
+    BOOST_TEST(std::abs(f["sd"].get<double>() - sd) <= 1e-9 * sd);
+    BOOST_TEST(std::abs(f["ci95"].get<double>() - 4.302652729911275 * sd / std::sqrt(3.0)) <= 1e-8 * sd);
+    BOOST_TEST(sd > 0);  // the seeds differ (noisy gradients)
+    BOOST_TEST(m["reached"] == json(t.size()));
+    BOOST_TEST(m["per_seed"].size() == 3u);
+  }
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
