@@ -733,7 +733,8 @@ BOOST_AUTO_TEST_CASE(asynchronous_methods_pay_the_networks_exchange_per_job_as_l
     "horizon": {"time": 80}, "eval_interval": 10, "optimizer": {"lr": 0.05},
     "methods": [{"label": "ASGD", "algorithm": "asgd"},
                 {"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2},
-                {"label": "Rennala", "algorithm": "rennala", "gradients": 3}]})");
+                {"label": "Rennala", "algorithm": "rennala", "gradients": 3},
+                {"label": "Rescaled", "algorithm": "rescaled", "known_tau": true}]})");
   json longer = paid;
   longer["network"] = {{"kind", "none"}};
   longer["workers"]["time"]["tau"] = json::array({2.5, 4, 4.5, 8.5});  // + 2 (0.25 + 200 / 400)
@@ -745,7 +746,8 @@ BOOST_AUTO_TEST_CASE(asynchronous_methods_pay_the_networks_exchange_per_job_as_l
   eager_longer["workers"]["time"]["tau"] = json::array({3.25, 4.75, 5.25, 9.25});  // + 6 * 0.25 + 1.5 * 0.5
   const json a = hgrun::resolve(paid), b = hgrun::resolve(longer), c = hgrun::resolve(eager),
              d = hgrun::resolve(eager_longer);
-  for (std::size_t i = 0; i < 3; ++i) {
+  // (Rescaled ASGD's known tau_i is a worker's time between arrivals: its job and exchange.)
+  for (std::size_t i = 0; i < 4; ++i) {
     const json x = hgrun::run_method({a, i, 1, scratch("paid-" + std::to_string(i)), false, 0, {}});
     const json y = hgrun::run_method({b, i, 1, scratch("longer-" + std::to_string(i)), false, 0, {}});
     BOOST_TEST(x["params_hash"] == y["params_hash"], i);

@@ -37,6 +37,8 @@ json run_local_learning(context& ctx);
 // Mean job time of each worker under the base model (run_common.cpp).
 struct experiment;
 std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std::size_t batch);
+// The exchange with the server a server method's job pays (run_common.cpp).
+double exchange_time(const experiment& e, std::size_t params);
 
 template <class Bind>
 std::vector<algorithm_row> builtin_algorithms() {
@@ -93,10 +95,14 @@ std::vector<algorithm_row> builtin_algorithms() {
           }),
       Bind::template server<as::rescaled_asgd<T, O>>(
           "rescaled", as::rescaled_config{}, {{"initial_tau", ""}},
-          {{"known_tau", boolean("start from the time model's mean tau_i", false)}},
+          {{"known_tau", boolean("start from the time model's mean tau_i (with each job's exchange with the server)", false)}},
           [](auto& ctx, std::size_t n, auto server, auto c) {
-            if (ctx.method["known_tau"].template get<bool>())
+            if (ctx.method["known_tau"].template get<bool>()) {
+              // A worker's time between arrivals: its mean job and the job's exchange.
               c.initial_tau = mean_job_times(ctx.exp, ctx.seed, ctx.batch());
+              const double exchange = exchange_time(ctx.exp, ctx.prob.dim());
+              for (double& t : c.initial_tau) t += exchange;
+            }
             return as::rescaled_asgd<T, O>(n, std::move(server), c);
           }),
       // "gradients": the key the experiments have always used for Rennala's batch B.
