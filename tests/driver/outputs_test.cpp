@@ -221,6 +221,35 @@ BOOST_AUTO_TEST_CASE(a_non_empty_output_folder_it_did_not_make_is_refused_and_le
   fs::remove_all(dir);
 }
 
+// A fresh run never mixes an earlier run's outputs with its own: the method and seed folders
+// the earlier run made and its tables go; a file of the user's in the run folder stays.
+BOOST_AUTO_TEST_CASE(a_fresh_run_removes_an_earlier_runs_folders_and_tables_and_keeps_the_users_files) {
+  const auto dir = scratch("mixed");
+  const auto out = dir / "out";
+  BOOST_TEST_REQUIRE(run_exe(tiny_e1(out)).code == 0);
+  BOOST_TEST_REQUIRE(fs::exists(out / "rescaled-asgd" / "summary.json"));
+  std::ofstream(out / "notes.txt") << "mine";
+  auto one = tiny_e1(out);
+  one[4] = "vanilla ASGD";  // --methods
+  const auto r = run_exe(one);
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(!fs::exists(out / "rescaled-asgd"));
+  BOOST_TEST(fs::exists(out / "notes.txt"));
+  const json s = json::parse(hgrun::read_file(out / "summary.json"));
+  BOOST_TEST(s["methods"].size() == 1u);
+  auto seeds = one;
+  seeds.insert(seeds.end(), {"--seeds", "1,2"});
+  BOOST_TEST_REQUIRE(run_exe(seeds).code == 0);
+  BOOST_TEST(!fs::exists(out / "vanilla-asgd"));  // the one-seed layout's folder
+  BOOST_TEST(fs::exists(out / "seed-2" / "vanilla-asgd" / "summary.json"));
+  BOOST_TEST(fs::exists(out / "notes.txt"));
+  // --resume continues the run in the folder: nothing of it is removed.
+  seeds.push_back("--resume");
+  BOOST_TEST_REQUIRE(run_exe(seeds).code == 0);
+  BOOST_TEST(fs::exists(out / "seed-1" / "vanilla-asgd" / "summary.json"));
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_rerun_over_its_own_output_replaces_it_and_an_empty_folder_is_adopted) {
   const auto dir = scratch("rerun");
   const auto out = dir / "out";
