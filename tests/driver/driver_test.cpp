@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <fstream>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -764,6 +765,120 @@ BOOST_AUTO_TEST_CASE(asynchronous_methods_pay_the_networks_exchange_per_job_as_l
   free["workers"]["time"]["tau"] = json::array({1, 2.5, 3, 7});
   const json z = hgrun::run_method({hgrun::resolve(free), 0, 1, scratch("eager-free"), false, 0, {}});
   BOOST_TEST(z["trace_hash"] != x["trace_hash"]);
+}
+
+namespace {
+// Column `name` of evaluations.csv as numbers (the header row names the columns).
+std::vector<double> column(const fs::path& csv, const std::string& name) {
+  const auto rows = hgrun::read_csv(csv);
+  std::size_t k = rows.at(0).size();
+  for (std::size_t j = 0; j < rows[0].size(); ++j)
+    if (rows[0][j] == name) k = j;
+  BOOST_REQUIRE(k < rows[0].size());
+  std::vector<double> v;
+  for (std::size_t i = 1; i < rows.size(); ++i) v.push_back(std::stod(rows[i][k]));
+  return v;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(float64_gives_the_double_recursion_bit_for_bit_where_float32_stops_at_its_rounding) {
+  // One worker, f(x) = (x - c)^2 / 2, plain SGD with step 1/2: x_{k+1} = x_k - (x_k - c) / 2.
+  const double c = 1.0 / 3.0;
+  json raw = json::parse(R"({
+    "name": "f64", "data": {"dataset": "scalar_quadratics", "precision": "float64"},
+    "workers": {"count": 1, "time": {"base": "fixed", "tau": [1]}},
+    "horizon": {"updates": 120}, "eval_interval": 10, "optimizer": {"kind": "sgd", "lr": 0.5},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"}]})");
+  raw["data"]["centers"] = json::array({c});
+  json single = raw;
+  single["data"]["precision"] = "float32";
+  const auto a = scratch("f64-recursion"), b = scratch("f32-recursion");
+  hgrun::run_method({hgrun::resolve(raw), 0, 1, a, false, 0, {}});
+  hgrun::run_method({hgrun::resolve(single), 0, 1, b, false, 0, {}});
+  const auto x = column(a / "evaluations.csv", "x"), updates = column(a / "evaluations.csv", "updates");
+  BOOST_REQUIRE(x.size() == 13u);  // t = 0, 10, ..., 120
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double want = 0.0;
+    for (int k = 0; k < static_cast<int>(updates[i]); ++k) want = want - 0.5 * (want - c);
+    BOOST_TEST(x[i] == want, "evaluation " << i);  // the CSV prints 17 significant digits
+  }
+  BOOST_TEST(std::fabs(x.back() - c) < 1e-15);
+  // float32's iterate stalls where its rounding does (c as a float is ~1e-8 off).
+  const auto xs = column(b / "evaluations.csv", "x");
+  BOOST_TEST(std::fabs(xs.back() - c) > 1e-9);
+  BOOST_TEST(std::fabs(xs.back() - c) < 1e-7);
+}
+
+BOOST_AUTO_TEST_CASE(float64_runs_every_server_method_on_the_float32_schedule_and_resumes_bit_for_bit) {
+  json raw = json::parse(R"({
+    "name": "f64", "data": {"dataset": "worst_case_quadratic", "dim": 50, "noise": 0.1,
+                            "noise_model": "shared", "start": "sqrt_d_e1", "precision": "float64"},
+    "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 2.5, 3, 7]}},
+    "horizon": {"time": 60}, "eval_interval": 10, "optimizer": {"lr": 0.05}, "checkpoint_every": 2,
+    "methods": [{"label": "ASGD", "algorithm": "asgd"}, {"label": "DA", "algorithm": "delay_adaptive"},
+                {"label": "RM", "algorithm": "ringmaster", "threshold": 2},
+                {"label": "RS", "algorithm": "rescaled", "known_tau": true},
+                {"label": "RN", "algorithm": "rennala", "gradients": 3},
+                {"label": "IA", "algorithm": "ia2sgd"}, {"label": "ML", "algorithm": "malenia"},
+                {"label": "RL", "algorithm": "ringleader"}, {"label": "SSP", "algorithm": "ssp"},
+                {"label": "OA", "algorithm": "omnilearn_asgd"}, {"label": "DSSP", "algorithm": "dssp"}]})");
+  json single = raw;
+  single["data"]["precision"] = "float32";
+  const json cd = hgrun::resolve(raw), cs = hgrun::resolve(single);
+  std::set<std::string> server_algorithms;
+  for (const auto& r : hgrun::algorithm_rows())
+    if (r.kind == hgrun::family::server) server_algorithms.insert(r.name);
+  std::set<std::string> tested;
+  for (std::size_t i = 0; i < cd["methods"].size(); ++i) {
+    const std::string label = cd["methods"][i]["label"];
+    tested.insert(cd["methods"][i]["algorithm"].get<std::string>());
+    const json d = hgrun::run_method({cd, i, 1, scratch("f64-" + label), false, 0, {}});
+    const json f = hgrun::run_method({cs, i, 1, scratch("f32-" + label), false, 0, {}});
+    // The schedule does not depend on the values: the same events, outcomes and draws.
+    BOOST_TEST(d["trace_hash"] == f["trace_hash"], label);
+    BOOST_TEST(d["updates"] == f["updates"], label);
+    BOOST_TEST(d["params_hash"] != f["params_hash"], label);
+    const double ld = d["final"]["loss"], lf = f["final"]["loss"];
+    BOOST_TEST(std::isfinite(ld), label);
+    BOOST_TEST(std::fabs(ld - lf) <= 1e-3 * std::fabs(ld) + 1e-6, label << ": " << ld << " vs " << lf);
+    // Killed after evaluation 3 (checkpoint at 2) and resumed: the uninterrupted run.
+    const auto k = scratch("f64-kill-" + label);
+    BOOST_CHECK_THROW(hgrun::run_method({cd, i, 1, k, false, 3, {}}), hgrun::halted);
+    const json r = hgrun::run_method({cd, i, 1, k, true, 0, {}});
+    BOOST_TEST(r["params_hash"] == d["params_hash"], label);
+    BOOST_TEST(r["trace_hash"] == d["trace_hash"], label);
+    // A float32 run does not resume from the float64 checkpoint.
+    const auto k32 = scratch("f32-kill-" + label);
+    BOOST_CHECK_THROW(hgrun::run_method({cd, i, 1, k32, false, 3, {}}), hgrun::halted);
+    BOOST_CHECK_THROW(hgrun::run_method({cs, i, 1, k32, true, 0, {}}), std::runtime_error);
+  }
+  BOOST_TEST((tested == server_algorithms));
+  // The exchange with the server carries 8-byte values: 2 (0.25 + 8 * 50 / 400), against
+  // 2 (0.25 + 4 * 50 / 400) in float32.
+  for (json* c : {&raw, &single}) {
+    (*c)["network"] = json::parse(R"({"kind": "ps", "latency": 0.25, "bandwidth": 400})");
+    (*c)["checkpoint_every"] = 0;
+  }
+  const json d = hgrun::run_method({hgrun::resolve(raw), 0, 1, scratch("f64-exchange"), false, 0, {}});
+  const json f = hgrun::run_method({hgrun::resolve(single), 0, 1, scratch("f32-exchange"), false, 0, {}});
+  BOOST_TEST(d["extra"]["exchange_time"].get<double>() == 2.5);
+  BOOST_TEST(f["extra"]["exchange_time"].get<double>() == 1.5);
+}
+
+BOOST_AUTO_TEST_CASE(float64_is_refused_naming_data_precision_where_it_is_not_offered) {
+  const std::string quad = R"("data": {"dataset": "scalar_quadratics", "centers": [0, 1, 2, 3], "precision": "float64"})";
+  auto refused = [](const std::string& patch, const std::string& why) {
+    const std::string e = error_of([&] { resolved_with(patch); });
+    BOOST_TEST(e.find("'data.precision'") != std::string::npos, patch << ": " << e);
+    BOOST_TEST(e.find(why) != std::string::npos, patch << ": " << e);
+  };
+  refused(R"({"data": {"precision": "float64"}})", "fashion_mnist");
+  refused("{" + quad + R"(, "methods": [{"label": "a", "algorithm": "asgd"}], "runtime": "threads"})", "runtime \"threads\"");
+  refused("{" + quad + R"(, "methods": [{"label": "a", "algorithm": "asgd"}, {"label": "b", "algorithm": "bsp"}]})",
+          "methods[1].algorithm \"bsp\"");
+  refused(R"({"data": {"precision": "double"}})", "expected one of \"float32\", \"float64\"");
+  BOOST_TEST(error_of([&] { resolved_with("{" + quad + R"(, "methods": [{"label": "a", "algorithm": "rennala"}]})"); })
+                 .empty());
 }
 
 BOOST_AUTO_TEST_CASE(the_demos_checkpointable_methods_resume_to_the_uninterrupted_trace_and_parameters) {

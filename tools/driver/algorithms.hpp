@@ -40,16 +40,27 @@ std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std:
 // The exchange with the server a server method's job pays (run_common.cpp).
 double exchange_time(const experiment& e, std::size_t params);
 
+/// A built-in server policy in each precision: P<T, any_optimizer_t<T>>.
+template <template <class...> class P>
+struct in_both_precisions {
+  template <class T>
+  using type = P<T, any_optimizer_t<T>>;
+  static constexpr bool float64 = true;
+};
+
+/// The policy P over the model server S's element type and optimizer.
+template <template <class...> class P, class S>
+using over = P<typename S::value_type, typename S::optimizer_type>;
+
 template <class Bind>
 std::vector<algorithm_row> builtin_algorithms() {
   using namespace schema;
   namespace as = heterograd::algorithms::async;
   namespace hb = heterograd::balance;
   namespace hs = heterograd::algorithms::sync;
-  using T = float;
-  using O = any_optimizer;
-  // Server rows: (context, workers, model server, config) -> the policy. The lambdas are
-  // generic, so schema_binder instantiates no policy.
+  // Server rows: (context, workers, model server, config) -> the policy, over the model
+  // server's element type (float, or double for data.precision float64) and optimizer. The
+  // lambdas are generic, so schema_binder instantiates no policy.
   return {
       // ---- round methods
       Bind::round("bsp", keys_of(hs::bsp_config{})),
@@ -78,22 +89,22 @@ std::vector<algorithm_row> builtin_algorithms() {
       // ---- local learning
       Bind::local("local_learning", keys_of(heterograd::algorithms::decoupled::local_learning_config{})),
       // ---- asynchronous server policies
-      Bind::template server<as::asgd<T, O>>("asgd", no_config{}, {}, {},
+      Bind::template server<in_both_precisions<as::asgd>>("asgd", no_config{}, {}, {},
                                             [](auto&, std::size_t n, auto server, const auto&) {
-                                              return as::asgd<T, O>(n, std::move(server));
+                                              return over<as::asgd, decltype(server)>(n, std::move(server));
                                             }),
-      Bind::template server<as::delay_adaptive_asgd<T, O>>(
+      Bind::template server<in_both_precisions<as::delay_adaptive_asgd>>(
           "delay_adaptive", as::delay_adaptive_config{}, {}, {},
           [](auto&, std::size_t n, auto server, const auto& c) {
-            return as::delay_adaptive_asgd<T, O>(n, std::move(server), c);
+            return over<as::delay_adaptive_asgd, decltype(server)>(n, std::move(server), c);
           }),
-      Bind::template server<as::ringmaster_asgd<T, O>>(
+      Bind::template server<in_both_precisions<as::ringmaster_asgd>>(
           "ringmaster", as::ringmaster_config{}, {},
           {{"threshold", count_or_inf("R: delay threshold", as::ringmaster_config{}.threshold, 1)}},
           [](auto&, std::size_t n, auto server, const auto& c) {
-            return as::ringmaster_asgd<T, O>(n, std::move(server), c);
+            return over<as::ringmaster_asgd, decltype(server)>(n, std::move(server), c);
           }),
-      Bind::template server<as::rescaled_asgd<T, O>>(
+      Bind::template server<in_both_precisions<as::rescaled_asgd>>(
           "rescaled", as::rescaled_config{}, {{"initial_tau", ""}},
           {{"known_tau", boolean("start from the time model's mean tau_i (with each job's exchange with the server)", false)}},
           [](auto& ctx, std::size_t n, auto server, auto c) {
@@ -103,35 +114,35 @@ std::vector<algorithm_row> builtin_algorithms() {
               const double exchange = exchange_time(ctx.exp, ctx.prob.dim());
               for (double& t : c.initial_tau) t += exchange;
             }
-            return as::rescaled_asgd<T, O>(n, std::move(server), c);
+            return over<as::rescaled_asgd, decltype(server)>(n, std::move(server), c);
           }),
       // "gradients": the key the experiments have always used for Rennala's batch B.
-      Bind::template server<as::rennala_sgd<T, O>>(
+      Bind::template server<in_both_precisions<as::rennala_sgd>>(
           "rennala", as::rennala_config{}, {{"batch", "gradients"}}, {},
           [](auto&, std::size_t n, auto server, const auto& c) {
-            return as::rennala_sgd<T, O>(n, std::move(server), c);
+            return over<as::rennala_sgd, decltype(server)>(n, std::move(server), c);
           }),
-      Bind::template server<as::ia2sgd<T, O>>("ia2sgd", as::ia2sgd_config{}, {}, {},
+      Bind::template server<in_both_precisions<as::ia2sgd>>("ia2sgd", as::ia2sgd_config{}, {}, {},
                                               [](auto&, std::size_t n, auto server, const auto& c) {
-                                                return as::ia2sgd<T, O>(n, std::move(server), c);
+                                                return over<as::ia2sgd, decltype(server)>(n, std::move(server), c);
                                               }),
-      Bind::template server<as::malenia_sgd<T, O>>(
+      Bind::template server<in_both_precisions<as::malenia_sgd>>(
           "malenia", as::malenia_config{}, {}, {},
           [](auto&, std::size_t n, auto server, const auto& c) {
-            return as::malenia_sgd<T, O>(n, std::move(server), c);
+            return over<as::malenia_sgd, decltype(server)>(n, std::move(server), c);
           }),
-      Bind::template server<as::ringleader_asgd<T, O>>(
+      Bind::template server<in_both_precisions<as::ringleader_asgd>>(
           "ringleader", no_config{}, {}, {},
           [](auto&, std::size_t n, auto server,
-             const auto&) { return as::ringleader_asgd<T, O>(n, std::move(server)); }),
-      Bind::template server<as::ssp_server<T, O>>(
+             const auto&) { return over<as::ringleader_asgd, decltype(server)>(n, std::move(server)); }),
+      Bind::template server<in_both_precisions<as::ssp_server>>(
           "ssp", as::ssp_config{}, {}, {},
           [](auto&, std::size_t n, auto server,
-             const auto& c) { return as::ssp_server<T, O>(n, std::move(server), c); }),
+             const auto& c) { return over<as::ssp_server, decltype(server)>(n, std::move(server), c); }),
       // OmniLearn's ASP controller on a vanilla ASGD server: the round method's controller keys
       // (the library config's `controller` fields, unprefixed), each worker starting at the
       // method's batch; the summary gives its runs, those that changed a batch and the batches.
-      Bind::template server<as::omnilearn_asgd<T, O>>(
+      Bind::template server<in_both_precisions<as::omnilearn_asgd>>(
           "omnilearn_asgd", as::omnilearn_asgd_config{},
           {{"controller_min_batch", "min_batch"},
            {"controller_max_batch", "max_batch"},
@@ -139,7 +150,7 @@ std::vector<algorithm_row> builtin_algorithms() {
            {"controller_gain", "gain"}},
           {},
           [](auto& ctx, std::size_t n, auto server, const auto& c) {
-            return as::omnilearn_asgd<T, O>(n, std::move(server),
+            return over<as::omnilearn_asgd, decltype(server)>(n, std::move(server),
                                             std::vector<std::size_t>(n, ctx.batch()), c);
           },
           [](const auto& p, const auto&, json& extra) {
@@ -152,10 +163,10 @@ std::vector<algorithm_row> builtin_algorithms() {
           }),
       // DSSP's bound in the summary: no worker ever started an iteration more than s_L + r_max
       // ahead.
-      Bind::template server<as::dssp_server<T, O>>(
+      Bind::template server<in_both_precisions<as::dssp_server>>(
           "dssp", hb::dssp_config{}, {}, {},
           [](auto&, std::size_t n, auto server, const auto& c) {
-            return as::dssp_server<T, O>(n, std::move(server), c);
+            return over<as::dssp_server, decltype(server)>(n, std::move(server), c);
           },
           [](const auto& p, const auto& c, json& extra) {
             extra["max_gap_started"] = p.max_gap_started();

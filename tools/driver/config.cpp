@@ -24,9 +24,6 @@
 #include "experiment.hpp"
 #include "schema.hpp"
 
-#ifndef HG_SOURCE_DIR
-#define HG_SOURCE_DIR "."
-#endif
 #ifndef HG_INSTALL_EXPERIMENTS  // (tools/CMakeLists.txt sets it from GNUInstallDirs)
 #define HG_INSTALL_EXPERIMENTS "share/heterograd/experiments"
 #endif
@@ -527,6 +524,9 @@ spec root_spec() {
                 {"alpha", positive("Dirichlet concentration", 0.1)},
                 {"labels_per_worker", integer("labels partition: classes per worker", 2, 1)},
                 {"batch", integer("per-worker mini-batch", 32, 1)},
+                {"precision", choice("the model's and gradients' floating point: float32, or float64 (the "
+                                     "synthetic problems under the asynchronous server methods on runtime sim)",
+                                     "float32", {"float32", "float64"})},
                 {"centers", array("scalar_quadratics: c_i of f_i = (x - c_i)^2 / 2, one per worker",
                                   number("c_i", nullptr), json::array())},
                 {"dim", integer("worst_case_quadratic: dimension", 200, 1)},
@@ -602,6 +602,29 @@ json check_method(const json& m, const std::string& path) {
 
 double get_num(const json& j, const char* k, double d = 0) {
   return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
+}
+
+// data.precision float64: the synthetic problems (the MLP is float32), on the simulator (the
+// real runtimes' transports carry float32), under server methods whose policy is built in
+// both precisions (the round methods and local learning are float32).
+void check_precision(const json& c) {
+  if (c["data"]["precision"] != "float64") return;
+  const std::string rule = "expected \"float32\" with ";
+  const json& d = c["data"]["dataset"];
+  if (d == "fashion_mnist")
+    throw config_error("data.precision", rule + "data.dataset \"fashion_mnist\": float64 is offered for the synthetic "
+                                                "problems (scalar_quadratics, worst_case_quadratic)");
+  if (c["runtime"] != "sim")
+    throw config_error("data.precision", rule + "runtime " + c["runtime"].dump() +
+                                             ": float64 runs on runtime \"sim\" (the real runtimes carry float32)");
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    const std::string a = c["methods"][i]["algorithm"];
+    const algorithm_row* r = row_of(a);
+    if (!r || r->kind != family::server || !r->float64)
+      throw config_error("data.precision", rule + "methods[" + std::to_string(i) + "].algorithm \"" + a +
+                                               "\": float64 runs the asynchronous server methods built in both "
+                                               "precisions; this one runs in float32");
+  }
 }
 
 // clock and workers.placement: real time needs real workers; a placement lists one set of
@@ -771,6 +794,7 @@ void check_cross(json& c) {
     }
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
+  check_precision(c);
   check_real_clock(c, n);
   if (c["runtime"] != "sim" && c["clock"] != "real" && c["checkpoint_every"].get<std::uint64_t>() > 0)
     throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() + " and clock " +
@@ -1253,15 +1277,8 @@ void apply_override(json& doc, const std::string& assignment) {
 }
 
 std::filesystem::path experiments_dir() {
-  if (const char* e = std::getenv("HG_EXPERIMENTS_DIR")) return e;
   // An installed heterograd-run (<prefix>/bin) finds them in <prefix>/share/heterograd.
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto installed = exe.parent_path().parent_path() / HG_INSTALL_EXPERIMENTS;
-    if (std::filesystem::is_directory(installed, ec)) return installed;
-  }
-  return std::filesystem::path(HG_SOURCE_DIR) / "examples" / "experiments";
+  return shipped_path("HG_EXPERIMENTS_DIR", HG_INSTALL_EXPERIMENTS, "examples/experiments");
 }
 
 std::vector<std::string> list_experiments() {

@@ -97,15 +97,16 @@ bool advance_runtime(Runtime& rt, Policy& p, Compute& compute, double t, const s
 
 }  // namespace detail
 
-/// An asynchronous-runtime policy: `compute(w, version, k, out)` fills a worker's result when
-/// its job starts; `params()` is the model to evaluate.
-template <class Policy, class Compute, class Params>
+/// An asynchronous-runtime policy: `compute(w, version, k, out)` fills a worker's result (a
+/// Result: a vector of the model's element type) when its job starts; `params()` is the model
+/// to evaluate.
+template <class Result = std::vector<float>, class Policy, class Compute, class Params>
 json drive_async(context& ctx, Policy& p, Compute compute, Params params,
                  heterograd::sim::any_time_model model) {
   namespace sim = heterograd::sim;
   namespace hr = heterograd::runtime;
-  hr::async_runtime<std::vector<float>, sim::any_time_model> rt(ctx.workers(), std::move(model),
-                                                                 ctx.batch());
+  using T = typename Result::value_type;
+  hr::async_runtime<Result, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
   const stop_rule rule = stop_rule_of(ctx);
   // Samples processed: a delivered result (every event of this runtime) counts its batch. With
@@ -131,7 +132,7 @@ json drive_async(context& ctx, Policy& p, Compute compute, Params params,
   h.now = [&] { return rt.engine().now(); };
   h.params = [&] {
     const auto x = params();
-    return std::vector<float>(x.begin(), x.end());
+    return model_vector(std::vector<T>(x.begin(), x.end()));
   };
   h.updates = [&] { return static_cast<std::uint64_t>(p.version()); };
   h.events = [&] { return rt.engine().events_delivered(); };

@@ -146,10 +146,15 @@ struct experiment {
   /// Wall seconds per model time unit in a real-clock run: jobs are paced to the worker-time
   /// model's durations (runtime/pacing.hpp). 0: not paced (times are wall seconds).
   double real_scale = 0;
+  /// data.precision "float64": the model and its gradients in double (the synthetic problems
+  /// under the server methods on the simulator; resolve() refuses the rest).
+  bool float64 = false;
   workers_settings workers;
   network_settings network;
   horizon_settings horizon;
   target_settings target;
+  /// Bytes of one parameter as the network carries it.
+  std::size_t value_bytes() const { return float64 ? sizeof(double) : sizeof(float); }
 };
 
 namespace detail {
@@ -184,6 +189,7 @@ inline experiment experiment_of(const json& c) {
   e.runtime = c["runtime"].get<std::string>();
   e.real_clock = c["clock"] == "real";
   e.real_scale = c.contains("real_scale") ? c["real_scale"].get<double>() : 0.0;
+  e.float64 = c["data"]["precision"] == "float64";
   e.workers.count = c["workers"]["count"].get<std::size_t>();
   e.workers.placement = c["workers"]["placement"].get<std::vector<std::string>>();
   const json& t = c["workers"]["time"];

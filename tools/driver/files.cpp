@@ -6,7 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+
+#ifndef HG_SOURCE_DIR  // (tools/CMakeLists.txt sets it; the fuzzers build without it)
+#define HG_SOURCE_DIR "."
+#endif
 
 namespace hgrun {
 
@@ -32,7 +37,11 @@ void write_file(const std::filesystem::path& file, std::string_view bytes) {
   // system) and carries the pid, so parallel writers of one folder never share it.
   const auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   temp_file t;
-  t.path = (dir / ("." + file.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  std::string name = ".";  // (appended piecewise: GCC 12's -Wrestrict misreads "." + string)
+  name += file.filename().string();
+  name += ".tmp-";
+  name += std::to_string(::getpid());
+  t.path = (dir / name).string();
   t.fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (t.fd < 0) {
     t.path.clear();  // nothing was created
@@ -80,6 +89,18 @@ std::string read_file(const std::filesystem::path& file) {
   }
   out.resize(got);
   return out;
+}
+
+std::filesystem::path shipped_path(const char* env, const std::filesystem::path& installed,
+                                   const std::filesystem::path& in_source) {
+  if (const char* e = std::getenv(env)) return e;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto there = exe.parent_path().parent_path() / installed;
+    if (std::filesystem::exists(there, ec)) return there;
+  }
+  return std::filesystem::path(HG_SOURCE_DIR) / in_source;
 }
 
 }  // namespace hgrun

@@ -25,6 +25,12 @@ class output_error : public std::runtime_error {
 /// Writes `bytes` to `file` atomically (temporary file, fsync, rename). Throws output_error.
 void write_file(const std::filesystem::path& file, std::string_view bytes);
 
+/// Where heterograd-run finds a file it ships: the environment variable `env` when it is set;
+/// else `installed` (relative to the install prefix) beside an installed heterograd-run
+/// (<prefix>/bin) when it exists there; else `in_source` (relative to the source tree).
+std::filesystem::path shipped_path(const char* env, const std::filesystem::path& installed,
+                                   const std::filesystem::path& in_source);
+
 /// The whole content of a regular file. Throws std::runtime_error naming the file when it is
 /// missing, unreadable or not a regular file (a FIFO or a device is refused, not read).
 std::string read_file(const std::filesystem::path& file);

@@ -33,16 +33,18 @@
 
 namespace hgrun {
 
-/// Any optim:: optimizer over host float buffers, with the sequential or (under OpenMP) the
-/// OpenMP policy: the two the policies of algorithms/ call it with.
-class any_optimizer {
+/// Any optim:: optimizer over host buffers of T (float; double for data.precision float64),
+/// with the sequential or (under OpenMP) the OpenMP policy: the two the policies of
+/// algorithms/ call it with.
+template <class T>
+class any_optimizer_t {
   using seq_policy = std::remove_cvref_t<decltype(thrust::cpp::par)>;
 #if defined(_OPENMP)
   using omp_policy = std::remove_cvref_t<decltype(thrust::omp::par)>;
 #endif
-  using state_type = heterograd::optim::state<float>;
-  using grads = heterograd::span<const float>;
-  using params = heterograd::span<float>;
+  using state_type = heterograd::optim::state<T>;
+  using grads = heterograd::span<const T>;
+  using params = heterograd::span<T>;
 
   struct base {
     virtual ~base() = default;
@@ -71,7 +73,7 @@ class any_optimizer {
 
  public:
   template <heterograd::optim::optimizer O>
-  explicit any_optimizer(O o) : impl_(std::make_shared<const model<O>>(std::move(o))) {}
+  explicit any_optimizer_t(O o) : impl_(std::make_shared<const model<O>>(std::move(o))) {}
 
   static constexpr std::string_view name() {
     return "any_optimizer";
@@ -105,6 +107,9 @@ class any_optimizer {
   std::shared_ptr<const base> impl_;
 };
 
+/// The float32 optimizer every method runs with unless data.precision is float64.
+using any_optimizer = any_optimizer_t<float>;
+
 /// Calls f(name, type tag of the optimizer, its hyper-parameters' defaults as numbers) for
 /// each optimizer the driver offers, in the order the schema lists them. The defaults are
 /// each optimizer's own (adamw's weight decay is 0.01, its default value).
@@ -124,10 +129,11 @@ void for_each_optimizer_kind(F&& f) {
   f(ho::lamb::name(), std::type_identity<ho::lamb>{}, hk::lamb_config<double>{});
 }
 
-/// The resolved optimizer object of a method ({"kind": ..., its hyper-parameters}).
-inline any_optimizer make_optimizer(const json& o) {
+/// The resolved optimizer object of a method ({"kind": ..., its hyper-parameters}), over T.
+template <class T = float>
+any_optimizer_t<T> make_optimizer(const json& o) {
   const std::string kind = o.at("kind").get<std::string>();
-  std::unique_ptr<any_optimizer> made;
+  std::unique_ptr<any_optimizer_t<T>> made;
   for_each_optimizer_kind([&](std::string_view name, auto tag, auto defaults) {
     if (made || name != kind) return;
     using O = typename decltype(tag)::type;
@@ -135,7 +141,7 @@ inline any_optimizer make_optimizer(const json& o) {
     // The same struct with a constant schedule for the learning rate: the fields pair up.
     auto p = O().params();
     copy_fields(numbers, p);
-    made = std::make_unique<any_optimizer>(O(std::move(p)));
+    made = std::make_unique<any_optimizer_t<T>>(O(std::move(p)));
   });
   if (!made)
     throw std::logic_error("make_optimizer: optimizer.kind \"" + kind + "\" has no factory");

@@ -231,7 +231,7 @@ inline std::vector<float> evaluate_running(context& ctx, shared_run& s, sim::rec
       return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
     });
     if (adjust) adjust(h);
-    x = evaluation_loop(ctx, evals, h);
+    x = std::get<std::vector<float>>(evaluation_loop(ctx, evals, h));
     if (r) r->join();
   }
   if (s.error) std::rethrow_exception(s.error);

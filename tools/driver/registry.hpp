@@ -45,6 +45,8 @@ struct algorithm_row {
   std::function<json(context&)> run;
   /// Whether the policy's whole state can be saved (a serialize(Archive&) member).
   bool checkpointable = false;
+  /// A server policy built in float64 too (data.precision "float64").
+  bool float64 = false;
   /// A server's library config: its description's name (the prefix of the library's errors,
   /// 'ringmaster_config.threshold') and the keys its fields go by where they differ, so that
   /// a library error names the method's key.
@@ -93,7 +95,8 @@ struct no_config {
 
 /// The schema's binder of the built-in table: names, families and keys; no factory.
 struct schema_binder {
-  template <class Policy, class Config, class Make, class Report = std::nullptr_t>
+  /// Family: the policy's type in each precision (Family::type<T>, Family::float64).
+  template <class Family, class Config, class Make, class Report = std::nullptr_t>
   static algorithm_row server(std::string name, const Config& defaults,
                               std::vector<std::pair<std::string, std::string>> renamed,
                               method_keys extra, Make, Report = nullptr) {
@@ -101,6 +104,7 @@ struct schema_binder {
         std::move(name), family::server, keys_of(defaults, renamed, std::move(extra)), {}, false};
     row.config_name = std::string(Config::description().name);
     row.renamed = std::move(renamed);
+    row.float64 = Family::float64;
     return row;
   }
   static algorithm_row round(std::string name, method_keys keys) {

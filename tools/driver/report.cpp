@@ -25,9 +25,6 @@ extern char** environ;
 #ifndef HG_INSTALL_PLOT  // (tools/CMakeLists.txt sets it from GNUInstallDirs)
 #define HG_INSTALL_PLOT "share/heterograd/heterograd_plot.py"
 #endif
-#ifndef HG_SOURCE_DIR
-#define HG_SOURCE_DIR "."
-#endif
 
 namespace hgrun {
 
@@ -224,14 +221,7 @@ json plot_manifest(const json& c, const std::vector<std::vector<method_result>>&
 }
 
 std::filesystem::path plot_script() {
-  if (const char* e = std::getenv("HG_PLOT_SCRIPT")) return e;
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto installed = exe.parent_path().parent_path() / HG_INSTALL_PLOT;
-    if (std::filesystem::is_regular_file(installed, ec)) return installed;
-  }
-  return std::filesystem::path(HG_SOURCE_DIR) / "tools" / "plot" / "heterograd_plot.py";
+  return shipped_path("HG_PLOT_SCRIPT", HG_INSTALL_PLOT, "tools/plot/heterograd_plot.py");
 }
 
 namespace {

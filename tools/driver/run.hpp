@@ -14,6 +14,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "heterograd/core/archive.hpp"
@@ -66,18 +68,39 @@ bool algorithm_checkpointable(const std::string& algorithm);
 // ---------------------------------------------------------------------------------------------
 // Shared by the per-family runners (run_*.cpp).
 
+/// A model's parameters as a method holds them: float32, or float64 (data.precision
+/// "float64": the synthetic problems under the server methods on the simulator).
+using model_vector = std::variant<std::vector<float>, std::vector<double>>;
+
 /// The optimisation problem: data and model, a gradient oracle keyed by worker, and metrics.
+/// Every problem runs in float32; the synthetic ones in float64 too (the overloads on double,
+/// which the others refuse).
 class problem {
  public:
   virtual ~problem() = default;
   virtual std::size_t dim() const = 0;
   virtual std::vector<float> initial() const = 0;
+  virtual std::vector<double> initial64() const;
   virtual std::vector<std::string> metrics() const = 0;
   virtual std::vector<double> evaluate(std::span<const float> x) = 0;
+  virtual std::vector<double> evaluate(std::span<const double> x);
+  /// Either precision's model (the evaluation loop's).
+  std::vector<double> evaluate(const model_vector& x) {
+    return std::visit([this](const auto& v) { return evaluate(std::span(v.data(), v.size())); }, x);
+  }
   /// Worker w's next mini-batch gradient of `batch` samples at x (the worker's own sample
-  /// stream: deterministic in the order of calls); returns the batch's mean loss.
+  /// stream: deterministic in the order of calls); returns the batch's mean loss. The same
+  /// draws in either precision.
   virtual double gradient(std::size_t w, std::size_t batch, std::span<const float> x,
                           std::span<float> g) = 0;
+  virtual double gradient(std::size_t w, std::size_t batch, std::span<const double> x,
+                          std::span<double> g);
+  /// The initial model in the precision T.
+  template <class T>
+  std::vector<T> initial_as() const {
+    if constexpr (std::is_same_v<T, double>) return initial64();
+    else return initial();
+  }
   /// Gradient on given samples for worker w (its own scratch: workers may call concurrently),
   /// with per-sample losses (biased local SGD's scores).
   virtual double gradient_on(std::size_t w, std::span<const std::size_t> indices, std::span<const float> x,
@@ -179,7 +202,7 @@ stop_rule stop_rule_of(const context& ctx);
 /// the model version, `save/load` the method's state for checkpoints.
 struct loop_hooks {
   std::function<bool(double)> advance;
-  std::function<std::vector<float>()> params;
+  std::function<model_vector()> params;
   std::function<std::uint64_t()> updates;
   std::function<std::uint64_t()> events;
   std::function<void(heterograd::archive_writer&)> save;
@@ -198,15 +221,17 @@ struct loop_hooks {
   std::function<std::function<void()>()> hold;
 };
 /// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
-std::vector<float> evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
+model_vector evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs = false);
 
 /// The summary's params_hash of a model (FNV-1a of its bytes, as 0x + 16 hex digits).
 std::string params_hash(std::span<const float> x);
+std::string params_hash(std::span<const double> x);
+std::string params_hash(const model_vector& x);
 
 /// Writes the recorder's tables; returns the summary (null off the root), which run_method()
 /// writes once the runner has added its own numbers.
-json finish(context& ctx, const heterograd::sim::recorder& rec, const std::vector<float>& params);
+json finish(context& ctx, const heterograd::sim::recorder& rec, const model_vector& params);
 
 /// Sets this thread's OpenMP team to one thread (once per thread): real workers and servers
 /// run their kernels single-threaded, as the simulated run does.

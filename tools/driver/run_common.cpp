@@ -36,6 +36,17 @@ double problem::gradient_on(std::size_t, std::span<const std::size_t>, std::span
   throw config_error("data.dataset", "this method needs per-sample losses (fashion_mnist)");
 }
 
+namespace {
+[[noreturn]] void float32_only() {
+  throw config_error("data.precision", "expected float32 for this dataset: float64 is offered for the synthetic "
+                                       "problems (scalar_quadratics, worst_case_quadratic)");
+}
+}  // namespace
+
+std::vector<double> problem::initial64() const { float32_only(); }
+std::vector<double> problem::evaluate(std::span<const double>) { float32_only(); }
+double problem::gradient(std::size_t, std::size_t, std::span<const double>, std::span<double>) { float32_only(); }
+
 void problem::next_batch(std::size_t, std::size_t, std::vector<float>&, std::vector<std::int32_t>&) {
   throw config_error("data.dataset", "this method needs a classification dataset (fashion_mnist)");
 }
@@ -57,6 +68,10 @@ std::string hex(std::uint64_t x) {
 }  // namespace
 
 std::string params_hash(std::span<const float> x) { return hex(fnv(x.data(), x.size() * sizeof(float))); }
+std::string params_hash(std::span<const double> x) { return hex(fnv(x.data(), x.size() * sizeof(double))); }
+std::string params_hash(const model_vector& x) {
+  return std::visit([](const auto& v) { return params_hash(std::span(v.data(), v.size())); }, x);
+}
 
 namespace {
 
@@ -205,69 +220,112 @@ class classification final : public problem {
   std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's, gradient_on's and next_batch's
 };
 
-// --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (E1, docs/references.md) ---------------------
-
-class scalar_quadratics final : public problem {
+// --- the synthetic problems' shared half ------------------------------------------------------
+// One sample per gradient (a worker's stream is the count of its gradients), and both
+// precisions forwarded to the problem's templates start<T>(), evaluate_as(x) and
+// gradient_as(w, x, g).
+template <class P>
+class synthetic : public problem {
  public:
-  scalar_quadratics(const json& c, std::uint64_t seed)
-      : c_(c["data"]["centers"].get<std::vector<double>>()), sigma_(c["data"]["noise"].get<double>()),
-        rng_(seed, 0xe1), k_(c_.size(), 0) {}
-  std::size_t dim() const override { return 1; }
-  std::vector<float> initial() const override { return {0.0f}; }
-  std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq", "x"}; }
-  std::vector<double> evaluate(std::span<const float> x) override {
-    double f = 0, g = 0;
-    for (double c : c_) {
-      f += 0.5 * (x[0] - c) * (x[0] - c);
-      g += x[0] - c;
-    }
-    const double n = static_cast<double>(c_.size());
-    return {f / n, (g / n) * (g / n), x[0]};
-  }
+  explicit synthetic(std::size_t workers) : k_(workers, 0) {}
+  std::vector<float> initial() const override { return self().template start<float>(); }
+  std::vector<double> initial64() const override { return self().template start<double>(); }
+  std::vector<double> evaluate(std::span<const float> x) override { return self().evaluate_as(x); }
+  std::vector<double> evaluate(std::span<const double> x) override { return self().evaluate_as(x); }
   double gradient(std::size_t w, std::size_t, std::span<const float> x, std::span<float> g) override {
-    const double noise = sigma_ > 0 ? sigma_ * rng_.substream(w).normal(k_[w]) : 0.0;
-    ++k_[w];
-    std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
-    g[0] = static_cast<float>(x[0] - c_[w] + noise);
-    return 0.5 * (x[0] - c_[w]) * (x[0] - c_[w]);
+    return self().gradient_as(w, x, g);
   }
-  std::size_t train_size() const override { return c_.size(); }
+  double gradient(std::size_t w, std::size_t, std::span<const double> x, std::span<double> g) override {
+    return self().gradient_as(w, x, g);
+  }
+  std::size_t train_size() const override { return k_.size(); }
   std::size_t samples_per_gradient(std::size_t) const override { return 1; }
   void seek(std::size_t w, std::uint64_t gradients, std::uint64_t) override { k_.at(w) = gradients; }
   void serialize(heterograd::archive_writer& w) override { w(samples, k_); }
   void serialize(heterograd::archive_reader& r) override { r(samples, k_); }
 
+ protected:
+  std::vector<std::uint64_t> k_;  // gradients drawn, per worker
+
  private:
+  P& self() { return static_cast<P&>(*this); }
+  const P& self() const { return static_cast<const P&>(*this); }
+};
+
+// --- f_i(x) = (x - c_i)^2 / 2 on one coordinate (E1, docs/references.md) ---------------------
+
+class scalar_quadratics final : public synthetic<scalar_quadratics> {
+ public:
+  scalar_quadratics(const json& c, std::uint64_t seed)
+      : synthetic(c["data"]["centers"].size()), c_(c["data"]["centers"].get<std::vector<double>>()),
+        sigma_(c["data"]["noise"].get<double>()), rng_(seed, 0xe1) {}
+  std::size_t dim() const override { return 1; }
+  std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq", "x"}; }
+
+ private:
+  friend class synthetic<scalar_quadratics>;
+  template <class T>
+  std::vector<T> start() const {
+    return {T(0)};
+  }
+  template <class T>
+  std::vector<double> evaluate_as(std::span<const T> x) const {
+    return evaluate_at(x[0]);
+  }
+  std::vector<double> evaluate_at(double x) const {
+    double f = 0, g = 0;
+    for (double c : c_) {
+      f += 0.5 * (x - c) * (x - c);
+      g += x - c;
+    }
+    const double n = static_cast<double>(c_.size());
+    return {f / n, (g / n) * (g / n), x};
+  }
+  // In double, rounded to T once (float32: as before float64 was offered).
+  template <class T>
+  double gradient_as(std::size_t w, std::span<const T> x, std::span<T> g) {
+    const double noise = sigma_ > 0 ? sigma_ * rng_.substream(w).normal(k_[w]) : 0.0;
+    ++k_[w];
+    std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
+    g[0] = static_cast<T>(x[0] - c_[w] + noise);
+    return 0.5 * (x[0] - c_[w]) * (x[0] - c_[w]);
+  }
+
   std::vector<double> c_;
   double sigma_;
   hg::counter_rng rng_;
-  std::vector<std::uint64_t> k_;
 };
 
 // --- the worst-case quadratic of Ringmaster ASGD (E2, docs/references.md) --------------------
 
-class worst_case final : public problem {
+class worst_case final : public synthetic<worst_case> {
  public:
   worst_case(const json& c, std::uint64_t seed, std::size_t workers)
-      : q_(c["data"]["dim"].get<std::size_t>(), c["data"]["smoothness"].get<double>()),
+      : synthetic(workers), q_(c["data"]["dim"].get<std::size_t>(), c["data"]["smoothness"].get<double>()),
         sigma_(c["data"]["noise"].get<double>()), noise_(noise_of(c["data"]["noise_model"].get<std::string>())),
-        sqrt_d_start_(c["data"]["start"] == "sqrt_d_e1"), rng_(seed, 0xe2), k_(workers, 0),
-        xd_(q_.dim), gd_(q_.dim), scratch_(workers) {}
+        sqrt_d_start_(c["data"]["start"] == "sqrt_d_e1"), rng_(seed, 0xe2), xd_(q_.dim), gd_(q_.dim),
+        scratch_(workers) {}
   std::size_t dim() const override { return q_.dim; }
-  std::vector<float> initial() const override {
-    std::vector<float> x(q_.dim, 0.0f);
-    if (sqrt_d_start_) x[0] = static_cast<float>(std::sqrt(static_cast<double>(q_.dim)));
+  std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq"}; }
+
+ private:
+  friend class synthetic<worst_case>;
+  template <class T>
+  std::vector<T> start() const {
+    std::vector<T> x(q_.dim, T(0));
+    if (sqrt_d_start_) x[0] = static_cast<T>(std::sqrt(static_cast<double>(q_.dim)));
     return x;
   }
-  std::vector<std::string> metrics() const override { return {"loss", "grad_norm_sq"}; }
-  std::vector<double> evaluate(std::span<const float> x) override {
+  template <class T>
+  std::vector<double> evaluate_as(std::span<const T> x) {
     std::copy(x.begin(), x.end(), xd_.begin());
     const auto xs = q_.solution();
     const double fstar = q_.loss(xs);
     return {q_.loss(xd_) - fstar, q_.grad_norm_sq(xd_)};
   }
-  // Worker w's own double-precision scratch (threads runtime: concurrent workers).
-  double gradient(std::size_t w, std::size_t, std::span<const float> x, std::span<float> g) override {
+  // In double on worker w's own scratch (threads runtime: concurrent workers), rounded to T.
+  template <class T>
+  double gradient_as(std::size_t w, std::span<const T> x, std::span<T> g) {
     auto& s = scratch_.at(w);
     s.resize(2 * q_.dim);
     const hg::span<double> xd(s.data(), q_.dim), gd(s.data() + q_.dim, q_.dim);
@@ -282,17 +340,11 @@ class worst_case final : public problem {
       else
         for (double& v : gd) v *= 1.0 + xi;
     }
-    std::copy(gd.begin(), gd.end(), g.begin());
+    for (std::size_t j = 0; j < gd.size(); ++j) g[j] = static_cast<T>(gd[j]);
     std::atomic_ref<std::uint64_t>(samples).fetch_add(1, std::memory_order_relaxed);
     return 0.0;
   }
-  std::size_t train_size() const override { return k_.size(); }
-  std::size_t samples_per_gradient(std::size_t) const override { return 1; }
-  void seek(std::size_t w, std::uint64_t gradients, std::uint64_t) override { k_.at(w) = gradients; }
-  void serialize(heterograd::archive_writer& w) override { w(samples, k_); }
-  void serialize(heterograd::archive_reader& r) override { r(samples, k_); }
 
- private:
   hg::data::worst_case_quadratic q_;
   double sigma_;
   // data.noise_model (resolve() admits these three names only)
@@ -305,7 +357,6 @@ class worst_case final : public problem {
   noise_model noise_;
   bool sqrt_d_start_;
   hg::counter_rng rng_;
-  std::vector<std::uint64_t> k_;
   std::vector<double> xd_, gd_;              // evaluate's
   std::vector<std::vector<double>> scratch_;  // gradient's, per worker
 };
@@ -403,7 +454,7 @@ double sync_time(const experiment& e, std::size_t params) {
   if (net.kind == kind::fixed) return net.time;
   const sim::link l{net.latency, net.bandwidth};
   const std::size_t n = e.workers.count;
-  const double bytes = static_cast<double>(params) * sizeof(float);
+  const double bytes = static_cast<double>(params * e.value_bytes());
   if (net.kind == kind::ring) return sim::ring_allreduce(l, n, bytes).seconds;
   if (net.kind == kind::tree) return sim::tree_allreduce(l, n, bytes).seconds;
   return sim::ps_push_pull(l, bytes, n, 1).seconds;
@@ -415,7 +466,7 @@ double exchange_time(const experiment& e, std::size_t params) {
   if (net.kind == kind::none || (e.real_clock && !(e.real_scale > 0))) return 0.0;
   if (net.kind == kind::fixed) return net.time;
   const sim::link l{net.latency, net.bandwidth};
-  return sim::ps_push_pull(l, static_cast<double>(params) * sizeof(float), 1, 1).seconds;
+  return sim::ps_push_pull(l, static_cast<double>(params * e.value_bytes()), 1, 1).seconds;
 }
 
 sim::any_time_model with_exchange(sim::any_time_model model, double exchange) {
@@ -465,7 +516,7 @@ stop_rule stop_rule_of(const context& ctx) {
   return r;
 }
 
-std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
+model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs) {
   const horizon_settings& hz = ctx.exp.horizon;
   const double dt = ctx.exp.run.eval_interval;
@@ -586,7 +637,7 @@ std::vector<float> evaluation_loop(context& ctx, sim::recorder& rec, const loop_
   return h.params();
 }
 
-json finish(context& ctx, const sim::recorder& run_rec, const std::vector<float>& params) {
+json finish(context& ctx, const sim::recorder& run_rec, const model_vector& params) {
   if (!ctx.root) return json();
   std::filesystem::create_directories(ctx.dir);
   // workers.csv and run.json relate each worker to its speed: the worker-time model's mean
