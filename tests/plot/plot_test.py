@@ -217,6 +217,61 @@ class PlotTest(unittest.TestCase):
         _, _, _, charts = self.plot(f.root)
         self.assertEqual(charts["metric.png"]["panels"][0]["hlines"], [])
 
+    def test_methods_identical_bit_for_bit_are_one_line_labelled_with_both(self):
+        f = Fixture(self)
+        same = {"evaluations.csv": evaluations(TIMES, 0, 1)}
+        f.method("BSP", "bsp", files=lambda s: same).method("SelSync 0", "selsync-0", files=lambda s: same)
+        f.method("local SGD", "local-sgd", only=("evaluations.csv",)).write()
+        _, _, _, charts = self.plot(f.root)
+        lines = [s["label"] for s in self.series(charts["metric.png"], kinds=("line",))]
+        self.assertIn("BSP = SelSync 0", lines)
+        self.assertIn("local SGD", lines)
+        self.assertNotIn("SelSync 0", lines)
+        self.assertNotIn("BSP", lines)
+
+    def test_runs_ending_more_than_ten_times_apart_get_a_log_time_axis(self):
+        f = Fixture(self)
+        f.method("slow", "slow", files=lambda s: {"evaluations.csv": evaluations([t * 20 for t in TIMES], 0, s)})
+        f.method("fast", "fast", files=lambda s: {"evaluations.csv": evaluations(TIMES, 1, s)}).write()
+        _, _, _, charts = self.plot(f.root)
+        for p in charts["metric.png"]["panels"]:
+            self.assertEqual(p["xscale"], "log", p["xlabel"])
+            self.assertIn("log scale", p["xlabel"])
+        f2 = self.standard(seeds=(1,), only=("evaluations.csv",))
+        _, _, _, charts = self.plot(f2.root)
+        self.assertTrue(all(p["xscale"] == "linear" for p in charts["metric.png"]["panels"]))
+
+    def test_an_accuracy_axis_zooms_on_the_late_range_when_the_first_points_squeeze_it(self):
+        acc = [0.1] + [0.80 + 0.001 * k for k in range(1, len(TIMES))]
+        f = Fixture(self)
+        f.method("a", "a", files=lambda s: {"evaluations.csv": evaluations(TIMES, 0, s, accuracy=acc)}).write(
+            metric="accuracy", below=False, target=0.805)
+        _, _, _, charts = self.plot(f.root)
+        first = charts["metric.png"]["panels"][0]
+        lo, hi = first["ylim"]
+        self.assertGreater(lo, 0.7)                 # 0.1 is off the axis ...
+        self.assertLessEqual(lo, min(acc[1:]))      # ... the rest and the target on it
+        self.assertGreaterEqual(hi, max(acc))
+        self.assertTrue(lo <= 0.805 <= hi)
+        series = self.series(charts["metric.png"], "a", kinds=("line",))[0]
+        self.assertAlmostEqual(series["y"][0], 0.1)  # charts.json keeps every value
+        # A curve that uses its range is not zoomed.
+        f2 = self.standard(seeds=(1,), only=("evaluations.csv",))
+        f2.write(metric="accuracy", below=False, target=0.5)
+        _, _, _, charts = self.plot(f2.root)
+        self.assertNotIn("ylim", charts["metric.png"]["panels"][0])
+
+    def test_equal_model_times_are_named_once_not_ordered_by(self):
+        f = Fixture(self)
+        for k in range(2):
+            f.method(f"m{k}", f"m{k}", files=lambda s: {"evaluations.csv": evaluations(TIMES),
+                                                         "workers.csv": workers([2.0] * 4, [50, 60, 70, 80])})
+        f.write()
+        _, _, _, charts = self.plot(f.root)
+        label = charts["utilisation.png"]["panels"][0]["xlabel"]
+        self.assertNotIn("fastest", label)
+        self.assertIn("2τ", label)
+
     def test_utilisation_orders_workers_by_speed(self):
         f = self.standard()
         f.write(outages=[{"worker": 2, "begin": 10.0, "end": 30.0}])
@@ -287,6 +342,7 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(len(line), 1)
         self.assertEqual(len(band), 1)
         self.assertEqual(band[0]["color"].lower(), line[0]["color"].lower())
+        self.assertIn("shaded: 95% interval of the mean (3 seeds)", charts["metric.png"]["legend"])
         if "y" in line[0]:
             for got, want in zip(line[0]["y"], mean):
                 self.assertAlmostEqual(got, want, places=12)

@@ -406,7 +406,8 @@ def describe(fig, file):
         panels.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
                        "xscale": ax.get_xscale(), "yscale": ax.get_yscale(), "series": series,
                        "hlines": hlines, **getattr(ax, "hg_extra", {})})
-    entry = {"file": file, "title": fig._suptitle.get_text() if fig._suptitle else "", "panels": panels}
+    entry = {"file": file, "title": fig._suptitle.get_text() if fig._suptitle else "", "panels": panels,
+             "legend": [t.get_text() for leg in fig.legends for t in leg.get_texts()]}
     for p in panels:            # the utilisation chart's worker order, also at the top
         if "x_order" in p:
             entry["x_order"] = p["x_order"]
@@ -459,6 +460,82 @@ def finish_axes(ax, ctx, col, logy, has_data):
         set_log(ax)
 
 
+def spread_out(ax):
+    """Methods whose runs end more than 10x apart in time (biased local SGD's epochs take a
+    25th of synchronous SGD's): time on a log axis, so that the short runs are not a
+    vertical stroke at the left.  The first evaluation, at time 0, is left off."""
+    ends = [float(np.nanmax(line.get_xdata())) for line in ax.lines
+            if getattr(line, "hg", {}).get("kind") == "line" and len(line.get_xdata())]
+    ends = [e for e in ends if math.isfinite(e) and e > 0]
+    if len(ends) < 2 or max(ends) <= 10 * min(ends):
+        return False
+    set_log(ax, "x")
+    ax.set_xlabel(ax.get_xlabel() + ", log scale")
+    return True
+
+
+def zoom_late(ax, target=None, logx=False):
+    """A linear axis whose first moments (an accuracy climbing from 0.1 in the first
+    evaluations) would squeeze the rest into a sliver: the y range of the last 90% of the
+    time (and the target), when that is under half the whole range.  The early points run
+    off the axis, as in a paper's figure; charts.json keeps every value."""
+    xs, ys = [], []
+    for line in ax.lines:
+        if getattr(line, "hg", {}).get("kind") != "line":
+            continue
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        ok = np.isfinite(x) & np.isfinite(y)
+        xs.append(x[ok])
+        ys.append(y[ok])
+    if not xs or not any(len(x) for x in xs):
+        return
+    if logx:   # the last 90% of the log axis (time 0 is not on it)
+        ys = [y[x > 0] for x, y in zip(xs, ys)]
+        xs = [np.log(x[x > 0]) for x in xs]
+        if not any(len(x) for x in xs):
+            return
+    x0 = min(float(x.min()) for x in xs if len(x))
+    x1 = max(float(x.max()) for x in xs if len(x))
+    full = np.concatenate(ys)
+    late = np.concatenate([y[x >= x0 + 0.1 * (x1 - x0)] for x, y in zip(xs, ys)])
+    if late.size == 0 or not x1 > x0:
+        return
+    lo, hi = float(late.min()), float(late.max())
+    if target is not None and math.isfinite(target):
+        lo, hi = min(lo, target), max(hi, target)
+    span_full = float(full.max() - full.min())
+    if not span_full > 0 or (hi - lo) >= 0.5 * span_full:
+        return
+    pad = 0.08 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1e-12)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.hg_extra = {**getattr(ax, "hg_extra", {}), "ylim": [lo - pad, hi + pad]}
+
+
+def same_curves(methods, curves, cols):
+    """Methods whose every run gives the same values in every column (a method that is
+    another bit for bit, as SelSync at threshold 0 is BSP) are drawn once, as the first of
+    them, labelled "A = B": one line hidden under another would read as a missing method.
+    Returns the methods drawn and each one's label."""
+    def key(mi):
+        out = []
+        for col in cols:
+            for c in curves[mi][col]:
+                out.append(None if c is None else (c[0].tobytes(), c[1].tobytes()))
+        return tuple(out)
+    shown, label, first = [], {}, {}
+    for mi, m in enumerate(methods):
+        k = key(mi)
+        if all(v is None for v in k) or k not in first:
+            first.setdefault(k, mi)
+            shown.append(mi)
+            label[mi] = m["label"]
+        else:
+            label[first[k]] += " = " + m["label"]
+    for mi in shown:
+        label[mi] = clean(label[mi], limit=3 * LEGEND_CHARS)
+    return set(shown), label
+
+
 # ----------------------------------------------------------------------------- charts
 def chart_metric(ctx):
     metric, methods = ctx["metric"], ctx["methods"]
@@ -466,24 +543,35 @@ def chart_metric(ctx):
     if metric != "loss" and any(curve(ctx, r, "loss") for m in methods for r in m["runs"]):
         cols.append("loss")
     fig, axes = new_figure(ctx, ncols=len(cols), width=5.4 * len(cols) + 0.6, height=4.0)
+    curves = [{col: [curve(ctx, r, col) for r in m["runs"]] for col in cols} for m in methods]
+    shown, label = same_curves(methods, curves, cols)
     entries, drawn = [], False
     for k, (ax, col) in enumerate(zip(axes, cols)):
         logy = wants_log(ctx, col)
         has = False
         for mi, meth in enumerate(methods):
-            ok = draw_mean(ax, ctx, meth, mi, [curve(ctx, r, col) for r in meth["runs"]], logy)
+            if mi not in shown:
+                continue
+            ok = draw_mean(ax, ctx, meth, mi, curves[mi][col], logy, label=label[mi])
             has |= ok
             if ok and k == 0:
-                entries.append((proxy(meth), meth["label"]))
+                entries.append((proxy(meth), label[mi]))
         if col == metric and has:
             t = draw_target(ax, ctx, logy)
             entries += [t] if t else []
         finish_axes(ax, ctx, col, logy, has)
+        logx = has and spread_out(ax)
+        if has and not logy:
+            zoom_late(ax, ctx["target"] if col == metric else None, logx)
         drawn |= has
     if not drawn:
         warn(f"no run has finite values of '{clean(metric, 60)}'; no metric chart")
         plt.close(fig)
         return None
+    seeds = max((sum(c is not None for c in curves[mi][metric]) for mi in shown), default=0)
+    if seeds > 1:   # what the shading is, in the legend
+        entries.append((Patch(facecolor="0.55", alpha=0.35, linewidth=0),
+                        f"shaded: 95% interval of the mean ({seeds} seeds)"))
     fig_legend(fig, entries, fig.get_figwidth())
     return fig
 
@@ -535,14 +623,18 @@ def chart_utilisation(ctx):
             line, = ax.plot(pos, h, color=meth["color"], marker=meth["marker"], linewidth=1.0,
                             markevery=markevery(pos, j, nm), label=meth["label"], zorder=3)
             tag(line, "line")
-        entries.append((proxy(meth, line=not bars), meth["label"]))
+        entries.append((Patch(facecolor=meth["color"]) if bars else proxy(meth, line=False), meth["label"]))
     if outage:
         if not bars:
             for k in outage:
                 ax.axvspan(k - 0.5, k + 0.5, color="0.85", zorder=1, linewidth=0)
         entries.append((Patch(facecolor="white" if bars else "0.85", edgecolor="0.15",
                               hatch="////" if bars else None), "had an outage"))
-    few = bars and nw <= 16 and model_time
+    # Equal mean times per job (a dynamic model such as OmniLearn's core shares, or equal
+    # workers): no order by speed to show, and the one time goes in the axis label.
+    times = [model_time[w] for w in order if w in model_time]
+    equal = len(times) == nw and max(times) <= min(times) * (1 + 1e-9)
+    few = bars and nw <= 16 and model_time and not equal
     if bars:
         ax.set_xticks(pos)
         unit = "τ" if ctx["axis"] == "virtual" else ""
@@ -554,8 +646,12 @@ def chart_utilisation(ctx):
         ticks = np.unique(np.linspace(0, nw - 1, 12).round().astype(int))
         ax.set_xticks(ticks, [str(order[k]) for k in ticks])
     speed_name = "model time per job" if model_time else "speed rank"
-    ax.set_xlabel(f"worker, fastest first (ordered by {speed_name}"
-                  + ("; below the index: time per job)" if few else ")"))
+    if equal:
+        unit = "τ" if ctx["axis"] == "virtual" else " s"
+        ax.set_xlabel(f"worker (every worker's mean model time per job: {times[0]:.3g}{unit})")
+    else:
+        ax.set_xlabel(f"worker, fastest first (ordered by {speed_name}"
+                      + ("; below the index: time per job)" if few else ")"))
     ax.set_ylabel("utilisation: busy / (busy + idle + waiting)")
     ax.set_ylim(0, 1.05)
     ax.hg_extra = {"x_order": order, "outage_workers": [order[k] for k in outage]}
@@ -595,7 +691,7 @@ def chart_staleness(ctx):
         h = np.array([cum[min(b, len(frac))] - cum[min(a, len(frac))] for a, b in zip(edges[:-1], edges[1:])])
         c = ax.bar(pos - 0.4 + bw * (j + 0.5), h, bw, color=meth["color"], label=meth["label"], zorder=3)
         tag(c, "bar", proxy(meth, line=False), x=_jsonable(pos - 0.4 + bw * (j + 0.5)))
-        entries.append((proxy(meth, line=False), meth["label"]))
+        entries.append((Patch(facecolor=meth["color"]), meth["label"]))
     ax.set_xticks(pos)
     rot = max(map(len, labels)) * nb > width * 9
     ax.set_xticklabels(labels, rotation=35 if rot else 0, ha="right" if rot else "center",
