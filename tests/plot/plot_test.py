@@ -465,6 +465,11 @@ class PlotTest(unittest.TestCase):
         _, _, _, charts = self.plot(f.root)
         entry = charts["sim_vs_real.png"]
         self.assertIn("wall", entry["panels"][0]["xlabel"])
+        # One panel per method, each with its measured and its predicted line only.
+        self.assertEqual([p["title"] for p in entry["panels"]], ["A", "B"])
+        for p in entry["panels"]:
+            lines = [s["label"] for s in p["series"] if s["kind"] == "line"]
+            self.assertEqual(lines, [p["title"] + " (measured)", p["title"] + " (predicted)"])
         for label in ("A", "B"):
             mine = [s for s in self.series(entry) if s["label"].startswith(label) and s["kind"] == "line"]
             self.assertGreaterEqual(len(mine), 2, [s["label"] for s in self.series(entry)])

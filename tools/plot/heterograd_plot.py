@@ -707,30 +707,43 @@ def chart_staleness(ctx):
 
 
 def chart_sim_vs_real(ctx):
+    """One panel per method (small multiples sharing both axes): its measured curve and the
+    simulator's prediction, so each pair can be compared without the others' lines between."""
     if ctx["axis"] != "real":
         return None
     metric, logy = ctx["metric"], wants_log(ctx, ctx["metric"])
-    fig, (ax,) = new_figure(ctx, width=8.0, height=4.4)
-    entries, any_pred = [], False
+    pairs = []
     for mi, meth in enumerate(ctx["methods"]):
         pred = [curve(ctx, r, metric, predicted=True) for r in meth["runs"]]
-        if not any(pred):
-            continue
-        any_pred = True
+        if any(pred):
+            pairs.append((mi, meth, pred))
+    if not pairs:
+        return None
+    ncols = min(4, len(pairs))
+    nrows = math.ceil(len(pairs) / ncols)
+    fig, axes = new_figure(ctx, ncols=ncols, nrows=nrows, width=3.3 * ncols + 0.6, height=2.6 * nrows + 0.9,
+                           sharex=True, sharey=True)
+    target = None
+    for k, (ax, (mi, meth, pred)) in enumerate(zip(axes, pairs)):
         draw_mean(ax, ctx, meth, mi, [curve(ctx, r, metric) for r in meth["runs"]], logy,
                   label=f"{meth['label']} (measured)", band=False)
         draw_mean(ax, ctx, meth, mi, pred, logy, label=f"{meth['label']} (predicted)", band=False,
                   linestyle="--", markerfacecolor="white")
-        entries.append((proxy(meth), meth["label"]))
-    if not any_pred:
-        plt.close(fig)
-        return None
-    entries += [(Line2D([], [], color="0.2"), "measured"),
-                (Line2D([], [], color="0.2", linestyle="--"), "predicted by the simulator")]
-    t = draw_target(ax, ctx, logy)
-    entries += [t] if t else []
-    finish_axes(ax, ctx, metric, logy, True)
-    fig_legend(fig, entries, 8.0)
+        target = draw_target(ax, ctx, logy) or target
+        ax.set_title(clean(meth["label"]), fontsize=9, color=meth["color"])
+        finish_axes(ax, ctx, metric, logy, True)
+        if k + ncols < len(pairs):      # a panel below carries the time axis
+            ax.set_xlabel("")
+        else:
+            ax.xaxis.set_tick_params(labelbottom=True)
+        if not ax.get_subplotspec().is_first_col():
+            ax.set_ylabel("")
+    for ax in axes[len(pairs):]:
+        ax.set_visible(False)
+    entries = [(Line2D([], [], color="0.2"), "measured"),
+               (Line2D([], [], color="0.2", linestyle="--"), "predicted by the simulator")]
+    entries += [target] if target else []
+    fig_legend(fig, entries, fig.get_figwidth())
     return fig
 
 
