@@ -20,6 +20,7 @@
 #include "config.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/runtime/placement.hpp"
+#include "report.hpp"
 #include "run.hpp"
 
 namespace fs = std::filesystem;
@@ -461,6 +462,16 @@ BOOST_AUTO_TEST_CASE(core_placement_makes_the_workers_sharing_a_core_slower_and_
     BOOST_TEST(spg[w] > 1.3 * spg[0], "worker " << w);
     BOOST_TEST(delay[w] > 1.0, "worker " << w);
     BOOST_TEST(delay[w] > delay[0], "worker " << w);
+  }
+  // workers.csv's time per job is the measured one (no worker-time model is followed): the
+  // lone worker is the fastest.
+  {
+    const auto rows = hgrun::read_csv(dir / "workers.csv");
+    BOOST_TEST_REQUIRE(rows.size() == 5u);
+    const auto t = static_cast<std::size_t>(std::find(rows[0].begin(), rows[0].end(), "model_time") - rows[0].begin());
+    BOOST_TEST_REQUIRE(t + 1 < rows[0].size());
+    BOOST_TEST(rows[1][t + 1] == "0");  // worker 0's speed rank
+    for (std::size_t w = 1; w < 4; ++w) BOOST_TEST(std::stod(rows[w + 1][t]) > 1.3 * std::stod(rows[1][t]), "worker " << w);
   }
   // Round methods too: each round's threads are placed anew (a thread made by a pinned one
   // may still go to any of the process's cores), and the shared cores' compute is slower.

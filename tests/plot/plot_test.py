@@ -271,6 +271,12 @@ class PlotTest(unittest.TestCase):
         label = charts["utilisation.png"]["panels"][0]["xlabel"]
         self.assertNotIn("fastest", label)
         self.assertIn("2τ", label)
+        # An unpaced real run's times per job are measured, and said to be.
+        f2 = self.standard(seeds=(1,), only=("evaluations.csv", "workers.csv"))
+        f2.write(time_axis="real", real_scale=0.0)
+        _, _, _, charts = self.plot(f2.root)
+        label = charts["utilisation.png"]["panels"][0]["xlabel"]
+        self.assertIn("measured time per job", label)
 
     def test_utilisation_orders_workers_by_speed(self):
         f = self.standard()

@@ -643,9 +643,22 @@ json finish(context& ctx, const sim::recorder& run_rec, const model_vector& para
   // workers.csv and run.json relate each worker to its speed: the worker-time model's mean
   // time per job (tau_i at the method's batch) and the rank it gives (local learning's
   // workers are its modules: no worker-time model of theirs).
+  // On the real clock without real_scale the workers follow no worker-time model: their
+  // time per job is the measured one (busy seconds per finished job; 0 for a worker that
+  // finished none).
   sim::recorder rec = run_rec;
-  if (ctx.exp.workers.count == rec.workers())
-    rec.set_model_times(mean_job_times(ctx.exp, ctx.seed, ctx.batch()));
+  if (ctx.exp.workers.count == rec.workers()) {
+    if (ctx.exp.real_clock && !(ctx.exp.real_scale > 0)) {
+      std::vector<double> measured(rec.workers(), 0.0);
+      for (std::size_t w = 0; w < measured.size(); ++w) {
+        const auto& st = rec.worker(static_cast<sim::worker_id>(w));
+        if (st.jobs_finished > 0) measured[w] = st.busy / static_cast<double>(st.jobs_finished);
+      }
+      rec.set_model_times(std::move(measured));
+    } else {
+      rec.set_model_times(mean_job_times(ctx.exp, ctx.seed, ctx.batch()));
+    }
+  }
   // Each table is formatted in memory and written whole (hgrun::write_file): a full disk or a
   // size limit is an output_error naming the file, never a short file under its name.
   auto table = [&](const char* name, sim::recorder::table t) {

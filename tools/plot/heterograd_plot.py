@@ -637,7 +637,7 @@ def chart_utilisation(ctx):
     few = bars and nw <= 16 and model_time and not equal
     if bars:
         ax.set_xticks(pos)
-        unit = "τ" if ctx["axis"] == "virtual" else ""
+        unit = "τ" if ctx["axis"] == "virtual" else " s"
         ax.set_xticklabels([f"{w}\n{model_time[w]:.3g}{unit}" if few and w in model_time else str(w)
                             for w in order], fontsize=8 if nw > 20 else 9)
         ax.set_xlim(-0.6, nw - 0.4)
@@ -645,10 +645,14 @@ def chart_utilisation(ctx):
     else:
         ticks = np.unique(np.linspace(0, nw - 1, 12).round().astype(int))
         ax.set_xticks(ticks, [str(order[k]) for k in ticks])
-    speed_name = "model time per job" if model_time else "speed rank"
+    # Unpaced real runs follow no worker-time model: their times per job are measured (by
+    # the first method that has them, which sets the order).
+    measured = ctx["axis"] == "real" and not ctx["scale"] > 0
+    speed_name = ("measured time per job" if measured else "model time per job") if model_time else "speed rank"
     if equal:
         unit = "τ" if ctx["axis"] == "virtual" else " s"
-        ax.set_xlabel(f"worker (every worker's mean model time per job: {times[0]:.3g}{unit})")
+        ax.set_xlabel(f"worker (every worker's mean {'measured' if measured else 'model'} time per job: "
+                      f"{times[0]:.3g}{unit})")
     else:
         ax.set_xlabel(f"worker, fastest first (ordered by {speed_name}"
                       + ("; below the index: time per job)" if few else ")"))
