@@ -269,10 +269,8 @@ class scalar_quadratics final : public synthetic<scalar_quadratics> {
     return {T(0)};
   }
   template <class T>
-  std::vector<double> evaluate_as(std::span<const T> x) const {
-    return evaluate_at(x[0]);
-  }
-  std::vector<double> evaluate_at(double x) const {
+  std::vector<double> evaluate_as(std::span<const T> at) const {
+    const double x = at[0];
     double f = 0, g = 0;
     for (double c : c_) {
       f += 0.5 * (x - c) * (x - c);
