@@ -27,6 +27,9 @@ Where each header sits:
   it is built on kernels' launch and scratch, and everything that ships sparse gradients
   (compress, comm, algorithms) sits above it.
 
+- heterograd/torch/ (the optional LibTorch component) sits above runtime: its modules may be
+  driven by anything below; nothing below may need LibTorch.
+
 Layers of one group (nn and data) may include each other.
 """
 
@@ -51,6 +54,7 @@ LAYER_ORDER: list[tuple[str, ...]] = [
     ("balance",),
     ("algorithms",),
     ("runtime",),
+    ("torch",),  # LibTorch's modules on flat buffers and the deep presets (optional component)
     ("c",),
     ("umbrella",),  # heterograd/heterograd.hpp only
 ]

@@ -5,6 +5,8 @@
 #   heterograd::cuda    CUDA runtime and cuBLAS                 HG_HAS_CUDA
 #   heterograd::nccl    NCCL (the nccl transport)               HG_HAS_NCCL
 #   heterograd::blas    CBLAS for the models' GEMM              HG_HAS_BLAS
+#   heterograd::torch   LibTorch (heterograd/torch/), with HG_WITH_LIBTORCH or a `torch`
+#                       target already found                    HG_HAS_TORCH
 include_guard(GLOBAL)
 
 if(NOT TARGET heterograd::openmp)
@@ -68,4 +70,16 @@ if(NOT TARGET heterograd::blas)
     target_link_libraries(heterograd::blas INTERFACE heterograd::heterograd BLAS::BLAS)
     target_compile_definitions(heterograd::blas INTERFACE HG_HAS_BLAS=1)
   endif()
+endif()
+
+# heterograd::torch  LibTorch for heterograd/torch/ (modules on flat buffers, the deep model
+# presets)   HG_HAS_TORCH. Looked for only when asked (HG_WITH_LIBTORCH, or a consumer that found
+# Torch itself): find_package(Torch) is slow and LibTorch's headers slower.
+if(NOT TARGET heterograd::torch AND (HG_WITH_LIBTORCH OR TARGET torch))
+  if(NOT TARGET torch)
+    find_package(Torch REQUIRED CONFIG)
+  endif()
+  add_library(heterograd::torch INTERFACE IMPORTED GLOBAL)
+  target_link_libraries(heterograd::torch INTERFACE heterograd::heterograd torch)
+  target_compile_definitions(heterograd::torch INTERFACE HG_HAS_TORCH=1)
 endif()

@@ -48,6 +48,7 @@
 #include "heterograd/core/span.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "heterograd/torch/module.hpp"
 #if defined(HG_HAS_MPI)
 #include <mpi.h>
 
@@ -188,50 +189,29 @@ torch::Tensor indices(const std::vector<std::int64_t>& order, std::size_t begin,
 // ---- the model: parameters and gradients in two flat tensors --------------------------------
 
 /// An MLP whose parameters are views into one flat tensor and whose gradients are views into
-/// another, so heterograd sees the whole model as two spans. Autograd accumulates into the
-/// existing .grad tensors in place (they are defined and never set to None here).
+/// another (heterograd::libtorch::flat_module), so heterograd sees the whole model as two spans.
+/// Autograd accumulates into the existing .grad tensors in place.
 struct flat_mlp {
   torch::nn::Sequential net{nullptr};
-  torch::Tensor params, grads;
+  hg::libtorch::flat_module flat;
+  torch::Tensor params, grads;  // the flat buffers as tensors
 
-  hg::span<float> p() { return {params.data_ptr<float>(), static_cast<std::size_t>(params.numel())}; }
-  hg::span<float> g() { return {grads.data_ptr<float>(), static_cast<std::size_t>(grads.numel())}; }
+  hg::span<float> p() { return flat.params(); }
+  hg::span<float> g() { return flat.grads(); }
 };
 
 flat_mlp make_mlp(int hidden, std::uint64_t seed) {
   torch::manual_seed(seed);  // same seed, same initial weights (LibTorch's default init)
-  flat_mlp m;
-  m.net = torch::nn::Sequential(torch::nn::Linear(784, hidden), torch::nn::ReLU(),
-                                torch::nn::Linear(hidden, 10));
-  auto ps = m.net->parameters();
-  std::int64_t n = 0;
-  for (const auto& t : ps) n += t.numel();
-  m.params = torch::empty({n}, torch::kFloat);
-  m.grads = torch::zeros({n}, torch::kFloat);
-  torch::NoGradGuard no_grad;
-  std::int64_t off = 0;
-  for (auto& t : ps) {
-    auto view = m.params.narrow(0, off, t.numel()).view(t.sizes());
-    view.copy_(t);
-    t.set_data(view);
-    t.mutable_grad() = m.grads.narrow(0, off, t.numel()).view(t.sizes());
-    off += t.numel();
-  }
-  return m;
+  auto net = torch::nn::Sequential(torch::nn::Linear(784, hidden), torch::nn::ReLU(),
+                                   torch::nn::Linear(hidden, 10));
+  hg::libtorch::flat_module flat(net.ptr());
+  auto params = flat.params_tensor(), grads = flat.grads_tensor();
+  return flat_mlp{net, std::move(flat), params, grads};
 }
 
 /// Throws unless every parameter and its gradient still live in the flat tensors (a framework
 /// that reallocated them would leave heterograd updating stale memory).
-void check_binding(flat_mlp& m) {
-  const auto* p0 = m.params.data_ptr<float>();
-  const auto* g0 = m.grads.data_ptr<float>();
-  std::int64_t off = 0;
-  for (const auto& t : m.net->parameters()) {
-    if (t.data_ptr<float>() != p0 + off || !t.grad().defined() || t.grad().data_ptr<float>() != g0 + off)
-      throw std::runtime_error("a parameter or gradient left the flat buffers");
-    off += t.numel();
-  }
-}
+void check_binding(flat_mlp& m) { m.flat.check_binding(); }
 
 /// Zeroes the gradients, runs forward and backward on one batch; returns the mean loss.
 double forward_backward(flat_mlp& m, const torch::Tensor& x, const torch::Tensor& y) {
