@@ -514,11 +514,14 @@ spec root_spec() {
        {"data",
         object("dataset and partition",
                {{"dataset", required(choice("dataset", nullptr,
-                                            {"fashion_mnist", "scalar_quadratics",
+                                            {"fashion_mnist", "text", "scalar_quadratics",
                                              "worst_case_quadratic"}))},
-                {"path", string("directory of the IDX files (default: Debian's)", "")},
-                {"train_samples", integer("training samples used (0: all)", 0, 0)},
-                {"test_samples", integer("test samples used (0: all)", 0, 0)},
+                {"path", string("fashion_mnist: directory of the IDX files (default: Debian's); text: directory "
+                                "whose .py files are the corpus (default: the Python standard library of "
+                                "/usr/lib/python3.N, the newest N)",
+                                "")},
+                {"train_samples", integer("training samples used (0: all; text: sequences of model.context bytes)", 0, 0)},
+                {"test_samples", integer("test samples used (0: all; text: validation sequences)", 0, 0)},
                 {"partition", choice("how training samples are split over workers", "iid",
                                      {"iid", "dirichlet", "labels"})},
                 {"alpha", positive("Dirichlet concentration", 0.1)},
@@ -541,7 +544,7 @@ spec root_spec() {
                 {"start", choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as the "
                                  "papers start)",
                                  "zero", {"zero", "sqrt_d_e1"})}})},
-       {"model", object("model (fashion_mnist)", described_fields(model_settings{}))},
+       {"model", object("model (fashion_mnist, text)", described_fields(model_settings{}))},
        {"optimizer", optimizer_spec()},
        {"workers",
         object("the cluster", {{"count", required(integer("number of workers", nullptr, 1, 1 << 22))},
@@ -611,8 +614,8 @@ void check_precision(const json& c) {
   if (c["data"]["precision"] != "float64") return;
   const std::string rule = "expected \"float32\" with ";
   const json& d = c["data"]["dataset"];
-  if (d == "fashion_mnist")
-    throw config_error("data.precision", rule + "data.dataset \"fashion_mnist\": float64 is offered for the synthetic "
+  if (d == "fashion_mnist" || d == "text")
+    throw config_error("data.precision", rule + "data.dataset " + d.dump() + ": float64 is offered for the synthetic "
                                                 "problems (scalar_quadratics, worst_case_quadratic)");
   if (c["runtime"] != "sim")
     throw config_error("data.precision", rule + "runtime " + c["runtime"].dump() +
@@ -625,6 +628,37 @@ void check_precision(const json& c) {
                                                "\": float64 runs the asynchronous server methods built in both "
                                                "precisions; this one runs in float32");
   }
+}
+
+// model with data: which models take which dataset, and the shapes they need.
+void check_model(const json& c) {
+  const model_settings m = from_json(c["model"], model_settings{});
+  const std::string d = c["data"]["dataset"];
+  const bool torch = m.kind == model_kind::torch;
+  const bool text_model = torch && m.preset == torch_preset::transformer;
+  if (d == "text" && !text_model)
+    throw config_error(torch ? "model.preset" : "model.kind",
+                       "expected model.kind \"torch\" with model.preset \"transformer\" for data.dataset \"text\" "
+                       "(a byte-level language model), got " + c["model"][torch ? "preset" : "kind"].dump());
+  if (d != "text" && text_model)
+    throw config_error("model.preset", "expected an image preset (lenet5, resnet8) for data.dataset " +
+                                           c["data"]["dataset"].dump() + ": \"transformer\" takes data.dataset \"text\"");
+  if (d == "text" && c["data"]["partition"] != "iid")
+    throw config_error("data.partition", "expected \"iid\" for data.dataset \"text\" (its samples have no labels), got " +
+                                             c["data"]["partition"].dump());
+  if (!torch) return;
+  if (text_model) {
+    if (m.width % m.heads != 0)
+      throw config_error("model.width", "expected a multiple of model.heads = " + std::to_string(m.heads) + ", got " +
+                                            std::to_string(m.width));
+    return;
+  }
+  if (m.input.size() != 3)
+    throw config_error("model.input", "expected [channels, height, width], got " + c["model"]["input"].dump());
+  const std::size_t features = m.input[0] * m.input[1] * m.input[2];
+  if (d == "fashion_mnist" && features != 784)
+    throw config_error("model.input", "expected channels x height x width = 784 (Fashion-MNIST's 28 x 28 pixels), got " +
+                                          c["model"]["input"].dump() + " = " + std::to_string(features));
 }
 
 // clock and workers.placement: real time needs real workers; a placement lists one set of
@@ -719,6 +753,7 @@ void check_cross(json& c) {
   if (set != 1)
     throw config_error("horizon", "expected exactly one of time, epochs, updates; got " + std::to_string(set));
   const json& d = c["data"];
+  check_model(c);
   if (d["dataset"] == "scalar_quadratics" && d["centers"].size() != n)
     throw config_error("data.centers", "expected " + std::to_string(n) + " centers (one per worker), got " +
                                            std::to_string(d["centers"].size()));
@@ -840,11 +875,33 @@ std::string gib(double bytes) {
   return os.str();
 }
 
+// A LibTorch preset's size from its keys, for the memory bound (heterograd/torch/models.hpp
+// builds the exact model; these are upper estimates): parameters, and floats of activations
+// and their gradients per sample.
+struct torch_size {
+  double params = 0, per_sample = 0;
+};
+torch_size torch_estimate(const model_settings& m) {
+  if (m.preset == torch_preset::transformer) {
+    const double w = static_cast<double>(m.width), l = static_cast<double>(m.layers), t = static_cast<double>(m.context);
+    // Per block: attention 4 w^2, feed-forward 2 x 4 w^2, norms; embeddings and the head.
+    return {l * (12 * w * w + 13 * w) + (256 + t) * w + 257 * w + 2 * w,
+            2 * t * l * (16 * w + static_cast<double>(m.heads) * t) + 4 * t * 256};
+  }
+  const double ch = m.input.empty() ? 1 : static_cast<double>(m.input[0]);
+  double px = 1;
+  for (std::size_t i = 1; i < m.input.size(); ++i) px *= static_cast<double>(m.input[i]);
+  if (m.preset == torch_preset::lenet5) return {(25 * ch + 1) * 6 + 2416 + (px / 16 + 1) * 16 * 120 + 11014, 2 * 12 * px};
+  return {9 * 16 * ch + 80000, 2 * 16 * px * 12};  // resnet8
+}
+
 // Model parameters (float), local learning's auxiliary heads included.
 double model_params(const json& c) {
   const std::string d = c["data"]["dataset"];
   if (d == "scalar_quadratics") return 1;
   if (d == "worst_case_quadratic") return c["data"]["dim"].get<double>();
+  const model_settings model = from_json(c["model"], model_settings{});
+  if (model.kind == model_kind::torch) return torch_estimate(model).params;
   std::vector<double> w{784};
   for (const std::size_t h : from_json(c["model"], model_settings{}).hidden_layers())
     w.push_back(static_cast<double>(h));
@@ -917,7 +974,7 @@ void check_bounds(const json& c) {
                                                 num(g * hz["updates"].get<double>()));
   }
   const double train = c["data"]["train_samples"].get<double>();
-  if (c["data"]["dataset"] == "fashion_mnist" && train > 0 && n > train)
+  if ((c["data"]["dataset"] == "fashion_mnist" || c["data"]["dataset"] == "text") && train > 0 && n > train)
     throw config_error("workers.count", "expected at most data.train_samples = " + num(train) +
                                             " workers (every worker needs a sample), got " + num(n));
   if (c["runtime"] == "threads" && n > static_cast<double>(max_thread_workers))
@@ -929,8 +986,11 @@ void check_bounds(const json& c) {
   const double P = model_params(c);
   const bool images = c["data"]["dataset"] == "fashion_mnist";
   const model_settings model = from_json(c["model"], model_settings{});
+  const bool torch = model.kind == model_kind::torch && (images || c["data"]["dataset"] == "text");
   double units = 784 + 10;
   for (const std::size_t h : model.hidden_layers()) units += static_cast<double>(h);
+  // Floats per sample (units x 3 in the formula below).
+  if (torch) units = torch_estimate(model).per_sample / 3;
   double batch = 0, eager_rounds = 0;
   std::string batch_key = "data.batch";
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
@@ -939,7 +999,7 @@ void check_bounds(const json& c) {
     const bool own = m["batch"] != c["data"]["batch"];  // else data.batch filled it in
     std::pair<double, std::string> b{m["batch"].get<double>(), own ? p + ".batch" : "data.batch"};
     const double train = c["data"]["train_samples"].get<double>();
-    if (images && train > 0 && b.first > train)
+    if ((images || c["data"]["dataset"] == "text") && train > 0 && b.first > train)
       throw config_error(b.second, "expected a mini-batch of at most data.train_samples = " + num(train) +
                                        " (the training set), got " + num(b.first));
     // OmniLearn (BSP and ASP) starts every worker at the method's batch: it must lie in the
@@ -982,15 +1042,19 @@ void check_bounds(const json& c) {
   const double limit = physical_memory_bytes();
   const double model_bytes = 32 * P * 4 + 4 * P * eager_rounds;
   const double worker_bytes = 32 * P * n;
-  const double batch_bytes = images ? 12 * units * batch * n : 0;
+  const double batch_bytes = images || torch ? 12 * units * batch * n : 0;
   const double need = model_bytes + worker_bytes + batch_bytes;
   if (!(need <= limit)) {
     const std::string what = "about " + gib(need) + " (" + num(n) + " workers x " + num(P) + " parameters" +
-                             (images ? ", mini-batches of " + num(batch) : std::string()) +
+                             (images || torch ? ", mini-batches of " + num(batch) : std::string()) +
                              "), this machine has " + gib(limit);
     // The key to change: the model when it alone is too large, else eager-SGD's rounds when
     // they are, else the larger of the per-worker parts.
-    std::string key = images && model.kind == model_kind::mlp ? "model.hidden" : images ? "model.kind" : "data.dim";
+    std::string key = images && model.kind == model_kind::mlp ? "model.hidden"
+                      : torch && model.preset == torch_preset::transformer ? "model.width"
+                      : torch ? "model.input"
+                      : images ? "model.kind"
+                               : "data.dim";
     if (c["data"]["dataset"] == "scalar_quadratics") key = "workers.count";
     if (32 * P * 4 > limit / 2) {
       // the model's key

@@ -111,17 +111,31 @@ struct run_settings {
   }
 };
 
-/// model.kind: a multi-layer perceptron, or softmax regression (no hidden layer).
-enum class model_kind { mlp, softmax };
-inline constexpr heterograd::choice<model_kind> model_kinds[] = {{"mlp", model_kind::mlp},
-                                                                 {"softmax", model_kind::softmax}};
+/// model.kind: a multi-layer perceptron, softmax regression (no hidden layer), or a LibTorch
+/// preset (model.preset; heterograd/torch/models.hpp, built with HG_WITH_LIBTORCH).
+enum class model_kind { mlp, softmax, torch };
+inline constexpr heterograd::choice<model_kind> model_kinds[] = {
+    {"mlp", model_kind::mlp}, {"softmax", model_kind::softmax}, {"torch", model_kind::torch}};
 
-/// model: the network of fashion_mnist, described once: the schema's model keys (config.cpp)
-/// are made from this description.
+/// model.preset (kind torch): a LeNet-5-style CNN or ResNet-8 on images, a byte-level causal
+/// transformer on text.
+enum class torch_preset { lenet5, resnet8, transformer };
+inline constexpr heterograd::choice<torch_preset> torch_presets[] = {
+    {"lenet5", torch_preset::lenet5}, {"resnet8", torch_preset::resnet8}, {"transformer", torch_preset::transformer}};
+
+/// model: the network, described once: the schema's model keys (config.cpp) are made from
+/// this description.
 struct model_settings {
   model_kind kind = model_kind::mlp;
   std::vector<std::size_t> hidden{64};
   double label_smoothing = 0;
+  torch_preset preset = torch_preset::lenet5;
+  std::vector<std::size_t> input{1, 28, 28};
+  std::size_t threads = 0;
+  std::size_t context = 128;
+  std::size_t layers = 2;
+  std::size_t width = 128;
+  std::size_t heads = 4;
 
   static constexpr auto description() {
     using heterograd::describe_field;
@@ -129,7 +143,24 @@ struct model_settings {
         "model", describe_field("kind", &model_settings::kind, "model", model_kinds),
         describe_field("hidden", &model_settings::hidden, "hidden layer widths (mlp)", heterograd::at_least(1)),
         describe_field("label_smoothing", &model_settings::label_smoothing, "label smoothing",
-                       heterograd::closed_open(0, 1)));
+                       heterograd::closed_open(0, 1)),
+        describe_field("preset", &model_settings::preset, "kind torch: the LibTorch model", torch_presets),
+        describe_field("input", &model_settings::input,
+                       "kind torch, image presets: an input's channels, height and width (their product is "
+                       "the dataset's features)",
+                       heterograd::closed(1, 4096)),
+        describe_field("threads", &model_settings::threads,
+                       "kind torch: LibTorch's intra-op threads per worker (0: the cores over the workers "
+                       "computing at once: all of them on runtimes threads and mpi, one on sim)",
+                       heterograd::closed(0, 1024)),
+        describe_field("context", &model_settings::context, "preset transformer: bytes a sequence holds",
+                       heterograd::closed(1, 4096)),
+        describe_field("layers", &model_settings::layers, "preset transformer: attention blocks",
+                       heterograd::closed(1, 64)),
+        describe_field("width", &model_settings::width, "preset transformer: model dimension (a multiple of heads)",
+                       heterograd::closed(1, 4096)),
+        describe_field("heads", &model_settings::heads, "preset transformer: attention heads",
+                       heterograd::closed(1, 64)));
   }
   /// The hidden layers the network has (none for softmax regression).
   std::vector<std::size_t> hidden_layers() const { return kind == model_kind::mlp ? hidden : std::vector<std::size_t>{}; }

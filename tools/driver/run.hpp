@@ -119,6 +119,8 @@ class problem {
   /// ranks, whose streams the checkpoint (written on the server's rank) does not hold, go on
   /// from there. The same draws follow as in a run that computed those gradients.
   virtual void seek(std::size_t w, std::uint64_t gradients, std::uint64_t drawn) = 0;
+  /// What the summary records about the data (summary.json "data"; empty: nothing).
+  virtual json facts() const { return json::object(); }
   std::uint64_t samples = 0;  ///< samples whose gradients were computed
 };
 

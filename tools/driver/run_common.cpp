@@ -18,6 +18,7 @@
 #include "heterograd/nn/evaluate.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/sim/network.hpp"
+#include "problems.hpp"
 #include "resume.hpp"
 #include "registry.hpp"
 #include "run.hpp"
@@ -73,9 +74,55 @@ std::string params_hash(const model_vector& x) {
   return std::visit([](const auto& v) { return params_hash(std::span(v.data(), v.size())); }, x);
 }
 
+sample_streams::sample_streams(hg::data::partition shards, std::uint64_t seed, std::size_t total)
+    : seed_(seed), total_(total), shards_(std::move(shards)) {
+  const std::size_t n = shards_.size();
+  epoch_.assign(n, 0);
+  pos_.assign(n, 0);
+  perm_.resize(n);
+  for (std::size_t w = 0; w < n; ++w) shuffle(w);
+}
+
+void sample_streams::draw(std::size_t w, std::size_t b, std::vector<std::size_t>& idx) {
+  if (b == 0 || b > total_)
+    throw std::invalid_argument("heterograd-run: a gradient of batch " + std::to_string(b) +
+                                " was asked for; a batch must be 1.." + std::to_string(total_) + " (the training set)");
+  idx.resize(b);
+  for (std::size_t k = 0; k < b; ++k) {
+    if (pos_[w] == perm_[w].size()) {
+      ++epoch_[w];
+      pos_[w] = 0;
+      shuffle(w);
+    }
+    idx[k] = perm_[w][pos_[w]++];
+  }
+}
+
+void sample_streams::seek(std::size_t w, std::uint64_t drawn) {
+  const std::uint64_t shard = perm_.at(w).size();
+  epoch_[w] = drawn / shard;
+  pos_[w] = drawn % shard;
+  if (drawn > 0 && pos_[w] == 0) {
+    --epoch_[w];
+    pos_[w] = shard;
+  }
+  shuffle(w);
+}
+
+void sample_streams::load(heterograd::archive_reader& a) {
+  a(epoch_, pos_);
+  for (std::size_t w = 0; w < perm_.size(); ++w) shuffle(w);
+}
+
+// Worker w's order for its current epoch.
+void sample_streams::shuffle(std::size_t w) {
+  perm_[w] = shards_[w];
+  hg::counter_rng(seed_, 0x5a3b1e00ull + w).substream(epoch_[w]).shuffle(perm_[w].begin(), perm_[w].end());
+}
+
 namespace {
 
-// --- Fashion-MNIST with an MLP or softmax regression -----------------------------------------
+// --- Fashion-MNIST ----------------------------------------------------------------------------
 
 const hg::data::train_test& fashion(const std::string& dir) {
   static std::map<std::string, hg::data::train_test> cache;
@@ -84,10 +131,49 @@ const hg::data::train_test& fashion(const std::string& dir) {
   return it->second;
 }
 
+// Fashion-MNIST, trained as a classifier: heterograd's MLP or softmax regression here, a
+// LibTorch preset from run_torch.cpp.
+class mlp_classifier final : public classifier {
+ public:
+  mlp_classifier(const model_settings& model, std::size_t workers, std::uint64_t seed)
+      : seed_(seed), net_(sizes(model), {.label_smoothing = model.label_smoothing}), per_worker_(workers) {}
+  static std::vector<std::size_t> sizes(const model_settings& model) {
+    std::vector<std::size_t> s{784};
+    for (const std::size_t h : model.hidden_layers()) s.push_back(h);
+    s.push_back(10);
+    return s;
+  }
+  std::size_t num_params() const override { return net_.num_params(); }
+  std::vector<float> initial() const override {
+    std::vector<float> p(num_params());
+    net_.init(p, seed_);
+    return p;
+  }
+  // Worker w's own instance (an MLP owns its activation workspace), made on its first use by
+  // w's thread only: slots are disjoint.
+  double loss_and_gradient(std::size_t w, std::span<const float> x, const hg::nn::batch<float>& b, std::span<float> g,
+                           std::span<float> losses) override {
+    auto& net = per_worker_.at(w);
+    if (!net) net = std::make_unique<hg::nn::mlp<float>>(proto_);
+    return net->loss_and_gradient(hg::span<const float>(x.data(), x.size()), b, hg::span<float>(g.data(), g.size()),
+                                  hg::span<float>(losses.data(), losses.size()));
+  }
+  hg::nn::eval_result evaluate(std::span<const float> x, const hg::data::dataset& test,
+                               const hg::data::dataset&) override {
+    return hg::nn::evaluate_dataset(net_, hg::span<const float>(x.data(), x.size()), test);
+  }
+
+ private:
+  std::uint64_t seed_;
+  hg::nn::mlp<float> net_;                   // evaluate's
+  const hg::nn::mlp<float> proto_{net_};     // copied by workers, never run
+  std::vector<std::unique_ptr<hg::nn::mlp<float>>> per_worker_;
+};
+
 class classification final : public problem {
  public:
-  classification(const json& c, const model_settings& model, std::size_t n, std::uint64_t seed)
-      : seed_(seed), net_(sizes(model)) {
+  classification(const json& c, std::unique_ptr<classifier> model, std::size_t n, std::uint64_t seed)
+      : model_(std::move(model)) {
     const auto& d = c["data"];
     const auto& tt = fashion(d["path"].get<std::string>());
     const std::size_t ntr = d["train_samples"].get<std::size_t>();
@@ -96,46 +182,34 @@ class classification final : public problem {
     test_ = nte && nte < tt.test.size() ? tt.test.head(nte) : tt.test;
     const std::string part = d["partition"];
     const hg::span<const std::int32_t> labels(train_.labels.data(), train_.labels.size());
-    if (part == "iid") shards_ = hg::data::partition_iid(train_.size(), n, seed);
+    hg::data::partition shards;
+    if (part == "iid") shards = hg::data::partition_iid(train_.size(), n, seed);
     else if (part == "dirichlet")
-      shards_ = hg::data::partition_dirichlet(labels, train_.classes, n, d["alpha"].get<double>(), seed);
+      shards = hg::data::partition_dirichlet(labels, train_.classes, n, d["alpha"].get<double>(), seed);
     else
-      shards_ = hg::data::partition_k_labels(labels, train_.classes, n,
-                                             d["labels_per_worker"].get<std::size_t>(), seed);
+      shards = hg::data::partition_k_labels(labels, train_.classes, n, d["labels_per_worker"].get<std::size_t>(), seed);
     for (std::size_t w = 0; w < n; ++w)
-      if (shards_[w].empty())
+      if (shards[w].empty())
         throw config_error("data.train_samples", "worker " + std::to_string(w) +
                                                      " gets no sample: use more samples or fewer workers");
-    epoch_.assign(n, 0);
-    pos_.assign(n, 0);
-    perm_.resize(n);
-    for (std::size_t w = 0; w < n; ++w) shuffle(w);
+    streams_ = sample_streams(std::move(shards), seed, train_.size());
     per_worker_.resize(n);
+    model_->prepare(train_);
   }
-  static std::vector<std::size_t> sizes(const model_settings& model) {
-    std::vector<std::size_t> s{784};
-    for (const std::size_t h : model.hidden_layers()) s.push_back(h);
-    s.push_back(10);
-    return s;
-  }
-  std::size_t dim() const override { return net_.num_params(); }
-  std::vector<float> initial() const override {
-    std::vector<float> p(dim());
-    net_.init(p, seed_);
-    return p;
-  }
+  std::size_t dim() const override { return model_->num_params(); }
+  std::vector<float> initial() const override { return model_->initial(); }
   std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
   std::vector<double> evaluate(std::span<const float> x) override {
-    const auto r = hg::nn::evaluate_dataset(net_, hg::span<const float>(x.data(), x.size()), test_);
+    const auto r = model_->evaluate(x, test_, train_);
     return {r.loss(), r.accuracy()};
   }
   // Called concurrently for different workers under the threads runtime: worker w touches
-  // only its own stream (epoch_[w], pos_[w], perm_[w]) and its own scratch (a model instance
-  // owns its activation workspace). The arithmetic is the same as with one shared scratch.
+  // only its own stream and its own scratch and model instance. The arithmetic is the same as
+  // with one shared scratch.
   double gradient(std::size_t w, std::size_t b, std::span<const float> x, std::span<float> g) override {
     scratch& s = scratch_of(w);
     draw(w, b, s.idx);
-    return gradient_with(s, s.idx, x, g, {});
+    return gradient_with(w, s, s.idx, x, g, {});
   }
   void next_batch(std::size_t w, std::size_t b, std::vector<float>& x, std::vector<std::int32_t>& y) override {
     scratch& s = scratch_of(w);
@@ -144,30 +218,21 @@ class classification final : public problem {
   }
   double gradient_on(std::size_t w, std::span<const std::size_t> idx, std::span<const float> x,
                      std::span<float> g, std::span<float> losses) override {
-    return gradient_with(scratch_of(w), idx, x, g, losses);
+    return gradient_with(w, scratch_of(w), idx, x, g, losses);
   }
   std::size_t train_size() const override { return train_.size(); }
-  // draw() turns to the next epoch lazily (at the next sample): `drawn` a whole number of
-  // epochs leaves the stream at the end of the last one, as the draws themselves do.
-  void seek(std::size_t w, std::uint64_t, std::uint64_t drawn) override {
-    const std::uint64_t shard = perm_.at(w).size();
-    epoch_[w] = drawn / shard;
-    pos_[w] = drawn % shard;
-    if (drawn > 0 && pos_[w] == 0) {
-      --epoch_[w];
-      pos_[w] = shard;
-    }
-    shuffle(w);
+  void seek(std::size_t w, std::uint64_t, std::uint64_t drawn) override { streams_.seek(w, drawn); }
+  void serialize(heterograd::archive_writer& w) override {
+    w(samples);
+    streams_.save(w);
   }
-  void serialize(heterograd::archive_writer& w) override { w(samples, epoch_, pos_); }
   void serialize(heterograd::archive_reader& r) override {
-    r(samples, epoch_, pos_);
-    for (std::size_t w = 0; w < perm_.size(); ++w) shuffle(w);
+    r(samples);
+    streams_.load(r);
   }
 
  private:
   struct scratch {
-    hg::nn::mlp<float> net;
     std::vector<std::size_t> idx;
     std::vector<float> xb;
     std::vector<std::int32_t> yb;
@@ -175,48 +240,21 @@ class classification final : public problem {
   // Worker w's scratch, made on its first use (by w's thread only: slots are disjoint).
   scratch& scratch_of(std::size_t w) {
     auto& p = per_worker_.at(w);
-    if (!p) p = std::make_unique<scratch>(scratch{proto_, {}, {}, {}});
+    if (!p) p = std::make_unique<scratch>();
     return *p;
   }
-  double gradient_with(scratch& s, std::span<const std::size_t> idx, std::span<const float> x, std::span<float> g,
-                       std::span<float> losses) {
+  double gradient_with(std::size_t w, scratch& s, std::span<const std::size_t> idx, std::span<const float> x,
+                       std::span<float> g, std::span<float> losses) {
     hg::data::gather(train_, hg::span<const std::size_t>(idx.data(), idx.size()), s.xb, s.yb);
-    const hg::nn::batch<float> b{s.xb, s.yb};
-    return s.net.loss_and_gradient(hg::span<const float>(x.data(), x.size()), b,
-                                   hg::span<float>(g.data(), g.size()),
-                                   hg::span<float>(losses.data(), losses.size()));
+    return model_->loss_and_gradient(w, x, hg::nn::batch<float>{s.xb, s.yb}, g, losses);
   }
-  // The next b samples of worker w's stream: its shard in a fresh order every epoch.
-  // The batch may come from a peer (a server's job header under MPI): more samples than the
-  // training set (what the config allows, data.batch's rule) is refused, never allocated.
   void draw(std::size_t w, std::size_t b, std::vector<std::size_t>& idx) {
-    if (b == 0 || b > train_.size())
-      throw std::invalid_argument("heterograd-run: a gradient of batch " + std::to_string(b) +
-                                  " was asked for; a batch must be 1.." + std::to_string(train_.size()) +
-                                  " (the training set)");
-    idx.resize(b);
-    for (std::size_t k = 0; k < b; ++k) {
-      if (pos_[w] == perm_[w].size()) {
-        ++epoch_[w];
-        pos_[w] = 0;
-        shuffle(w);
-      }
-      idx[k] = perm_[w][pos_[w]++];
-    }
+    streams_.draw(w, b, idx);
     std::atomic_ref<std::uint64_t>(samples).fetch_add(b, std::memory_order_relaxed);
   }
-  // Worker w's order for its current epoch: a pure function of (seed, w, epoch).
-  void shuffle(std::size_t w) {
-    perm_[w] = shards_[w];
-    hg::counter_rng(seed_, 0x5a3b1e00ull + w).substream(epoch_[w]).shuffle(perm_[w].begin(), perm_[w].end());
-  }
-  std::uint64_t seed_;
-  hg::nn::mlp<float> net_;
+  std::unique_ptr<classifier> model_;
   hg::data::dataset train_, test_;
-  hg::data::partition shards_;
-  std::vector<std::uint64_t> epoch_, pos_;
-  std::vector<std::vector<std::size_t>> perm_;
-  const hg::nn::mlp<float> proto_{net_};            // copied by workers, never run (net_ is evaluate's)
+  sample_streams streams_;
   std::vector<std::unique_ptr<scratch>> per_worker_;  // gradient's, gradient_on's and next_batch's
 };
 
@@ -402,9 +440,20 @@ sim::any_time_model base_model(const workers_settings& w, std::uint64_t seed) {
 
 }  // namespace
 
+std::unique_ptr<problem> make_classification(const json& c, std::unique_ptr<classifier> model, std::size_t workers,
+                                             std::uint64_t seed) {
+  return std::make_unique<classification>(c, std::move(model), workers, seed);
+}
+
 std::unique_ptr<problem> make_problem(const experiment& e, const json& c, std::uint64_t seed) {
   const std::string d = c["data"]["dataset"];
-  if (d == "fashion_mnist") return std::make_unique<classification>(c, e.model, e.workers.count, seed);
+  if (d == "fashion_mnist")
+    return make_classification(c,
+                               e.model.kind == model_kind::torch
+                                   ? make_torch_classifier(e, c, seed)
+                                   : std::make_unique<mlp_classifier>(e.model, e.workers.count, seed),
+                               e.workers.count, seed);
+  if (d == "text") return make_text_problem(e, c, seed);
   if (d == "scalar_quadratics") return std::make_unique<scalar_quadratics>(c, seed);
   return std::make_unique<worst_case>(c, seed, e.workers.count);
 }
@@ -696,6 +745,7 @@ json finish(context& ctx, const sim::recorder& run_rec, const model_vector& para
     counts[sim::to_string(o)] = rec.count(o);
   s["updates"] = counts;
   s["max_staleness"] = rec.max_staleness();
+  if (json facts = ctx.prob.facts(); !facts.empty()) s["data"] = std::move(facts);
   json ex = ctx.extra;
   ex.erase("time_to_target");
   ex.erase("best");
@@ -790,7 +840,7 @@ void check_work(const json& c, const experiment& e, std::size_t i, problem& prob
   const double dt = e.run.eval_interval;
   const double n = static_cast<double>(e.workers.count);
   const double train = static_cast<double>(prob.train_size());
-  if (c["data"]["dataset"] == "fashion_mnist") {
+  if (c["data"]["dataset"] == "fashion_mnist" || c["data"]["dataset"] == "text") {
     double b = static_cast<double>(batch);
     std::string key = m["batch"] == c["data"]["batch"] ? "data.batch" : p + ".batch";
     if (a == "omnilearn" || a == "omnilearn_asgd") {

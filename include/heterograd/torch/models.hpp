@@ -96,7 +96,7 @@ TORCH_MODULE(basic_block);
 /// A small ResNet for small images: a 3x3 stem of `width` maps, `stages` stages of one basic
 /// block each (the first keeps the resolution, each next halves it and doubles the maps),
 /// global average pooling and a dense classifier. stages = 3 is ResNet-8 (1 + 3 x 2 + 1
-/// weighted layers; 78k parameters at width 16). Children: stem layer1 .. layerK pool fc.
+/// weighted layers; 77,754 parameters at width 16 on 28x28x1). Children: stem layer1 .. layerK pool fc.
 inline torch::nn::Sequential resnet(image_shape in = {}, std::int64_t classes = 10, std::int64_t stages = 3,
                                     std::int64_t width = 16) {
   if (stages < 1 || stages > 6) throw std::invalid_argument("resnet: expected 1..6 stages, got " + std::to_string(stages));

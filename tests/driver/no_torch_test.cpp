@@ -1,0 +1,25 @@
+// heterograd-run built without LibTorch (tools/driver/run_torch.cpp compiled without
+// HG_HAS_TORCH, as in a build without HG_WITH_LIBTORCH): model.kind "torch" is refused with an
+// error naming model.kind and saying how to build it in.
+#include <boost/test/unit_test.hpp>
+
+#include "problems.hpp"
+
+#ifdef HG_HAS_TORCH
+#error "this test compiles run_torch.cpp without LibTorch"
+#endif
+
+namespace {
+bool names_model_kind(const hgrun::config_error& e) {
+  const std::string what = e.what();
+  return e.path() == "model.kind" && what.find("HG_WITH_LIBTORCH") != std::string::npos &&
+         what.find("libtorch-dev") != std::string::npos;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_torch_model_without_libtorch_built_in_is_refused_naming_model_kind) {
+  const hgrun::experiment e;
+  const hgrun::json c = hgrun::json::object();
+  BOOST_CHECK_EXCEPTION((void)hgrun::make_torch_classifier(e, c, 1), hgrun::config_error, names_model_kind);
+  BOOST_CHECK_EXCEPTION((void)hgrun::make_text_problem(e, c, 1), hgrun::config_error, names_model_kind);
+}

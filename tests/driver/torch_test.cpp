@@ -1,0 +1,231 @@
+// heterograd-run with model.kind "torch" (tools/driver/run_torch.cpp, LibTorch's presets):
+// - a ResNet-8 run under the threads runtime equals the simulator's bit for bit (each worker's
+//   module computes on the parameters the method hands it; LibTorch single-threaded);
+// - a torch-model run killed after a checkpoint and resumed equals the uninterrupted run;
+// - bad input names the key: an unknown preset, an input shape the model cannot take, a model
+//   on a dataset it does not take, a transformer whose width is no multiple of its heads, a
+//   corpus folder that does not exist or holds no .py file;
+// - convergence (suite torch_convergence, label convergence): LeNet-5 reaches 88% test accuracy
+//   on Fashion-MNIST under BSP on 4 simulated workers in 3.5 epochs, and the byte-level
+//   transformer's validation bits per byte fall below the unigram baseline of its corpus.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <boost/test/unit_test.hpp>
+
+#include "config.hpp"
+#include "report.hpp"
+#include "run.hpp"
+
+namespace fs = std::filesystem;
+using hgrun::json;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-torch-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Fashion-MNIST on 4 heterogeneous workers with a torch preset.
+json images(const std::string& preset, std::size_t train_samples) {
+  json j = json::parse(R"({
+    "name": "torch", "data": {"dataset": "fashion_mnist", "test_samples": 200, "batch": 8},
+    "model": {"kind": "torch", "threads": 1},
+    "workers": {"count": 4, "time": {"base": "linear", "noise": "half_normal"}},
+    "horizon": {"updates": 12}, "eval_interval": 4, "optimizer": {"kind": "momentum", "lr": 0.02},
+    "methods": [{"label": "ASGD", "algorithm": "asgd"},
+                {"label": "BSP", "algorithm": "bsp"},
+                {"label": "local SGD", "algorithm": "local_sgd", "local_steps": [2, 2, 1, 1]}]})");
+  j["model"]["preset"] = preset;
+  j["data"]["train_samples"] = train_samples;
+  return j;
+}
+
+json text() {
+  return json::parse(R"({
+    "name": "lm", "data": {"dataset": "text", "batch": 8, "test_samples": 256},
+    "model": {"kind": "torch", "preset": "transformer", "context": 128, "layers": 2, "width": 128, "heads": 4},
+    "optimizer": {"kind": "adam", "lr": 0.001},
+    "workers": {"count": 2, "time": {"base": "fixed", "tau": [1, 1]}},
+    "horizon": {"updates": 300}, "eval_interval": 100,
+    "target": {"metric": "bits_per_byte", "value": 3.0, "below": true},
+    "methods": [{"label": "BSP", "algorithm": "bsp"}]})");
+}
+
+json run(json raw, const std::string& runtime, const fs::path& dir, std::size_t method, bool resume = false,
+         std::uint64_t halt_after = 0) {
+  raw["runtime"] = runtime;
+  const json cfg = hgrun::resolve(raw);
+  hgrun::run_request req{cfg, method, cfg["seed"].get<std::uint64_t>(), dir, resume, halt_after, {}};
+  return hgrun::run_method(req);
+}
+
+// The key path of the config_error that resolving and preparing `raw` throws ("" if none).
+std::string error_key(const json& raw) {
+  try {
+    const json cfg = hgrun::resolve(raw);
+    hgrun::preflight(cfg);
+  } catch (const hgrun::config_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    return e.path();
+  }
+  return "";
+}
+
+std::string table(const fs::path& file) {  // a CSV without its '#' header lines
+  std::ifstream in(file);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.empty() || line[0] != '#') out += line + "\n";
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(torch_models)
+
+BOOST_AUTO_TEST_CASE(a_resnet_on_threads_equals_the_simulator_bit_for_bit) {
+  const json raw = images("resnet8", 256);
+  const auto dir = scratch("sim-threads");
+  for (std::size_t i = 0; i < raw["methods"].size(); ++i) {
+    const auto d = dir / std::to_string(i);
+    const json a = run(raw, "sim", d / "sim", i), b = run(raw, "threads", d / "threads", i);
+    const std::string m = a["label"];
+    BOOST_TEST(b["extra"]["runtime"] == "threads");
+    BOOST_TEST(a["final"]["updates"].get<double>() == 12.0, m);  // model versions (rounds for BSP, local SGD)
+    BOOST_TEST(a["params_hash"] == b["params_hash"], m);
+    BOOST_TEST(a["trace_hash"] == b["trace_hash"], m);
+    BOOST_TEST(a["final"] == b["final"], m);
+    BOOST_TEST(table(d / "sim" / "evaluations.csv") == table(d / "threads" / "evaluations.csv"), m);
+    // The model learnt something on 12 updates (loss below the initial one).
+    const auto ev = hgrun::read_csv(d / "sim" / "evaluations.csv");
+    BOOST_TEST(std::stod(ev.back()[1]) < std::stod(ev[1][1]), m);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_torch_run_killed_after_a_checkpoint_and_resumed_equals_the_uninterrupted_one) {
+  for (const char* preset : {"resnet8", "lenet5"}) {
+    json raw = images(preset, 256);
+    raw["methods"] = json::array({json{{"label", "ASGD"}, {"algorithm", "asgd"}}});
+    raw["checkpoint_every"] = 1;
+    const auto a = scratch(std::string(preset) + "-full"), b = scratch(std::string(preset) + "-resumed");
+    const json full = run(raw, "sim", a, 0);
+    BOOST_CHECK_THROW(run(raw, "sim", b, 0, false, 2), hgrun::halted);
+    BOOST_TEST(fs::exists(b / "checkpoint.bin"));
+    const json resumed = run(raw, "sim", b, 0, true);
+    BOOST_TEST(resumed["params_hash"] == full["params_hash"], preset);
+    BOOST_TEST(resumed["trace_hash"] == full["trace_hash"], preset);
+    BOOST_TEST(resumed["final"] == full["final"], preset);
+    BOOST_TEST(table(a / "evaluations.csv") == table(b / "evaluations.csv"), preset);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_models_shapes_and_corpora_are_refused_naming_the_key) {
+  json j = images("lenet5", 256);
+  j["model"]["preset"] = "vgg16";
+  BOOST_TEST(error_key(j) == "model.preset");
+  j = images("lenet5", 256);
+  j["model"]["input"] = {2, 28, 28};  // 1568 features, Fashion-MNIST has 784
+  BOOST_TEST(error_key(j) == "model.input");
+  j["model"]["input"] = {1, 784, 1};  // 784 features in a shape LeNet-5 cannot convolve
+  BOOST_TEST(error_key(j) == "model.input");
+  j["model"]["preset"] = "resnet8";  // ResNet-8 halves the resolution twice: 1 pixel wide is too thin
+  BOOST_TEST(error_key(j) == "model.input");
+  j["model"]["input"] = {1, 28};
+  BOOST_TEST(error_key(j) == "model.input");
+  j = images("transformer", 256);  // a language model on images
+  BOOST_TEST(error_key(j) == "model.preset");
+  json t = text();
+  t["model"] = {{"kind", "mlp"}};
+  BOOST_TEST(error_key(t) == "model.kind");
+  t = text();
+  t["model"]["preset"] = "lenet5";
+  BOOST_TEST(error_key(t) == "model.preset");
+  t = text();
+  t["model"]["width"] = 130;
+  BOOST_TEST(error_key(t) == "model.width");
+  t = text();
+  t["data"]["partition"] = "dirichlet";
+  BOOST_TEST(error_key(t) == "data.partition");
+  t = text();
+  t["data"]["path"] = (scratch("no-such") / "missing").string();
+  BOOST_TEST(error_key(t) == "data.path");
+  const auto empty = scratch("no-py");
+  std::ofstream(empty / "notes.txt") << "no python here\n";
+  t["data"]["path"] = empty.string();
+  BOOST_TEST(error_key(t) == "data.path");
+  t = text();
+  t["model"]["width"] = 4096;
+  t["model"]["layers"] = 64;  // 12.9e9 parameters
+  BOOST_TEST(error_key(t) == "model.width");
+}
+
+BOOST_AUTO_TEST_CASE(the_corpus_split_and_the_unigram_baseline_are_recorded) {
+  // A corpus of four .py files (every tenth file is validation: none here but the split needs
+  // one, so ten files): the summary's byte counts follow the documented split exactly.
+  const auto dir = scratch("corpus");
+  std::size_t train = 0, validation = 0;
+  for (int i = 0; i < 10; ++i) {
+    const std::string body(300 + 17 * i, static_cast<char>('a' + i));
+    std::ofstream(dir / ("f" + std::to_string(i) + ".py")) << body;
+    (i == 9 ? validation : train) += body.size();
+  }
+  fs::create_directories(dir / "site-packages");
+  std::ofstream(dir / "site-packages" / "skipped.py") << std::string(1000, 'z');
+  json t = text();
+  t["data"]["path"] = dir.string();
+  t["data"]["test_samples"] = 0;
+  t["horizon"] = {{"updates", 1}};
+  t["model"]["context"] = 16;
+  t["model"]["width"] = 16;
+  t["model"]["heads"] = 2;
+  const json s = run(t, "sim", scratch("corpus-run"), 0);
+  BOOST_TEST(s["data"]["files"].get<std::size_t>() == 10u);
+  BOOST_TEST(s["data"]["train_bytes"].get<std::size_t>() == train);
+  BOOST_TEST(s["data"]["validation_bytes"].get<std::size_t>() == validation);
+  BOOST_TEST(s["data"]["train_sequences"].get<std::size_t>() == (train - 1) / 16);
+  BOOST_TEST(s["data"]["validation_sequences"].get<std::size_t>() == (validation - 1) / 16);
+  // Validation is all 'j' (a byte the training text never has): its add-one unigram
+  // probability is 1 / (256 + training targets).
+  const double targets = static_cast<double>((train - 1) / 16 * 16);
+  BOOST_TEST(s["data"]["unigram_bits_per_byte"].get<double>() == std::log2(256 + targets),
+             boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(torch_convergence)
+
+BOOST_AUTO_TEST_CASE(lenet5_reaches_88_percent_under_bsp_on_4_simulated_workers) {
+  const json raw = json::parse(R"({
+    "name": "cnn", "data": {"dataset": "fashion_mnist", "batch": 16},
+    "model": {"kind": "torch", "preset": "lenet5"},
+    "optimizer": {"kind": "momentum", "lr": 0.02, "momentum": 0.9},
+    "workers": {"count": 4, "time": {"base": "fixed", "tau": [1, 1, 1, 1]}},
+    "horizon": {"epochs": 3.5}, "eval_interval": 1000,
+    "target": {"metric": "accuracy", "value": 0.88},
+    "methods": [{"label": "BSP", "algorithm": "bsp"}]})");
+  const json s = run(raw, "sim", scratch("cnn"), 0);
+  BOOST_TEST_MESSAGE("LeNet-5, BSP, 4 workers, 3.5 epochs: accuracy " << s["final"]["accuracy"] << " in "
+                                                                      << s["wall_seconds"] << " s");
+  BOOST_TEST(s["final"]["accuracy"].get<double>() >= 0.88);
+}
+
+BOOST_AUTO_TEST_CASE(the_transformer_falls_below_the_unigram_baseline) {
+  const json s = run(text(), "sim", scratch("lm"), 0);
+  const double unigram = s["data"]["unigram_bits_per_byte"].get<double>();
+  const double bits = s["final"]["bits_per_byte"].get<double>();
+  BOOST_TEST_MESSAGE("transformer, 300 BSP updates: " << bits << " bits per byte, unigram " << unigram << ", "
+                                                      << s["wall_seconds"] << " s");
+  BOOST_TEST(bits < unigram);
+  BOOST_TEST(std::abs(s["final"]["loss"].get<double>() / std::log(2.0) - bits) < 1e-12);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

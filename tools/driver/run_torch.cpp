@@ -1,0 +1,496 @@
+// model.kind "torch": LibTorch's presets (heterograd/torch/models.hpp) as the driver's problems.
+// The only translation unit of the driver that includes LibTorch (its headers compile slowly).
+//
+// Every worker computes with its own module, whose parameters and gradients are laid over the
+// memory the method hands it (flat_module::rebind: no copy). Batch norm's running statistics
+// never enter a gradient (training mode normalises by the batch); each worker keeps its own,
+// and an evaluation re-estimates them at the evaluated parameters (estimate_batch_norm) on the
+// first 1000 training samples, in batches of 100: the same rule for every method, so methods
+// are compared on their parameters alone. Image inputs are standardised per channel by the
+// training set's mean and standard deviation.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "problems.hpp"
+
+#ifdef HG_HAS_TORCH
+#include <torch/torch.h>
+
+#include "heterograd/data/idx.hpp"
+#include "heterograd/torch/models.hpp"
+#include "heterograd/torch/module.hpp"
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace hgrun {
+
+#ifndef HG_HAS_TORCH
+
+namespace {
+[[noreturn]] void no_torch() {
+  throw config_error("model.kind", "\"torch\" needs LibTorch built in: install libtorch-dev (./hg deps --libtorch) and "
+                                   "configure with -DHG_WITH_LIBTORCH=ON");
+}
+}  // namespace
+
+std::unique_ptr<classifier> make_torch_classifier(const experiment&, const json&, std::uint64_t) { no_torch(); }
+std::unique_ptr<problem> make_text_problem(const experiment&, const json&, std::uint64_t) { no_torch(); }
+
+#else
+
+namespace hg = heterograd;
+namespace lt = heterograd::libtorch;
+
+// OpenBLAS (LibTorch's BLAS on Debian) keeps one thread pool for the process beside OpenMP.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace {
+
+int cores() {
+#ifdef _OPENMP
+  return omp_get_num_procs();
+#else
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#endif
+}
+
+// LibTorch's intra-op threads for one worker: model.threads, else the cores over the workers
+// computing at once (one on sim, all on threads and mpi).
+int threads_per_worker(const experiment& e) {
+  if (e.model.threads > 0) return static_cast<int>(e.model.threads);
+  const int at_once = e.runtime == "sim" ? 1 : static_cast<int>(std::max<std::size_t>(1, e.workers.count));
+  return std::max(1, cores() / at_once);
+}
+
+// LibTorch with OpenMP (Debian's) runs its kernels on the calling thread's OpenMP team: set per
+// thread. OpenBLAS's pool is the process's: one thread when workers compute at once.
+void threads_here(int k) {
+#ifdef _OPENMP
+  thread_local int set = 0;
+  if (set != k) {
+    omp_set_num_threads(k);
+    set = k;
+  }
+#endif
+  (void)k;
+}
+
+void process_threads(const experiment& e, int k) {
+  if (openblas_set_num_threads) openblas_set_num_threads(e.runtime == "sim" ? k : 1);
+}
+
+torch::Tensor blob(const float* p, std::vector<std::int64_t> shape) {
+  return torch::from_blob(const_cast<float*>(p), shape, torch::kFloat);
+}
+
+// The evaluated parameters as a module reads them (an evaluation only reads them).
+void bind_read_only(lt::flat_module& m, std::span<const float> x, std::vector<float>& grads) {
+  grads.resize(m.size());
+  m.rebind(hg::span<float>(const_cast<float*>(x.data()), x.size()), hg::span<float>(grads.data(), grads.size()));
+}
+
+// Workers' modules, made on first use (one at a time: a module's initialisation draws from
+// LibTorch's global generator; its values are replaced by the method's at the first rebind).
+template <class Make>
+class module_slots {
+ public:
+  module_slots(Make make, std::size_t workers) : make_(std::move(make)), slots_(workers) {}
+  lt::flat_module& at(std::size_t w) {
+    auto& p = slots_.at(w);
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      torch::NoGradGuard no_grad;
+      p = std::make_unique<lt::flat_module>(make_());
+    }
+    return *p;
+  }
+
+ private:
+  Make make_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<lt::flat_module>> slots_;
+};
+
+// The presets are Sequentials.
+torch::nn::SequentialImpl& sequential(lt::flat_module& m) { return dynamic_cast<torch::nn::SequentialImpl&>(m.module()); }
+
+std::string what_of(const std::exception& x) {
+  std::string s = x.what();
+  const auto nl = s.find('\n');  // c10::Error appends a backtrace
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+// --- images: LeNet-5 or ResNet-8 on Fashion-MNIST ----------------------------------------------
+
+class torch_classifier final : public classifier {
+ public:
+  torch_classifier(const experiment& e, std::uint64_t seed)
+      : shape_{static_cast<std::int64_t>(e.model.input.at(0)), static_cast<std::int64_t>(e.model.input.at(1)),
+               static_cast<std::int64_t>(e.model.input.at(2))},
+        preset_(e.model.preset),
+        smoothing_(e.model.label_smoothing),
+        threads_(threads_per_worker(e)),
+        workers_([this] { return make(); }, e.workers.count) {
+    process_threads(e, threads_);
+    threads_here(threads_);
+    torch::manual_seed(seed);
+    try {
+      eval_ = std::make_unique<lt::flat_module>(make());
+      torch::NoGradGuard no_grad;
+      eval_->module().eval();
+      (void)forward(*eval_, torch::zeros({1, shape_.channels, shape_.height, shape_.width}));
+    } catch (const std::exception& x) {  // std::invalid_argument of the presets, c10::Error of a forward
+      throw config_error("model.input", what_of(x));
+    }
+    initial_.assign(eval_->params().begin(), eval_->params().end());
+    has_batch_norm_ = eval_->buffers().size() > 0;
+  }
+  std::size_t num_params() const override { return initial_.size(); }
+  std::vector<float> initial() const override { return initial_; }
+  // Inputs are standardised per channel by the training set's mean and standard deviation
+  // (in double, over every pixel of the channel), as image pipelines do before a CNN.
+  void prepare(const hg::data::dataset& train) override {
+    const auto c = static_cast<std::size_t>(shape_.channels);
+    const std::size_t px = train.dim / c;
+    std::vector<double> sum(c, 0.0), sq(c, 0.0);
+    for (std::size_t i = 0; i < train.size(); ++i)
+      for (std::size_t k = 0; k < c; ++k)
+        for (std::size_t j = 0; j < px; ++j) {
+          const double v = train.features[i * train.dim + k * px + j];
+          sum[k] += v;
+          sq[k] += v * v;
+        }
+    std::vector<float> mean(c), inv(c);
+    const double n = static_cast<double>(train.size() * px);
+    for (std::size_t k = 0; k < c; ++k) {
+      const double m = sum[k] / n, var = std::max(0.0, sq[k] / n - m * m);
+      mean[k] = static_cast<float>(m);
+      inv[k] = static_cast<float>(var > 0 ? 1.0 / std::sqrt(var) : 1.0);
+    }
+    mean_ = torch::tensor(mean).view({1, shape_.channels, 1, 1});
+    inv_std_ = torch::tensor(inv).view({1, shape_.channels, 1, 1});
+  }
+
+  double loss_and_gradient(std::size_t w, std::span<const float> x, const hg::nn::batch<float>& b, std::span<float> g,
+                           std::span<float> losses) override {
+    threads_here(threads_);
+    lt::flat_module& m = workers_.at(w);
+    m.rebind(hg::span<float>(const_cast<float*>(x.data()), x.size()), hg::span<float>(g.data(), g.size()));
+    m.zero_grad();
+    m.module().train();
+    const auto n = static_cast<std::int64_t>(b.size());
+    const auto logits = forward(m, blob(b.x.data(), {n, shape_.channels, shape_.height, shape_.width}));
+    const auto per = torch::nn::functional::cross_entropy(
+        logits, labels(b), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(smoothing_));
+    const auto loss = per.mean();
+    loss.backward();
+    if (!losses.empty()) std::memcpy(losses.data(), per.data_ptr<float>(), losses.size() * sizeof(float));
+    return loss.item<double>();
+  }
+
+  hg::nn::eval_result evaluate(std::span<const float> x, const hg::data::dataset& test,
+                               const hg::data::dataset& train) override {
+    threads_here(threads_);
+    bind_read_only(*eval_, x, eval_grads_);
+    torch::NoGradGuard no_grad;
+    if (has_batch_norm_) {
+      const std::size_t n = std::min<std::size_t>(1000, train.size());
+      lt::estimate_batch_norm(eval_->module(), [&](torch::nn::Module&) {
+        for (std::size_t i = 0; i < n; i += 100) {
+          const auto k = static_cast<std::int64_t>(std::min<std::size_t>(100, n - i));
+          (void)forward(*eval_, blob(train.features.data() + i * train.dim, {k, shape_.channels, shape_.height, shape_.width}));
+        }
+      });
+    }
+    eval_->module().eval();
+    hg::nn::eval_result r;
+    for (std::size_t i = 0; i < test.size(); i += 1000) {
+      const std::size_t k = std::min<std::size_t>(1000, test.size() - i);
+      const hg::nn::batch<float> b{hg::span<const float>(test.features.data() + i * test.dim, k * test.dim),
+                                   hg::span<const std::int32_t>(test.labels.data() + i, k)};
+      const auto logits =
+          forward(*eval_, blob(b.x.data(), {static_cast<std::int64_t>(k), shape_.channels, shape_.height, shape_.width}));
+      const auto y = labels(b);
+      r.loss_sum += torch::nn::functional::cross_entropy(
+                        logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                        .item<double>();
+      r.correct += static_cast<std::size_t>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+      r.count += k;
+    }
+    return r;
+  }
+
+ private:
+  std::shared_ptr<torch::nn::Module> make() const {
+    return preset_ == torch_preset::resnet8 ? lt::resnet8(shape_).ptr() : lt::lenet5(shape_).ptr();
+  }
+  torch::Tensor forward(lt::flat_module& m, const torch::Tensor& x) const {
+    return sequential(m).forward(mean_.defined() ? (x - mean_) * inv_std_ : x);
+  }
+  static torch::Tensor labels(const hg::nn::batch<float>& b) {
+    return torch::from_blob(const_cast<std::int32_t*>(b.y.data()), {static_cast<std::int64_t>(b.size())}, torch::kInt)
+        .to(torch::kLong);
+  }
+
+  lt::image_shape shape_;
+  torch_preset preset_;
+  double smoothing_;
+  int threads_;
+  module_slots<std::function<std::shared_ptr<torch::nn::Module>()>> workers_;
+  std::unique_ptr<lt::flat_module> eval_;
+  std::vector<float> eval_grads_;
+  std::vector<float> initial_;
+  torch::Tensor mean_, inv_std_;  // per channel, from prepare()
+  bool has_batch_norm_ = false;
+};
+
+// --- text: a byte-level transformer language model ---------------------------------------------
+
+// The corpus: every .py file under `dir` (site-packages, dist-packages and __pycache__ left
+// out; symbolic links to folders not followed), in the order of their relative paths; every
+// tenth file (the 10th, 20th, ...) is validation, the rest training, each side concatenated.
+struct corpus {
+  std::vector<std::uint8_t> train, validation;
+  std::size_t files = 0;
+  std::filesystem::path dir;
+};
+
+std::filesystem::path default_text_dir() {
+  std::filesystem::path best;
+  int best_minor = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/usr/lib", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("python3.", 0) != 0) continue;
+    const std::string minor = name.substr(8);
+    if (minor.empty() || minor.size() > 3 || !std::all_of(minor.begin(), minor.end(), ::isdigit)) continue;
+    if (!std::filesystem::exists(entry.path() / "os.py", ec)) continue;
+    if (std::stoi(minor) > best_minor) {
+      best_minor = std::stoi(minor);
+      best = entry.path();
+    }
+  }
+  if (best.empty())
+    throw config_error("data.path", "no Python standard library found (/usr/lib/python3.N with os.py; Debian's "
+                                    "python3 installs it): name a folder of text files");
+  return best;
+}
+
+const corpus& load_corpus(const std::string& path) {
+  static std::mutex m;
+  static std::map<std::string, corpus> cache;
+  std::lock_guard<std::mutex> lock(m);
+  if (auto it = cache.find(path); it != cache.end()) return it->second;
+  namespace fs = std::filesystem;
+  const fs::path dir = path.empty() ? default_text_dir() : fs::path(path);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw config_error("data.path", "expected a folder whose .py files are the corpus, got \"" + dir.string() + "\"");
+  constexpr std::uintmax_t max_bytes = 512ull << 20;
+  constexpr std::size_t max_files = 200000;
+  std::vector<std::pair<std::string, fs::path>> files;
+  std::uintmax_t total = 0;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+  if (ec) throw config_error("data.path", "cannot list \"" + dir.string() + "\": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) throw config_error("data.path", "cannot list \"" + dir.string() + "\": " + ec.message());
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    if (it->is_directory(ec) && (name == "site-packages" || name == "dist-packages" || name == "__pycache__")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (p.extension() != ".py" || !it->is_regular_file(ec)) continue;
+    const auto size = it->file_size(ec);
+    if (ec) continue;
+    total += size;
+    if (total > max_bytes || files.size() >= max_files)
+      throw config_error("data.path", "expected a corpus of at most 512 MiB in at most 200000 .py files under \"" +
+                                          dir.string() + "\"");
+    files.emplace_back(p.lexically_relative(dir).generic_string(), p);
+  }
+  std::sort(files.begin(), files.end());
+  corpus c;
+  c.dir = dir;
+  c.files = files.size();
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::ifstream in(files[i].second, std::ios::binary);
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto& side = i % 10 == 9 ? c.validation : c.train;
+    side.insert(side.end(), bytes.begin(), bytes.end());
+  }
+  return cache.emplace(path, std::move(c)).first->second;
+}
+
+class text_problem final : public problem {
+ public:
+  text_problem(const experiment& e, const json& c, std::uint64_t seed)
+      : corpus_(load_corpus(c["data"]["path"].get<std::string>())),
+        context_(static_cast<std::int64_t>(e.model.context)),
+        shape_{.context = context_,
+               .layers = static_cast<std::int64_t>(e.model.layers),
+               .width = static_cast<std::int64_t>(e.model.width),
+               .heads = static_cast<std::int64_t>(e.model.heads),
+               .hidden = 4 * static_cast<std::int64_t>(e.model.width)},
+        threads_(threads_per_worker(e)),
+        workers_([this] { return lt::byte_transformer(shape_).ptr(); }, e.workers.count) {
+    const std::size_t L = static_cast<std::size_t>(context_);
+    const auto windows = [L](std::size_t bytes) { return bytes > L ? (bytes - 1) / L : 0; };
+    train_windows_ = windows(corpus_.train.size());
+    test_windows_ = windows(corpus_.validation.size());
+    const std::size_t ntr = c["data"]["train_samples"].get<std::size_t>();
+    const std::size_t nte = c["data"]["test_samples"].get<std::size_t>();
+    if (ntr) train_windows_ = std::min(train_windows_, ntr);
+    if (nte) test_windows_ = std::min(test_windows_, nte);
+    if (train_windows_ == 0 || test_windows_ == 0)
+      throw config_error("data.path", "expected a corpus with at least one training and one validation sequence of " +
+                                          std::to_string(L + 1) + " bytes (model.context + 1) in \"" +
+                                          corpus_.dir.string() + "\" (" + std::to_string(corpus_.files) + " .py files)");
+    const std::size_t n = e.workers.count;
+    if (n > train_windows_)
+      throw config_error("workers.count", "expected at most " + std::to_string(train_windows_) +
+                                              " workers (one training sequence each), got " + std::to_string(n));
+    streams_ = sample_streams(hg::data::partition_iid(train_windows_, n, seed), seed, train_windows_);
+    scratch_.resize(n);
+    process_threads(e, threads_);
+    threads_here(threads_);
+    torch::manual_seed(seed);
+    eval_ = std::make_unique<lt::flat_module>(lt::byte_transformer(shape_).ptr());
+    initial_.assign(eval_->params().begin(), eval_->params().end());
+    unigram_ = unigram_bits();
+  }
+  std::size_t dim() const override { return initial_.size(); }
+  std::vector<float> initial() const override { return initial_; }
+  std::vector<std::string> metrics() const override { return {"loss", "bits_per_byte"}; }
+  std::vector<double> evaluate(std::span<const float> x) override {
+    threads_here(threads_);
+    bind_read_only(*eval_, x, eval_grads_);
+    torch::NoGradGuard no_grad;
+    eval_->module().eval();
+    double sum = 0;
+    std::vector<std::int64_t> ids, next;
+    for (std::size_t i = 0; i < test_windows_; i += 64) {
+      const std::size_t k = std::min<std::size_t>(64, test_windows_ - i);
+      std::vector<std::size_t> idx(k);
+      for (std::size_t j = 0; j < k; ++j) idx[j] = i + j;
+      gather(corpus_.validation, idx, ids, next);
+      sum += loss_of(*eval_, ids, next, k, torch::kSum).item<double>();
+    }
+    const double loss = sum / static_cast<double>(test_windows_ * static_cast<std::size_t>(context_));
+    return {loss, loss / std::log(2.0)};
+  }
+  double gradient(std::size_t w, std::size_t b, std::span<const float> x, std::span<float> g) override {
+    threads_here(threads_);
+    auto& s = scratch_.at(w);
+    streams_.draw(w, b, s.idx);
+    std::atomic_ref<std::uint64_t>(samples).fetch_add(b, std::memory_order_relaxed);
+    gather(corpus_.train, s.idx, s.ids, s.next);
+    lt::flat_module& m = workers_.at(w);
+    m.rebind(hg::span<float>(const_cast<float*>(x.data()), x.size()), hg::span<float>(g.data(), g.size()));
+    m.zero_grad();
+    m.module().train();
+    const auto loss = loss_of(m, s.ids, s.next, b, torch::kMean);
+    loss.backward();
+    return loss.item<double>();
+  }
+  std::size_t train_size() const override { return train_windows_; }
+  void seek(std::size_t w, std::uint64_t, std::uint64_t drawn) override { streams_.seek(w, drawn); }
+  void serialize(heterograd::archive_writer& a) override {
+    a(samples);
+    streams_.save(a);
+  }
+  void serialize(heterograd::archive_reader& a) override {
+    a(samples);
+    streams_.load(a);
+  }
+  json facts() const override {
+    return {{"corpus", corpus_.dir.string()},
+            {"files", corpus_.files},
+            {"train_bytes", corpus_.train.size()},
+            {"validation_bytes", corpus_.validation.size()},
+            {"train_sequences", train_windows_},
+            {"validation_sequences", test_windows_},
+            {"unigram_bits_per_byte", unigram_}};
+  }
+
+ private:
+  struct scratch {
+    std::vector<std::size_t> idx;
+    std::vector<std::int64_t> ids, next;
+  };
+  // Sequences idx of `text`: bytes [kL, kL + L) as input, [kL + 1, kL + L] as targets.
+  void gather(const std::vector<std::uint8_t>& text, const std::vector<std::size_t>& idx, std::vector<std::int64_t>& ids,
+              std::vector<std::int64_t>& next) const {
+    const std::size_t L = static_cast<std::size_t>(context_);
+    ids.resize(idx.size() * L);
+    next.resize(idx.size() * L);
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      const std::uint8_t* p = text.data() + idx[j] * L;
+      for (std::size_t t = 0; t < L; ++t) {
+        ids[j * L + t] = p[t];
+        next[j * L + t] = p[t + 1];
+      }
+    }
+  }
+  torch::Tensor loss_of(lt::flat_module& m, std::vector<std::int64_t>& ids, std::vector<std::int64_t>& next,
+                        std::size_t k, torch::nn::functional::CrossEntropyFuncOptions::reduction_t r) const {
+    const auto n = static_cast<std::int64_t>(k);
+    const auto x = torch::from_blob(ids.data(), {n, context_}, torch::kLong);
+    const auto y = torch::from_blob(next.data(), {n * context_}, torch::kLong);
+    const auto logits = sequential(m).forward(x);
+    return torch::nn::functional::cross_entropy(logits.view({n * context_, shape_.vocabulary}), y,
+                                                torch::nn::functional::CrossEntropyFuncOptions().reduction(r));
+  }
+  // The validation targets' cross-entropy under the training bytes' frequencies (add-one
+  // smoothed), in bits: what a model that ignores context can reach.
+  double unigram_bits() const {
+    std::vector<double> count(256, 1.0);
+    double total = 256;
+    const std::size_t L = static_cast<std::size_t>(context_);
+    for (std::size_t i = 0; i < train_windows_ * L; ++i) {
+      count[corpus_.train[i + 1]] += 1;
+      total += 1;
+    }
+    double bits = 0;
+    for (std::size_t i = 0; i < test_windows_ * L; ++i) bits -= std::log2(count[corpus_.validation[i + 1]] / total);
+    return bits / static_cast<double>(test_windows_ * L);
+  }
+
+  const corpus& corpus_;
+  std::int64_t context_;
+  lt::transformer_shape shape_;
+  int threads_;
+  module_slots<std::function<std::shared_ptr<torch::nn::Module>()>> workers_;
+  std::size_t train_windows_ = 0, test_windows_ = 0;
+  sample_streams streams_;
+  std::vector<scratch> scratch_;
+  std::unique_ptr<lt::flat_module> eval_;
+  std::vector<float> eval_grads_, initial_;
+  double unigram_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<classifier> make_torch_classifier(const experiment& e, const json&, std::uint64_t seed) {
+  return std::make_unique<torch_classifier>(e, seed);
+}
+
+std::unique_ptr<problem> make_text_problem(const experiment& e, const json& c, std::uint64_t seed) {
+  return std::make_unique<text_problem>(e, c, seed);
+}
+
+#endif  // HG_HAS_TORCH
+
+}  // namespace hgrun
