@@ -1,12 +1,12 @@
-// heterograd-run built without LibTorch (tools/driver/run_torch.cpp compiled without
-// HG_HAS_TORCH, as in a build without HG_WITH_LIBTORCH): model.kind "torch" is refused with an
-// error naming model.kind and saying how to build it in.
+// heterograd-run built without LibTorch (tools/driver/torch_plugin.cpp compiled without a
+// plugin, as in a build without HG_WITH_LIBTORCH): model.kind "torch" is refused with an error
+// naming model.kind and saying how to build it in.
 #include <boost/test/unit_test.hpp>
 
 #include "problems.hpp"
 
-#ifdef HG_HAS_TORCH
-#error "this test compiles run_torch.cpp without LibTorch"
+#ifdef HG_TORCH_PLUGIN
+#error "this test compiles torch_plugin.cpp without the plugin"
 #endif
 
 namespace {

@@ -8,6 +8,8 @@
 // - convergence (suite torch_convergence, label convergence): LeNet-5 reaches 88% test accuracy
 //   on Fashion-MNIST under BSP on 4 simulated workers in 3.5 epochs, and the byte-level
 //   transformer's validation bits per byte fall below the unigram baseline of its corpus.
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -91,11 +93,7 @@ std::string table(const fs::path& file) {  // a CSV without its '#' header lines
 
 // Under mpirun (the CTest entry driver_torch_mpi sets HG_RUNTIME_TEST_MPIEXEC and its flags, as
 // driver_runtime_mpi does): heterograd-run on np ranks; the methods' summaries by label.
-struct mpi_available {
-  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
-    return std::getenv("HG_RUNTIME_TEST_MPIEXEC") != nullptr;
-  }
-};
+bool mpi_available() { return std::getenv("HG_RUNTIME_TEST_MPIEXEC") != nullptr; }
 
 json run_mpirun(json raw, const fs::path& dir, int np) {
   raw["runtime"] = "mpi";
@@ -120,7 +118,9 @@ json run_mpirun(json raw, const fs::path& dir, int np) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(torch_mpi, *boost::unit_test::precondition(mpi_available()))
+BOOST_AUTO_TEST_SUITE(torch_mpi, *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+  return boost::test_tools::assertion_result(mpi_available());
+}))
 
 // A server method's ranks compute their gradients at the server's parameters: bitwise the
 // simulator's; a round method's allreduce sums in its own order.
@@ -229,6 +229,24 @@ BOOST_AUTO_TEST_CASE(bad_models_shapes_and_corpora_are_refused_naming_the_key) {
   BOOST_TEST(error_key(t) == "model.width");
 }
 
+BOOST_AUTO_TEST_CASE(a_missing_plugin_is_refused_naming_model_kind) {
+  // heterograd-run loads LibTorch (its plugin) only for a torch model; a plugin that is not
+  // where it is looked for is a config error, exit status 2.
+  json j = images("lenet5", 256);
+  const auto dir = scratch("no-plugin");
+  std::ofstream(dir / "c.json") << j.dump();
+  const std::string cmd = "HG_TORCH_PLUGIN=" + (dir / "missing.so").string() + " " + HG_RUN_EXE + " " +
+                          (dir / "c.json").string() + " --quiet --no-plots --out " + (dir / "out").string() + " > " +
+                          (dir / "log").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::stringstream log;
+  log << std::ifstream(dir / "log").rdbuf();
+  BOOST_TEST(WIFEXITED(rc));
+  BOOST_TEST(WEXITSTATUS(rc) == 2, log.str());
+  BOOST_TEST(log.str().find("model.kind") != std::string::npos, log.str());
+  BOOST_TEST(log.str().find("missing.so is missing") != std::string::npos, log.str());
+}
+
 BOOST_AUTO_TEST_CASE(the_corpus_split_and_the_unigram_baseline_are_recorded) {
   // A corpus of four .py files (every tenth file is validation: none here but the split needs
   // one, so ten files): the summary's byte counts follow the documented split exactly.
@@ -236,11 +254,17 @@ BOOST_AUTO_TEST_CASE(the_corpus_split_and_the_unigram_baseline_are_recorded) {
   std::size_t train = 0, validation = 0;
   for (int i = 0; i < 10; ++i) {
     const std::string body(300 + 17 * i, static_cast<char>('a' + i));
-    std::ofstream(dir / ("f" + std::to_string(i) + ".py")) << body;
+    std::string name = "f";
+    name += std::to_string(i);
+    name += ".py";
+    std::ofstream(dir / name) << body;
     (i == 9 ? validation : train) += body.size();
   }
   fs::create_directories(dir / "site-packages");
   std::ofstream(dir / "site-packages" / "skipped.py") << std::string(1000, 'z');
+  // Hostile entries: a FIFO and a link to a device named .py are not read (nor waited on).
+  BOOST_REQUIRE(::mkfifo((dir / "pipe.py").c_str(), 0600) == 0);
+  fs::create_symlink("/dev/zero", dir / "zero.py");
   json t = text();
   t["data"]["path"] = dir.string();
   t["data"]["test_samples"] = 0;

@@ -1,5 +1,8 @@
 // model.kind "torch": LibTorch's presets (heterograd/torch/models.hpp) as the driver's problems.
-// The only translation unit of the driver that includes LibTorch (its headers compile slowly).
+// The driver's LibTorch plugin (hg_driver_torch, a shared module): heterograd-run loads it only
+// when a configuration asks for a torch model (torch_plugin.cpp), so the other runs do not pay
+// LibTorch's start-up (0.6 s a process here). It is the only translation unit of the driver
+// that includes LibTorch; the driver's own functions it calls come from the executable.
 //
 // Every worker computes with its own module, whose parameters and gradients are laid over the
 // memory the method hands it (flat_module::rebind: no copy). Batch norm's running statistics
@@ -13,22 +16,20 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "files.hpp"
 #include "problems.hpp"
 
-#ifdef HG_HAS_TORCH
 #include <torch/torch.h>
 
 #include "heterograd/data/idx.hpp"
 #include "heterograd/torch/models.hpp"
 #include "heterograd/torch/module.hpp"
-#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -37,18 +38,9 @@
 namespace hgrun {
 
 #ifndef HG_HAS_TORCH
+#error "run_torch.cpp is the LibTorch plugin: build it with the torch component"
+#endif
 
-namespace {
-[[noreturn]] void no_torch() {
-  throw config_error("model.kind", "\"torch\" needs LibTorch built in: install libtorch-dev (./hg deps --libtorch) and "
-                                   "configure with -DHG_WITH_LIBTORCH=ON");
-}
-}  // namespace
-
-std::unique_ptr<classifier> make_torch_classifier(const experiment&, const json&, std::uint64_t) { no_torch(); }
-std::unique_ptr<problem> make_text_problem(const experiment&, const json&, std::uint64_t) { no_torch(); }
-
-#else
 
 namespace hg = heterograd;
 namespace lt = heterograd::libtorch;
@@ -300,7 +292,11 @@ const corpus& load_corpus(const std::string& path) {
     throw config_error("data.path", "expected a folder whose .py files are the corpus, got \"" + dir.string() + "\"");
   constexpr std::uintmax_t max_bytes = 512ull << 20;
   constexpr std::size_t max_files = 200000;
-  std::vector<std::pair<std::string, fs::path>> files;
+  struct listed {
+    std::string name;  // relative to dir, '/'-separated: the sort key
+    fs::path path;
+  };
+  std::vector<listed> files;
   std::uintmax_t total = 0;
   fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
   if (ec) throw config_error("data.path", "cannot list \"" + dir.string() + "\": " + ec.message());
@@ -319,15 +315,25 @@ const corpus& load_corpus(const std::string& path) {
     if (total > max_bytes || files.size() >= max_files)
       throw config_error("data.path", "expected a corpus of at most 512 MiB in at most 200000 .py files under \"" +
                                           dir.string() + "\"");
-    files.emplace_back(p.lexically_relative(dir).generic_string(), p);
+    files.push_back({p.lexically_relative(dir).generic_string(), p});
   }
-  std::sort(files.begin(), files.end());
+  std::sort(files.begin(), files.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
   corpus c;
   c.dir = dir;
   c.files = files.size();
+  std::uintmax_t read = 0;
   for (std::size_t i = 0; i < files.size(); ++i) {
-    std::ifstream in(files[i].second, std::ios::binary);
-    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // read_file refuses what is not a regular file when opened (a FIFO swapped in after the
+    // listing is not waited on); a file that grew since the listing still counts to the cap.
+    std::string bytes;
+    try {
+      bytes = read_file(files[i].path);
+    } catch (const std::runtime_error& x) {
+      throw config_error("data.path", x.what());
+    }
+    read += bytes.size();
+    if (read > max_bytes)
+      throw config_error("data.path", "expected a corpus of at most 512 MiB under \"" + dir.string() + "\"");
     auto& side = i % 10 == 9 ? c.validation : c.train;
     side.insert(side.end(), bytes.begin(), bytes.end());
   }
@@ -483,14 +489,15 @@ class text_problem final : public problem {
 
 }  // namespace
 
-std::unique_ptr<classifier> make_torch_classifier(const experiment& e, const json&, std::uint64_t seed) {
-  return std::make_unique<torch_classifier>(e, seed);
-}
-
-std::unique_ptr<problem> make_text_problem(const experiment& e, const json& c, std::uint64_t seed) {
-  return std::make_unique<text_problem>(e, c, seed);
-}
-
-#endif  // HG_HAS_TORCH
-
 }  // namespace hgrun
+
+// The plugin's entry points (torch_plugin.cpp finds them with dlsym).
+extern "C" hgrun::classifier* hgrun_torch_classifier(const hgrun::experiment& e, const hgrun::json&,
+                                                      std::uint64_t seed) {
+  return new hgrun::torch_classifier(e, seed);
+}
+
+extern "C" hgrun::problem* hgrun_torch_text_problem(const hgrun::experiment& e, const hgrun::json& c,
+                                                     std::uint64_t seed) {
+  return new hgrun::text_problem(e, c, seed);
+}
