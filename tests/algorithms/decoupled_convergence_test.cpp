@@ -44,7 +44,7 @@ nn::eval_result train(const dc::local_learning_config& cfg, std::size_t epochs, 
       hd::gather(d.train, idx, x, y);
       ll.step(nn::batch<float>{x, y}, t, e);
     }
-  return nn::evaluate_dataset(ll.network(), ll.params(), d.test);
+  return nn::evaluate_dataset(ll.chain().network(), ll.params(), d.test);
 }
 }  // namespace
 

@@ -2,6 +2,9 @@
 // - a ResNet-8 run under the threads runtime equals the simulator's bit for bit (each worker's
 //   module computes on the parameters the method hands it; LibTorch single-threaded);
 // - a torch-model run killed after a checkpoint and resumed equals the uninterrupted run;
+// - local learning on a torch preset (split at named children): the module pipeline on threads
+//   and on MPI ranks equals the sequential loop bitwise, a resumed run the uninterrupted one, a
+//   split the model cannot take is refused naming methods[i].split[j];
 // - bad input names the key: an unknown preset, an input shape the model cannot take, a model
 //   on a dataset it does not take, a transformer whose width is no multiple of its heads, a
 //   corpus folder that does not exist or holds no .py file;
@@ -49,6 +52,19 @@ json images(const std::string& preset, std::size_t train_samples) {
                 {"label": "local SGD", "algorithm": "local_sgd", "local_steps": [2, 2, 1, 1]}]})");
   j["model"]["preset"] = preset;
   j["data"]["train_samples"] = train_samples;
+  return j;
+}
+
+// Decoupled local learning on a torch preset: the sequential reference, time in epochs (256
+// samples in batches of 8: 32 iterations an epoch).
+json decoupled(const std::string& preset) {
+  json j = images(preset, 256);
+  j["workers"] = json::parse(R"({"count": 1, "time": {"base": "fixed", "tau": [1.0]}})");
+  j["horizon"] = {{"epochs", 0.75}};
+  j["eval_interval"] = 0.25;
+  j["methods"] = json::parse(R"([
+    {"label": "PGL K=3", "algorithm": "local_learning", "split": ["layer2", "layer3"], "head_hidden": [4], "pgl_period": 5},
+    {"label": "DGL K=2", "algorithm": "local_learning", "modules": 2}])");
   return j;
 }
 
@@ -149,9 +165,78 @@ BOOST_AUTO_TEST_CASE(a_resnet_under_mpirun_gives_the_simulators_numbers) {
   }
 }
 
+// Rank k runs module k of a ResNet-8 (3 modules, PGL global steps broadcast every slice): each
+// module's arithmetic is the sequential loop's, so the parameters are the simulator's bitwise.
+BOOST_AUTO_TEST_CASE(local_learning_on_a_resnet_over_mpi_ranks_equals_the_sequential_loop) {
+  json raw = decoupled("resnet8");
+  raw["methods"] = json::array({raw["methods"][0]});
+  const auto d = scratch("mpi-decoupled");
+  const json a = run(raw, "sim", d / "sim", 0);
+  const json b = run_mpirun(raw, d / "mpi", 3)["PGL K=3"];
+  BOOST_TEST(b["extra"]["runtime"] == "mpi");
+  BOOST_TEST(a["params_hash"] == b["params_hash"]);
+  BOOST_TEST(a["final"] == b["final"]);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(torch_models)
+
+BOOST_AUTO_TEST_CASE(local_learning_on_a_resnet_runs_its_modules_as_a_pipeline_equal_to_the_sequential_loop) {
+  const json raw = decoupled("resnet8");
+  for (std::size_t i = 0; i < raw["methods"].size(); ++i) {
+    const auto d = scratch("decoupled-" + std::to_string(i));
+    const json a = run(raw, "sim", d / "sim", i), b = run(raw, "threads", d / "threads", i);
+    const std::string m = a["label"];
+    BOOST_TEST(a["extra"]["iterations"].get<double>() == 24.0, m);  // 0.75 epochs of 32
+    BOOST_TEST(a["extra"]["modules"].get<double>() == (i == 0 ? 3.0 : 2.0), m);
+    BOOST_TEST(a["extra"]["global_steps"].get<double>() == (i == 0 ? 4.0 : 0.0), m);  // iterations 5, 10, 15, 20
+    BOOST_TEST(b["extra"]["pipeline_busy_seconds"].size() == a["extra"]["modules"].get<std::size_t>(), m);
+    BOOST_TEST(a["params_hash"] == b["params_hash"], m);
+    BOOST_TEST(a["final"] == b["final"], m);
+    const auto ev = hgrun::read_csv(d / "sim" / "evaluations.csv");
+    BOOST_TEST(std::stod(ev.back()[1]) < std::stod(ev[1][1]), m);  // the loss fell
+  }
+}
+
+BOOST_AUTO_TEST_CASE(local_learning_on_a_torch_model_resumed_equals_the_uninterrupted_run) {
+  json raw = decoupled("lenet5");
+  raw["methods"] = json::parse(R"([{"label": "PGL", "algorithm": "local_learning", "split": ["conv2", "fc2"],
+                                    "head_hidden": [6], "pgl_period": 4}])");
+  raw["checkpoint_every"] = 1;
+  const auto a = scratch("decoupled-full"), b = scratch("decoupled-resumed");
+  const json full = run(raw, "sim", a, 0);
+  BOOST_CHECK_THROW(run(raw, "sim", b, 0, false, 1), hgrun::halted);
+  BOOST_TEST(fs::exists(b / "checkpoint.bin"));
+  const json resumed = run(raw, "sim", b, 0, true);
+  BOOST_TEST(resumed["params_hash"] == full["params_hash"]);
+  BOOST_TEST(resumed["final"] == full["final"]);
+  BOOST_TEST(table(a / "evaluations.csv") == table(b / "evaluations.csv"));
+}
+
+BOOST_AUTO_TEST_CASE(a_split_the_model_cannot_take_is_refused_naming_the_key) {
+  json j = decoupled("resnet8");
+  j["methods"][0]["split"] = {"layer2", "layer7"};
+  BOOST_TEST(error_key(j) == "methods[0].split[1]");
+  j["methods"][0]["split"] = {"layer3", "layer2"};
+  BOOST_TEST(error_key(j) == "methods[0].split[1]");
+  j["methods"][0]["split"] = {"pool"};  // layer3 ... | pool fc: fine; | pool | fc: pool learns nothing
+  BOOST_TEST(error_key(j).empty());
+  j["methods"][0]["split"] = {"pool", "fc"};
+  BOOST_TEST(error_key(j) == "methods[0].split");
+  j["methods"][0]["split"] = {"layer2"};
+  j["methods"][0]["modules"] = 3;  // a split of one name makes 2 modules
+  BOOST_TEST(error_key(j) == "methods[0].modules");
+  j = decoupled("resnet8");
+  j["methods"][1]["modules"] = 7;  // ResNet-8 has 6 children
+  BOOST_TEST(error_key(j) == "methods[1].modules");
+  j = decoupled("lenet5");
+  j["methods"][0]["split"] = {"layer2"};
+  BOOST_TEST(error_key(j) == "methods[0].split[0]");
+  j = decoupled("lenet5");
+  j["model"] = {{"kind", "mlp"}, {"hidden", {32}}};  // an MLP has no children to name
+  BOOST_TEST(error_key(j) == "methods[0].split");
+}
 
 BOOST_AUTO_TEST_CASE(a_resnet_on_threads_equals_the_simulator_bit_for_bit) {
   const json raw = images("resnet8", 256);

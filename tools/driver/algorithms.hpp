@@ -87,7 +87,12 @@ std::vector<algorithm_row> builtin_algorithms() {
                                     "times, or measured on the real clock without real_scale",
                                     false)}})),
       // ---- local learning
-      Bind::local("local_learning", keys_of(heterograd::algorithms::decoupled::local_learning_config{})),
+      // split: a torch model's children where modules 2..K start (heterograd/torch/chain.hpp).
+      Bind::local("local_learning",
+                  keys_of(heterograd::algorithms::decoupled::local_learning_config{}, {},
+                          {{"split", array("model.kind torch: the children of the network where modules 2..K start "
+                                           "(modules is then their count + 1); [] splits by modules",
+                                           string("a child's name", nullptr), json::array())}})),
       // ---- asynchronous server policies
       Bind::template server<in_both_precisions<as::asgd>>("asgd", no_config{}, {}, {},
                                             [](auto&, std::size_t n, auto server, const auto&) {

@@ -819,13 +819,21 @@ void check_cross(json& c) {
                              "expected a worker index < workers.count = " + std::to_string(n));
     }
     if (a == "local_learning") {
+      // The split itself (a torch model's children) is checked when preflight builds it.
       const model_settings model = from_json(c["model"], model_settings{});
-      if (d["dataset"] != "fashion_mnist" || model.kind != model_kind::mlp)
-        throw config_error(p + ".algorithm", "local_learning needs data.dataset \"fashion_mnist\" and model.kind \"mlp\"");
-      const std::size_t layers = model.hidden.size() + 1;
-      if (m["modules"].get<std::size_t>() > layers)
-        throw config_error(p + ".modules", "expected at most the number of dense layers (" +
-                                               std::to_string(layers) + "), got " + m["modules"].dump());
+      if (d["dataset"] != "fashion_mnist")
+        throw config_error(p + ".algorithm", "local_learning needs data.dataset \"fashion_mnist\" (an image "
+                                             "classifier: model.kind \"mlp\", or \"torch\" with an image preset), got " +
+                                                 d["dataset"].dump());
+      if (model.kind == model_kind::mlp) {
+        if (!m["split"].empty())
+          throw config_error(p + ".split", "expected [] with model.kind \"mlp\" (an MLP splits into " + p +
+                                               ".modules parts at its dense layers), got " + m["split"].dump());
+        const std::size_t layers = model.hidden.size() + 1;
+        if (m["modules"].get<std::size_t>() > layers)
+          throw config_error(p + ".modules", "expected at most the number of dense layers (" +
+                                                 std::to_string(layers) + "), got " + m["modules"].dump());
+      }
     }
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
@@ -901,22 +909,29 @@ double model_params(const json& c) {
   if (d == "scalar_quadratics") return 1;
   if (d == "worst_case_quadratic") return c["data"]["dim"].get<double>();
   const model_settings model = from_json(c["model"], model_settings{});
-  if (model.kind == model_kind::torch) return torch_estimate(model).params;
-  std::vector<double> w{784};
-  for (const std::size_t h : from_json(c["model"], model_settings{}).hidden_layers())
-    w.push_back(static_cast<double>(h));
-  w.push_back(10);
-  double p = 0, widest = 0;
-  for (std::size_t i = 0; i + 1 < w.size(); ++i) p += (w[i] + 1) * w[i + 1];
-  for (double x : w) widest = std::max(widest, x);
+  const bool torch = model.kind == model_kind::torch;
+  double p = 0, widest = 0, per_weight = 1;
+  if (torch) {
+    // A torch head's hidden layers are 3x3 convolutions over at most the widest map (ResNet-8:
+    // 64; LeNet-5's widest output is fc1's 120), its last layer reads a 2 x 2 pooled map.
+    p = torch_estimate(model).params;
+    widest = model.preset == torch_preset::lenet5 ? 120 : 64;
+    per_weight = 9;
+  } else {
+    std::vector<double> w{784};
+    for (const std::size_t h : model.hidden_layers()) w.push_back(static_cast<double>(h));
+    w.push_back(10);
+    for (std::size_t i = 0; i + 1 < w.size(); ++i) p += (w[i] + 1) * w[i + 1];
+    for (double x : w) widest = std::max(widest, x);
+  }
   for (const auto& m : c["methods"])
     if (m["algorithm"] == "local_learning") {
       double head = 0, in = widest;
       for (const auto& h : m["head_hidden"]) {
-        head += (in + 1) * h.get<double>();
+        head += (per_weight * in + 1) * h.get<double>();
         in = h.get<double>();
       }
-      head += (in + 1) * 10;
+      head += ((torch ? 4 : 1) * in + 1) * 10;
       p += m["modules"].get<double>() * head;
     }
   return p;
@@ -1222,8 +1237,20 @@ json resolve(const json& raw) {
   json out = check_object(root, in, "");
   if (methods.empty()) throw config_error("methods", "expected an array of at least 1 method object, got []");
   out["methods"] = json::array();
-  for (std::size_t i = 0; i < methods.size(); ++i)
-    out["methods"].push_back(check_method(methods[i], "methods[" + std::to_string(i) + "]"));
+  for (std::size_t i = 0; i < methods.size(); ++i) {
+    const std::string mp = "methods[" + std::to_string(i) + "]";
+    out["methods"].push_back(check_method(methods[i], mp));
+    // local_learning's split names modules 2..K: K is its count + 1 (modules, when given, agrees).
+    json& m = out["methods"][i];
+    if (m["algorithm"] == "local_learning" && !m["split"].empty()) {
+      const std::size_t k = m["split"].size() + 1;
+      if (methods[i].contains("modules") && m["modules"].get<std::size_t>() != k)
+        throw config_error(mp + ".modules", "expected " + std::to_string(k) + " with " + mp + ".split of " +
+                                                std::to_string(k - 1) + " name(s) (the first module, and one "
+                                                "starting at each name), got " + m["modules"].dump() + "; or leave it out");
+      m["modules"] = k;
+    }
+  }
   // Optimizers: the experiment's kind (default sgd) with its keys; each method's own keys over
   // the experiment's, for the method's kind (default the experiment's).
   const json given = out["optimizer"];

@@ -184,6 +184,9 @@ struct experiment {
   network_settings network;
   horizon_settings horizon;
   target_settings target;
+  /// Runs sharing this machine's cores at once (heterograd-run --jobs; not a config key): what
+  /// a run may take of them (LibTorch's threads).
+  unsigned sharing = 1;
   /// Bytes of one parameter as the network carries it.
   std::size_t value_bytes() const { return float64 ? sizeof(double) : sizeof(float); }
 };

@@ -64,6 +64,8 @@ class classifier {
   /// statistics).
   virtual heterograd::nn::eval_result evaluate(std::span<const float> x, const heterograd::data::dataset& test,
                                                const heterograd::data::dataset& train) = 0;
+  /// The model split into modules over the same flat parameters (problem::module_chain).
+  virtual heterograd::algorithms::decoupled::any_chain module_chain(const chain_request& r) = 0;
 };
 
 /// Fashion-MNIST (config c's data keys) split over `workers`, trained as `model`.

@@ -21,6 +21,7 @@
 #include "heterograd/core/archive.hpp"
 #include "config.hpp"
 #include "experiment.hpp"
+#include "heterograd/algorithms/decoupled/chain.hpp"
 #include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
@@ -49,6 +50,7 @@ struct run_request {
   std::uint64_t halt_after = 0; ///< test hook: stop (as if killed) after this many evaluations
   progress_fn progress;
   bool root = true;             ///< false on MPI ranks other than 0 (they write nothing)
+  unsigned sharing = 1;         ///< runs sharing this machine's cores at once (--jobs)
 };
 
 /// The run stopped at --halt-after (after its checkpoint was written).
@@ -71,6 +73,19 @@ bool algorithm_checkpointable(const std::string& algorithm);
 /// A model's parameters as a method holds them: float32, or float64 (data.precision
 /// "float64": the synthetic problems under the server methods on the simulator).
 using model_vector = std::variant<std::vector<float>, std::vector<double>>;
+
+/// What local learning asks a problem's model for: the network split into modules (method
+/// `key`, "methods[i]", names the keys in errors).
+struct chain_request {
+  std::string key;
+  std::size_t modules = 2;                 ///< methods[i].modules
+  std::vector<std::string> split;          ///< methods[i].split (torch models)
+  std::vector<std::size_t> head_hidden;    ///< methods[i].head_hidden
+  std::size_t modules_at_once = 1;         ///< modules computing concurrently (threads per module)
+};
+
+/// A local_learning method's request (run_local.cpp); `method` is one of config's methods.
+chain_request chain_request_of(const json& config, const json& method);
 
 /// The optimisation problem: data and model, a gradient oracle keyed by worker, and metrics.
 /// Every problem runs in float32; the synthetic ones in float64 too (the overloads on double,
@@ -121,6 +136,11 @@ class problem {
   virtual void seek(std::size_t w, std::uint64_t gradients, std::uint64_t drawn) = 0;
   /// What the summary records about the data (summary.json "data"; empty: nothing).
   virtual json facts() const { return json::object(); }
+  /// The model as decoupled modules (local_learning); config_error naming r.key when the
+  /// problem's model cannot be split.
+  virtual heterograd::algorithms::decoupled::any_chain module_chain(const chain_request& r) {
+    throw config_error(r.key + ".algorithm", "local_learning needs data.dataset \"fashion_mnist\" (an image classifier)");
+  }
   std::uint64_t samples = 0;  ///< samples whose gradients were computed
 };
 

@@ -162,6 +162,16 @@ class mlp_classifier final : public classifier {
                                const hg::data::dataset&) override {
     return hg::nn::evaluate_dataset(net_, hg::span<const float>(x.data(), x.size()), test);
   }
+  hg::algorithms::decoupled::any_chain module_chain(const chain_request& r) override {
+    if (!r.split.empty())
+      throw config_error(r.key + ".split", "expected [] with model.kind \"mlp\" (an MLP splits into " + r.key +
+                                               ".modules parts at its dense layers), got " + json(r.split).dump());
+    const std::size_t layers = net_.num_layers();
+    if (r.modules < 1 || r.modules > layers)
+      throw config_error(r.key + ".modules", "expected 1 to the number of dense layers (" + std::to_string(layers) +
+                                                 "), got " + std::to_string(r.modules));
+    return hg::algorithms::decoupled::mlp_chain(proto_, {}, r.modules, r.head_hidden);
+  }
 
  private:
   std::uint64_t seed_;
@@ -199,6 +209,7 @@ class classification final : public problem {
   std::size_t dim() const override { return model_->num_params(); }
   std::vector<float> initial() const override { return model_->initial(); }
   std::vector<std::string> metrics() const override { return {"loss", "accuracy"}; }
+  hg::algorithms::decoupled::any_chain module_chain(const chain_request& r) override { return model_->module_chain(r); }
   std::vector<double> evaluate(std::span<const float> x) override {
     const auto r = model_->evaluate(x, test_, train_);
     return {r.loss(), r.accuracy()};
@@ -953,6 +964,15 @@ void preflight(const json& c) {
       throw from_library_error(x, c, static_cast<long>(i), "workers.time");
     }
     check_work(c, e, i, *prob);
+    if (c["methods"][i]["algorithm"] == "local_learning") {  // a split the model lacks, before anything runs
+      try {
+        (void)prob->module_chain(chain_request_of(c, c["methods"][i]));
+      } catch (const config_error&) {
+        throw;
+      } catch (const std::invalid_argument& x) {
+        throw from_library_error(x, c, static_cast<long>(i), "methods[" + std::to_string(i) + "]");
+      }
+    }
   }
 }
 
@@ -965,6 +985,7 @@ json run_method(const run_request& req) {
 #endif
   const json& m = req.config["methods"][req.method];
   experiment e = experiment_of(req.config);
+  e.sharing = req.sharing;
   auto prob = make_problem(e, req.config, req.seed);
   if (req.root) std::filesystem::create_directories(req.dir);
   context ctx{.config = req.config, .method = m, .seed = req.seed, .dir = req.dir, .prob = *prob,

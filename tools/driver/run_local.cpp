@@ -1,6 +1,7 @@
 // Decoupled local learning (DGL / InfoPro style) with PGL's periodic global guidance, against
 // end-to-end backpropagation (#8; an unnumbered check of docs/references.md): the sequential
-// reference of algorithms/decoupled, timed in epochs (there is no cluster to simulate).
+// reference of algorithms/decoupled, timed in epochs (there is no cluster to simulate), on the
+// MLP or a torch preset (the problem's module_chain).
 #include <optional>
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
@@ -59,20 +60,34 @@ struct stepper {
 
 }  // namespace
 
+chain_request chain_request_of(const json& config, const json& m) {
+  chain_request r;
+  const json& ms = config["methods"];
+  for (std::size_t i = 0; i < ms.size(); ++i)
+    if (ms[i]["label"] == m["label"]) r.key = "methods[" + std::to_string(i) + "]";
+  r.modules = m["modules"].get<std::size_t>();
+  r.split = m["split"].get<std::vector<std::string>>();
+  r.head_hidden = m["head_hidden"].get<std::vector<std::size_t>>();
+  // threads: one module per thread; mpi: one per rank (on this machine's cores too).
+  r.modules_at_once = config["runtime"] == "sim" ? 1 : r.modules;
+  return r;
+}
+
 json run_local_learning(context& ctx) {
   const json& m = ctx.method;
-  std::vector<std::size_t> sizes{784};
-  sizes.insert(sizes.end(), ctx.exp.model.hidden.begin(), ctx.exp.model.hidden.end());
-  sizes.push_back(10);
-  const hg::nn::mlp<float> net(sizes, {.label_smoothing = ctx.exp.model.label_smoothing});
+  // The model split into modules: the MLP at its dense layers, a torch preset at its children
+  // (methods[i].split), over the same flat parameters the problem evaluates.
+  dc::any_chain chain = ctx.prob.module_chain(chain_request_of(ctx.config, m));
+  const std::size_t width0 = chain.input_width(0);
   const std::size_t b = ctx.batch();
   const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
   const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
   auto cfg = from_json(m, dc::local_learning_config{});
   cfg.pgl.total_epochs = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(epochs)));
   cfg.seed = ctx.seed;
-  dc::local_learning<stepper> ll(net, ctx.prob.initial(), cfg,
-                                 [&](std::size_t k) { return stepper(m["optimizer"], nonfinite_of(m), k); });
+  dc::local_learning<stepper, dc::any_chain> ll(std::move(chain), ctx.prob.initial(), cfg, [&](std::size_t k) {
+    return stepper(m["optimizer"], nonfinite_of(m), k);
+  });
   heterograd::sim::recorder rec(1);
   rec.set_seed(ctx.seed);
   std::uint64_t it = 0;
@@ -106,7 +121,7 @@ json run_local_learning(context& ctx) {
       rows = static_cast<std::int64_t>(y.size());
     }
     comm->broadcast(hg::span<std::int64_t>(&rows, 1), 0, bo).wait();
-    x.resize(static_cast<std::size_t>(rows) * sizes[0]);
+    x.resize(static_cast<std::size_t>(rows) * width0);
     y.resize(static_cast<std::size_t>(rows));
     comm->broadcast(hg::span<float>(x), 0, bo).wait();
     comm->broadcast(hg::span<std::int32_t>(y), 0, bo).wait();

@@ -28,6 +28,7 @@
 #include <torch/torch.h>
 
 #include "heterograd/data/idx.hpp"
+#include "heterograd/torch/chain.hpp"
 #include "heterograd/torch/models.hpp"
 #include "heterograd/torch/module.hpp"
 
@@ -58,13 +59,16 @@ int cores() {
 #endif
 }
 
-// LibTorch's intra-op threads for one worker: model.threads, else the cores over the workers
-// computing at once (one on sim, all on threads and mpi).
-int threads_per_worker(const experiment& e) {
+// LibTorch's intra-op threads for each of `at_once` computations at once (workers, modules)
+// in each of the runs sharing the machine (--jobs): model.threads, else the cores over them.
+int threads_for(const experiment& e, std::size_t at_once) {
   if (e.model.threads > 0) return static_cast<int>(e.model.threads);
-  const int at_once = e.runtime == "sim" ? 1 : static_cast<int>(std::max<std::size_t>(1, e.workers.count));
-  return std::max(1, cores() / at_once);
+  const std::size_t n = std::max<std::size_t>(1, at_once) * std::max(1u, e.sharing);
+  return std::max(1, cores() / static_cast<int>(std::min<std::size_t>(n, 1u << 16)));
 }
+
+// One worker's: the workers computing at once are one on sim, all on threads and mpi.
+int threads_per_worker(const experiment& e) { return threads_for(e, e.runtime == "sim" ? 1 : e.workers.count); }
 
 // LibTorch with OpenMP (Debian's) runs its kernels on the calling thread's OpenMP team: set per
 // thread. OpenBLAS's pool is the process's: one thread when workers compute at once.
@@ -133,6 +137,7 @@ class torch_classifier final : public classifier {
                static_cast<std::int64_t>(e.model.input.at(2))},
         preset_(e.model.preset),
         smoothing_(e.model.label_smoothing),
+        experiment_(e),
         threads_(threads_per_worker(e)),
         workers_([this] { return make(); }, e.workers.count) {
     process_threads(e, threads_);
@@ -224,10 +229,37 @@ class torch_classifier final : public classifier {
     return r;
   }
 
- private:
-  std::shared_ptr<torch::nn::Module> make() const {
-    return preset_ == torch_preset::resnet8 ? lt::resnet8(shape_).ptr() : lt::lenet5(shape_).ptr();
+  // The preset split at its children (heterograd/torch/chain.hpp), with the same input
+  // standardisation; LibTorch threads per module: model.threads, else the cores over the
+  // modules computing at once.
+  hg::algorithms::decoupled::any_chain module_chain(const chain_request& r) override {
+    lt::chain_options o;
+    o.split = r.split;
+    o.modules = r.modules;
+    o.head_channels.assign(r.head_hidden.begin(), r.head_hidden.end());
+    o.label_smoothing = smoothing_;
+    o.input = {shape_.channels, shape_.height, shape_.width};
+    o.threads = threads_for(experiment_, r.modules_at_once);
+    o.prepare = [mean = mean_, inv = inv_std_](const torch::Tensor& x) { return mean.defined() ? (x - mean) * inv : x; };
+    try {
+      torch::NoGradGuard no_grad;
+      return lt::sequential_chain(make_sequential(), std::move(o));
+    } catch (const std::invalid_argument& x) {
+      // "sequential_chain: <field>: <why>" -> the method's key (the model's for the input).
+      const std::string what = what_of(x), pre = "sequential_chain: ";
+      std::string field = what.rfind(pre, 0) == 0 ? what.substr(pre.size(), what.find(':', pre.size()) - pre.size()) : "";
+      const std::string why = field.empty() ? what : what.substr(pre.size() + field.size() + 2);
+      if (field == "input") throw config_error("model.input", why);
+      if (field == "head_channels") field = "head_hidden";
+      throw config_error(r.key + (field.empty() ? ".algorithm" : "." + field), why);
+    }
   }
+
+ private:
+  torch::nn::Sequential make_sequential() const {
+    return preset_ == torch_preset::resnet8 ? lt::resnet8(shape_) : lt::lenet5(shape_);
+  }
+  std::shared_ptr<torch::nn::Module> make() const { return make_sequential().ptr(); }
   torch::Tensor forward(lt::flat_module& m, const torch::Tensor& x) const {
     return sequential(m).forward(mean_.defined() ? (x - mean_) * inv_std_ : x);
   }
@@ -239,6 +271,7 @@ class torch_classifier final : public classifier {
   lt::image_shape shape_;
   torch_preset preset_;
   double smoothing_;
+  experiment experiment_;  // its threads rule (threads_for)
   int threads_;
   module_slots<std::function<std::shared_ptr<torch::nn::Module>()>> workers_;
   std::unique_ptr<lt::flat_module> eval_;

@@ -1,5 +1,6 @@
 #pragma once
 // Decoupled locally-supervised modules, PGL, module pipelines.
+#include "heterograd/algorithms/decoupled/chain.hpp"
 #include "heterograd/algorithms/decoupled/concepts.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"

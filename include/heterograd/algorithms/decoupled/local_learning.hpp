@@ -2,7 +2,8 @@
 // Decoupled, locally supervised training (DGL / InfoPro style) with PGL's periodic global
 // guidance (#8, Bhatti & Moon 2022).
 //
-// The MLP's dense layers are split into K contiguous modules. Module k < K-1 ends in an
+// The network is split into K contiguous modules (a module_chain, chain.hpp: an MLP at layer
+// boundaries, a torch::nn::Sequential at named children). Module k < K-1 ends in an
 // auxiliary head, a small classifier on the module's output, and learns from the head's
 // cross-entropy alone: gradients never cross module boundaries (no global backpropagation,
 // no backward locking), so module k can update as soon as it has run forward. The last module
@@ -21,8 +22,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "heterograd/algorithms/decoupled/chain.hpp"
 #include "heterograd/algorithms/decoupled/concepts.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
@@ -30,28 +34,6 @@
 #include "heterograd/nn/mlp.hpp"
 
 namespace heterograd::algorithms::decoupled {
-
-/// Module boundaries over L layers: module k holds layers [bounds[k], bounds[k+1]).
-using module_bounds = std::vector<std::size_t>;
-
-/// K modules over L layers with layer counts differing by at most one (earlier modules take
-/// the extra layers). K must be in [1, L].
-inline module_bounds even_split(std::size_t layers, std::size_t modules) {
-  require(modules >= 1 && modules <= layers, "decoupled.modules", modules,
-          "must be in [1, number of dense layers = " + std::to_string(layers) + "]");
-  module_bounds b{0};
-  for (std::size_t k = 0; k < modules; ++k)
-    b.push_back(b.back() + layers / modules + (k < layers % modules ? 1 : 0));
-  return b;
-}
-
-inline void validate_bounds(const module_bounds& b, std::size_t layers) {
-  require(b.size() >= 2 && b.front() == 0 && b.back() == layers, "decoupled.bounds.size", b.size(),
-          "must start at 0, end at the number of layers and hold at least one module");
-  for (std::size_t k = 0; k + 1 < b.size(); ++k)
-    require(b[k] < b[k + 1], "decoupled.bounds[" + std::to_string(k + 1) + "]", b[k + 1],
-            "must be strictly increasing (no empty module)");
-}
 
 /// PGL's global-guidance schedule.
 struct pgl_schedule {
@@ -96,50 +78,46 @@ struct local_learning_config {
   }
 };
 
-/// One module's local step result.
-struct module_step {
-  float loss = 0;
-  span<const float> output;  // rows x width of the module's output (valid until its next step)
-};
-
-template <module_optimizer Opt>
+template <module_optimizer Opt, module_chain Chain = mlp_chain>
 class local_learning {
  public:
-  /// `net`: the architecture; `params`: its flat parameters (copied in); `make_opt(n)` returns
-  /// a fresh optimizer for a slice of n parameters.
+  /// The MLP `net` split by cfg.bounds (or into cfg.modules even parts) with heads of
+  /// cfg.head_hidden; `params`: its flat parameters (copied in); `make_opt(n)` returns a fresh
+  /// optimizer for a slice of n parameters.
   template <class MakeOpt>
-  local_learning(const nn::mlp<float>& net, std::vector<float> params, local_learning_config cfg,
-                 MakeOpt make_opt)
-      : cfg_(std::move(cfg)), net_(net), params_(std::move(params)) {
-    require_same_size("local_learning.params", params_.size(), "num_params", net.num_params());
-    const std::size_t L = net.num_layers();
-    if (cfg_.bounds.empty()) cfg_.bounds = even_split(L, cfg_.modules);
-    validate_bounds(cfg_.bounds, L);
-    for (std::size_t h = 0; h < cfg_.head_hidden.size(); ++h)
-      require_positive("local_learning.head_hidden[" + std::to_string(h) + "]",
-                       cfg_.head_hidden[h]);
+    requires std::is_same_v<Chain, mlp_chain>
+  local_learning(const nn::mlp<float>& net, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt)
+      : local_learning(mlp_chain(net, cfg.bounds, cfg.modules, cfg.head_hidden), std::move(params), cfg,
+                       std::move(make_opt)) {}  // cfg copied: the chain reads it in the same call
+
+  /// Any chain (its split and heads are the chain's: cfg's bounds, modules and head_hidden are
+  /// read only by the MLP constructor above).
+  template <class MakeOpt>
+  local_learning(Chain chain, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt)
+      : cfg_(std::move(cfg)), chain_(std::move(chain)), params_(std::move(params)) {
+    require_same_size("local_learning.params", params_.size(), "num_params", chain_.num_params());
     cfg_.pgl.validate();
-    const std::size_t K = cfg_.bounds.size() - 1;
+    const std::size_t K = chain_.modules();
+    require_positive("local_learning.modules", K);
+    require(chain_.module_offset(0) == 0 && chain_.module_offset(K) == params_.size(), "local_learning.module_offset(K)",
+            chain_.module_offset(K), "must equal num_params, with module_offset(0) = 0");
+    for (std::size_t k = 0; k < K; ++k)
+      require(chain_.module_offset(k) < chain_.module_offset(k + 1),
+              "local_learning.module_offset(" + std::to_string(k + 1) + ")", chain_.module_offset(k + 1),
+              "must be strictly increasing (no module without parameters)");
     grads_.assign(params_.size(), 0.0f);
     for (std::size_t k = 0; k < K; ++k) {
-      bodies_.push_back(net);  // each module owns a workspace (pipelines run them concurrently)
       body_opt_.push_back(make_opt(slice_size(k)));
       if (k + 1 < K) {
-        std::vector<std::size_t> sizes{net.sizes()[cfg_.bounds[k + 1]]};
-        sizes.insert(sizes.end(), cfg_.head_hidden.begin(), cfg_.head_hidden.end());
-        sizes.push_back(net.classes());
-        heads_.emplace_back(sizes, net.config());
-        head_params_.emplace_back(heads_.back().num_params());
-        heads_.back().init(head_params_.back(), cfg_.seed + k);
-        head_grads_.emplace_back(heads_.back().num_params());
-        head_opt_.push_back(make_opt(heads_.back().num_params()));
-        dout_.emplace_back();
+        head_params_.emplace_back(chain_.head_size(k));
+        chain_.init_head(k, span<float>(head_params_.back()), cfg_.seed + k);
+        head_grads_.emplace_back(chain_.head_size(k));
+        head_opt_.push_back(make_opt(chain_.head_size(k)));
       }
     }
   }
 
-  std::size_t modules() const { return bodies_.size(); }
-  const module_bounds& bounds() const { return cfg_.bounds; }
+  std::size_t modules() const { return chain_.modules(); }
   const std::vector<float>& params() const { return params_; }
   const std::vector<float>& head_params(std::size_t k) const { return head_params_.at(k); }
   /// Module k's slice of the network parameters (what only module k's owner updates).
@@ -149,29 +127,18 @@ class local_learning {
   }
   /// Module k's auxiliary head parameters (k < modules() - 1).
   span<float> head_params_mut(std::size_t k) { return span<float>(head_params_.at(k)); }
-  nn::mlp<float>& network() { return net_; }
+  Chain& chain() { return chain_; }
 
-  /// Module k's local step on `rows` inputs `x` (width sizes[bounds[k]]) with labels `y`.
-  /// Touches only module k's parameters, head and optimizers, so different modules may step
-  /// concurrently.
+  /// Module k's local step on `rows` inputs `x` (chain().input_width(k) floats each) with
+  /// labels `y`. Touches only module k's parameters, head and optimizers, so different modules
+  /// may step concurrently.
   module_step step_module(std::size_t k, const float* x, span<const std::int32_t> y) {
     require(k < modules(), "local_learning.module", k, "must be < number of modules");
-    const std::size_t first = cfg_.bounds[k], last = cfg_.bounds[k + 1];
-    auto& body = bodies_[k];
-    const span<float> g(grads_);
-    module_step r;
-    if (k + 1 == modules()) {
-      r.loss = body.loss_and_gradient_from(params_, first, x, y, g);
-      r.output = {};
-    } else {
-      const auto out = body.forward(params_, x, y.size(), first, last);
-      dout_[k].resize(out.size());
-      r.loss = heads_[k].loss_and_gradient_from(head_params_[k], 0, out.data(), y, head_grads_[k],
-                                                {}, dout_[k].data());
-      body.backward(params_, dout_[k].data(), first, last, g);
-      head_opt_[k].step(span<float>(head_params_[k]), span<const float>(head_grads_[k]));
-      r.output = out;
-    }
+    const bool head = k + 1 < modules();
+    const module_step r = chain_.local_gradient(k, span<float>(params_), x, y, span<float>(grads_),
+                                                head ? span<float>(head_params_[k]) : span<float>(),
+                                                head ? span<float>(head_grads_[k]) : span<float>());
+    if (head) head_opt_[k].step(span<float>(head_params_[k]), span<const float>(head_grads_[k]));
     body_opt_[k].step(slice(params_, k), span<const float>(slice(grads_, k)));
     return r;
   }
@@ -205,25 +172,22 @@ class local_learning {
 
   /// End-to-end backpropagation of the global loss; each module's optimizer applies its slice.
   float global_step(const nn::batch<float>& b) {
-    const float loss = net_.loss_and_gradient(params_, b, grads_);
+    const float loss = chain_.global_gradient(span<float>(params_), b, span<float>(grads_));
     for (std::size_t k = 0; k < modules(); ++k)
       body_opt_[k].step(slice(params_, k), span<const float>(slice(grads_, k)));
     return loss;
   }
 
  private:
-  std::size_t slice_size(std::size_t k) const {
-    return net_.layer_offset(cfg_.bounds[k + 1]) - net_.layer_offset(cfg_.bounds[k]);
-  }
+  std::size_t slice_size(std::size_t k) const { return chain_.module_offset(k + 1) - chain_.module_offset(k); }
   span<float> slice(std::vector<float>& v, std::size_t k) {
-    return span<float>(v.data() + net_.layer_offset(cfg_.bounds[k]), slice_size(k));
+    return span<float>(v.data() + chain_.module_offset(k), slice_size(k));
   }
 
   local_learning_config cfg_;
-  nn::mlp<float> net_;
+  Chain chain_;
   std::vector<float> params_, grads_;
-  std::vector<nn::mlp<float>> bodies_, heads_;
-  std::vector<std::vector<float>> head_params_, head_grads_, dout_;
+  std::vector<std::vector<float>> head_params_, head_grads_;
   std::vector<Opt> body_opt_, head_opt_;
 };
 

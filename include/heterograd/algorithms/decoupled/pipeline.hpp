@@ -97,8 +97,8 @@ struct pipeline_report {
 
 namespace detail {
 /// Module k's step on one batch, timed into the report.
-template <class Opt>
-module_step timed_step(local_learning<Opt>& ll, std::size_t k, const activation_message& in,
+template <class Opt, class Chain>
+module_step timed_step(local_learning<Opt, Chain>& ll, std::size_t k, const activation_message& in,
                        pipeline_report& report) {
   const auto start = std::chrono::steady_clock::now();
   const auto r = ll.step_module(k, in.x.data(), in.y);
@@ -112,8 +112,8 @@ module_step timed_step(local_learning<Opt>& ll, std::size_t k, const activation_
 /// Runs `iterations` batches through the modules of `ll`, one thread per module. `next_batch(t)`
 /// returns batch t (inputs and labels by value). Rethrows the first stage failure after
 /// stopping the others.
-template <class Opt>
-pipeline_report run_pipeline(local_learning<Opt>& ll,
+template <class Opt, class Chain>
+pipeline_report run_pipeline(local_learning<Opt, Chain>& ll,
                              const std::function<activation_message(std::size_t)>& next_batch,
                              std::size_t iterations, pipeline_options opt = {}) {
   require_positive("pipeline.queue_capacity", opt.queue_capacity);

@@ -30,8 +30,8 @@ enum pipeline_tag : int { header_tag = 7100, x_tag = 7101, y_tag = 7102, credit_
 
 /// Runs `iterations` batches through the pipeline; rank k of `t` runs module k (t.size() must
 /// equal the number of modules). Only rank 0 calls `next_batch`.
-template <class Transport, class Opt>
-pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt>& ll,
+template <class Transport, class Opt, class Chain>
+pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain>& ll,
                                   const std::function<activation_message(std::size_t)>& next_batch,
                                   std::size_t iterations, pipeline_options opt = {}) {
   require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
@@ -56,7 +56,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt>& ll,
       t.recv(span<std::int64_t>(header, 2), prev, detail::header_tag, ro).wait();
       const auto rows = static_cast<std::size_t>(header[1]);
       in.iteration = static_cast<std::size_t>(header[0]);
-      in.x.resize(rows * ll.network().sizes()[ll.bounds()[k]]);
+      in.x.resize(rows * ll.chain().input_width(k));
       in.y.resize(rows);
       t.recv(span<float>(in.x), prev, detail::x_tag, ro).wait();
       t.recv(span<std::int32_t>(in.y), prev, detail::y_tag, ro).wait();
@@ -83,8 +83,8 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt>& ll,
 }
 
 /// Rank 0 receives every module's slice and head from its owner; the others send theirs.
-template <class Transport, class Opt>
-void gather_modules(const Transport& t, local_learning<Opt>& ll, pipeline_options opt = {}) {
+template <class Transport, class Opt, class Chain>
+void gather_modules(const Transport& t, local_learning<Opt, Chain>& ll, pipeline_options opt = {}) {
   comm::send_options so;
   comm::recv_options ro;
   so.timeout = ro.timeout = opt.timeout;
