@@ -2,7 +2,9 @@
 // regression, batch 64, forward + backward (BLAS GEMM) + fused Adam, with each thread count of
 // --threads (OpenMP and OpenBLAS set alike; default bench/bench_args.hpp's thread_counts(): 1,
 // 2, 4, ... up to the cores; results read BM_softmax_regression_adam_step/threads:2/...). Reports seconds per epoch (60000 / 64 steps) next to
-// PyTorch's figure for the same model measured by bench/compare/torch_mlp.py.
+// PyTorch's figure for the same model measured by bench/compare/torch_mlp.py. With the torch
+// component, models_torch.cpp adds the LibTorch presets' steps (heterograd against a plain
+// LibTorch loop and, in samples per second, PyTorch's DDP: bench/compare/torch_ddp.py).
 #include <cstddef>
 #include <vector>
 
@@ -65,8 +67,17 @@ void BM_softmax_regression_adam_step(benchmark::State& state) { run(state, {784,
 
 }  // namespace
 
+#if defined(HG_HAS_TORCH)
+namespace hg_bench_torch {
+void register_benchmarks();  // models_torch.cpp: the LibTorch presets
+}
+#endif
+
 int main(int argc, char** argv) {
   const hg_bench::flags f(argc, argv, {hg_bench::threads_dimension()});
+#if defined(HG_HAS_TORCH)
+  hg_bench_torch::register_benchmarks();
+#endif
   const auto threads = f.get("threads", hg_bench::thread_counts());
   hg_bench::register_threads("BM_mlp_784_256_128_10_adam_step", BM_mlp_784_256_128_10_adam_step,
                              threads)

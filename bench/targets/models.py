@@ -1,7 +1,7 @@
 """Models suite: heterograd's epoch time against PyTorch's for the same model, threads, batch,
 at every thread count the suite ran (its --threads; bench/compare/torch_mlp.py measures the
 thread counts recorded in the suite's JSON)."""
-from report import Target, arg_values, guard, need
+from report import Target, arg_values, entries, guard, need
 
 
 def targets(bench, peers):
@@ -25,4 +25,41 @@ def targets(bench, peers):
                 # Speed-up over PyTorch (their time / ours); >= 1 means at least as fast.
                 rows.append(Target(label, theirs / mine, 1.0,
                                    note=f"{mine:.2f} s vs PyTorch {theirs:.2f} s"))
+    rows += torch_targets(bench, peers)
+    return rows
+
+
+PRESETS = ((0, "lenet5"), (1, "resnet8"))
+
+
+def torch_targets(bench, peers):
+    """The LibTorch presets (models_torch.cpp, built with the torch component): heterograd's step
+    against a plain LibTorch loop on the same threads (overhead <= 5%: ratio >= 0.95), and its
+    local SGD against PyTorch's DDP on Gloo in samples per second (>= 1.0 at H = 1)."""
+    rows = []
+    if not entries(bench, "BM_torch_plain_step"):
+        rows.append(Target("models: LibTorch presets", None, 1.0,
+                           skipped="hg-bench-models built without the torch component (-DHG_WITH_LIBTORCH=ON)"))
+        return rows
+    for p, name in PRESETS:
+        def sps(base, **args):
+            return need(bench, base, preset=p, **args)["samples_per_second"]
+
+        label = f"models: {name} local SGD H=8 over 2 inproc ranks / plain LibTorch on 2 threads"
+        with guard(rows, label):
+            mine, plain = sps("BM_torch_local_sgd_step", ranks=2, period=8), sps("BM_torch_plain_step", ranks=2)
+            rows.append(Target(label, mine / plain, 0.95, note=f"{mine:.0f} vs {plain:.0f} samples/s"))
+        label = f"models: {name} asynchronous worker's job / plain LibTorch step, 1 thread"
+        with guard(rows, label):
+            mine, plain = sps("BM_torch_async_step"), sps("BM_torch_plain_step", ranks=1)
+            rows.append(Target(label, mine / plain, 0.95, note=f"{mine:.0f} vs {plain:.0f} samples/s"))
+        ddp = peers.get(f"ddp/{name}", {}).get("samples_per_second") if peers else None
+        for h in (1, 8):
+            label = f"models: {name} local SGD H={h} 2 ranks / PyTorch DDP Gloo 2 processes (samples/s)"
+            with guard(rows, label):
+                mine = sps("BM_torch_local_sgd_step", ranks=2, period=h)
+                if ddp is None:
+                    rows.append(Target(label, None, 1.0, skipped="" if not peers else "the peers file has no DDP figure"))
+                    continue
+                rows.append(Target(label, mine / ddp, 1.0, note=f"{mine:.0f} vs DDP {ddp:.0f} samples/s"))
     return rows
