@@ -18,8 +18,6 @@
 // preset 0 is LeNet-5, 1 ResNet-8; batch 32 per rank of standardised Fashion-MNIST; one
 // LibTorch (OpenMP) thread and one OpenBLAS thread per rank. An iteration is 32 steps of every
 // rank; counters: samples_per_second (all ranks), step_ms (one rank's step).
-#include <torch/torch.h>
-
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -28,19 +26,12 @@
 #include <thread>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "heterograd/algorithms/async/server.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/inproc.hpp"
-#include "heterograd/data/idx.hpp"
 #include "heterograd/optim/optimizers.hpp"
-#include "heterograd/torch/models.hpp"
 #include "heterograd/torch/module.hpp"
-
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+#include "torch_presets.hpp"
 
 namespace hg_bench_torch {
 
@@ -50,50 +41,7 @@ namespace hg = heterograd;
 namespace lt = heterograd::libtorch;
 namespace sync_api = heterograd::algorithms::sync;
 
-constexpr std::int64_t batch = 32;
 constexpr std::size_t steps = 32;  // per rank and benchmark iteration
-constexpr double lr = 0.01, momentum = 0.9;
-
-struct images {
-  torch::Tensor x, y;  // [n, 1, 28, 28] standardised, [n] int64
-};
-
-const images& train() {
-  static const images d = [] {
-    const auto ds = hg::data::load_fashion_mnist().train;
-    const auto n = static_cast<std::int64_t>(ds.size());
-    images r;
-    r.x = torch::from_blob(const_cast<float*>(ds.features.data()), {n, 1, 28, 28}, torch::kFloat).clone();
-    r.x = (r.x - r.x.mean()) / r.x.std();
-    r.y = torch::from_blob(const_cast<std::int32_t*>(ds.labels.data()), {n}, torch::kInt).to(torch::kLong);
-    return r;
-  }();
-  return d;
-}
-
-void one_thread() {
-#if defined(_OPENMP)
-  omp_set_num_threads(1);
-#endif
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
-}
-
-torch::nn::Sequential make(std::int64_t preset) {
-  torch::manual_seed(1);
-  return preset == 0 ? lt::lenet5() : lt::resnet8();
-}
-
-// Rank r's batch at step s of R ranks (consecutive slices, wrapping around the training set).
-std::pair<torch::Tensor, torch::Tensor> batch_of(std::size_t s, std::size_t r, std::size_t R) {
-  const auto& d = train();
-  const std::int64_t per = d.x.size(0) / batch;
-  const std::int64_t k = static_cast<std::int64_t>((s * R + r) % static_cast<std::size_t>(per)) * batch;
-  return {d.x.narrow(0, k, batch), d.y.narrow(0, k, batch)};
-}
-
-torch::Tensor loss_of(torch::nn::SequentialImpl& net, const torch::Tensor& x, const torch::Tensor& y) {
-  return torch::nn::functional::cross_entropy(net.forward(x), y);
-}
 
 void counters(benchmark::State& state, std::size_t ranks) {
   const double per_iteration = static_cast<double>(steps * ranks * batch);

@@ -62,4 +62,11 @@ def torch_targets(bench, peers):
                     rows.append(Target(label, None, 1.0, skipped="" if not peers else "the peers file has no DDP figure"))
                     continue
                 rows.append(Target(label, mine / ddp, 1.0, note=f"{mine:.0f} vs DDP {ddp:.0f} samples/s"))
+            label = f"models: {name} local SGD H={h} 2 MPI ranks / PyTorch DDP Gloo 2 processes (samples/s)"
+            mpi = peers.get(f"hg_mpi/{name}/{h}", {}).get("samples_per_second") if peers else None
+            if ddp is None or mpi is None:
+                rows.append(Target(label, None, 1.0, skipped="no MPI figure (mpirun or the torch+mpi build missing)"
+                                   if peers and ddp is not None else "" if not peers else "the peers file has no DDP figure"))
+            else:
+                rows.append(Target(label, mpi / ddp, 1.0, note=f"{mpi:.0f} vs DDP {ddp:.0f} samples/s"))
     return rows

@@ -1,0 +1,70 @@
+#pragma once
+// What the LibTorch preset benchmarks share (bench/models_torch.cpp, and the MPI peer
+// bench/compare/hg_torch_local_sgd_mpi.cpp): standardised Fashion-MNIST as tensors, the presets
+// by number (0 LeNet-5, 1 ResNet-8) from one seed, rank r's batch at step s, one LibTorch and
+// one OpenBLAS thread per rank, and the settings PyTorch's peer (bench/compare/torch_ddp.py)
+// uses too: batch 32 per rank, SGD with momentum 0.9 at lr 0.01.
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "heterograd/data/idx.hpp"
+#include "heterograd/torch/models.hpp"
+
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace hg_bench_torch {
+
+inline constexpr std::int64_t batch = 32;
+inline constexpr double lr = 0.01, momentum = 0.9;
+
+struct images {
+  torch::Tensor x, y;  // [n, 1, 28, 28] standardised, [n] int64
+};
+
+inline const images& train() {
+  static const images d = [] {
+    const auto ds = heterograd::data::load_fashion_mnist().train;
+    const auto n = static_cast<std::int64_t>(ds.size());
+    images r;
+    r.x = torch::from_blob(const_cast<float*>(ds.features.data()), {n, 1, 28, 28}, torch::kFloat).clone();
+    r.x = (r.x - r.x.mean()) / r.x.std();
+    r.y = torch::from_blob(const_cast<std::int32_t*>(ds.labels.data()), {n}, torch::kInt).to(torch::kLong);
+    return r;
+  }();
+  return d;
+}
+
+inline void one_thread() {
+#if defined(_OPENMP)
+  omp_set_num_threads(1);
+#endif
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+}
+
+inline const char* preset_name(std::int64_t preset) { return preset == 0 ? "lenet5" : "resnet8"; }
+
+inline torch::nn::Sequential make(std::int64_t preset) {
+  torch::manual_seed(1);
+  return preset == 0 ? heterograd::libtorch::lenet5() : heterograd::libtorch::resnet8();
+}
+
+/// Rank r's batch at step s of R ranks (consecutive slices, wrapping around the training set).
+inline std::pair<torch::Tensor, torch::Tensor> batch_of(std::size_t s, std::size_t r, std::size_t R) {
+  const auto& d = train();
+  const std::int64_t per = d.x.size(0) / batch;
+  const std::int64_t k = static_cast<std::int64_t>((s * R + r) % static_cast<std::size_t>(per)) * batch;
+  return {d.x.narrow(0, k, batch), d.y.narrow(0, k, batch)};
+}
+
+inline torch::Tensor loss_of(torch::nn::SequentialImpl& net, const torch::Tensor& x, const torch::Tensor& y) {
+  return torch::nn::functional::cross_entropy(net.forward(x), y);
+}
+
+}  // namespace hg_bench_torch
