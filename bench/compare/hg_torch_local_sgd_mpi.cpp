@@ -5,7 +5,8 @@
 //
 //   mpirun -np R hg-bench-models-torch-mpi PRESET PERIOD     PRESET 0 LeNet-5, 1 ResNet-8
 //
-// Rank 0 prints one JSON object: preset, period, ranks, samples_per_second.
+// Rank 0 prints one JSON object: preset, period, ranks, samples_per_second, and its model's
+// test accuracy (the replicas' average at the last round) after `samples` samples in all.
 #include <mpi.h>
 
 #include <chrono>
@@ -58,8 +59,10 @@ int main(int argc, char** argv) {
       c.barrier().wait();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r == 0)
-        std::printf("{\"preset\": \"%s\", \"period\": %ld, \"ranks\": %zu, \"samples_per_second\": %.3f}\n",
-                    hb::preset_name(preset), period, R, static_cast<double>(R * steps * hb::batch) / secs);
+        std::printf("{\"preset\": \"%s\", \"period\": %ld, \"ranks\": %zu, \"samples_per_second\": %.3f, "
+                    "\"samples\": %zu, \"accuracy\": %.4f}\n",
+                    hb::preset_name(preset), period, R, static_cast<double>(R * steps * hb::batch) / secs,
+                    R * (warmup + steps) * static_cast<std::size_t>(hb::batch), hb::accuracy(net));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rank %d: %s\n", c.rank(), e.what());
       code = 1;

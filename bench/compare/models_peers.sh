@@ -42,7 +42,8 @@ for line in open(lines):
     if line.startswith("{"):
         r = json.loads(line)
         res[f"hg_mpi/{r['preset']}/{r['period']}"] = r
-        print(f"heterograd local SGD over MPI {r['preset']} H={r['period']}: {r['samples_per_second']:.0f} samples/s")
+        print(f"heterograd local SGD over MPI {r['preset']} H={r['period']}: {r['samples_per_second']:.0f} samples/s, "
+              f"accuracy {r['accuracy']:.4f} after {r['samples']} samples")
 with open(out, "w") as f:
     json.dump(res, f, indent=1)
 PY

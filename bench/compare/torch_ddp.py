@@ -9,8 +9,9 @@ of standardised Fashion-MNIST (consecutive slices: rank r takes slice s*2 + r at
 heterograd benchmark does), torch.optim.SGD(lr=0.01, momentum=0.9); DDP averages the gradients
 every step (data parallel: heterograd's local SGD with H = 1 does the same work). Samples per
 second over a fixed number of steps after a warm-up, both ranks synchronised by a barrier
-around the timed part. Merges "ddp/lenet5" and "ddp/resnet8" into OUT.json (the models
-suite's peers file, which torch_mlp.py writes first).
+around the timed part; then rank 0's test accuracy on the first 2000 test images (evaluation
+mode) after all its samples, as hg-bench-models-torch-mpi reports it. Merges "ddp/lenet5" and
+"ddp/resnet8" into OUT.json (the models suite's peers file, which torch_mlp.py writes first).
 """
 import json
 import os
@@ -25,7 +26,7 @@ import torch.nn as nn
 
 from torch_mlp import DIR, load_images, load_labels
 
-BATCH, RANKS, WARMUP, STEPS = 32, 2, 10, 96
+BATCH, RANKS, WARMUP, STEPS = 32, 2, 16, 96
 
 
 def lenet5():
@@ -63,7 +64,8 @@ def worker(rank, preset, init_file, result_file):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=RANKS)
     x = torch.from_numpy(load_images(os.path.join(DIR, "train-images-idx3-ubyte.gz"))).view(-1, 1, 28, 28)
-    x = (x - x.mean()) / x.std()
+    x_mean, x_std = x.mean(), x.std()
+    x = (x - x_mean) / x_std
     y = torch.from_numpy(load_labels(os.path.join(DIR, "train-labels-idx1-ubyte.gz")))
     torch.manual_seed(1)
     model = nn.parallel.DistributedDataParallel(lenet5() if preset == "lenet5" else resnet8())
@@ -86,9 +88,18 @@ def worker(rank, preset, init_file, result_file):
     dist.barrier()
     secs = time.perf_counter() - t0
     if rank == 0:
+        # Test accuracy on the first 2000 test images (evaluation mode), after the same samples
+        # as hg-bench-models-torch-mpi's figure.
+        tx = torch.from_numpy(load_images(os.path.join(DIR, "t10k-images-idx3-ubyte.gz"))).view(-1, 1, 28, 28)
+        tx = (tx - x_mean) / x_std
+        ty = torch.from_numpy(load_labels(os.path.join(DIR, "t10k-labels-idx1-ubyte.gz")))
+        model.eval()
+        with torch.no_grad():
+            acc = (model.module(tx[:2000]).argmax(1) == ty[:2000]).double().mean().item()
         with open(result_file, "w") as f:
             json.dump({"samples_per_second": RANKS * STEPS * BATCH / secs, "seconds": secs, "ranks": RANKS,
-                       "batch": BATCH, "steps": STEPS}, f)
+                       "batch": BATCH, "steps": STEPS, "samples": RANKS * (WARMUP + STEPS) * BATCH,
+                       "accuracy": acc}, f)
     dist.destroy_process_group()
 
 
@@ -107,7 +118,8 @@ def main():
             with open(result) as f:
                 r = json.load(f)
         res[f"ddp/{preset}"] = r
-        print(f"torch DDP gloo {preset}: {RANKS} ranks, {r['samples_per_second']:.0f} samples/s")
+        print(f"torch DDP gloo {preset}: {RANKS} ranks, {r['samples_per_second']:.0f} samples/s, "
+              f"accuracy {r['accuracy']:.4f} after {r['samples']} samples")
     res["ddp_torch_version"] = torch.__version__
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
