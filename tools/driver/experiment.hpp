@@ -150,8 +150,8 @@ struct model_settings {
                        "the dataset's features)",
                        heterograd::closed(1, 4096)),
         describe_field("threads", &model_settings::threads,
-                       "kind torch: LibTorch's intra-op threads per worker (0: the cores over the workers "
-                       "computing at once: all of them on runtimes threads and mpi, one on sim)",
+                       "kind torch: LibTorch's intra-op threads per worker, per module for local_learning "
+                       "(0: one, whatever the cores and --jobs: results do not depend on them)",
                        heterograd::closed(0, 1024)),
         describe_field("context", &model_settings::context, "preset transformer: bytes a sequence holds",
                        heterograd::closed(1, 4096)),
@@ -184,9 +184,6 @@ struct experiment {
   network_settings network;
   horizon_settings horizon;
   target_settings target;
-  /// Runs sharing this machine's cores at once (heterograd-run --jobs; not a config key): what
-  /// a run may take of them (LibTorch's threads).
-  unsigned sharing = 1;
   /// Bytes of one parameter as the network carries it.
   std::size_t value_bytes() const { return float64 ? sizeof(double) : sizeof(float); }
 };

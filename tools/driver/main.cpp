@@ -282,7 +282,7 @@ bool follow_parent(long parent) {
 }
 
 int child_main(const std::string& config_path, std::size_t method, std::uint64_t seed, const std::string& dir,
-               bool resume, std::uint64_t halt_after, unsigned sharing) {
+               bool resume, std::uint64_t halt_after) {
 #ifdef _OPENMP
   // Parallelism comes from processes here: OpenMP teams in every process would fight over the
   // cores (their spinning threads slow everyone down).
@@ -291,7 +291,6 @@ int child_main(const std::string& config_path, std::size_t method, std::uint64_t
   std::ifstream in(config_path);
   const json cfg = json::parse(in);
   run_request req{cfg, method, seed, dir, resume, halt_after, {}};
-  req.sharing = std::max(1u, sharing);
   auto last = clock_type::now() - std::chrono::seconds(1);
   req.progress = [&](const progress_info& p) {
     const auto now = clock_type::now();
@@ -583,8 +582,7 @@ void run_stage(stage& st, const run_options& o, bool tolerate) {
         std::filesystem::create_directories(u.dir);
         std::vector<std::string> args{exe.string(), cfg_path.string(), "--child", "--method-index",
                                       std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
-                                      u.dir.string(), "--parent-pid", std::to_string(::getpid()), "--sharing",
-                                      std::to_string(std::min<std::size_t>(o.jobs, todo.size()))};
+                                      u.dir.string(), "--parent-pid", std::to_string(::getpid())};
         if (o.resume) args.push_back("--resume");
         if (o.halt_after) {
           args.push_back("--halt-after");
@@ -722,8 +720,6 @@ int main(int argc, char** argv) {
   app.add_option("--dir", child_dir, "(internal)")->group("");
   app.add_option("--parent-pid", parent_pid, "(internal) the parent's pid: the child ends when it does")->group("");
   app.add_option("--halt-after", halt_after, "stop as if killed after N evaluations (tests)")->group("");
-  unsigned sharing = 1;
-  app.add_option("--sharing", sharing, "(internal) runs sharing the cores (--jobs)")->group("");
   CLI11_PARSE(app, argc, argv);
 
   std::optional<mpi_session> mpi;
@@ -731,7 +727,7 @@ int main(int argc, char** argv) {
   json seen;  // the resolved configuration, for errors the library raises while it runs
   try {
     if (child && !follow_parent(parent_pid)) return 1;  // the parent is gone already
-    if (child) return child_main(experiment, child_method, seed, child_dir, resume, halt_after, sharing);
+    if (child) return child_main(experiment, child_method, seed, child_dir, resume, halt_after);
     if (list) {
       for (const auto& n : list_experiments()) {
         const json j = load_experiment(n);

@@ -50,7 +50,6 @@ struct run_request {
   std::uint64_t halt_after = 0; ///< test hook: stop (as if killed) after this many evaluations
   progress_fn progress;
   bool root = true;             ///< false on MPI ranks other than 0 (they write nothing)
-  unsigned sharing = 1;         ///< runs sharing this machine's cores at once (--jobs)
 };
 
 /// The run stopped at --halt-after (after its checkpoint was written).
@@ -81,7 +80,6 @@ struct chain_request {
   std::size_t modules = 2;                 ///< methods[i].modules
   std::vector<std::string> split;          ///< methods[i].split (torch models)
   std::vector<std::size_t> head_hidden;    ///< methods[i].head_hidden
-  std::size_t modules_at_once = 1;         ///< modules computing concurrently (threads per module)
 };
 
 /// A local_learning method's request (run_local.cpp); `method` is one of config's methods.

@@ -985,7 +985,6 @@ json run_method(const run_request& req) {
 #endif
   const json& m = req.config["methods"][req.method];
   experiment e = experiment_of(req.config);
-  e.sharing = req.sharing;
   auto prob = make_problem(e, req.config, req.seed);
   if (req.root) std::filesystem::create_directories(req.dir);
   context ctx{.config = req.config, .method = m, .seed = req.seed, .dir = req.dir, .prob = *prob,

@@ -68,8 +68,6 @@ chain_request chain_request_of(const json& config, const json& m) {
   r.modules = m["modules"].get<std::size_t>();
   r.split = m["split"].get<std::vector<std::string>>();
   r.head_hidden = m["head_hidden"].get<std::vector<std::size_t>>();
-  // threads: one module per thread; mpi: one per rank (on this machine's cores too).
-  r.modules_at_once = config["runtime"] == "sim" ? 1 : r.modules;
   return r;
 }
 

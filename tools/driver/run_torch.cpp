@@ -51,24 +51,12 @@ extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace {
 
-int cores() {
-#ifdef _OPENMP
-  return omp_get_num_procs();
-#else
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-#endif
-}
-
-// LibTorch's intra-op threads for each of `at_once` computations at once (workers, modules)
-// in each of the runs sharing the machine (--jobs): model.threads, else the cores over them.
-int threads_for(const experiment& e, std::size_t at_once) {
-  if (e.model.threads > 0) return static_cast<int>(e.model.threads);
-  const std::size_t n = std::max<std::size_t>(1, at_once) * std::max(1u, e.sharing);
-  return std::max(1, cores() / static_cast<int>(std::min<std::size_t>(n, 1u << 16)));
-}
-
-// One worker's: the workers computing at once are one on sim, all on threads and mpi.
-int threads_per_worker(const experiment& e) { return threads_for(e, e.runtime == "sim" ? 1 : e.workers.count); }
+// LibTorch's intra-op threads for each worker (local learning: each module): model.threads,
+// else one. One by default, so that a run's numbers do not depend on the machine's cores or on
+// how many runs share them (--jobs): LibTorch's reductions split by thread count (LeNet-5's
+// final accuracy in E7 on the CNN moved from 0.8644 to 0.8638 between 2 threads and 1), and
+// two runs of two spinning OpenMP threads each on 2 cores were 10x slower than one.
+int threads_per_worker(const experiment& e) { return e.model.threads > 0 ? static_cast<int>(e.model.threads) : 1; }
 
 // LibTorch with OpenMP (Debian's) runs its kernels on the calling thread's OpenMP team: set per
 // thread. OpenBLAS's pool is the process's: one thread when workers compute at once.
@@ -137,7 +125,6 @@ class torch_classifier final : public classifier {
                static_cast<std::int64_t>(e.model.input.at(2))},
         preset_(e.model.preset),
         smoothing_(e.model.label_smoothing),
-        experiment_(e),
         threads_(threads_per_worker(e)),
         workers_([this] { return make(); }, e.workers.count) {
     process_threads(e, threads_);
@@ -230,8 +217,7 @@ class torch_classifier final : public classifier {
   }
 
   // The preset split at its children (heterograd/torch/chain.hpp), with the same input
-  // standardisation; LibTorch threads per module: model.threads, else the cores over the
-  // modules computing at once.
+  // standardisation, and the workers' LibTorch threads per module.
   hg::algorithms::decoupled::any_chain module_chain(const chain_request& r) override {
     lt::chain_options o;
     o.split = r.split;
@@ -239,7 +225,7 @@ class torch_classifier final : public classifier {
     o.head_channels.assign(r.head_hidden.begin(), r.head_hidden.end());
     o.label_smoothing = smoothing_;
     o.input = {shape_.channels, shape_.height, shape_.width};
-    o.threads = threads_for(experiment_, r.modules_at_once);
+    o.threads = threads_;
     o.prepare = [mean = mean_, inv = inv_std_](const torch::Tensor& x) { return mean.defined() ? (x - mean) * inv : x; };
     try {
       torch::NoGradGuard no_grad;
@@ -271,7 +257,6 @@ class torch_classifier final : public classifier {
   lt::image_shape shape_;
   torch_preset preset_;
   double smoothing_;
-  experiment experiment_;  // its threads rule (threads_for)
   int threads_;
   module_slots<std::function<std::shared_ptr<torch::nn::Module>()>> workers_;
   std::unique_ptr<lt::flat_module> eval_;
