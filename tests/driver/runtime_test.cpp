@@ -170,6 +170,41 @@ BOOST_AUTO_TEST_CASE(selsync_and_omnilearn_on_threads_equal_the_simulator_bit_fo
   BOOST_TEST(omni["extra"]["rebalances"].get<std::size_t>() > 0);
 }
 
+// FedAvg (device sampling: 2 of the 4 workers a round, drawn from the run's seed) and gossip on a
+// ring (each worker averages with its neighbours; worker 0's model after each round evaluated):
+// the threads runtime gives the simulator's numbers bit for bit, and each method does what it
+// says: FedAvg processes exactly rounds x 2 workers x H gradients, gossip ends apart from plain
+// local SGD's global average.
+BOOST_AUTO_TEST_CASE(fedavg_sampling_and_gossip_on_threads_equal_the_simulator_bit_for_bit) {
+  json j = quadratic_experiment(64);
+  j["horizon"] = json{{"updates", 12}};
+  j["methods"] = json::parse(R"([
+    {"label": "FedAvg", "algorithm": "local_sgd", "period": 2, "sampled": 2},
+    {"label": "gossip", "algorithm": "local_sgd", "period": 2, "gossip": "ring"},
+    {"label": "local SGD", "algorithm": "local_sgd", "period": 2}])");
+  threads_equal_sim(j, "fedavg-gossip");
+  const auto d = scratch("fedavg-gossip-sim");
+  const json fed = run(j, "sim", d / "0", 0), gossip = run(j, "sim", d / "1", 1), plain = run(j, "sim", d / "2", 2);
+  BOOST_TEST(fed["final"]["updates"].get<double>() == 12.0);
+  BOOST_TEST(fed["final"]["samples"].get<double>() == 12.0 * 2 * 2);  // one sample a gradient here
+  BOOST_TEST(plain["final"]["samples"].get<double>() == 12.0 * 4 * 2);
+  BOOST_TEST(gossip["final"]["samples"].get<double>() == 12.0 * 4 * 2);
+  BOOST_TEST(gossip["params_hash"] != plain["params_hash"]);
+  BOOST_TEST(fed["params_hash"] != plain["params_hash"]);
+  // Refused with the key: more sampled workers than workers; gossip with sampling, with averaged
+  // optimizer states or FedNova's weights; a topology that is not offered.
+  json bad = j;
+  for (const auto& [method, key] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"label": "m", "algorithm": "local_sgd", "sampled": 5})", "methods[0].sampled"},
+           {R"({"label": "m", "algorithm": "local_sgd", "sampled": 2, "gossip": "ring"})", "methods[0].gossip"},
+           {R"({"label": "m", "algorithm": "local_sgd", "gossip": "ring", "states": "average"})", "methods[0].states"},
+           {R"({"label": "m", "algorithm": "local_sgd", "gossip": "ring", "weighting": "fednova"})", "methods[0].weighting"},
+           {R"({"label": "m", "algorithm": "local_sgd", "gossip": "torus"})", "methods[0].gossip"}}) {
+    bad["methods"] = json::array({json::parse(method)});
+    BOOST_TEST(error_of(bad).find(key) != std::string::npos, error_of(bad));
+  }
+}
+
 // eager-SGD with injected imbalance (one random worker per step is 3 time units late) and a
 // small staleness bound, so rounds fire without every worker, late gradients are carried to the
 // next round and the bound holds fresh workers back.
@@ -478,7 +513,9 @@ BOOST_AUTO_TEST_CASE(mpirun_gives_the_simulators_numbers_bitwise_for_servers_and
   const json omnilearn_asgd = json::parse(R"({"label": "OmniLearn ASP", "algorithm": "omnilearn_asgd", "batch": 16,
                                              "min_batch": 4, "max_batch": 64, "rebalance_every": 8})");
   servers["methods"] = json::array({raw["methods"][0], raw["methods"][1], eager, omnilearn_asgd});
-  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn});
+  const json fedavg = json::parse(R"({"label": "FedAvg", "algorithm": "local_sgd", "period": 2, "sampled": 2})");
+  const json gossip = json::parse(R"({"label": "gossip", "algorithm": "local_sgd", "period": 2, "gossip": "ring"})");
+  rounds["methods"] = json::array({raw["methods"][3], raw["methods"][4], selsync, omnilearn, fedavg, gossip});
   // Exact updates horizons (stop_rule): 17 applied updates, 17 rounds.
   json servers_n = servers, rounds_n = rounds;
   servers_n["horizon"] = rounds_n["horizon"] = json{{"updates", 17}};

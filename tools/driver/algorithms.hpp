@@ -68,13 +68,20 @@ std::vector<algorithm_row> builtin_algorithms() {
                   keys_of(hb::omnilearn_config{}, {},
                           {{"rebalance_every",
                             integer("rounds between controller runs (0: one epoch)", 0, 0)}})),
+      // sampled: FedAvg's device sampling (K of the workers a round, drawn from the run's
+      // seed); gossip: a ring's neighbour averaging in place of the global one (NFSGD of #18).
       Bind::round("local_sgd",
                   keys_of(hs::local_sgd_config{}, {},
                           {{"speed_proportional",
                             boolean("H_i proportional to worker speed: H_i = max(1, round(H * "
                                     "tau_min / tau_i)) from the mean job times, or measured on the real "
                                     "clock without real_scale",
-                                    false)}})),
+                                    false)},
+                           {"sampled", integer("FedAvg: workers sampled each round, uniformly without replacement "
+                                               "from the run's seed (0: all)", 0, 0)},
+                           {"gossip", choice("\"ring\": each worker averages with its two ring neighbours "
+                                             "(weights 1/3) instead of a global average; the model evaluated is "
+                                             "worker 0's after each round", "none", {"none", "ring"})}})),
       Bind::round("selsync", keys_of(hs::selsync_config{})),
       Bind::round("eager", keys_of(hs::eager_config{})),
       // slow_workers: the library's per-worker flags (biased_config::slow) as a list of indices.

@@ -806,6 +806,22 @@ void check_cross(json& c) {
         m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
       throw config_error(p + ".min_batch", "expected <= max_batch (" + m["max_batch"].dump() + "), got " +
                                                m["min_batch"].dump());
+    if (a == "local_sgd") {  // FedAvg's sampling and gossip: the library's rules, named by key
+      if (m["sampled"].get<std::size_t>() > n)
+        throw config_error(p + ".sampled", "expected at most workers.count = " + std::to_string(n) + ", got " +
+                                               m["sampled"].dump());
+      if (m["gossip"] != "none") {
+        if (m["sampled"].get<std::size_t>() != 0)
+          throw config_error(p + ".gossip", "expected \"none\" with " + p + ".sampled = " + m["sampled"].dump() +
+                                                ": gossip averages every worker with its neighbours each round");
+        if (m["states"] == "average")
+          throw config_error(p + ".states", "expected \"keep_local\" or \"reset\" with " + p +
+                                                ".gossip: there is no global average of the optimizer states");
+        if (m["weighting"] == "fednova")
+          throw config_error(p + ".weighting", "expected a weighting other than \"fednova\" with " + p +
+                                                   ".gossip (FedNova normalises a global average)");
+      }
+    }
     if ((a == "local_sgd" || a == "biased_local_sgd") && !m["local_steps"].empty() &&
         m["local_steps"].size() != n)
       throw config_error(p + ".local_steps", "expected " + std::to_string(n) +
@@ -1140,6 +1156,7 @@ const std::map<std::string, std::pair<std::string, bool>>& library_keys() {
       {"selsync.sync_time", {"network", false}},
       {"local_sgd.period", {"period", true}},
       {"local_sgd.local_steps", {"local_steps", true}},
+      {"local_sgd.sampled", {"sampled", true}},
       {"local_sgd.states", {"states", true}},
       {"local_sgd.weighting", {"weighting", true}},
       {"bsp.weighting", {"weighting", true}},

@@ -290,6 +290,9 @@ json run_with(context& ctx, O opt) {
     cfg.local_steps = local_steps_of(ctx, cfg);
     cfg.sync_time = sync;
     cfg.nonfinite = nonfinite_of(m);
+    cfg.sampled = m["sampled"].get<std::size_t>();
+    cfg.seed = ctx.seed;
+    if (m["gossip"] == "ring") cfg.gossip = hs::mixing_matrix::ring(n);
     hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
     auto anchor = [&p] { return hg::span<const float>(p.anchor()); };
     const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, p.schedule());

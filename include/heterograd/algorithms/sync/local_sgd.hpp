@@ -260,7 +260,9 @@ inline double weight_of(const std::vector<std::size_t>& members, const std::vect
 ///           no anchor, no outer optimizer;
 ///   gossip  x_me <- sum_l W(me, l) x_l over the nonzero entries of row me in increasing l:
 ///           this rank's model goes to every j with W(j, me) != 0 and comes back from every
-///           l with W(me, l) != 0 (bytes: (in-degree + out-degree + 2) * S).
+///           l with W(me, l) != 0 (bytes: (in-degree + out-degree + 2) * S); rank 0's result
+///           becomes its anchor (no global model exists: the anchor is worker 0's model as of
+///           the last round).
 /// `anchor` and `os` are this rank's copies of the anchor and the outer state (the same on
 /// every rank); `model` (when not empty) receives the global or group average.
 template <class T, class Ex, class GroupEx, class Rep, class Outer, class OuterState>
@@ -331,6 +333,8 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
         wj.push_back(W(me, l));
       }
       weighted_sum(params, xs, wj);
+      // No global model exists: the anchor follows worker 0's (what the runtimes evaluate).
+      if (me == 0) std::copy(params.begin(), params.end(), anchor.begin());
       rep.tr.from_common(me, params);
       if (cfg.states == state_policy::reset) rep.state = rep.opt.init(rep.exec, params);
       break;
