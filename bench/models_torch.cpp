@@ -14,10 +14,15 @@
 //   BM_torch_async_step/preset:P                one thread: an asynchronous worker's job (the
 //                                               server's parameters copied to the worker, its
 //                                               gradient, model_server::apply)
+//   BM_torch_overhead/preset:P/kind:K           the overhead targets, the two loops side by
+//                                               side (kind 0 async vs plain on 1 thread, 1
+//                                               local SGD H=8 vs plain on 2 threads): counter
+//                                               ratio = heterograd's speed / the plain loop's
 //
-// preset 0 is LeNet-5, 1 ResNet-8; batch 32 per rank of standardised Fashion-MNIST; one
-// LibTorch (OpenMP) thread and one OpenBLAS thread per rank. An iteration is 32 steps of every
-// rank; counters: samples_per_second (all ranks), step_ms (one rank's step).
+// preset 0 is LeNet-5, 1 ResNet-8 (batch 32 per rank of standardised Fashion-MNIST), 2 the
+// byte-level transformer (8 sequences of 128 bytes per rank); one LibTorch (OpenMP) thread and
+// one OpenBLAS thread per rank. An iteration is 32 steps of every rank; counters:
+// samples_per_second (images or sequences, all ranks), step_ms (one rank's step).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -44,7 +49,7 @@ namespace sync_api = heterograd::algorithms::sync;
 constexpr std::size_t steps = 32;  // per rank and benchmark iteration
 
 void counters(benchmark::State& state, std::size_t ranks) {
-  const double per_iteration = static_cast<double>(steps * ranks * batch);
+  const double per_iteration = static_cast<double>(steps * ranks) * static_cast<double>(batch_of_preset(state.range(0)));
   state.counters["samples_per_second"] =
       benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["step_ms"] = benchmark::Counter(static_cast<double>(steps) / 1e3,
@@ -52,45 +57,45 @@ void counters(benchmark::State& state, std::size_t ranks) {
                                                      benchmark::Counter::kInvert);
 }
 
-void BM_torch_plain_step(benchmark::State& state) {
-  const auto preset = state.range(0);
-  const auto R = static_cast<std::size_t>(state.range(1));
-  (void)train();
+// 32 steps of every rank of a plain LibTorch loop: R threads, each its own replica.
+struct plain_runner {
+  std::int64_t preset;
+  std::size_t R;
   std::vector<torch::nn::Sequential> nets;
   std::vector<std::unique_ptr<torch::optim::SGD>> opts;
-  for (std::size_t r = 0; r < R; ++r) {
-    nets.push_back(make(preset));
-    opts.push_back(std::make_unique<torch::optim::SGD>(nets.back()->parameters(),
-                                                       torch::optim::SGDOptions(lr).momentum(momentum)));
+  plain_runner(std::int64_t p, std::size_t ranks) : preset(p), R(ranks) {
+    for (std::size_t r = 0; r < R; ++r) {
+      nets.push_back(make(preset));
+      opts.push_back(std::make_unique<torch::optim::SGD>(nets.back()->parameters(),
+                                                         torch::optim::SGDOptions(lr).momentum(momentum)));
+    }
   }
-  std::size_t s0 = 0;
-  for (auto _ : state) {
+  void block(std::size_t s0, std::size_t n = steps) {
     std::vector<std::thread> th;
     for (std::size_t r = 0; r < R; ++r)
       th.emplace_back([&, r] {
         one_thread();
-        for (std::size_t s = s0; s < s0 + steps; ++s) {
-          const auto [x, y] = batch_of(s, r, R);
+        for (std::size_t s = s0; s < s0 + n; ++s) {
+          const auto [x, y] = batch_of(preset, s, r, R);
           opts[r]->zero_grad();
           loss_of(*nets[r], x, y).backward();
           opts[r]->step();
         }
       });
     for (auto& t : th) t.join();
-    s0 += steps;
   }
-  counters(state, R);
-}
+};
 
-void BM_torch_local_sgd_step(benchmark::State& state) {
-  const auto preset = state.range(0);
-  const auto R = static_cast<int>(state.range(1));
-  const auto H = static_cast<std::size_t>(state.range(2));
-  (void)train();
+// 32 steps of every rank of heterograd's local SGD over R inproc ranks.
+struct local_sgd_runner {
+  std::int64_t preset;
+  int R;
+  std::size_t H;
   std::vector<std::unique_ptr<lt::flat_module>> models;
-  for (int r = 0; r < R; ++r) models.push_back(std::make_unique<lt::flat_module>(make(preset).ptr()));
-  std::size_t s0 = 0;
-  for (auto _ : state) {
+  local_sgd_runner(std::int64_t p, int ranks, std::size_t period) : preset(p), R(ranks), H(period) {
+    for (int r = 0; r < R; ++r) models.push_back(std::make_unique<lt::flat_module>(make(preset).ptr()));
+  }
+  void block(std::size_t s0, std::size_t n = steps) {
     hg::comm::inproc::spawn(R, [&](hg::comm::inproc::communicator c) {
       one_thread();
       const auto r = static_cast<std::size_t>(c.rank());
@@ -99,48 +104,115 @@ void BM_torch_local_sgd_step(benchmark::State& state) {
       cfg.period = H;
       sync_api::local_sgd_worker<float, hg::optim::momentum, hg::comm::inproc::communicator> w(
           c, hg::optim::momentum({.lr = lr, .momentum = momentum}), m.params(),
-          std::vector<std::size_t>(static_cast<std::size_t>(R), static_cast<std::size_t>(batch)), cfg);
+          std::vector<std::size_t>(static_cast<std::size_t>(R), static_cast<std::size_t>(batch_of_preset(preset))), cfg);
       auto& net = dynamic_cast<torch::nn::SequentialImpl&>(m.module());
-      for (std::size_t s = s0; s < s0 + steps; ++s) {
-        const auto [x, y] = batch_of(s, r, static_cast<std::size_t>(R));
+      for (std::size_t s = s0; s < s0 + n; ++s) {
+        const auto [x, y] = batch_of(preset, s, r, static_cast<std::size_t>(R));
         m.zero_grad();
         loss_of(net, x, y).backward();
         (void)w.step(m.params(), m.grads());
       }
     });
-    s0 += steps;
   }
-  counters(state, static_cast<std::size_t>(R));
-}
+};
 
-void BM_torch_async_step(benchmark::State& state) {
-  const auto preset = state.range(0);
-  (void)train();
-  one_thread();
-  lt::flat_module worker(make(preset).ptr());
-  const std::vector<float> p0(worker.params().begin(), worker.params().end());
-  hg::algorithms::async::model_server<float, hg::optim::momentum> server(
-      p0, hg::optim::momentum({.lr = lr, .momentum = momentum}));
-  auto& net = dynamic_cast<torch::nn::SequentialImpl&>(worker.module());
-  std::size_t s0 = 0;
-  for (auto _ : state) {
-    for (std::size_t s = s0; s < s0 + steps; ++s) {
+// 32 jobs of an asynchronous worker on this thread: the server's parameters copied to the
+// worker, its gradient, model_server::apply.
+struct async_runner {
+  std::int64_t preset;
+  lt::flat_module worker;
+  hg::algorithms::async::model_server<float, hg::optim::momentum> server;
+  explicit async_runner(std::int64_t p)
+      : preset(p), worker(make(preset).ptr()),
+        server(std::vector<float>(worker.params().begin(), worker.params().end()),
+               hg::optim::momentum({.lr = lr, .momentum = momentum})) {}
+  void block(std::size_t s0, std::size_t n = steps) {
+    one_thread();
+    auto& net = dynamic_cast<torch::nn::SequentialImpl&>(worker.module());
+    for (std::size_t s = s0; s < s0 + n; ++s) {
       const auto x = server.params();  // the job: the server's parameters at the worker
       std::copy(x.begin(), x.end(), worker.params().begin());
-      const auto [xb, yb] = batch_of(s, 0, 1);
+      const auto [xb, yb] = batch_of(preset, s, 0, 1);
       worker.zero_grad();
       loss_of(net, xb, yb).backward();
       server.apply(worker.grads());
     }
+  }
+};
+
+template <class Runner>
+void timed(benchmark::State& state, Runner& run, std::size_t ranks) {
+  (void)train();
+  std::size_t s0 = 0;
+  for (auto _ : state) {
+    run.block(s0);
     s0 += steps;
   }
-  counters(state, 1);
+  counters(state, ranks);
+}
+
+void BM_torch_plain_step(benchmark::State& state) {
+  plain_runner run(state.range(0), static_cast<std::size_t>(state.range(1)));
+  timed(state, run, run.R);
+}
+
+void BM_torch_local_sgd_step(benchmark::State& state) {
+  local_sgd_runner run(state.range(0), static_cast<int>(state.range(1)), static_cast<std::size_t>(state.range(2)));
+  timed(state, run, static_cast<std::size_t>(run.R));
+}
+
+void BM_torch_async_step(benchmark::State& state) {
+  async_runner run(state.range(0));
+  timed(state, run, 1);
+}
+
+// The overhead targets, measured side by side: each iteration runs a block of the plain loop
+// and a block of heterograd's (in alternating order), so that the machine's drift from second
+// to second (+-7% between separate runs here) falls on both. kind 0: the asynchronous worker
+// against the plain loop on 1 thread; kind 1: local SGD H = 8 over 2 inproc ranks against the
+// plain loop on 2 threads. Counter ratio: heterograd's samples per second over the plain
+// loop's.
+void BM_torch_overhead(benchmark::State& state) {
+  const auto preset = state.range(0);
+  const bool rounds = state.range(1) == 1;
+  (void)train();
+  plain_runner plain(preset, rounds ? 2 : 1);
+  std::unique_ptr<async_runner> async;
+  std::unique_ptr<local_sgd_runner> local;
+  if (rounds) local = std::make_unique<local_sgd_runner>(preset, 2, 8);
+  else async = std::make_unique<async_runner>(preset);
+  // Steps a block: 32 (4 rounds of H = 8), so that the local SGD world's start in each block
+  // (threads, the worker's anchor) is amortised as in the other benchmarks; blocks of 8 put
+  // 13% of fixed cost on LeNet-5's 2 ms steps.
+  constexpr std::size_t n = steps;
+  auto ours = [&](std::size_t s0) { rounds ? local->block(s0, n) : async->block(s0, n); };
+  double t_plain = 0, t_ours = 0;
+  std::size_t s0 = 0, i = 0;
+  using clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    const auto t0 = clock::now();
+    if (i % 2 == 0) plain.block(s0, n);
+    else ours(s0);
+    const auto t1 = clock::now();
+    if (i % 2 == 0) ours(s0);
+    else plain.block(s0, n);
+    const auto t2 = clock::now();
+    const double a = std::chrono::duration<double>(t1 - t0).count(), b = std::chrono::duration<double>(t2 - t1).count();
+    t_plain += i % 2 == 0 ? a : b;
+    t_ours += i % 2 == 0 ? b : a;
+    state.SetIterationTime(a + b);
+    s0 += n;
+    ++i;
+  }
+  state.counters["ratio"] = t_ours > 0 ? t_plain / t_ours : 0.0;
+  state.counters["plain_seconds"] = t_plain;
+  state.counters["heterograd_seconds"] = t_ours;
 }
 
 }  // namespace
 
 void register_benchmarks() {
-  for (std::int64_t preset : {0, 1}) {
+  for (std::int64_t preset : {0, 1, 2}) {
     for (std::int64_t ranks : {1, 2})
       benchmark::RegisterBenchmark("BM_torch_plain_step", BM_torch_plain_step)
           ->ArgNames({"preset", "ranks"})
@@ -161,6 +233,13 @@ void register_benchmarks() {
         ->UseRealTime()
         ->MinTime(2.0)
         ->Unit(benchmark::kMillisecond);
+    for (std::int64_t kind : {0, 1})
+      benchmark::RegisterBenchmark("BM_torch_overhead", BM_torch_overhead)
+          ->ArgNames({"preset", "kind"})
+          ->Args({preset, kind})
+          ->UseManualTime()
+          ->MinTime(15.0)
+          ->Unit(benchmark::kMillisecond);
   }
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // What the LibTorch preset benchmarks share (bench/models_torch.cpp, and the MPI peer
 // bench/compare/hg_torch_local_sgd_mpi.cpp): standardised Fashion-MNIST as tensors, the presets
-// by number (0 LeNet-5, 1 ResNet-8) from one seed, rank r's batch at step s, one LibTorch and
-// one OpenBLAS thread per rank, and the settings PyTorch's peer (bench/compare/torch_ddp.py)
-// uses too: batch 32 per rank, SGD with momentum 0.9 at lr 0.01.
+// by number (0 LeNet-5, 1 ResNet-8, 2 the byte-level transformer) from one seed, rank r's batch
+// at step s (32 images, or 8 sequences of 128 bytes drawn once from a fixed generator: a step's
+// cost does not depend on the text), one LibTorch and one OpenBLAS thread per rank, and the
+// settings PyTorch's peer (bench/compare/torch_ddp.py) uses too: batch 32 per rank, SGD with
+// momentum 0.9 at lr 0.01.
 #include <torch/torch.h>
 
 #include <cstddef>
@@ -21,7 +23,11 @@ extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace hg_bench_torch {
 
-inline constexpr std::int64_t batch = 32;
+inline constexpr std::int64_t batch = 32;      // images a rank and step
+inline constexpr std::int64_t sequences = 8;   // the transformer's sequences a rank and step
+
+/// Samples (images or sequences) of one rank's step.
+inline std::int64_t batch_of_preset(std::int64_t preset) { return preset == 2 ? sequences : batch; }
 inline constexpr double lr = 0.01, momentum = 0.9;
 
 struct images {
@@ -67,23 +73,48 @@ inline void one_thread() {
   if (openblas_set_num_threads) openblas_set_num_threads(1);
 }
 
-inline const char* preset_name(std::int64_t preset) { return preset == 0 ? "lenet5" : "resnet8"; }
+inline const char* preset_name(std::int64_t preset) {
+  return preset == 0 ? "lenet5" : preset == 1 ? "resnet8" : "transformer";
+}
 
 inline torch::nn::Sequential make(std::int64_t preset) {
   torch::manual_seed(1);
+  if (preset == 2) return heterograd::libtorch::byte_transformer();
   return preset == 0 ? heterograd::libtorch::lenet5() : heterograd::libtorch::resnet8();
 }
 
-/// Rank r's batch at step s of R ranks (consecutive slices, wrapping around the training set).
-inline std::pair<torch::Tensor, torch::Tensor> batch_of(std::size_t s, std::size_t r, std::size_t R) {
-  const auto& d = train();
-  const std::int64_t per = d.x.size(0) / batch;
-  const std::int64_t k = static_cast<std::int64_t>((s * R + r) % static_cast<std::size_t>(per)) * batch;
-  return {d.x.narrow(0, k, batch), d.y.narrow(0, k, batch)};
+/// 2 MiB of bytes from a fixed generator: the transformer's "corpus".
+inline const torch::Tensor& bytes() {
+  static const torch::Tensor t = [] {
+    auto g = at::detail::createCPUGenerator(7);
+    return torch::randint(0, 256, {2 << 20}, g, torch::TensorOptions().dtype(torch::kLong));
+  }();
+  return t;
 }
 
+/// Rank r's batch at step s of R ranks (consecutive slices, wrapping around the training set;
+/// the transformer: sequences of 128 bytes, targets one byte later).
+inline std::pair<torch::Tensor, torch::Tensor> batch_of(std::int64_t preset, std::size_t s, std::size_t r,
+                                                        std::size_t R) {
+  const std::int64_t b = batch_of_preset(preset);
+  if (preset == 2) {
+    constexpr std::int64_t ctx = 128;
+    const std::int64_t per = (bytes().size(0) - 1) / (b * ctx);
+    const std::int64_t k = static_cast<std::int64_t>((s * R + r) % static_cast<std::size_t>(per)) * b * ctx;
+    return {bytes().narrow(0, k, b * ctx).view({b, ctx}), bytes().narrow(0, k + 1, b * ctx).view({b, ctx})};
+  }
+  const auto& d = train();
+  const std::int64_t per = d.x.size(0) / b;
+  const std::int64_t k = static_cast<std::int64_t>((s * R + r) % static_cast<std::size_t>(per)) * b;
+  return {d.x.narrow(0, k, b), d.y.narrow(0, k, b)};
+}
+
+/// Mean cross-entropy: over the images, or over every position of the sequences.
 inline torch::Tensor loss_of(torch::nn::SequentialImpl& net, const torch::Tensor& x, const torch::Tensor& y) {
-  return torch::nn::functional::cross_entropy(net.forward(x), y);
+  const auto logits = net.forward(x);
+  if (logits.dim() == 3)
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+  return torch::nn::functional::cross_entropy(logits, y);
 }
 
 }  // namespace hg_bench_torch

@@ -481,7 +481,12 @@ BOOST_AUTO_TEST_CASE(core_placement_makes_the_workers_sharing_a_core_slower_and_
   common_invariants(r, dir / "bsp", 1.0);
   const auto rs = r["extra"]["real"]["seconds_per_gradient"].get<std::vector<double>>();
   BOOST_TEST_MESSAGE("BSP seconds per gradient " << json(rs));
-  BOOST_TEST(mean3(rs) > 1.2 * rs[0], json(rs));  // (measured 1.4x to 2x)
+  // The sharers compute at once only while their round's threads overlap (they start one after
+  // another): their mean was 1.4x to 2x the lone worker's, and once 1.16x, with one sharer that
+  // ran alone as fast as the lone worker (2026-12-03). So: slower on average, and at least one
+  // sharer by more than 1.2x (1.5x to 2.4x measured).
+  BOOST_TEST(mean3(rs) > rs[0], json(rs));
+  BOOST_TEST(std::max({rs[1], rs[2], rs[3]}) > 1.2 * rs[0], json(rs));
   // H_i proportional to speed, measured where the workers run (no injected time): the lone
   // worker takes the most local steps, H = 6, a sharing one fewer.
   const json l = run(raw, dir / "local", json::parse(R"({"label": "local SGD", "algorithm": "local_sgd",
