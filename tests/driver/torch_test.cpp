@@ -236,6 +236,9 @@ BOOST_AUTO_TEST_CASE(a_split_the_model_cannot_take_is_refused_naming_the_key) {
   j = decoupled("lenet5");
   j["model"] = {{"kind", "mlp"}, {"hidden", {32}}};  // an MLP has no children to name
   BOOST_TEST(error_key(j) == "methods[0].split");
+  j = decoupled("resnet8");
+  j["methods"][1]["head_hidden"] = {100000000};  // heads of 5.8e10 parameters: the heads' key
+  BOOST_TEST(error_key(j) == "methods[1].head_hidden");
 }
 
 BOOST_AUTO_TEST_CASE(a_resnet_on_threads_equals_the_simulator_bit_for_bit) {

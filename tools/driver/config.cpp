@@ -919,39 +919,55 @@ torch_size torch_estimate(const model_settings& m) {
   return {9 * 16 * ch + 80000, 2 * 16 * px * 12};  // resnet8
 }
 
-// Model parameters (float), local learning's auxiliary heads included.
-double model_params(const json& c) {
+// The network's parameters (float) without local learning's heads, and the heads of the
+// local-learning method with the most (each method runs alone): their count and the method's
+// index (-1: none).
+struct param_count {
+  double network = 0, heads = 0;
+  long heads_of = -1;
+  double total() const { return network + heads; }
+};
+param_count count_params(const json& c) {
   const std::string d = c["data"]["dataset"];
-  if (d == "scalar_quadratics") return 1;
-  if (d == "worst_case_quadratic") return c["data"]["dim"].get<double>();
+  if (d == "scalar_quadratics") return {1};
+  if (d == "worst_case_quadratic") return {c["data"]["dim"].get<double>()};
   const model_settings model = from_json(c["model"], model_settings{});
   const bool torch = model.kind == model_kind::torch;
-  double p = 0, widest = 0, per_weight = 1;
+  param_count r;
+  double widest = 0, per_weight = 1;
   if (torch) {
     // A torch head's hidden layers are 3x3 convolutions over at most the widest map (ResNet-8:
     // 64; LeNet-5's widest output is fc1's 120), its last layer reads a 2 x 2 pooled map.
-    p = torch_estimate(model).params;
+    r.network = torch_estimate(model).params;
     widest = model.preset == torch_preset::lenet5 ? 120 : 64;
     per_weight = 9;
   } else {
     std::vector<double> w{784};
     for (const std::size_t h : model.hidden_layers()) w.push_back(static_cast<double>(h));
     w.push_back(10);
-    for (std::size_t i = 0; i + 1 < w.size(); ++i) p += (w[i] + 1) * w[i + 1];
+    for (std::size_t i = 0; i + 1 < w.size(); ++i) r.network += (w[i] + 1) * w[i + 1];
     for (double x : w) widest = std::max(widest, x);
   }
-  for (const auto& m : c["methods"])
-    if (m["algorithm"] == "local_learning") {
-      double head = 0, in = widest;
-      for (const auto& h : m["head_hidden"]) {
-        head += (per_weight * in + 1) * h.get<double>();
-        in = h.get<double>();
-      }
-      head += ((torch ? 4 : 1) * in + 1) * 10;
-      p += m["modules"].get<double>() * head;
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    const json& m = c["methods"][i];
+    if (m["algorithm"] != "local_learning") continue;
+    double head = 0, in = widest;
+    for (const auto& h : m["head_hidden"]) {
+      head += (per_weight * in + 1) * h.get<double>();
+      in = h.get<double>();
     }
-  return p;
+    head += ((torch ? 4 : 1) * in + 1) * 10;
+    head *= m["modules"].get<double>();
+    if (head > r.heads) {
+      r.heads = head;
+      r.heads_of = static_cast<long>(i);
+    }
+  }
+  return r;
 }
+
+// Model parameters (float), the largest local-learning heads included.
+double model_params(const json& c) { return count_params(c).total(); }
 
 // Gradient computations one model update (one round of the round methods) needs at least,
 // and the key that sets it.
@@ -1088,7 +1104,9 @@ void check_bounds(const json& c) {
                                : "data.dim";
     if (c["data"]["dataset"] == "scalar_quadratics") key = "workers.count";
     if (32 * P * 4 > limit / 2) {
-      // the model's key
+      // the model's key, or the heads' when local learning's heads are the larger part
+      const param_count pc = count_params(c);
+      if (pc.heads > pc.network) key = "methods[" + std::to_string(pc.heads_of) + "].head_hidden";
     } else if (eager_rounds * 4 * P > limit / 2) {
       for (std::size_t i = 0; i < c["methods"].size(); ++i)
         if (c["methods"][i]["algorithm"] == "eager" && c["methods"][i]["staleness_bound"].get<double>() == eager_rounds)
