@@ -233,8 +233,9 @@ class torch_classifier final : public classifier {
     } catch (const std::invalid_argument& x) {
       // "sequential_chain: <field>: <why>" -> the method's key (the model's for the input).
       const std::string what = what_of(x), pre = "sequential_chain: ";
-      std::string field = what.rfind(pre, 0) == 0 ? what.substr(pre.size(), what.find(':', pre.size()) - pre.size()) : "";
-      const std::string why = field.empty() ? what : what.substr(pre.size() + field.size() + 2);
+      const std::size_t colon = what.rfind(pre, 0) == 0 ? what.find(": ", pre.size()) : std::string::npos;
+      std::string field = colon == std::string::npos ? "" : what.substr(pre.size(), colon - pre.size());
+      const std::string why = field.empty() ? what : what.substr(colon + 2);
       if (field == "input") throw config_error("model.input", why);
       if (field == "head_channels") field = "head_hidden";
       throw config_error(r.key + (field.empty() ? ".algorithm" : "." + field), why);
