@@ -226,7 +226,7 @@ class torch_classifier final : public classifier {
     o.label_smoothing = smoothing_;
     o.input = {shape_.channels, shape_.height, shape_.width};
     o.threads = threads_;
-    o.prepare = [mean = mean_, inv = inv_std_](const torch::Tensor& x) { return mean.defined() ? (x - mean) * inv : x; };
+    o.prepare = [mean = mean_, inv = inv_std_](const torch::Tensor& x) { return standardise(x, mean, inv); };
     try {
       torch::NoGradGuard no_grad;
       return lt::sequential_chain(make_sequential(), std::move(o));
@@ -247,8 +247,12 @@ class torch_classifier final : public classifier {
     return preset_ == torch_preset::resnet8 ? lt::resnet8(shape_) : lt::lenet5(shape_);
   }
   std::shared_ptr<torch::nn::Module> make() const { return make_sequential().ptr(); }
+  // Per channel, by the training set's statistics (prepare(); none before it).
+  static torch::Tensor standardise(const torch::Tensor& x, const torch::Tensor& mean, const torch::Tensor& inv_std) {
+    return mean.defined() ? (x - mean) * inv_std : x;
+  }
   torch::Tensor forward(lt::flat_module& m, const torch::Tensor& x) const {
-    return sequential(m).forward(mean_.defined() ? (x - mean_) * inv_std_ : x);
+    return sequential(m).forward(standardise(x, mean_, inv_std_));
   }
   static torch::Tensor labels(const hg::nn::batch<float>& b) {
     return torch::from_blob(const_cast<std::int32_t*>(b.y.data()), {static_cast<std::int64_t>(b.size())}, torch::kInt)

@@ -119,8 +119,6 @@ class sequential_chain {
     return n;
   }
   std::size_t head_size(std::size_t k) const { return heads_.at(k)->size(); }
-  /// The whole network (its parameters are the modules' once a call has bound them).
-  torch::nn::Sequential& network() { return net_; }
 
   /// Head k's parameters drawn by LibTorch's default initialisation under torch::manual_seed(seed).
   /// (Sets LibTorch's global generator.)

@@ -105,7 +105,6 @@ class mlp_chain {
   std::size_t module_offset(std::size_t k) const { return net_.layer_offset(bounds_.at(k)); }
   std::size_t input_width(std::size_t k) const { return net_.sizes()[bounds_.at(k)]; }
   std::size_t head_size(std::size_t k) const { return heads_.at(k).num_params(); }
-  const module_bounds& bounds() const { return bounds_; }
   /// The whole network (evaluation).
   nn::mlp<float>& network() { return net_; }
 
