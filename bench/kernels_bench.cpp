@@ -12,8 +12,8 @@
 // See measure() for the counters; the benchmark's own time is the kernel's.
 // bench/targets/kernels.py turns them into the target ratios.
 //
-// Bytes per element (float): sgd 12, momentum 20, adam 28, weighted sum of 8 buffers 36,
-// l2 norm 4, multi-tensor adam 28.
+// Bytes per element (float): sgd 12, momentum 20, adam 28 (mixed precision with bf16 params
+// and grads, and capturable: 28), weighted sum of 8 buffers 36, l2 norm 4, multi-tensor adam 28.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -330,6 +330,36 @@ void BM_adam_cpp(benchmark::State& state) {
   measure(state, {adam_kernel(thrust::cpp::par), adam_loop(), update_ref()});
 }
 
+// Mixed precision (bf16 params and grads, fp32 master, m, v) and capturable Adam (count and
+// coefficients in memory, computed by a one-thread prologue), both 28 B/element, against the
+// fp32 kernel. The bf16 buffers are the first halves of two input buffers.
+hg::span<hk::bf16> bf16_span(float* p) {
+  return {reinterpret_cast<hk::bf16*>(p), kN};
+}
+
+variant adam_mixed_kernel() {
+  return {"kernel", 28, [c = counter{}]() mutable {
+            hk::adam_mixed(thrust::omp::par, bf16_span(data().in(0)),
+                           hg::span<const hk::bf16>(bf16_span(data().in(1))), sp(data().out()),
+                           sp(data().m()), sp(data().v()), adam_hp, adam_step(c.next()));
+          }};
+}
+
+variant adam_capturable_kernel() {
+  return {"capturable", 28,
+          [words = std::vector<float>(hk::capturable_words<float>, 0.0f)]() mutable {
+            hk::adam_capturable(thrust::omp::par, sp(data().p()), csp(data().g()), sp(data().m()),
+                                sp(data().v()), hg::span<float>(words), adam_hp);
+          }};
+}
+
+void BM_adam_mixed(benchmark::State& state) {
+  set_threads(state);
+  auto fp32 = adam_kernel(thrust::omp::par);
+  fp32.name = "fp32";
+  measure(state, {adam_mixed_kernel(), fp32, adam_capturable_kernel(), update_ref()});
+}
+
 // Multi-tensor Adam over 200 tensors of mixed sizes (sum = 16M), against one buffer of the
 // same total size.
 std::vector<std::size_t> mixed_sizes() {
@@ -425,6 +455,7 @@ int main(int argc, char** argv) {
       {"BM_momentum_cpp", BM_momentum_cpp},
       {"BM_adam", BM_adam},
       {"BM_adam_cpp", BM_adam_cpp},
+      {"BM_adam_mixed", BM_adam_mixed},
       {"BM_multi_tensor_adam", BM_multi_tensor_adam},
       {"BM_weighted_sum8", BM_weighted_sum8},
       {"BM_l2_norm", BM_l2_norm},

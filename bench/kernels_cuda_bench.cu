@@ -3,7 +3,8 @@
 // call with the device copy b = a (8 B/element), the issue's reference for GPU kernels
 // (target: at least 85% of it). Counters: kernel_GBps and copy_GBps (best call of each),
 // fraction_of_copy = their ratio. Bytes per element as on the CPU: sgd 12, momentum 20,
-// adam 28, multi-tensor adam 28, weighted sum of 8 36, l2 norm 4.
+// adam 28 (mixed precision with bf16 params and grads, and capturable: 28), multi-tensor adam
+// 28, weighted sum of 8 36, l2 norm 4.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -115,6 +116,34 @@ void BM_device_adam(benchmark::State& state) {
   });
 }
 
+// Mixed precision: bf16 params and grads (the first halves of buffers 5 and 6), fp32 master
+// (buffer 7), m, v. 28 B/element.
+void BM_device_adam_mixed(benchmark::State& state) {
+  using bspan = hg::span<hk::bf16, hg::device_space>;
+  measure(state, 28, [t = std::int64_t{1}]() mutable {
+    hk::adam_config<> a;
+    a.lr = 1e-4;
+    hk::adam_mixed(thrust::cuda::par, bspan(reinterpret_cast<hk::bf16*>(data().at(5)), kN),
+                   hg::span<const hk::bf16, hg::device_space>(
+                       reinterpret_cast<const hk::bf16*>(data().at(6)), kN),
+                   dspan(data().at(7), kN), dspan(data().at(2), kN), dspan(data().at(3), kN), a,
+                   {.step = t++});
+  });
+}
+
+// Capturable: a one-thread prologue computes the coefficients into device memory, the body
+// reads them. 28 B/element plus the prologue's launch.
+void BM_device_adam_capturable(benchmark::State& state) {
+  static thrust::device_vector<float> words(hk::capturable_words<float>, 0.0f);
+  measure(state, 28, [] {
+    hk::adam_config<> a;
+    a.lr = 1e-4;
+    hk::adam_capturable(thrust::cuda::par, dspan(data().at(0), kN), cdspan(data().at(1), kN),
+                        dspan(data().at(2), kN), dspan(data().at(3), kN),
+                        dspan(thrust::raw_pointer_cast(words.data()), words.size()), a);
+  });
+}
+
 void BM_device_multi_tensor_adam(benchmark::State& state) {
   // 200 tensors of mixed sizes summing to 256M (less the gaps): aligned:0 packs them back to
   // back (a flat buffer, most starting inside a cache line), aligned:1 starts each on a
@@ -163,6 +192,11 @@ void BM_device_l2_norm(benchmark::State& state) {
 BENCHMARK(BM_device_sgd)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_momentum)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_device_adam)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK(BM_device_adam_mixed)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
+BENCHMARK(BM_device_adam_capturable)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.2);
 BENCHMARK(BM_device_multi_tensor_adam)
     ->ArgName("aligned")
     ->Arg(0)

@@ -48,6 +48,17 @@ def targets(bench, peers):
         with guard(rows, t):
             r, k, l = ratio(bench, "BM_adam", threads, "thrust_for_each", "loop")
             rows.append(Target(t, r, 0.0, note=f"{k:.1f} vs {l:.1f} GB/s"))
+    # Issue 22: mixed precision (bf16 params and grads, fp32 master and moments, one pass) and
+    # capturable Adam (coefficients from a device prologue, read per element) against the fp32
+    # kernel, the same 28 B/element each.
+    t = "kernels: mixed-precision Adam (bf16) / fp32 Adam (2 threads)"
+    with guard(rows, t):
+        r, k, f = ratio(bench, "BM_adam_mixed", 2, "kernel", "fp32")
+        rows.append(Target(t, r, 0.9, note=f"{k:.1f} vs {f:.1f} GB/s"))
+    t = "kernels: capturable Adam / fp32 Adam (2 threads)"
+    with guard(rows, t):
+        r, k, f = ratio(bench, "BM_adam_mixed", 2, "capturable", "fp32")
+        rows.append(Target(t, r, 0.9, note=f"{k:.1f} vs {f:.1f} GB/s (best calls)"))
     t = "kernels: multi-tensor Adam (200 tensors) / one buffer (2 threads)"
     with guard(rows, t):
         r, k, s = ratio(bench, "BM_multi_tensor_adam", 2, "kernel", "single")

@@ -15,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "heterograd/core/describe.hpp"
+#include "heterograd/optim/loss_scale.hpp"
 #include "heterograd/optim/optimizers.hpp"
 
 #ifndef HG_DOCS_DIR
@@ -111,6 +112,7 @@ BOOST_AUTO_TEST_CASE(the_docs_tables_are_the_descriptions_of_the_hyper_parameter
   check_in_page("adam/adamw", table(ho::adam{}.params(), {{"adamw", ho::adamw{}.params()}}));
   check_in_page("lamb", table(ho::lamb{}.params()));
   check_in_page("adagrad", table(ho::adagrad{}.params()));
+  check_in_page("dynamic_loss_scale", table(ho::loss_scale_config{}));
 }
 
 BOOST_AUTO_TEST_CASE(nesterov_and_momentum_share_their_defaults) {

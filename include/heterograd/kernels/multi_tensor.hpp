@@ -61,17 +61,18 @@ template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>> list,
                       const sgd_config<Lr>& a, const sgd_options& o = {}) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), wd = static_cast<T>(a.weight_decay);
   // The single kernel's bodies (without decay when it is 0), so that the results agree bitwise.
   auto run = [&](auto decay) {
-    using body = detail::sgd_body<T, decltype(decay)::value>;
+    constexpr bool d = decltype(decay)::value;
+    using body = detail::sgd_body<T, d>;
+    const auto f = detail::make_sgd_math<T, d>(a, o.step);
     std::vector<tensor_task<body>> tasks;
     tasks.reserve(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
       const auto& t = list[k];
       require_same_size(detail::tensor_name("multi_tensor_sgd", "grads", k), t.grads.size(),
                         "params", t.params.size());
-      tasks.push_back({{t.params.data(), t.grads.data(), lr, wd},
+      tasks.push_back({{t.params.data(), t.grads.data(), f},
                        t.params.size(),
                        detail::line_offset_of(t.params.data())});
     }
@@ -87,10 +88,11 @@ void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>
 template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor<T, Space>> list,
                            const momentum_config<Lr>& a, const momentum_options& o = {}) {
-  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step));
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   auto run = [&](auto nesterov) {
-    using body = detail::momentum_body<T, decltype(nesterov)::value>;
+    constexpr bool n = decltype(nesterov)::value;
+    using body = detail::momentum_body<T, n>;
+    const auto f = detail::make_momentum_math<T, n>(a, o.step);
     std::vector<tensor_task<body>> tasks;
     tasks.reserve(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
@@ -99,9 +101,7 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
                         "params", t.params.size());
       require_same_size(detail::tensor_name("multi_tensor_momentum", "velocity", k),
                         t.velocity.size(), "params", t.params.size());
-      tasks.push_back({{t.params.data(), t.grads.data(), t.velocity.data(), lr,
-                        static_cast<T>(a.momentum), static_cast<T>(1.0 - a.dampening),
-                        static_cast<T>(a.weight_decay)},
+      tasks.push_back({{t.params.data(), t.grads.data(), t.velocity.data(), f},
                        t.params.size(),
                        detail::line_offset_of(t.params.data())});
     }

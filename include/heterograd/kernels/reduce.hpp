@@ -12,7 +12,8 @@
 // thread per chunk; slower), whose results match the CPU's up to fused multiply-adds.
 //
 // Bytes moved per element: dot 2*sizeof(T); sum of squares, norm, max-abs, all-finite
-// sizeof(T). Accumulation is in double.
+// sizeof(T). Accumulation is in double. all_finite also takes bf16 and fp16 buffers
+// (kernels/cast.hpp).
 
 #include <cmath>
 #include <cstddef>
@@ -23,6 +24,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/cast.hpp"
 #include "heterograd/kernels/detail/reduce_impl.hpp"
 
 #if defined(__CUDACC__)
@@ -42,6 +44,13 @@ template <class T>
 HG_HOST_DEVICE inline bool is_finite_value(T x) {
   // x - x is 0 for finite x and NaN for inf and NaN; no <cmath> call needed on the device.
   return (x - x) == (x - x);
+}
+// 16-bit storage (cast.hpp): finite unless the exponent bits are all ones.
+HG_HOST_DEVICE inline bool is_finite_value(bf16 x) {
+  return (x.bits & 0x7f80u) != 0x7f80u;
+}
+HG_HOST_DEVICE inline bool is_finite_value(fp16 x) {
+  return (x.bits & 0x7c00u) != 0x7c00u;
 }
 
 template <class T>

@@ -92,54 +92,96 @@ HG_HOST_DEVICE inline T div_rn(T a, T b) {
 /// The learning rate of 1-based step `step`: a number is a constant; anything else is
 /// called with the number of steps applied before this one (optim's schedules).
 template <class Lr>
-double lr_at(const Lr& lr, std::int64_t step) {
+HG_HOST_DEVICE double lr_at(const Lr& lr, std::int64_t step) {
   if constexpr (std::convertible_to<const Lr&, double>)
     return static_cast<double>(lr);
   else
     return lr(step - 1);
 }
 
-// Without weight decay (Decay false) the body is p - lr g, as PyTorch's: g + 0 p is g for
+// The arithmetic of one element of each update, as a small value (its coefficients) with
+// `T operator()(T p, T g, T&... slots) const` returning the new p and updating the slots in
+// place. The bodies below apply it to element i of their buffers; the mixed-precision bodies
+// (kernels/mixed.hpp) to fp32 master weights, and the capturable ones (kernels/capturable.hpp)
+// read it from device memory. One source of arithmetic, written with the exactly rounded
+// operations above (so that nvcc cannot contract it differently in different kernels), so
+// the paths agree bitwise on every backend. On the host these are the plain operators:
+// a - b and a + (-b) are the same IEEE operation.
+//
+// Without weight decay (Decay false) the update is p - lr g, as PyTorch's: g + 0 p is g for
 // every finite p (a zero g gives a zero of either sign, and p - lr (+-0) is p), so the numbers
 // are the same; only an infinite p differs (0 * inf is NaN, so it used to become NaN). The
 // multiply-add saved is what held SGD, the update with the fewest bytes per operation, at
 // 0.85-0.90 of the plain update loop's bandwidth (BM_sgd, bench/kernels_bench.cpp).
 template <class T, bool Decay = true>
-struct sgd_body {
-  T* p;
-  const T* g;
+struct sgd_math {
+  static constexpr int slots = 0;
   T lr, wd;
-  HG_HOST_DEVICE void operator()(std::size_t i) const {
+  HG_HOST_DEVICE T operator()(T p, T g) const {
     if constexpr (Decay) {
-      const T d = g[i] + wd * p[i];
-      p[i] -= lr * d;
+      const T d = add_rn(g, mul_rn(wd, p));
+      return add_rn(p, -mul_rn(lr, d));
     } else {
-      p[i] -= lr * g[i];
+      return add_rn(p, -mul_rn(lr, g));
     }
   }
 };
 
 template <class T, bool Nesterov>
-struct momentum_body {
-  T* p;
-  const T* g;
-  T* v;
+struct momentum_math {
+  static constexpr int slots = 1;
   T lr, mu, damp1, wd;
-  HG_HOST_DEVICE void operator()(std::size_t i) const {
-    const T d = g[i] + wd * p[i];
-    const T vi = mu * v[i] + damp1 * d;
-    v[i] = vi;
-    p[i] -= lr * (Nesterov ? d + mu * vi : vi);
+  HG_HOST_DEVICE T operator()(T p, T g, T& v) const {
+    const T d = add_rn(g, mul_rn(wd, p));
+    const T vi = add_rn(mul_rn(mu, v), mul_rn(damp1, d));
+    v = vi;
+    return add_rn(p, -mul_rn(lr, Nesterov ? add_rn(d, mul_rn(mu, vi)) : vi));
   }
 };
 
 template <class T>
 struct adam_coeffs {
+  static constexpr int slots = 2;
   T b1, omb1, b2, omb2, step_size, inv_sqrt_c2, eps, l2, decay;
+  HG_HOST_DEVICE T operator()(T p, T g, T& m, T& v) const {
+    const T gi = add_rn(g, mul_rn(l2, p));
+    const T mi = add_rn(mul_rn(b1, m), mul_rn(omb1, gi));
+    const T vi = add_rn(mul_rn(b2, v), mul_rn(mul_rn(omb2, gi), gi));
+    m = mi;
+    v = vi;
+    const T denom = add_rn(mul_rn(std::sqrt(vi), inv_sqrt_c2), eps);
+    return add_rn(mul_rn(p, decay), -div_rn(mul_rn(step_size, mi), denom));
+  }
 };
 
+template <class T>
+struct adagrad_math {
+  static constexpr int slots = 1;
+  T lr, eps, wd;
+  HG_HOST_DEVICE T operator()(T p, T g, T& s) const {
+    const T gi = add_rn(g, mul_rn(wd, p));
+    const T si = add_rn(s, mul_rn(gi, gi));
+    s = si;
+    return add_rn(p, -div_rn(mul_rn(lr, gi), add_rn(std::sqrt(si), eps)));
+  }
+};
+
+// The coefficients of 1-based step `step`, computed once per call (on the host, or on the
+// device by a capturable step's prologue), in double, then rounded to T.
+template <class T, bool Decay, class Lr>
+HG_HOST_DEVICE sgd_math<T, Decay> make_sgd_math(const sgd_config<Lr>& a, std::int64_t step) {
+  return {static_cast<T>(lr_at(a.lr, step)), static_cast<T>(a.weight_decay)};
+}
+
+template <class T, bool Nesterov, class Lr>
+HG_HOST_DEVICE momentum_math<T, Nesterov> make_momentum_math(const momentum_config<Lr>& a,
+                                                             std::int64_t step) {
+  return {static_cast<T>(lr_at(a.lr, step)), static_cast<T>(a.momentum),
+          static_cast<T>(1.0 - a.dampening), static_cast<T>(a.weight_decay)};
+}
+
 template <class T, class Lr>
-adam_coeffs<T> make_adam_coeffs(const adam_config<Lr>& a, const adam_options& o) {
+HG_HOST_DEVICE adam_coeffs<T> make_adam_coeffs(const adam_config<Lr>& a, const adam_options& o) {
   const double lr = lr_at(a.lr, o.step);
   const double t = static_cast<double>(o.step);
   const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
@@ -155,6 +197,34 @@ adam_coeffs<T> make_adam_coeffs(const adam_config<Lr>& a, const adam_options& o)
           static_cast<T>(o.decoupled_weight_decay ? 1.0 - lr * a.weight_decay : 1.0)};
 }
 
+template <class T, class Lr>
+HG_HOST_DEVICE adagrad_math<T> make_adagrad_math(const adagrad_config<Lr>& a, std::int64_t step) {
+  const double clr = lr_at(a.lr, step) / (1.0 + static_cast<double>(step - 1) * a.lr_decay);
+  return {static_cast<T>(clr), static_cast<T>(a.eps), static_cast<T>(a.weight_decay)};
+}
+
+// The full-precision bodies: element i of params, grads and the slots.
+template <class T, bool Decay = true>
+struct sgd_body {
+  T* p;
+  const T* g;
+  sgd_math<T, Decay> f;
+  HG_HOST_DEVICE void operator()(std::size_t i) const { p[i] = f(p[i], g[i]); }
+};
+
+template <class T, bool Nesterov>
+struct momentum_body {
+  T* p;
+  const T* g;
+  T* v;
+  momentum_math<T, Nesterov> f;
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    T vi = v[i];
+    p[i] = f(p[i], g[i], vi);
+    v[i] = vi;
+  }
+};
+
 template <class T>
 struct adam_body {
   T* p;
@@ -163,14 +233,10 @@ struct adam_body {
   T* v;
   adam_coeffs<T> c;
   HG_HOST_DEVICE void operator()(std::size_t i) const {
-    const T pi = p[i];
-    const T gi = add_rn(g[i], mul_rn(c.l2, pi));
-    const T mi = add_rn(mul_rn(c.b1, m[i]), mul_rn(c.omb1, gi));
-    const T vi = add_rn(mul_rn(c.b2, v[i]), mul_rn(mul_rn(c.omb2, gi), gi));
+    T mi = m[i], vi = v[i];
+    p[i] = c(p[i], g[i], mi, vi);
     m[i] = mi;
     v[i] = vi;
-    const T denom = add_rn(mul_rn(std::sqrt(vi), c.inv_sqrt_c2), c.eps);
-    p[i] = add_rn(mul_rn(pi, c.decay), -div_rn(mul_rn(c.step_size, mi), denom));
   }
 };
 
@@ -179,12 +245,11 @@ struct adagrad_body {
   T* p;
   const T* g;
   T* s;
-  T lr, eps, wd;
+  adagrad_math<T> f;
   HG_HOST_DEVICE void operator()(std::size_t i) const {
-    const T gi = g[i] + wd * p[i];
-    const T si = s[i] + gi * gi;
+    T si = s[i];
+    p[i] = f(p[i], g[i], si);
     s[i] = si;
-    p[i] -= lr * gi / (std::sqrt(si) + eps);
   }
 };
 
@@ -256,14 +321,17 @@ void sgd(const Policy& policy, span<T, Space> params,
          const sgd_options& o = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
-  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), wd = static_cast<T>(a.weight_decay);
-  if (a.weight_decay == 0.0) {
+  auto run = [&](auto decay) {
+    constexpr bool d = decltype(decay)::value;
     kernels::launch(policy, params.size(),
-                    detail::sgd_body<T, false>{params.data(), grads.data(), lr, wd}, params.data());
-  } else {
-    kernels::launch(policy, params.size(),
-                    detail::sgd_body<T, true>{params.data(), grads.data(), lr, wd}, params.data());
-  }
+                    detail::sgd_body<T, d>{params.data(), grads.data(),
+                                           detail::make_sgd_math<T, d>(a, o.step)},
+                    params.data());
+  };
+  if (a.weight_decay == 0.0)
+    run(std::false_type{});
+  else
+    run(std::true_type{});
 }
 
 /// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
@@ -274,19 +342,17 @@ void momentum(const Policy& policy, span<T, Space> params,
   detail::check_policy_space<Policy, Space>();
   require_same_size("momentum.grads", grads.size(), "momentum.params", params.size());
   require_same_size("momentum.velocity", velocity.size(), "momentum.params", params.size());
-  const T lr = static_cast<T>(detail::lr_at(a.lr, o.step)), mu = static_cast<T>(a.momentum),
-          d1 = static_cast<T>(1.0 - a.dampening), wd = static_cast<T>(a.weight_decay);
-  if (o.nesterov) {
+  auto run = [&](auto nesterov) {
+    constexpr bool n = decltype(nesterov)::value;
     kernels::launch(policy, params.size(),
-                    detail::momentum_body<T, true>{params.data(), grads.data(), velocity.data(), lr,
-                                                   mu, d1, wd},
+                    detail::momentum_body<T, n>{params.data(), grads.data(), velocity.data(),
+                                                detail::make_momentum_math<T, n>(a, o.step)},
                     params.data());
-  } else {
-    kernels::launch(policy, params.size(),
-                    detail::momentum_body<T, false>{params.data(), grads.data(), velocity.data(),
-                                                    lr, mu, d1, wd},
-                    params.data());
-  }
+  };
+  if (o.nesterov)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 /// Adam / AdamW, bias correction computed once per call. 7*sizeof(T) bytes per element.
@@ -314,13 +380,10 @@ void adagrad(const Policy& policy, span<T, Space> params,
   require_same_size("adagrad.grads", grads.size(), "adagrad.params", params.size());
   require_same_size("adagrad.sum_sq", sum_sq.size(), "adagrad.params", params.size());
   require(o.step >= 1, "adagrad.step", o.step, "must be >= 1");
-  const double clr =
-      detail::lr_at(a.lr, o.step) / (1.0 + static_cast<double>(o.step - 1) * a.lr_decay);
-  kernels::launch(
-      policy, params.size(),
-      detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(), static_cast<T>(clr),
-                              static_cast<T>(a.eps), static_cast<T>(a.weight_decay)},
-      params.data());
+  kernels::launch(policy, params.size(),
+                  detail::adagrad_body<T>{params.data(), grads.data(), sum_sq.data(),
+                                          detail::make_adagrad_math<T>(a, o.step)},
+                  params.data());
 }
 
 /// LAMB over a packed buffer of tensors of sizes `a.tensor_sizes` (empty: one tensor), each

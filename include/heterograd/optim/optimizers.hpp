@@ -19,7 +19,10 @@
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/capturable.hpp"
+#include "heterograd/kernels/cast.hpp"
 #include "heterograd/kernels/hyperparameters.hpp"
+#include "heterograd/kernels/mixed.hpp"
 #include "heterograd/kernels/updates.hpp"
 #include "heterograd/optim/combinators.hpp"
 #include "heterograd/optim/detail/base.hpp"
@@ -38,8 +41,79 @@ using adam_config = kernels::adam_config<schedule>;
 using adagrad_config = kernels::adagrad_config<schedule>;
 using lamb_config = kernels::lamb_config<schedule>;
 
+namespace detail {
+
+/// The optimizers whose update is one pass over the elements (all but LAMB): besides their
+/// fused full-precision kernel, they run
+///   mixed precision  bf16/fp16 params, grads of that type or float, a float state whose
+///                    slots are the optimizer's then the fp32 master weights (kernels/mixed.hpp);
+///   capturable       the step count and coefficients in a device buffer (capturable.hpp).
+/// D provides with_maker<W>(f): f called with its coefficients' maker (kernels/capturable.hpp).
+template <class D>
+class single_pass_base : public fused_base<D> {
+ public:
+  using mixed_precision = void;
+
+  /// The optimizer's fresh state plus the master weights: the parameters converted to float.
+  template <class Policy, class P, class S>
+  state<float, S> init_mixed(const Policy& policy, span<const P, S> p) const {
+    state<float, S> st = this->self().template init_state<float, S>(p.size());
+    st.slots.push_back(state<float, S>::zeros(p.size()));
+    kernels::cast(policy, p, slot_span<float, S>(st.slots.back()));
+    return st;
+  }
+  template <class S>
+  void check_mixed_state(const state<float, S>& st, std::size_t n, std::string_view where) const {
+    require(st.slots.size() == D::state_slots + 1, join(where, "state.slots (count)"),
+            st.slots.size(),
+            "must be " + std::to_string(D::state_slots + 1) +
+                " for bf16/fp16 parameters (the optimizer's slots, then the fp32 master weights; "
+                "a state made by init() from float parameters has no master)");
+    check_plain_state(st, n, where, D::name(), D::state_slots + 1);
+  }
+  /// One mixed-precision step; coefficients from the host (st.count + 1).
+  template <class Policy, class P, class G, class S>
+  void apply_mixed_impl(const Policy& policy, span<const G, S> g, state<float, S>& st,
+                        span<P, S> p, float grad_scale) const {
+    this->self().template with_maker<float>([&](const auto& make) {
+      using M = kernels::detail::made_t<std::remove_cvref_t<decltype(make)>, float>;
+      kernels::detail::launch_update(policy, kernels::detail::coeffs_value<M>{make(st.count + 1)},
+                                     p, g, slot_span<float, S>(st.slots[D::state_slots]),
+                                     slot<0>(st), slot<1>(st), grad_scale);
+    });
+    ++st.count;
+  }
+  /// One capturable step (full precision: P = G = W; mixed: W = float). The count is the
+  /// device's (words[0]); st.count is left alone.
+  template <class Policy, class P, class G, class W, class S>
+  void apply_capturable_impl(const Policy& policy, span<const G, S> g, state<W, S>& st,
+                             span<P, S> p, span<W, S> words, W grad_scale) const {
+    this->self().template with_maker<W>([&](const auto& make) {
+      span<W, S> w;
+      if constexpr (std::is_same_v<P, W>)
+        w = p;
+      else
+        w = slot_span<W, S>(st.slots[D::state_slots]);
+      kernels::detail::run_capturable(policy, D::name().data(), make, words, p, g, w,
+                                      slot<0>(st), slot<1>(st), grad_scale);
+    });
+  }
+
+ private:
+  // Slot k of the optimizer's own (an empty span past its slots).
+  template <std::size_t K, class W, class S>
+  static span<W, S> slot(state<W, S>& st) {
+    if constexpr (K < D::state_slots)
+      return slot_span<W, S>(st.slots[K]);
+    else
+      return span<W, S>();
+  }
+};
+
+}  // namespace detail
+
 /// SGD with (L2) weight decay: p <- p - lr (g + wd p). 12 B/element (float).
-class sgd : public fused_base<sgd> {
+class sgd : public detail::single_pass_base<sgd> {
  public:
   explicit sgd(sgd_config p = {}) : p_(p) { validate_fields(p_, name()); }
   static constexpr std::string_view name() { return "sgd"; }
@@ -49,6 +123,10 @@ class sgd : public fused_base<sgd> {
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::sgd(policy, p, g, p_, {.step = st.count + 1});
     ++st.count;
+  }
+  template <class W, class F>
+  void with_maker(F&& f) const {
+    kernels::detail::with_sgd_maker<W>(p_, f);
   }
   auto as_chain() const {
     return chain(add_decayed_weights(p_.weight_decay), scale_by_learning_rate(p_.lr));
@@ -61,7 +139,7 @@ class sgd : public fused_base<sgd> {
 namespace detail {
 
 template <bool Nesterov, class D>
-class momentum_impl : public fused_base<D> {
+class momentum_impl : public single_pass_base<D> {
  public:
   explicit momentum_impl(momentum_config p) : p_(p) {
     validate_fields(p_, D::name());
@@ -73,6 +151,10 @@ class momentum_impl : public fused_base<D> {
     kernels::momentum(policy, p, g, slot_span<T, S>(st.slots[0]), p_,
                       {.step = st.count + 1, .nesterov = Nesterov});
     ++st.count;
+  }
+  template <class W, class F>
+  void with_maker(F&& f) const {
+    kernels::detail::with_momentum_maker<W>(p_, Nesterov, f);
   }
   auto as_chain() const {
     return chain(add_decayed_weights(p_.weight_decay), trace(p_.momentum, p_.dampening, Nesterov),
@@ -102,7 +184,7 @@ class nesterov : public detail::momentum_impl<true, nesterov> {
 namespace detail {
 
 template <bool Decoupled, class D>
-class adam_impl : public fused_base<D> {
+class adam_impl : public single_pass_base<D> {
  public:
   explicit adam_impl(adam_config p) : p_(p) { validate_fields(p_, D::name()); }
   static constexpr std::size_t state_slots = 2;  // m, v
@@ -112,6 +194,10 @@ class adam_impl : public fused_base<D> {
     kernels::adam(policy, p, g, slot_span<T, S>(st.slots[0]), slot_span<T, S>(st.slots[1]), p_,
                   {.step = st.count + 1, .decoupled_weight_decay = Decoupled});
     ++st.count;
+  }
+  template <class W, class F>
+  void with_maker(F&& f) const {
+    f(kernels::detail::adam_maker<W, schedule>{p_, Decoupled});
   }
   auto as_chain() const {
     const scale_by_adam core(p_.beta1, p_.beta2, p_.eps, p_.bias_correction);
@@ -175,7 +261,7 @@ class lamb : public fused_base<lamb> {
 };
 
 /// Adagrad (Duchi et al. 2011; PyTorch's form). 20 B/element (float).
-class adagrad : public fused_base<adagrad> {
+class adagrad : public detail::single_pass_base<adagrad> {
  public:
   explicit adagrad(adagrad_config p = {}) : p_(p) {
     validate_fields(p_, name());
@@ -193,6 +279,10 @@ class adagrad : public fused_base<adagrad> {
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
     kernels::adagrad(policy, p, g, slot_span<T, S>(st.slots[0]), p_, {.step = st.count + 1});
     ++st.count;
+  }
+  template <class W, class F>
+  void with_maker(F&& f) const {
+    f(kernels::detail::adagrad_maker<W, schedule>{p_});
   }
   auto as_chain() const {
     return chain(add_decayed_weights(p_.weight_decay), scale_by_rss(p_.eps, p_.initial_accumulator),

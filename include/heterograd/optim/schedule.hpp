@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "heterograd/core/config.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::optim {
@@ -48,8 +49,9 @@ struct schedule {
   /// A constant schedule (implicit so that a number can stand for a schedule).
   constexpr schedule(double v) : value(v) {}  // NOLINT(google-explicit-constructor)
 
-  /// The value at step t (t = number of steps already applied).
-  double operator()(std::int64_t t) const {
+  /// The value at step t (t = number of steps already applied). Host and device (a
+  /// capturable step evaluates it on the device from the step count it keeps there).
+  HG_HOST_DEVICE double operator()(std::int64_t t) const {
     const double s = static_cast<double>(t < 0 ? 0 : t);
     switch (type) {
       case kind::constant:
@@ -60,7 +62,8 @@ struct schedule {
         return value * std::pow(factor, std::floor(s / double(period)));
       case kind::cosine_decay: {
         if (t < warmup) return value * s / static_cast<double>(warmup);
-        const double p = std::min(s - double(warmup), double(period)) / double(period);
+        const double since = s - double(warmup);
+        const double p = (since < double(period) ? since : double(period)) / double(period);
         return value * (factor + (1.0 - factor) * 0.5 * (1.0 + std::cos(std::numbers::pi * p)));
       }
       case kind::inverse_sqrt:

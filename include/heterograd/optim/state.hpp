@@ -129,8 +129,11 @@ inline std::uint64_t fnv1a(const unsigned char* p, std::size_t n) {
 struct writer {
   std::vector<std::byte> out;
   void raw(const void* p, std::size_t n) {
+    if (n == 0) return;  // (g++ 12 warns of a zero-byte insert as an overflow otherwise)
     const auto* b = static_cast<const std::byte*>(p);
-    out.insert(out.end(), b, b + n);
+    const std::size_t at = out.size();
+    out.resize(at + n);
+    std::memcpy(out.data() + at, b, n);
   }
   template <class V>
   void pod(const V& v) {

@@ -12,6 +12,14 @@
 //        const;   // updates <- the step to add to params (unchecked)
 // and optionally a fused `apply_impl(policy, span<const T, S> grads, state&, span<T, S>
 // params)`; the default applies transform_impl to a scratch copy of grads, then adds it.
+//
+// Mixed precision (bf16/fp16 params with a float state: the optimizer's slots, then the fp32
+// master weights) is for a D with the tag type `mixed_precision` and
+//   state<float, S> init_mixed(policy, span<const P, S> params) const;
+//   void check_mixed_state(const state<float, S>&, std::size_t n, std::string_view) const;
+//   void apply_mixed_impl(policy, span<const G, S> grads, state<float, S>&, span<P, S> params,
+//                         float grad_scale) const;   // grads of type P or float
+// (optimizers.hpp's single-pass optimizers; capturable.hpp and loss_scale.hpp forward them).
 
 #include <cstddef>
 #include <string>
@@ -23,6 +31,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/cast.hpp"
 #include "heterograd/kernels/launch.hpp"
 #include "heterograd/kernels/scratch.hpp"
 #include "heterograd/optim/state.hpp"
@@ -119,6 +128,19 @@ inline void check_tensor_sizes(const std::vector<std::size_t>& sizes, std::size_
   require_same_size(join(where, "tensor_sizes (sum)"), total, join(where, "params"), n);
 }
 
+/// A transformation that updates bf16/fp16 parameters through fp32 master weights
+/// (optimizers.hpp's single-pass optimizers and the wrappers that forward to them).
+template <class D>
+concept mixed_capable = requires { typename D::mixed_precision; };
+
+/// Gives a wrapper the tag when its inner transformation has it.
+template <class Inner, bool = mixed_capable<Inner>>
+struct forwards_mixed {};
+template <class Inner>
+struct forwards_mixed<Inner, true> {
+  using mixed_precision = void;
+};
+
 }  // namespace detail
 
 /// CRTP base giving every transformation the public init / update / transform entry points.
@@ -138,6 +160,12 @@ class transformation_base {
           invalid_argument_message(detail::join(self().name(), "params (memory space)"), S::name,
                                    "must be accessible from the execution policy"));
       return state<T, S>{};
+    } else if constexpr (kernels::detail::is_half_v<T>) {
+      static_assert(detail::mixed_capable<D>,
+                    "bf16/fp16 parameters (mixed precision) need a single-pass optimizer (sgd, "
+                    "momentum, nesterov, adam, adamw, adagrad), optionally inside "
+                    "capturable() or dynamic_loss_scale()");
+      return self().init_mixed(policy, span<const T, S>(p.data(), p.size()));
     } else {
       return self().template init_state<T, S>(p.size());
     }
@@ -161,9 +189,21 @@ class transformation_base {
     auto p = detail::as_span(params);
     using GS = typename decltype(g)::memory_space;
     using PS = typename decltype(p)::memory_space;
-    static_assert(std::is_same_v<std::remove_const_t<typename decltype(g)::element_type>, T> &&
-                      std::is_same_v<typename decltype(p)::element_type, T>,
-                  "grads, params and state must have the same (non-const params) element type");
+    using GT = std::remove_const_t<typename decltype(g)::element_type>;
+    using PT = typename decltype(p)::element_type;
+    constexpr bool mixed = kernels::detail::is_half_v<std::remove_const_t<PT>>;
+    if constexpr (mixed) {
+      static_assert(detail::mixed_capable<D>,
+                    "bf16/fp16 parameters (mixed precision) need a single-pass optimizer (sgd, "
+                    "momentum, nesterov, adam, adamw, adagrad), optionally inside "
+                    "capturable() or dynamic_loss_scale()");
+      static_assert(std::is_same_v<T, float> && (std::is_same_v<GT, PT> || std::is_same_v<GT, float>),
+                    "mixed precision: bf16/fp16 params (non-const), grads of their type or float, "
+                    "and a float state (the master weights and the optimizer's slots)");
+    } else {
+      static_assert(std::is_same_v<GT, T> && std::is_same_v<PT, T>,
+                    "grads, params and state must have the same (non-const params) element type");
+    }
     if constexpr (!(std::is_same_v<GS, S> && std::is_same_v<PS, S> &&
                     exec::accessible_v<Policy, S>)) {
       std::string got = std::string("grads ") + GS::name + ", state " + S::name + ", params " +
@@ -175,9 +215,15 @@ class transformation_base {
     } else {
       require_same_size(detail::join(self().name(), "grads"), g.size(),
                         detail::join(self().name(), "params"), p.size());
-      self().check_state(st, p.size(), self().name());
-      self().apply_impl(policy, span<const T, S>(g.data(), g.size()), st,
-                        span<T, S>(p.data(), p.size()));
+      if constexpr (mixed) {
+        self().check_mixed_state(st, p.size(), self().name());
+        self().apply_mixed_impl(policy, span<const GT, S>(g.data(), g.size()), st,
+                                span<PT, S>(p.data(), p.size()), 1.0f);
+      } else {
+        self().check_state(st, p.size(), self().name());
+        self().apply_impl(policy, span<const T, S>(g.data(), g.size()), st,
+                          span<T, S>(p.data(), p.size()));
+      }
     }
   }
 
