@@ -34,8 +34,7 @@
 namespace heterograd::optim {
 
 template <class Inner>
-class capturable_t : public fused_base<capturable_t<Inner>>,
-                     public detail::forwards_mixed<Inner> {
+class capturable_t : public detail::wrapper_base<capturable_t<Inner>, Inner, fused_base> {
   static_assert(std::is_base_of_v<detail::single_pass_base<Inner>, Inner>,
                 "capturable() takes a single-pass optimizer: sgd, momentum, nesterov, adam, "
                 "adamw or adagrad");
@@ -44,25 +43,6 @@ class capturable_t : public fused_base<capturable_t<Inner>>,
   explicit capturable_t(Inner inner) : inner_(std::move(inner)) {}
   static constexpr std::string_view name() { return "capturable"; }
   const Inner& inner() const { return inner_; }
-
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return wrap(inner_.template init_state<T, S>(n));
-  }
-  template <class Policy, class P, class S>
-  state<float, S> init_mixed(const Policy& policy, span<const P, S> p) const {
-    return wrap(inner_.init_mixed(policy, p));
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    check_words(st, where);
-    inner_.check_state(st.children[0], n, std::string(where) + ".capturable");
-  }
-  template <class S>
-  void check_mixed_state(const state<float, S>& st, std::size_t n, std::string_view where) const {
-    check_words(st, where);
-    inner_.check_mixed_state(st.children[0], n, std::string(where) + ".capturable");
-  }
 
   template <class Policy, class T, class S>
   void apply_impl(const Policy& policy, span<const T, S> g, state<T, S>& st, span<T, S> p) const {
@@ -88,7 +68,7 @@ class capturable_t : public fused_base<capturable_t<Inner>>,
   template <class T>
   static constexpr double max_count = std::is_same_v<T, float> ? 16777216.0 : 9007199254740992.0;
 
- private:
+  // For wrapper_base: the state around the inner's, and the check of this level.
   template <class T, class S>
   static state<T, S> wrap(state<T, S> inner) {
     state<T, S> st;
@@ -98,7 +78,7 @@ class capturable_t : public fused_base<capturable_t<Inner>>,
     return st;
   }
   template <class T, class S>
-  static void check_words(const state<T, S>& st, std::string_view where) {
+  static void check_own(const state<T, S>& st, std::string_view where) {
     detail::check_children(st, where, name(), 1);
     require(st.slots.size() == 1, detail::join(where, "state.slots (count)"), st.slots.size(),
             "must be 1 (the device step count and coefficients)");
@@ -108,6 +88,8 @@ class capturable_t : public fused_base<capturable_t<Inner>>,
     // back at each step (that is the point), only by steps().
     if constexpr (std::is_same_v<S, host_space>) check_count(st.slots[0][0], where, false);
   }
+
+ private:
   // A whole number of steps; before a step, one the step can still count exactly (the
   // prologue adds 1), so below max_count; as a result (steps()), up to it.
   template <class T>

@@ -33,6 +33,35 @@ void check_children(const state<T, S>& st, std::string_view where, std::string_v
   require(st.children.size() == children, join(where, "state.children (count)"), st.children.size(),
           "must be " + std::to_string(children));
 }
+/// What a wrapper around one inner transformation shares (capturable.hpp, loss_scale.hpp):
+/// its fresh state is D::wrap of the inner's (plain or mixed precision), and its check is
+/// D::check_own, then the inner's on child 0. Base is the wrapper's CRTP base.
+template <class D, class Inner, template <class> class Base>
+class wrapper_base : public Base<D>, public forwards_mixed<Inner> {
+ public:
+  template <class T, class S>
+  state<T, S> init_state(std::size_t n) const {
+    return self().wrap(self().inner().template init_state<T, S>(n));
+  }
+  template <class Policy, class P, class S>
+  state<float, S> init_mixed(const Policy& policy, span<const P, S> p) const {
+    return self().wrap(self().inner().init_mixed(policy, p));
+  }
+  template <class T, class S>
+  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
+    D::check_own(st, where);
+    self().inner().check_state(st.children[0], n, join(where, D::name()));
+  }
+  template <class S>
+  void check_mixed_state(const state<float, S>& st, std::size_t n, std::string_view where) const {
+    D::check_own(st, where);
+    self().inner().check_mixed_state(st.children[0], n, join(where, D::name()));
+  }
+
+ private:
+  const D& self() const { return static_cast<const D&>(*this); }
+};
+
 }  // namespace detail
 
 /// chain(t1, t2, ...): updates pass through t1, then t2, ...; params += the result.

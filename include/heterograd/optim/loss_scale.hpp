@@ -79,8 +79,8 @@ struct scaled_copy_body {  // out = a x
 }  // namespace detail
 
 template <class Inner>
-class dynamic_loss_scale_t : public transformation_base<dynamic_loss_scale_t<Inner>>,
-                             public detail::forwards_mixed<Inner> {
+class dynamic_loss_scale_t
+    : public detail::wrapper_base<dynamic_loss_scale_t<Inner>, Inner, transformation_base> {
  public:
   explicit dynamic_loss_scale_t(Inner inner, loss_scale_config c = {})
       : inner_(std::move(inner)), c_(c) {
@@ -88,6 +88,7 @@ class dynamic_loss_scale_t : public transformation_base<dynamic_loss_scale_t<Inn
   }
   static constexpr std::string_view name() { return "dynamic_loss_scale"; }
   const loss_scale_config& config() const { return c_; }
+  const Inner& inner() const { return inner_; }
 
   /// The scale to multiply the loss by before the next backward pass.
   template <class T, class S>
@@ -98,25 +99,6 @@ class dynamic_loss_scale_t : public transformation_base<dynamic_loss_scale_t<Inn
   template <class T, class S>
   static std::int64_t skips(const state<T, S>& st) {
     return st.counters.at(0);
-  }
-
-  template <class T, class S>
-  state<T, S> init_state(std::size_t n) const {
-    return wrap(inner_.template init_state<T, S>(n));
-  }
-  template <class Policy, class P, class S>
-  state<float, S> init_mixed(const Policy& policy, span<const P, S> p) const {
-    return wrap(inner_.init_mixed(policy, p));
-  }
-  template <class T, class S>
-  void check_state(const state<T, S>& st, std::size_t n, std::string_view where) const {
-    check_own(st, where);
-    inner_.check_state(st.children[0], n, std::string(where) + ".dynamic_loss_scale");
-  }
-  template <class S>
-  void check_mixed_state(const state<float, S>& st, std::size_t n, std::string_view where) const {
-    check_own(st, where);
-    inner_.check_mixed_state(st.children[0], n, std::string(where) + ".dynamic_loss_scale");
   }
 
   template <class Policy, class T, class S>
@@ -156,7 +138,7 @@ class dynamic_loss_scale_t : public transformation_base<dynamic_loss_scale_t<Inn
     finish(st);
   }
 
- private:
+  // For wrapper_base: the state around the inner's, and the check of this level.
   template <class T, class S>
   state<T, S> wrap(state<T, S> inner) const {
     state<T, S> st;
@@ -181,6 +163,8 @@ class dynamic_loss_scale_t : public transformation_base<dynamic_loss_scale_t<Inn
             detail::join(where, "state.counters (skips, growth count)"), st.counters[0],
             "must be >= 0");
   }
+
+ private:
   // The finiteness check; on a non-finite gradient the backoff (or the underflow error,
   // before anything changes). True when the step goes ahead.
   template <class Policy, class G, class T, class S>

@@ -197,7 +197,8 @@ class transformation_base {
                     "bf16/fp16 parameters (mixed precision) need a single-pass optimizer (sgd, "
                     "momentum, nesterov, adam, adamw, adagrad), optionally inside "
                     "capturable() or dynamic_loss_scale()");
-      static_assert(std::is_same_v<T, float> && (std::is_same_v<GT, PT> || std::is_same_v<GT, float>),
+      static_assert(std::is_same_v<T, float> &&
+                        (std::is_same_v<GT, PT> || std::is_same_v<GT, float>),
                     "mixed precision: bf16/fp16 params (non-const), grads of their type or float, "
                     "and a float state (the master weights and the optimizer's slots)");
     } else {
