@@ -3,6 +3,7 @@
 // capturable(opt) equal to opt bitwise with the count on the device; the loss scaler's rule
 // (skip and back off on overflow, grow after growth_interval finite steps), its exactness for
 // powers of two, and why it exists (fp16 gradients below 2^-24 vanish unscaled).
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -366,6 +367,24 @@ BOOST_AUTO_TEST_CASE(scaling_keeps_fp16_gradients_that_would_vanish) {
   BOOST_TEST(rst.slots.back()[0] == 0.0f);
   const float moved = -st.children[0].slots.back()[0];
   BOOST_TEST(std::abs(moved - 1e-5f) <= 1e-5f * std::ldexp(1.0f, -11));
+}
+
+BOOST_AUTO_TEST_CASE(a_forged_loss_scale_state_is_refused_by_name) {
+  const auto opt = o::dynamic_loss_scale(o::sgd{});
+  std::vector<float> x(4, 1.0f), g(4, 0.5f);
+  auto forge = [&](std::size_t k, std::int64_t v) {
+    auto st = opt.init(thrust::cpp::par, x);
+    st.counters[k] = v;
+    return hg_test::invalid_argument_message([&] { opt.update(thrust::cpp::par, g, st, x); });
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double bad : {nan, 0.0, -2.0, 1e-300, 1e300}) {
+    const auto m = forge(2, std::bit_cast<std::int64_t>(bad));
+    BOOST_TEST(contains(m, "dynamic_loss_scale.state.counters[2] (scale)"), m);
+  }
+  BOOST_TEST(contains(forge(0, -1), "dynamic_loss_scale.state.counters (skips, growth count)"));
+  BOOST_TEST(contains(forge(1, -1), "dynamic_loss_scale.state.counters (skips, growth count)"));
+  BOOST_TEST((x == std::vector<float>(4, 1.0f)));
 }
 
 BOOST_AUTO_TEST_CASE(a_scale_that_would_underflow_throws_and_changes_nothing) {

@@ -50,42 +50,6 @@ inline constexpr std::size_t capturable_words =
 
 namespace detail {
 
-// The coefficients of each optimizer as a function of the 1-based step, as a value a device
-// prologue can hold (the configuration is copied in; its learning-rate schedule is evaluated
-// there).
-template <class W, bool Decay, class Lr>
-struct sgd_maker {
-  sgd_config<Lr> a;
-  HG_HOST_DEVICE sgd_math<W, Decay> operator()(std::int64_t step) const {
-    return make_sgd_math<W, Decay>(a, step);
-  }
-};
-template <class W, bool Nesterov, class Lr>
-struct momentum_maker {
-  momentum_config<Lr> a;
-  HG_HOST_DEVICE momentum_math<W, Nesterov> operator()(std::int64_t step) const {
-    return make_momentum_math<W, Nesterov>(a, step);
-  }
-};
-template <class W, class Lr>
-struct adam_maker {
-  adam_config<Lr> a;
-  bool decoupled;
-  HG_HOST_DEVICE adam_coeffs<W> operator()(std::int64_t step) const {
-    return make_adam_coeffs<W>(a, adam_options{.step = step, .decoupled_weight_decay = decoupled});
-  }
-};
-template <class W, class Lr>
-struct adagrad_maker {
-  adagrad_config<Lr> a;
-  HG_HOST_DEVICE adagrad_math<W> operator()(std::int64_t step) const {
-    return make_adagrad_math<W>(a, step);
-  }
-};
-
-template <class Maker, class W>
-using made_t = std::remove_cvref_t<decltype(std::declval<const Maker&>()(std::int64_t{1}))>;
-
 /// words[0] += 1; words[1..] = make(words[0]).
 template <class W, class Maker>
 struct prologue_body {
@@ -125,22 +89,6 @@ void run_capturable(const Policy& policy, const char* kernel, const Maker& make,
   launch_plain(policy, 1, prologue_body<W, Maker>{words.data(), make});
   launch_update(policy, coeffs_ref<M>{coefficients_in<Maker>(words)}, params, grads, w, s0, s1,
                 grad_scale);
-}
-
-/// Calls f with the SGD maker whose decay the configuration asks for.
-template <class W, class Lr, class F>
-void with_sgd_maker(const sgd_config<Lr>& a, F&& f) {
-  if (a.weight_decay == 0.0)
-    f(sgd_maker<W, false, Lr>{a});
-  else
-    f(sgd_maker<W, true, Lr>{a});
-}
-template <class W, class Lr, class F>
-void with_momentum_maker(const momentum_config<Lr>& a, bool nesterov, F&& f) {
-  if (nesterov)
-    f(momentum_maker<W, true, Lr>{a});
-  else
-    f(momentum_maker<W, false, Lr>{a});
 }
 
 }  // namespace detail

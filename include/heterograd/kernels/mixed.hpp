@@ -154,17 +154,10 @@ template <class Policy, class P, class G, class Space, class Lr = double>
 void sgd_mixed(const Policy& policy, span<P, Space> params, span<const G, Space> grads,
                span<float, Space> master, const sgd_config<Lr>& a, const sgd_options& o = {},
                const mixed_options& mo = {}) {
-  auto run = [&](auto decay) {
-    constexpr bool d = decltype(decay)::value;
-    detail::run_mixed(policy, "sgd_mixed",
-                      detail::coeffs_value<detail::sgd_math<float, d>>{
-                          detail::make_sgd_math<float, d>(a, o.step)},
-                      params, grads, master, {}, {}, mo);
-  };
-  if (a.weight_decay == 0.0)
-    run(std::false_type{});
-  else
-    run(std::true_type{});
+  detail::with_sgd_maker<float>(a, [&](const auto& make) {
+    detail::run_mixed(policy, "sgd_mixed", detail::coeffs_value{make(o.step)}, params, grads,
+                      master, {}, {}, mo);
+  });
 }
 
 /// Heavy-ball or Nesterov momentum on 16-bit parameters (fp32 master and velocity). 20 B/element.
@@ -173,17 +166,10 @@ void momentum_mixed(const Policy& policy, span<P, Space> params, span<const G, S
                     span<float, Space> master, span<float, Space> velocity,
                     const momentum_config<Lr>& a, const momentum_options& o = {},
                     const mixed_options& mo = {}) {
-  auto run = [&](auto nesterov) {
-    constexpr bool n = decltype(nesterov)::value;
-    detail::run_mixed(policy, "momentum_mixed",
-                      detail::coeffs_value<detail::momentum_math<float, n>>{
-                          detail::make_momentum_math<float, n>(a, o.step)},
-                      params, grads, master, velocity, {}, mo);
-  };
-  if (o.nesterov)
-    run(std::true_type{});
-  else
-    run(std::false_type{});
+  detail::with_momentum_maker<float>(a, o.nesterov, [&](const auto& make) {
+    detail::run_mixed(policy, "momentum_mixed", detail::coeffs_value{make(o.step)}, params,
+                      grads, master, velocity, {}, mo);
+  });
 }
 
 /// Adam / AdamW on 16-bit parameters (fp32 master, m and v). 28 B/element.

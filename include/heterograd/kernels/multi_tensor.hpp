@@ -62,10 +62,9 @@ void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>
                       const sgd_config<Lr>& a, const sgd_options& o = {}) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
   // The single kernel's bodies (without decay when it is 0), so that the results agree bitwise.
-  auto run = [&](auto decay) {
-    constexpr bool d = decltype(decay)::value;
-    using body = detail::sgd_body<T, d>;
-    const auto f = detail::make_sgd_math<T, d>(a, o.step);
+  detail::with_sgd_maker<T>(a, [&](const auto& make) {
+    const auto f = make(o.step);
+    using body = detail::sgd_body<T, decltype(f)::decay>;
     std::vector<tensor_task<body>> tasks;
     tasks.reserve(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
@@ -77,11 +76,7 @@ void multi_tensor_sgd(const Policy& policy, std::span<const sgd_tensor<T, Space>
                        detail::line_offset_of(t.params.data())});
     }
     detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
-  };
-  if (a.weight_decay == 0.0)
-    run(std::false_type{});
-  else
-    run(std::true_type{});
+  });
 }
 
 /// Heavy-ball or Nesterov momentum over a list of tensors.
@@ -89,10 +84,9 @@ template <class Policy, class T, class Space, class Lr = double>
 void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor<T, Space>> list,
                            const momentum_config<Lr>& a, const momentum_options& o = {}) {
   static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
-  auto run = [&](auto nesterov) {
-    constexpr bool n = decltype(nesterov)::value;
-    using body = detail::momentum_body<T, n>;
-    const auto f = detail::make_momentum_math<T, n>(a, o.step);
+  detail::with_momentum_maker<T>(a, o.nesterov, [&](const auto& make) {
+    const auto f = make(o.step);
+    using body = detail::momentum_body<T, decltype(f)::nesterov>;
     std::vector<tensor_task<body>> tasks;
     tasks.reserve(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
@@ -106,11 +100,7 @@ void multi_tensor_momentum(const Policy& policy, std::span<const momentum_tensor
                        detail::line_offset_of(t.params.data())});
     }
     detail::launch_multi(policy, std::span<const tensor_task<body>>(tasks));
-  };
-  if (o.nesterov)
-    run(std::true_type{});
-  else
-    run(std::false_type{});
+  });
 }
 
 /// Adam / AdamW over a list of tensors (bias correction computed once for the whole list).

@@ -116,6 +116,7 @@ HG_HOST_DEVICE double lr_at(const Lr& lr, std::int64_t step) {
 template <class T, bool Decay = true>
 struct sgd_math {
   static constexpr int slots = 0;
+  static constexpr bool decay = Decay;
   T lr, wd;
   HG_HOST_DEVICE T operator()(T p, T g) const {
     if constexpr (Decay) {
@@ -130,6 +131,7 @@ struct sgd_math {
 template <class T, bool Nesterov>
 struct momentum_math {
   static constexpr int slots = 1;
+  static constexpr bool nesterov = Nesterov;
   T lr, mu, damp1, wd;
   HG_HOST_DEVICE T operator()(T p, T g, T& v) const {
     const T d = add_rn(g, mul_rn(wd, p));
@@ -201,6 +203,60 @@ template <class T, class Lr>
 HG_HOST_DEVICE adagrad_math<T> make_adagrad_math(const adagrad_config<Lr>& a, std::int64_t step) {
   const double clr = lr_at(a.lr, step) / (1.0 + static_cast<double>(step - 1) * a.lr_decay);
   return {static_cast<T>(clr), static_cast<T>(a.eps), static_cast<T>(a.weight_decay)};
+}
+
+// The coefficients of each optimizer as a function of the 1-based step, as a value (the
+// configuration is copied in): called on the host for a step's coefficients, and held by a
+// capturable step's device prologue (capturable.hpp), which evaluates the learning-rate
+// schedule there. with_sgd_maker / with_momentum_maker pick the variant the configuration
+// asks for (SGD without decay when it is 0; Nesterov or not) for every kernel.
+template <class W, bool Decay, class Lr>
+struct sgd_maker {
+  sgd_config<Lr> a;
+  HG_HOST_DEVICE sgd_math<W, Decay> operator()(std::int64_t step) const {
+    return make_sgd_math<W, Decay>(a, step);
+  }
+};
+template <class W, bool Nesterov, class Lr>
+struct momentum_maker {
+  momentum_config<Lr> a;
+  HG_HOST_DEVICE momentum_math<W, Nesterov> operator()(std::int64_t step) const {
+    return make_momentum_math<W, Nesterov>(a, step);
+  }
+};
+template <class W, class Lr>
+struct adam_maker {
+  adam_config<Lr> a;
+  bool decoupled;
+  HG_HOST_DEVICE adam_coeffs<W> operator()(std::int64_t step) const {
+    return make_adam_coeffs<W>(a, adam_options{.step = step, .decoupled_weight_decay = decoupled});
+  }
+};
+template <class W, class Lr>
+struct adagrad_maker {
+  adagrad_config<Lr> a;
+  HG_HOST_DEVICE adagrad_math<W> operator()(std::int64_t step) const {
+    return make_adagrad_math<W>(a, step);
+  }
+};
+
+template <class Maker, class W>
+using made_t = std::remove_cvref_t<decltype(std::declval<const Maker&>()(std::int64_t{1}))>;
+
+/// Calls f with the SGD maker whose decay the configuration asks for.
+template <class W, class Lr, class F>
+void with_sgd_maker(const sgd_config<Lr>& a, F&& f) {
+  if (a.weight_decay == 0.0)
+    f(sgd_maker<W, false, Lr>{a});
+  else
+    f(sgd_maker<W, true, Lr>{a});
+}
+template <class W, class Lr, class F>
+void with_momentum_maker(const momentum_config<Lr>& a, bool nesterov, F&& f) {
+  if (nesterov)
+    f(momentum_maker<W, true, Lr>{a});
+  else
+    f(momentum_maker<W, false, Lr>{a});
 }
 
 // The full-precision bodies: element i of params, grads and the slots.
@@ -321,17 +377,12 @@ void sgd(const Policy& policy, span<T, Space> params,
          const sgd_options& o = {}) {
   detail::check_policy_space<Policy, Space>();
   require_same_size("sgd.grads", grads.size(), "sgd.params", params.size());
-  auto run = [&](auto decay) {
-    constexpr bool d = decltype(decay)::value;
+  detail::with_sgd_maker<T>(a, [&](const auto& make) {
+    const auto f = make(o.step);
     kernels::launch(policy, params.size(),
-                    detail::sgd_body<T, d>{params.data(), grads.data(),
-                                           detail::make_sgd_math<T, d>(a, o.step)},
+                    detail::sgd_body<T, decltype(f)::decay>{params.data(), grads.data(), f},
                     params.data());
-  };
-  if (a.weight_decay == 0.0)
-    run(std::false_type{});
-  else
-    run(std::true_type{});
+  });
 }
 
 /// Heavy-ball or Nesterov momentum. 5*sizeof(T) bytes per element.
@@ -342,17 +393,13 @@ void momentum(const Policy& policy, span<T, Space> params,
   detail::check_policy_space<Policy, Space>();
   require_same_size("momentum.grads", grads.size(), "momentum.params", params.size());
   require_same_size("momentum.velocity", velocity.size(), "momentum.params", params.size());
-  auto run = [&](auto nesterov) {
-    constexpr bool n = decltype(nesterov)::value;
+  detail::with_momentum_maker<T>(a, o.nesterov, [&](const auto& make) {
+    const auto f = make(o.step);
     kernels::launch(policy, params.size(),
-                    detail::momentum_body<T, n>{params.data(), grads.data(), velocity.data(),
-                                                detail::make_momentum_math<T, n>(a, o.step)},
+                    detail::momentum_body<T, decltype(f)::nesterov>{params.data(), grads.data(),
+                                                                    velocity.data(), f},
                     params.data());
-  };
-  if (o.nesterov)
-    run(std::true_type{});
-  else
-    run(std::false_type{});
+  });
 }
 
 /// Adam / AdamW, bias correction computed once per call. 7*sizeof(T) bytes per element.
