@@ -6,6 +6,11 @@
 //                            write p). The reference.
 //   BM_asgd_step             ASGD's work per update without a runtime: model_server::screen
 //                            (the non-finite check, 4 B/param) + apply (12 B), 16 B.
+//   BM_asgd_step_device      BM_asgd_step on a server whose parameters, scratch and
+//                            gradients are Thrust device vectors of the build's device system
+//                            (kernels::thrust_memory(thrust::device): OpenMP on the CPU), the
+//                            code path a GPU server runs; the screen is then a finiteness
+//                            reduction read back as one flag. Same bytes as BM_asgd_step.
 //   BM_sim_asgd              vanilla ASGD driven by the simulator (runtime::async_runtime, 16
 //                            equally fast workers): the runtime's own cost on top of the
 //                            update is one event (heap pop + push) per update.
@@ -39,6 +44,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -48,7 +55,11 @@
 
 #include <benchmark/benchmark.h>
 
+#include <thrust/device_vector.h>
+#include <thrust/execution_policy.h>
+
 #include "heterograd/algorithms/async.hpp"
+#include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 #include "heterograd/runtime/async_threads.hpp"
@@ -100,6 +111,28 @@ void BM_asgd_step(benchmark::State& state) {
   for (auto _ : state) {
     for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i, next = (next + 1) % kWorkers) {
       const auto use = s.screen(heterograd::span<const float>(g[next]), 0, "asgd");
+      s.apply(*use);
+    }
+    benchmark::DoNotOptimize(s.params().data());
+  }
+  const auto updates = state.iterations() * kUpdatesPerIteration;
+  state.SetItemsProcessed(updates);
+  state.SetBytesProcessed(updates * static_cast<std::int64_t>(16 * kParams));
+  state.counters["bytes_per_update"] = 16.0 * kParams;
+}
+
+// BM_asgd_step with everything in Thrust device vectors (kernels::thrust_memory).
+void BM_asgd_step_device(benchmark::State& state) {
+  const auto mem = heterograd::kernels::thrust_memory(thrust::device);
+  using M = std::remove_const_t<decltype(mem)>;
+  async::model_server<float, heterograd::optim::sgd, M> s(
+      std::vector<float>(kParams, 0.5f), async::plain_sgd(1e-6), async::nonfinite_policy::fail, mem);
+  std::vector<thrust::device_vector<float>> g;
+  for (std::size_t w = 0; w < kWorkers; ++w) g.emplace_back(kParams, 1e-3f * static_cast<float>(w + 1));
+  std::size_t next = 0;
+  for (auto _ : state) {
+    for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i, next = (next + 1) % kWorkers) {
+      const auto use = s.screen(heterograd::make_span(std::as_const(g[next])), 0, "asgd");
       s.apply(*use);
     }
     benchmark::DoNotOptimize(s.params().data());
@@ -300,6 +333,7 @@ int main(int argc, char** argv) {
       ->MinTime(0.5);
   benchmark::RegisterBenchmark("BM_server_apply", BM_server_apply)->UseRealTime()->MinTime(0.5);
   benchmark::RegisterBenchmark("BM_asgd_step", BM_asgd_step)->UseRealTime()->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_asgd_step_device", BM_asgd_step_device)->UseRealTime()->MinTime(0.5);
   hg_bench::register_product("BM_threads_roundtrip", BM_threads_roundtrip, {"floats"},
                              {f.get("floats", {1 << 10, 1 << 20})})
       ->UseRealTime()

@@ -38,6 +38,15 @@ def targets(bench, peers):
                     f"{ring['bytes_per_update'] / 1e6:.1f} MB/update, "
                     f"{ring['arrivals_per_update']:.2f} arrivals/update"),
     ]
+    dev = get("BM_asgd_step_device")
+    if dev is not None:
+        # The same ASGD step with the server's buffers and the gradients in Thrust device
+        # vectors (kernels::thrust_memory, the GPU server's code path, OpenMP system here):
+        # within 10 % of the host server's step (the screen is a finiteness reduction there,
+        # a bit-OR pass here).
+        out.append(Target("async: ASGD step on Thrust device vectors / on host vectors (1M floats)",
+                          dev["items_per_second"] / step["items_per_second"], 0.9,
+                          note=f"{dev['items_per_second']:.0f} vs {step['items_per_second']:.0f} updates/s"))
     thr = get("BM_threads_asgd", updates=1024)
     if thr is not None:
         # The real-time server over inproc with 4 workers (issue 19): the bytes each applied

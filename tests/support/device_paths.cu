@@ -1,13 +1,19 @@
 // Compiled by nvcc in every build that has it (test cuda_compile_device_paths; never run):
 // instantiates the device code of the mixed-precision, capturable and loss-scaled optimizer
-// paths for the CUDA system, which the header check cannot (templates are compiled only
-// where they are used). The CUDA twins of kernels_test and optim_test run them on a GPU.
+// paths and of every asynchronous server policy on device memory (kernels::thrust_memory on a
+// CUDA stream), for the CUDA system, which the header check cannot (templates are compiled
+// only where they are used). The CUDA twins of kernels_test and optim_test run the optimizer
+// paths on a GPU.
 #include <span>
+#include <vector>
 
 #include <thrust/device_vector.h>
 
+#include "heterograd/algorithms/async.hpp"
 #include "heterograd/kernels/capturable.hpp"
+#include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/optim.hpp"
+#include "heterograd/runtime/concepts.hpp"
 
 namespace hg = heterograd;
 namespace hk = heterograd::kernels;
@@ -36,7 +42,60 @@ void every_path(const Opt& opt) {
   step<decltype(s), float, float>(s, 8);
 }
 
+namespace ha = heterograd::algorithms::async;
+
+// A control that asks for nothing (the device paths are compiled, not run).
+struct null_control {
+  bool busy(hg::sim::worker_id) const { return false; }
+  bool waiting(hg::sim::worker_id) const { return false; }
+  std::uint64_t version_of(hg::sim::worker_id) const { return 0; }
+  double now() const { return 0; }
+  void applied(hg::sim::worker_id, std::uint64_t) {}
+  void buffered(hg::sim::worker_id, std::uint64_t) {}
+  void discarded(hg::sim::worker_id, std::uint64_t) {}
+  void hold(hg::sim::worker_id) {}
+  void release(hg::sim::worker_id) {}
+  void interrupt(hg::sim::worker_id) {}
+  void restart(hg::sim::worker_id) {}
+};
+
+template <class P>
+void arrive(P&& p) {
+  null_control c;
+  thrust::device_vector<float> g(p.dim());
+  p.on_arrival(c, heterograd::runtime::arrival{0, 0, 0, 0.0, 1.0}, g);
+  p.on_arrival(c, heterograd::runtime::arrival{0, 0, 0, 0.0, 1.0},
+               hg::span<const float, hg::device_space>(hg::make_span(g)));
+}
+
+void async_servers_on_device(cudaStream_t stream) {
+  const auto mem = hk::thrust_memory(thrust::cuda::par.on(stream));
+  using M = std::remove_const_t<decltype(mem)>;
+  auto srv = [&](ha::nonfinite_policy nf = ha::nonfinite_policy::fail) {
+    return ha::model_server<float, ho::sgd, M>(std::vector<float>(8, 0.0f), ha::plain_sgd(0.1), nf, mem);
+  };
+  arrive(ha::asgd(2, ha::model_server<float, ho::adam, M>(std::vector<float>(8), ho::adam(),
+                                                          ha::nonfinite_policy::zero, mem)));
+  arrive(ha::asgd(2, srv(ha::nonfinite_policy::skip)));
+  arrive(ha::delay_adaptive_asgd(2, srv()));
+  arrive(ha::staleness_scaled_asgd(2, srv()));
+  arrive(ha::ringmaster_asgd(2, srv()));
+  arrive(ha::rennala_sgd(2, srv()));
+  arrive(ha::rescaled_asgd(2, srv()));
+  arrive(ha::ia2sgd(2, srv()));
+  arrive(ha::malenia_sgd(2, srv()));
+  arrive(ha::ringleader_asgd(2, srv()));
+  arrive(ha::ssp_server(2, srv()));
+  arrive(ha::dssp_server(2, srv()));
+  arrive(ha::dc_asgd(2, srv()));
+  arrive(ha::dc_asgd(2, srv(), {.adaptive = true}));
+  arrive(ha::fedbuff(2, srv()));
+  arrive(ha::naive_optimal_asgd(2, srv(), {.tau = {1, 2}}));
+  arrive(ha::omnilearn_asgd(2, srv(), {32, 32}));
+}
+
 int main() {
+  async_servers_on_device(nullptr);
   const ho::schedule lr = ho::cosine_decay(1e-3, 100, 0.0, 10);
   every_path(ho::sgd({.lr = lr, .weight_decay = 0.01}));
   every_path(ho::momentum({.lr = lr}));

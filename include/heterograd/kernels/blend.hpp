@@ -1,6 +1,7 @@
 #pragma once
 // Blends of buffers: axpby, scale, weighted sum of K buffers (model averaging with weights),
-// the running-mean update of gradient tables, and linear weight prediction.
+// the running-mean update of gradient tables, linear weight prediction, copy, fill, and the
+// copy with non-finite elements zeroed.
 //
 // Bytes per element = read + written:
 //   axpby               x, y -> y                3*sizeof(T)
@@ -9,6 +10,9 @@
 //                                                further group of 8 re-reads out: +2)
 //   running_mean_update m, new, old -> m         4*sizeof(T)
 //   linear_prediction   w, v -> out              3*sizeof(T)
+//   copy                x -> y                   2*sizeof(T)
+//   fill                -> x                     1*sizeof(T)
+//   finite_or_zero      x -> y                   2*sizeof(T)
 
 #include <cstddef>
 #include <span>
@@ -70,6 +74,31 @@ struct prediction_body {
   const T* v;
   T c;
   HG_HOST_DEVICE void operator()(std::size_t i) const { out[i] = w[i] - c * v[i]; }
+};
+
+template <class T>
+struct copy_body {
+  const T* x;
+  T* y;
+  HG_HOST_DEVICE void operator()(std::size_t i) const { y[i] = x[i]; }
+};
+
+template <class T>
+struct fill_body {
+  T* x;
+  T a;
+  HG_HOST_DEVICE void operator()(std::size_t i) const { x[i] = a; }
+};
+
+template <class T>
+struct finite_or_zero_body {
+  const T* x;
+  T* y;
+  // x - x is 0 for finite x and NaN for infinities and NaNs (no <cmath> call on the device).
+  HG_HOST_DEVICE void operator()(std::size_t i) const {
+    const T v = x[i];
+    y[i] = v - v == T(0) ? v : T(0);
+  }
 };
 
 template <class Policy, class T, int K, bool Acc>
@@ -166,6 +195,30 @@ void running_mean_update(const Policy& policy, span<T, Space> mean,
                   detail::running_mean_body<T>{mean.data(), fresh.data(), old.data(),
                                                static_cast<T>(1.0 / static_cast<double>(n))},
                   mean.data());
+}
+
+/// y <- x.
+template <class Policy, class T, class Space>
+void copy(const Policy& policy, std::type_identity_t<span<const T, Space>> x, span<T, Space> y) {
+  static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
+  require_same_size("copy.x", x.size(), "copy.y", y.size());
+  kernels::launch(policy, y.size(), detail::copy_body<T>{x.data(), y.data()}, y.data());
+}
+
+/// x <- a (every element).
+template <class Policy, class T, class Space>
+void fill(const Policy& policy, span<T, Space> x, std::type_identity_t<T> a) {
+  static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
+  kernels::launch(policy, x.size(), detail::fill_body<T>{x.data(), a}, x.data());
+}
+
+/// y <- x with every infinite or NaN element replaced by 0 (the `zero` non-finite policy).
+template <class Policy, class T, class Space>
+void finite_or_zero(const Policy& policy, std::type_identity_t<span<const T, Space>> x,
+                    span<T, Space> y) {
+  static_assert(exec::accessible_v<Policy, Space>, "policy cannot access the span's memory");
+  require_same_size("finite_or_zero.x", x.size(), "finite_or_zero.y", y.size());
+  kernels::launch(policy, y.size(), detail::finite_or_zero_body<T>{x.data(), y.data()}, y.data());
 }
 
 /// out <- w - s lr v: weight prediction (SpecTrain, Chen et al. 2018: W_hat = W - s eta v).

@@ -35,9 +35,9 @@ namespace heterograd::algorithms::async {
 namespace detail {
 
 /// ASGD whose step weight is Rule{}(delta); every arrival is applied.
-template <class T, class Optimizer, class Rule>
-class weighted_asgd : public policy_base<T, Optimizer> {
-  using base = policy_base<T, Optimizer>;
+template <class T, class Optimizer, class Rule, class Memory = host_memory>
+class weighted_asgd : public policy_base<T, Optimizer, Memory> {
+  using base = policy_base<T, Optimizer, Memory>;
 
  public:
   weighted_asgd(std::size_t workers, typename base::server_type server, Rule rule)
@@ -77,14 +77,14 @@ struct unit_weight {
 }  // namespace detail
 
 /// Vanilla asynchronous SGD: every gradient applied with the same step.
-template <class T = double, class Optimizer = default_optimizer>
-class asgd : public detail::weighted_asgd<T, Optimizer, detail::unit_weight> {
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class asgd : public detail::weighted_asgd<T, Optimizer, detail::unit_weight, Memory> {
  public:
-  asgd(std::size_t workers, model_server<T, Optimizer> server)
-      : detail::weighted_asgd<T, Optimizer, detail::unit_weight>(workers, std::move(server), {}) {}
+  asgd(std::size_t workers, model_server<T, Optimizer, Memory> server)
+      : detail::weighted_asgd<T, Optimizer, detail::unit_weight, Memory>(workers, std::move(server), {}) {}
 };
-template <class T, class O>
-asgd(std::size_t, model_server<T, O>) -> asgd<T, O>;
+template <class T, class O, class M>
+asgd(std::size_t, model_server<T, O, M>) -> asgd<T, O, M>;
 
 /// Delay-adaptive ASGD: gamma_k = gamma * n / max(n, delta_k).
 struct delay_adaptive_config {
@@ -112,20 +112,20 @@ struct delay_adaptive_weight {
 };
 }  // namespace detail
 
-template <class T = double, class Optimizer = default_optimizer>
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
 class delay_adaptive_asgd
-    : public detail::weighted_asgd<T, Optimizer, detail::delay_adaptive_weight> {
+    : public detail::weighted_asgd<T, Optimizer, detail::delay_adaptive_weight, Memory> {
  public:
-  delay_adaptive_asgd(std::size_t workers, model_server<T, Optimizer> server,
+  delay_adaptive_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server,
                       delay_adaptive_config config = {})
-      : detail::weighted_asgd<T, Optimizer, detail::delay_adaptive_weight>(
+      : detail::weighted_asgd<T, Optimizer, detail::delay_adaptive_weight, Memory>(
             workers, std::move(server), detail::delay_adaptive_weight{config.reference}) {}
 };
-template <class T, class O>
-delay_adaptive_asgd(std::size_t, model_server<T, O>) -> delay_adaptive_asgd<T, O>;
-template <class T, class O>
-delay_adaptive_asgd(std::size_t, model_server<T, O>, delay_adaptive_config)
-    -> delay_adaptive_asgd<T, O>;
+template <class T, class O, class M>
+delay_adaptive_asgd(std::size_t, model_server<T, O, M>) -> delay_adaptive_asgd<T, O, M>;
+template <class T, class O, class M>
+delay_adaptive_asgd(std::size_t, model_server<T, O, M>, delay_adaptive_config)
+    -> delay_adaptive_asgd<T, O, M>;
 
 /// How a staleness-scaled step shrinks with the delay.
 enum class staleness_rule : std::uint8_t {
@@ -164,19 +164,19 @@ struct staleness_weight {
 };
 }  // namespace detail
 
-template <class T = double, class Optimizer = default_optimizer>
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
 class staleness_scaled_asgd
-    : public detail::weighted_asgd<T, Optimizer, detail::staleness_weight> {
+    : public detail::weighted_asgd<T, Optimizer, detail::staleness_weight, Memory> {
  public:
-  staleness_scaled_asgd(std::size_t workers, model_server<T, Optimizer> server,
+  staleness_scaled_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server,
                         staleness_scaled_config config = {})
-      : detail::weighted_asgd<T, Optimizer, detail::staleness_weight>(
+      : detail::weighted_asgd<T, Optimizer, detail::staleness_weight, Memory>(
             workers, std::move(server), (config.validate(), detail::staleness_weight{config})) {}
 };
-template <class T, class O>
-staleness_scaled_asgd(std::size_t, model_server<T, O>) -> staleness_scaled_asgd<T, O>;
-template <class T, class O>
-staleness_scaled_asgd(std::size_t, model_server<T, O>, staleness_scaled_config)
-    -> staleness_scaled_asgd<T, O>;
+template <class T, class O, class M>
+staleness_scaled_asgd(std::size_t, model_server<T, O, M>) -> staleness_scaled_asgd<T, O, M>;
+template <class T, class O, class M>
+staleness_scaled_asgd(std::size_t, model_server<T, O, M>, staleness_scaled_config)
+    -> staleness_scaled_asgd<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

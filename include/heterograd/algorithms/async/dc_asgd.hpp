@@ -20,6 +20,7 @@
 #include "heterograd/algorithms/async/server.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/kernels/launch.hpp"
 
 namespace heterograd::algorithms::async {
 
@@ -46,83 +47,123 @@ struct dc_asgd_config {
   void validate() const { validate_fields(*this); }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class dc_asgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+namespace detail {
+// g~ = g + lambda g^2 (x - x_bak): reads g, x, x_bak, writes g~ (4 sizeof(T) per element).
+template <class T>
+struct dc_compensate_body {
+  const T* g;
+  const T* x;
+  const T* bak;
+  T* out;
+  T lambda;
+  HG_HOST_DEVICE void operator()(std::size_t j) const {
+    out[j] = g[j] + lambda * g[j] * g[j] * (x[j] - bak[j]);
+  }
+};
+// DC-ASGD-a: MeanSquare <- m MeanSquare + (1 - m) g^2;
+// g~ = g + lambda_0 / sqrt(MeanSquare + eps) g^2 (x - x_bak) (6 sizeof(T) per element).
+template <class T>
+struct dc_adaptive_body {
+  const T* g;
+  const T* x;
+  const T* bak;
+  T* out;
+  T* mean_square;
+  T m, lambda0, eps;
+  HG_HOST_DEVICE void operator()(std::size_t j) const {
+    const T gj = g[j];
+    mean_square[j] = m * mean_square[j] + (T(1) - m) * gj * gj;
+    out[j] = gj + lambda0 / std::sqrt(mean_square[j] + eps) * gj * gj * (x[j] - bak[j]);
+  }
+};
+}  // namespace detail
+
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class dc_asgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
+  using vector_type = typename base::server_type::vector_type;
 
  public:
-  dc_asgd(std::size_t workers, model_server<T, Optimizer> server, dc_asgd_config config = {})
+  dc_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server, dc_asgd_config config = {})
       : base(workers, std::move(server)), config_((config.validate(), config)),
-        backup_(workers * this->dim()), compensated_(this->dim()),
-        mean_square_(config_.adaptive ? this->dim() : 0, T(0)) {
+        backup_(this->server_.make(workers * this->dim())), compensated_(this->server_.make(this->dim())),
+        mean_square_(this->server_.make(config_.adaptive ? this->dim() : 0)) {
     // Every worker starts from the initial model.
-    const auto x = this->params();
-    for (std::size_t w = 0; w < workers; ++w)
-      std::copy(x.begin(), x.end(), backup_.begin() + static_cast<std::ptrdiff_t>(w * this->dim()));
+    for (std::size_t w = 0; w < workers; ++w) save_backup(static_cast<worker_id>(w));
   }
 
   const dc_asgd_config& config() const { return config_; }
   /// The model worker w pulled (x_bak(w)).
-  span<const T> backup(worker_id w) const {
+  auto backup(worker_id w) const {
     require(static_cast<std::size_t>(w) < this->workers_, "worker", w, "must be < workers");
-    return span<const T>(backup_.data() + w * this->dim(), this->dim());
+    return this->server_.view(backup_).subspan(w * this->dim(), this->dim());
   }
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
     const auto in = this->admit(ctl, a, g, "dc_asgd");
-    const std::size_t d = this->dim();
     if (!in) {  // skipped: the worker restarts from the current model, its new backup
-      const auto y = this->params();
-      std::copy(y.begin(), y.end(), backup_.data() + a.worker * d);
+      save_backup(a.worker);
       return;
     }
     const std::uint64_t delay = in->delay;
+    const std::size_t d = this->dim();
     const auto gv = in->gradient;
-    T* bak = backup_.data() + a.worker * d;
+    const auto bak = backup(a.worker);
     const auto x = this->params();
-    // g~ = g + lambda g^2 (x - x_bak): reads g, x, x_bak, writes g~ (4 sizeof(T) per
-    // element; adaptive: + read/write MeanSquare, 6).
-    if (config_.adaptive) {
-      const T m = static_cast<T>(config_.mean_square_decay);
-      const T l0 = static_cast<T>(config_.adaptive_lambda);
-      const T eps = static_cast<T>(config_.eps);
-      for (std::size_t j = 0; j < d; ++j) {
-        const T gj = gv[j];
-        mean_square_[j] = m * mean_square_[j] + (T(1) - m) * gj * gj;
-        compensated_[j] = gj + l0 / std::sqrt(mean_square_[j] + eps) * gj * gj * (x[j] - bak[j]);
+    const auto out = this->server_.view(compensated_);
+    this->server_.memory().run(d, [&](const auto& p) {
+      if (config_.adaptive) {
+        kernels::launch(p, d,
+                        detail::dc_adaptive_body<T>{gv.data(), x.data(), bak.data(), out.data(),
+                                                    this->server_.view(mean_square_).data(),
+                                                    static_cast<T>(config_.mean_square_decay),
+                                                    static_cast<T>(config_.adaptive_lambda),
+                                                    static_cast<T>(config_.eps)},
+                        out.data());
+      } else {
+        kernels::launch(p, d,
+                        detail::dc_compensate_body<T>{gv.data(), x.data(), bak.data(), out.data(),
+                                                      static_cast<T>(config_.lambda)},
+                        out.data());
       }
-    } else {
-      const T l = static_cast<T>(config_.lambda);
-      for (std::size_t j = 0; j < d; ++j)
-        compensated_[j] = gv[j] + l * gv[j] * gv[j] * (x[j] - bak[j]);
-    }
-    this->server_.apply(span<const T>(compensated_.data(), d));
+    });
+    this->server_.apply(this->server_.view(std::as_const(compensated_)));
     ctl.applied(a.worker, delay);
     // Worker a.worker restarts from the new model: it becomes its backup (2 sizeof(T)).
-    const auto y = this->params();
-    std::copy(y.begin(), y.end(), bak);
+    save_backup(a.worker);
   }
 
   friend bool operator==(const dc_asgd& a, const dc_asgd& b) {
-    return a.server_ == b.server_ && a.backup_ == b.backup_ && a.mean_square_ == b.mean_square_;
+    const auto& m = a.server_.memory();
+    return a.server_ == b.server_ && kernels::same_bits(m, a.backup_, b.backup_) &&
+           kernels::same_bits(m, a.mean_square_, b.mean_square_);
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(this->server_, backup_, mean_square_);
+    ar(this->server_);
+    const auto& m = this->server_.memory();
+    kernels::archive_buffer(ar, m, backup_, "dc_asgd.backup", backup_.size());
+    kernels::archive_buffer(ar, m, mean_square_, "dc_asgd.mean_square", mean_square_.size());
   }
 
  private:
+  void save_backup(worker_id w) {
+    const std::size_t d = this->dim();
+    detail::ops::copy(this->server_.memory(), this->params(),
+                      this->server_.view(backup_).subspan(w * d, d));
+  }
+
   dc_asgd_config config_;
-  std::vector<T> backup_;       // n x d: x_bak per worker
-  std::vector<T> compensated_;  // g~ (scratch)
-  std::vector<T> mean_square_;  // DC-ASGD-a
+  vector_type backup_;       // n x d: x_bak per worker
+  vector_type compensated_;  // g~ (scratch)
+  vector_type mean_square_;  // DC-ASGD-a
 };
-template <class T, class O>
-dc_asgd(std::size_t, model_server<T, O>) -> dc_asgd<T, O>;
-template <class T, class O>
-dc_asgd(std::size_t, model_server<T, O>, dc_asgd_config) -> dc_asgd<T, O>;
+template <class T, class O, class M>
+dc_asgd(std::size_t, model_server<T, O, M>) -> dc_asgd<T, O, M>;
+template <class T, class O, class M>
+dc_asgd(std::size_t, model_server<T, O, M>, dc_asgd_config) -> dc_asgd<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

@@ -39,14 +39,14 @@ struct fedbuff_config {
   void validate() const { validate_fields(*this); }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class fedbuff : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class fedbuff : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  fedbuff(std::size_t workers, model_server<T, Optimizer> server, fedbuff_config config = {})
+  fedbuff(std::size_t workers, model_server<T, Optimizer, Memory> server, fedbuff_config config = {})
       : base(workers, std::move(server)), config_((config.validate(), config)),
-        buffer_(this->dim(), T(0)) {}
+        buffer_(this->server_.make(this->dim())) {}
 
   const fedbuff_config& config() const { return config_; }
   std::size_t buffered() const { return count_; }
@@ -59,36 +59,39 @@ class fedbuff : public detail::policy_base<T, Optimizer> {
     const double s = config_.staleness_weighting
                          ? std::pow(1.0 + static_cast<double>(delay), -config_.exponent)
                          : 1.0;
-    span<T> b(buffer_.data(), buffer_.size());
-    detail::ops::axpy(static_cast<T>(s), in->gradient, b);
+    const auto b = this->server_.view(buffer_);
+    detail::ops::axpy(this->server_.memory(), static_cast<T>(s), in->gradient, b);
     if (++count_ < config_.buffer) {
       ctl.buffered(a.worker, delay);
       return;
     }
-    this->server_.apply(span<const T>(b), 1.0 / static_cast<double>(config_.buffer));
-    detail::ops::zero(b);
+    this->server_.apply(this->server_.view(std::as_const(buffer_)), 1.0 / static_cast<double>(config_.buffer));
+    detail::ops::zero(this->server_.memory(), b);
     count_ = 0;
     ctl.applied(a.worker, delay);
   }
 
   friend bool operator==(const fedbuff& a, const fedbuff& b) {
-    return a.server_ == b.server_ && a.count_ == b.count_ && a.buffer_ == b.buffer_;
+    return a.server_ == b.server_ && a.count_ == b.count_ &&
+           kernels::same_bits(a.server_.memory(), a.buffer_, b.buffer_);
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(this->server_, buffer_, count_);
+    ar(this->server_);
+    kernels::archive_buffer(ar, this->server_.memory(), buffer_, "fedbuff.buffer", this->dim());
+    ar(count_);
   }
 
  private:
   fedbuff_config config_;
-  std::vector<T> buffer_;
+  typename base::server_type::vector_type buffer_;
   std::size_t count_ = 0;
 };
-template <class T, class O>
-fedbuff(std::size_t, model_server<T, O>) -> fedbuff<T, O>;
-template <class T, class O>
-fedbuff(std::size_t, model_server<T, O>, fedbuff_config) -> fedbuff<T, O>;
+template <class T, class O, class M>
+fedbuff(std::size_t, model_server<T, O, M>) -> fedbuff<T, O, M>;
+template <class T, class O, class M>
+fedbuff(std::size_t, model_server<T, O, M>, fedbuff_config) -> fedbuff<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

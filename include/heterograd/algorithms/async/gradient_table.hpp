@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -55,19 +56,25 @@ namespace heterograd::algorithms::async {
 
 namespace detail {
 
-/// n running means of d-vectors, their counts, the oldest version in each, and their sum.
-template <class T>
+/// n running means of d-vectors, their counts, the oldest version in each, and their sum;
+/// the means and the sum live in memory M (the server's), the counts on the host.
+template <class T, class M = host_memory>
 class mean_table {
  public:
-  mean_table() = default;
-  mean_table(std::size_t n, std::size_t d)
-      : d_(d), means_(n * d, T(0)), sum_(d, T(0)), counts_(n, 0),
+  using vector_type = typename M::template vector<T>;
+  using memory_space = typename M::memory_space;
+
+  mean_table(const M& memory, std::size_t n, std::size_t d)
+      : memory_(memory), d_(d), means_(memory_.template make<T>(n * d)),
+        sum_(memory_.template make<T>(d)), counts_(n, 0),
         oldest_(n, std::numeric_limits<std::uint64_t>::max()) {}
 
   std::size_t filled() const { return filled_; }
   std::size_t count(std::size_t i) const { return counts_[i]; }
-  span<const T> sum() const { return span<const T>(sum_.data(), sum_.size()); }
-  span<const T> entry(std::size_t i) const { return span<const T>(means_.data() + i * d_, d_); }
+  span<const T, memory_space> sum() const { return kernels::cview(memory_, sum_); }
+  span<const T, memory_space> entry(std::size_t i) const {
+    return kernels::cview(memory_, means_).subspan(i * d_, d_);
+  }
   /// Oldest version among the gradients in entry i (max() when empty).
   std::uint64_t oldest(std::size_t i) const { return oldest_[i]; }
   std::uint64_t oldest() const {
@@ -78,24 +85,22 @@ class mean_table {
   }
 
   /// Averages g (computed at `version`) into entry i.
-  void add(std::size_t i, span<const T> g, std::uint64_t version) {
-    span<T> m(means_.data() + i * d_, d_);
+  void add(std::size_t i, span<const T, memory_space> g, std::uint64_t version) {
     if (counts_[i]++ == 0) ++filled_;
-    ops::running_mean_add(g, m, span<T>(sum_.data(), d_), counts_[i]);
+    ops::running_mean_add(memory_, g, entry_of(i), kernels::view(memory_, sum_), counts_[i]);
     oldest_[i] = std::min(oldest_[i], version);
   }
   /// Replaces entry i by g (IA^2SGD).
-  void replace(std::size_t i, span<const T> g, std::uint64_t version) {
-    span<T> m(means_.data() + i * d_, d_);
+  void replace(std::size_t i, span<const T, memory_space> g, std::uint64_t version) {
     if (counts_[i] == 0) ++filled_;
     counts_[i] = 1;
-    ops::replace_entry(g, m, span<T>(sum_.data(), d_));
+    ops::replace_entry(memory_, g, entry_of(i), kernels::view(memory_, sum_));
     oldest_[i] = version;
   }
   /// Empties every entry (the sum is exactly 0 again).
   void clear() {
-    std::fill(means_.begin(), means_.end(), T(0));
-    std::fill(sum_.begin(), sum_.end(), T(0));
+    ops::zero(memory_, kernels::view(memory_, means_));
+    ops::zero(memory_, kernels::view(memory_, sum_));
     std::fill(counts_.begin(), counts_.end(), std::size_t{0});
     std::fill(oldest_.begin(), oldest_.end(), std::numeric_limits<std::uint64_t>::max());
     filled_ = 0;
@@ -110,12 +115,23 @@ class mean_table {
     return static_cast<double>(counts_.size()) / s;
   }
 
-  friend bool operator==(const mean_table&, const mean_table&) = default;
+  /// Bitwise equality of the entries and the sum, equality of the counts and versions.
+  friend bool operator==(const mean_table& a, const mean_table& b) {
+    return a.d_ == b.d_ && a.counts_ == b.counts_ && a.oldest_ == b.oldest_ &&
+           a.filled_ == b.filled_ && kernels::same_bits(a.memory_, a.means_, b.means_) &&
+           kernels::same_bits(a.memory_, a.sum_, b.sum_);
+  }
 
-  /// Checkpointing: every member (the size d included), in a fixed order.
+  /// Checkpointing: every member (the size d included), in a fixed order; the means and the
+  /// sum as host vectors of the table's shape (another shape is refused by name).
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(d_, means_, sum_, counts_, oldest_, filled_);
+    const std::size_t d = d_;
+    ar(d_);
+    if constexpr (!Archive::saving) require(d_ == d, "table.dim", d_, "must be the model's dimension (" + std::to_string(d) + ")");
+    kernels::archive_buffer(ar, memory_, means_, "table.means", means_.size());
+    kernels::archive_buffer(ar, memory_, sum_, "table.sum", sum_.size());
+    ar(counts_, oldest_, filled_);
   }
   friend void swap(mean_table& a, mean_table& b) noexcept {
     using std::swap;
@@ -128,9 +144,14 @@ class mean_table {
   }
 
  private:
+  span<T, memory_space> entry_of(std::size_t i) {
+    return kernels::view(memory_, means_).subspan(i * d_, d_);
+  }
+
+  M memory_;
   std::size_t d_ = 0;
-  std::vector<T> means_;
-  std::vector<T> sum_;
+  vector_type means_;
+  vector_type sum_;
   std::vector<std::size_t> counts_;
   std::vector<std::uint64_t> oldest_;
   std::size_t filled_ = 0;
@@ -155,16 +176,16 @@ struct ia2sgd_config {
 
 /// IA^2SGD: one step per arrival with the mean of every worker's latest gradient (after the
 /// warm-up, by default: once every worker has reported).
-template <class T = double, class Optimizer = default_optimizer>
-class ia2sgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class ia2sgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  ia2sgd(std::size_t workers, model_server<T, Optimizer> server, ia2sgd_config config = {})
-      : base(workers, std::move(server)), config_((config.validate(), config)), table_(workers, this->dim()) {}
+  ia2sgd(std::size_t workers, model_server<T, Optimizer, Memory> server, ia2sgd_config config = {})
+      : base(workers, std::move(server)), config_((config.validate(), config)), table_(this->server_.memory(), workers, this->dim()) {}
 
   const ia2sgd_config& config() const { return config_; }
-  const detail::mean_table<T>& table() const { return table_; }
+  const detail::mean_table<T, Memory>& table() const { return table_; }
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
@@ -192,12 +213,12 @@ class ia2sgd : public detail::policy_base<T, Optimizer> {
 
  private:
   ia2sgd_config config_;
-  detail::mean_table<T> table_;
+  detail::mean_table<T, Memory> table_;
 };
-template <class T, class O>
-ia2sgd(std::size_t, model_server<T, O>) -> ia2sgd<T, O>;
-template <class T, class O>
-ia2sgd(std::size_t, model_server<T, O>, ia2sgd_config) -> ia2sgd<T, O>;
+template <class T, class O, class M>
+ia2sgd(std::size_t, model_server<T, O, M>) -> ia2sgd<T, O, M>;
+template <class T, class O, class M>
+ia2sgd(std::size_t, model_server<T, O, M>, ia2sgd_config) -> ia2sgd<T, O, M>;
 
 struct malenia_config {
   double threshold = 1.0;  ///< S: step once the harmonic mean of the counts reaches S (~sigma^2/eps)
@@ -215,17 +236,17 @@ struct malenia_config {
 };
 
 /// Malenia SGD: rounds at a fixed point; one step per round with the table average.
-template <class T = double, class Optimizer = default_optimizer>
-class malenia_sgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class malenia_sgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  malenia_sgd(std::size_t workers, model_server<T, Optimizer> server, malenia_config config = {})
+  malenia_sgd(std::size_t workers, model_server<T, Optimizer, Memory> server, malenia_config config = {})
       : base(workers, std::move(server)), config_((config.validate(), config)),
-        table_(workers, this->dim()) {}
+        table_(this->server_.memory(), workers, this->dim()) {}
 
   const malenia_config& config() const { return config_; }
-  const detail::mean_table<T>& table() const { return table_; }
+  const detail::mean_table<T, Memory>& table() const { return table_; }
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
@@ -259,23 +280,23 @@ class malenia_sgd : public detail::policy_base<T, Optimizer> {
 
  private:
   malenia_config config_;
-  detail::mean_table<T> table_;
+  detail::mean_table<T, Memory> table_;
 };
-template <class T, class O>
-malenia_sgd(std::size_t, model_server<T, O>) -> malenia_sgd<T, O>;
-template <class T, class O>
-malenia_sgd(std::size_t, model_server<T, O>, malenia_config) -> malenia_sgd<T, O>;
+template <class T, class O, class M>
+malenia_sgd(std::size_t, model_server<T, O, M>) -> malenia_sgd<T, O, M>;
+template <class T, class O, class M>
+malenia_sgd(std::size_t, model_server<T, O, M>, malenia_config) -> malenia_sgd<T, O, M>;
 
 /// Ringleader ASGD: gather, then n updates per round, one per worker; late arrivals wait in
 /// NEXT for the next round.
-template <class T = double, class Optimizer = default_optimizer>
-class ringleader_asgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class ringleader_asgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  ringleader_asgd(std::size_t workers, model_server<T, Optimizer> server)
-      : base(workers, std::move(server)), current_(workers, this->dim()),
-        next_(workers, this->dim()), triggered_(workers, false) {}
+  ringleader_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server)
+      : base(workers, std::move(server)), current_(this->server_.memory(), workers, this->dim()),
+        next_(this->server_.memory(), workers, this->dim()), triggered_(workers, false) {}
 
   /// Completed rounds.
   std::uint64_t round() const { return round_; }
@@ -283,8 +304,8 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer> {
   std::size_t updates_in_round() const { return updates_; }
   /// Largest age k - v of any gradient used in any step so far (theory: <= 2n - 2).
   std::uint64_t max_delay_used() const { return max_used_; }
-  const detail::mean_table<T>& current() const { return current_; }
-  const detail::mean_table<T>& next() const { return next_; }
+  const detail::mean_table<T, Memory>& current() const { return current_; }
+  const detail::mean_table<T, Memory>& next() const { return next_; }
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
@@ -329,14 +350,14 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer> {
   }
 
  private:
-  detail::mean_table<T> current_;
-  detail::mean_table<T> next_;
+  detail::mean_table<T, Memory> current_;
+  detail::mean_table<T, Memory> next_;
   std::vector<bool> triggered_;
   std::size_t updates_ = 0;
   std::uint64_t round_ = 0;
   std::uint64_t max_used_ = 0;
 };
-template <class T, class O>
-ringleader_asgd(std::size_t, model_server<T, O>) -> ringleader_asgd<T, O>;
+template <class T, class O, class M>
+ringleader_asgd(std::size_t, model_server<T, O, M>) -> ringleader_asgd<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

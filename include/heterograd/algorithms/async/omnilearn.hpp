@@ -52,13 +52,13 @@ struct omnilearn_asgd_config {
   }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class omnilearn_asgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class omnilearn_asgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
   /// `initial_batches`: b_i(0) of each worker (one per worker, in the controller's bounds).
-  omnilearn_asgd(std::size_t workers, model_server<T, Optimizer> server,
+  omnilearn_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server,
                  std::vector<std::size_t> initial_batches, omnilearn_asgd_config config = {})
       : base(workers, std::move(server)),
         ctrl_((require_same_size("omnilearn_asgd.initial_batches", initial_batches.size(),

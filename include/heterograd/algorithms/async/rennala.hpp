@@ -46,14 +46,14 @@ struct rennala_config {
   void validate() const { validate_fields(*this); }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class rennala_sgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class rennala_sgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  rennala_sgd(std::size_t workers, model_server<T, Optimizer> server, rennala_config config = {})
+  rennala_sgd(std::size_t workers, model_server<T, Optimizer, Memory> server, rennala_config config = {})
       : base(workers, std::move(server)), config_((config.validate(), config)),
-        sum_(this->dim(), T(0)) {}
+        sum_(this->server_.make(this->dim())) {}
 
   const rennala_config& config() const { return config_; }
   /// Fresh gradients collected towards the next update.
@@ -68,38 +68,41 @@ class rennala_sgd : public detail::policy_base<T, Optimizer> {
       ctl.discarded(a.worker, delay);
       return;
     }
-    span<T> s(sum_.data(), sum_.size());
-    detail::ops::axpy(T(1), in->gradient, s);
+    const auto s = this->server_.view(sum_);
+    detail::ops::axpy(this->server_.memory(), T(1), in->gradient, s);
     if (++count_ < config_.batch) {
       ctl.buffered(a.worker, 0);
       return;
     }
-    this->server_.apply(span<const T>(s), 1.0 / static_cast<double>(config_.batch));
-    detail::ops::zero(s);
+    this->server_.apply(this->server_.view(std::as_const(sum_)), 1.0 / static_cast<double>(config_.batch));
+    detail::ops::zero(this->server_.memory(), s);
     count_ = 0;
     ctl.applied(a.worker, 0);
     if (config_.stop_stale) detail::stop_all_busy(ctl, this->workers_);
   }
 
   friend bool operator==(const rennala_sgd& a, const rennala_sgd& b) {
-    return a.server_ == b.server_ && a.count_ == b.count_ && a.sum_ == b.sum_;
+    return a.server_ == b.server_ && a.count_ == b.count_ &&
+           kernels::same_bits(a.server_.memory(), a.sum_, b.sum_);
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(this->server_, sum_, count_);
+    ar(this->server_);
+    kernels::archive_buffer(ar, this->server_.memory(), sum_, "rennala.sum", this->dim());
+    ar(count_);
   }
 
  private:
   rennala_config config_;
-  std::vector<T> sum_;
+  typename base::server_type::vector_type sum_;
   std::size_t count_ = 0;
 };
-template <class T, class O>
-rennala_sgd(std::size_t, model_server<T, O>) -> rennala_sgd<T, O>;
-template <class T, class O>
-rennala_sgd(std::size_t, model_server<T, O>, rennala_config) -> rennala_sgd<T, O>;
+template <class T, class O, class M>
+rennala_sgd(std::size_t, model_server<T, O, M>) -> rennala_sgd<T, O, M>;
+template <class T, class O, class M>
+rennala_sgd(std::size_t, model_server<T, O, M>, rennala_config) -> rennala_sgd<T, O, M>;
 
 /// m* = argmin_m (m + noise_ratio) / sum_{i<=m} 1/tau_(i) (ties: the smaller m), with
 /// noise_ratio = sigma^2 / eps. With noise_ratio = 0 the fastest worker alone is optimal.
@@ -137,12 +140,12 @@ struct naive_optimal_config {
   }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class naive_optimal_asgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class naive_optimal_asgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  naive_optimal_asgd(std::size_t workers, model_server<T, Optimizer> server,
+  naive_optimal_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server,
                      naive_optimal_config config)
       : base(workers, std::move(server)), config_((config.validate(), std::move(config))),
         active_(workers, false) {
@@ -202,8 +205,8 @@ class naive_optimal_asgd : public detail::policy_base<T, Optimizer> {
   std::vector<bool> active_;
   std::size_t m_ = 0;
 };
-template <class T, class O>
-naive_optimal_asgd(std::size_t, model_server<T, O>, naive_optimal_config)
-    -> naive_optimal_asgd<T, O>;
+template <class T, class O, class M>
+naive_optimal_asgd(std::size_t, model_server<T, O, M>, naive_optimal_config)
+    -> naive_optimal_asgd<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

@@ -58,12 +58,12 @@ struct rescaled_config {
   }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class rescaled_asgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class rescaled_asgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  rescaled_asgd(std::size_t workers, model_server<T, Optimizer> server,
+  rescaled_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server,
                 rescaled_config config = {})
       : base(workers, std::move(server)), config_((config.validate(), std::move(config))),
         tau_(workers, 0.0) {
@@ -133,9 +133,9 @@ class rescaled_asgd : public detail::policy_base<T, Optimizer> {
   std::vector<double> tau_;
   double max_ = 0.0;
 };
-template <class T, class O>
-rescaled_asgd(std::size_t, model_server<T, O>) -> rescaled_asgd<T, O>;
-template <class T, class O>
-rescaled_asgd(std::size_t, model_server<T, O>, rescaled_config) -> rescaled_asgd<T, O>;
+template <class T, class O, class M>
+rescaled_asgd(std::size_t, model_server<T, O, M>) -> rescaled_asgd<T, O, M>;
+template <class T, class O, class M>
+rescaled_asgd(std::size_t, model_server<T, O, M>, rescaled_config) -> rescaled_asgd<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

@@ -55,12 +55,12 @@ struct ringmaster_config {
   void validate() const { validate_fields(*this); }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class ringmaster_asgd : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class ringmaster_asgd : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  ringmaster_asgd(std::size_t workers, model_server<T, Optimizer> server,
+  ringmaster_asgd(std::size_t workers, model_server<T, Optimizer, Memory> server,
                   ringmaster_config config = {})
       : base(workers, std::move(server)), config_((config.validate(), config)),
         started_(workers, 0) {
@@ -135,9 +135,9 @@ class ringmaster_asgd : public detail::policy_base<T, Optimizer> {
   std::vector<std::uint64_t> started_;  // version each worker's current job started at
   std::deque<start_record> queue_;      // interrupt variant: starts in version order
 };
-template <class T, class O>
-ringmaster_asgd(std::size_t, model_server<T, O>) -> ringmaster_asgd<T, O>;
-template <class T, class O>
-ringmaster_asgd(std::size_t, model_server<T, O>, ringmaster_config) -> ringmaster_asgd<T, O>;
+template <class T, class O, class M>
+ringmaster_asgd(std::size_t, model_server<T, O, M>) -> ringmaster_asgd<T, O, M>;
+template <class T, class O, class M>
+ringmaster_asgd(std::size_t, model_server<T, O, M>, ringmaster_config) -> ringmaster_asgd<T, O, M>;
 
 }  // namespace heterograd::algorithms::async

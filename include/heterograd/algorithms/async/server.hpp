@@ -19,9 +19,18 @@
 // weight); for adaptive optimizers it weights the gradient they see. The default is
 // optim::sgd; plain_sgd(lr) builds it.
 //
-// The server's parameters live on the host; updates run with the build's host execution
-// policy (OpenMP when compiled with it): element-wise, so bitwise the same for any number
-// of threads.
+// Memory (kernels/memory.hpp): the server's parameters, its scratch buffers, and the buffers
+// of every policy built on it (gradient tables, accumulators, backups) live in the memory the
+// server is given, made there once: the host by default (kernels::host_memory: updates with
+// the build's host policy, OpenMP when compiled with it, element-wise, so bitwise the same
+// for any number of threads), or device buffers with the caller's allocator and policy
+// (kernels::thrust_memory: a CUDA stream for thrust::cuda::par.on(s)). A step makes no
+// host/device transfer beyond one scalar: the finiteness flag of the arriving gradient
+// (screen). Gradients must be in the server's memory space: a buffer of another space is a
+// compile-time error (kernels::buffer_view); under nvcc a raw pointer in a span of the wrong
+// space is std::invalid_argument (kernels::check_pointer). The simulator, threads and MPI
+// runtimes drive servers whose memory is host-reachable (their workers read params()); a
+// device server is driven by the caller's loop (on_arrival with its own control).
 
 #include <algorithm>
 #include <cmath>
@@ -43,6 +52,8 @@
 #include "heterograd/algorithms/nonfinite.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/memory.hpp"
+#include "heterograd/kernels/reduce.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/sim/engine.hpp"
 
@@ -54,18 +65,21 @@ using sim::worker_id;
 /// "Never" for thresholds: a Ringmaster threshold R = infinite_delay accepts every delay.
 inline constexpr std::uint64_t infinite_delay = ~std::uint64_t{0};
 
-template <class O, class T>
-using optimizer_state_t =
-    decltype(std::declval<const O&>().init(thrust::cpp::par, std::declval<span<T>>()));
+using kernels::host_memory;
 
-/// An optimizer the server can apply its updates through (optim/'s concept, for element T):
-/// init(policy, params) gives its state, update(policy, grads, state, params) steps.
-template <class O, class T>
+template <class O, class T, class M = host_memory>
+using optimizer_state_t = decltype(std::declval<const O&>().init(
+    std::declval<const typename M::policy_type&>(),
+    std::declval<span<T, typename M::memory_space>>()));
+
+/// An optimizer the server can apply its updates through (optim/'s concept, for element T in
+/// memory M): init(policy, params) gives its state, update(policy, grads, state, params) steps.
+template <class O, class T, class M = host_memory>
 concept server_optimizer =
     std::copy_constructible<O> &&
-    requires(const O& o, span<T> p, span<const T> g, optimizer_state_t<O, T>& st) {
-      o.update(thrust::cpp::par, g, st, p);
-    };
+    requires(const O& o, const typename M::policy_type& policy,
+             span<T, typename M::memory_space> p, span<const T, typename M::memory_space> g,
+             optimizer_state_t<O, T, M>& st) { o.update(policy, g, st, p); };
 
 using algorithms::nonfinite_gradient_error;
 using algorithms::nonfinite_policy;
@@ -79,112 +93,162 @@ inline optim::sgd plain_sgd(double lr) {
   return optim::sgd(optim::sgd_config{.lr = lr});
 }
 
-/// Parameters, version and server-side optimizer of an asynchronous server.
-template <class T = double, class Optimizer = default_optimizer>
-  requires server_optimizer<Optimizer, T>
+/// Parameters, version and server-side optimizer of an asynchronous server, in memory M.
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+  requires kernels::algorithm_memory<Memory> && server_optimizer<Optimizer, T, Memory>
 class model_server {
  public:
   using value_type = T;
   using optimizer_type = Optimizer;
-  using state_type = optimizer_state_t<Optimizer, T>;
+  using memory_type = Memory;
+  using memory_space = typename Memory::memory_space;
+  using vector_type = typename Memory::template vector<T>;
+  using state_type = optimizer_state_t<Optimizer, T, Memory>;
 
   /// `nonfinite`: what an arriving gradient with an infinity or a NaN gets (fail by default).
+  /// The initial parameters are copied into `memory` (once).
   model_server(std::vector<T> initial_params, Optimizer opt = Optimizer(),
-               nonfinite_policy nonfinite = nonfinite_policy::fail)
-      : params_(std::move(initial_params)), scratch_(params_.size()), opt_(std::move(opt)),
-        state_(opt_.init(thrust::cpp::par, span<T>(params_))), nonfinite_(nonfinite) {
-    require(!params_.empty(), "params.size", params_.size(), "must be > 0");
+               nonfinite_policy nonfinite = nonfinite_policy::fail, Memory memory = Memory())
+      : memory_(std::move(memory)),
+        params_((require(!initial_params.empty(), "params.size", initial_params.size(), "must be > 0"),
+                 upload(std::move(initial_params)))),
+        scratch_(memory_.template make<T>(params_.size())), opt_(std::move(opt)),
+        state_(memory_.run(params_.size(),
+                           [&](const auto& p) { return opt_.init(p, kernels::view(memory_, params_)); })),
+        nonfinite_(nonfinite),
+        zeroed_(memory_.template make<T>(nonfinite == nonfinite_policy::zero ? params_.size() : 0)) {
     algorithms::validate_nonfinite_policy("model_server.nonfinite", nonfinite_);
   }
 
   std::size_t dim() const { return params_.size(); }
   /// k: updates applied so far.
   std::uint64_t version() const { return version_; }
-  span<const T> params() const { return span<const T>(params_.data(), params_.size()); }
+  span<const T, memory_space> params() const { return kernels::cview(memory_, params_); }
+  const Memory& memory() const { return memory_; }
   const Optimizer& optimizer() const { return opt_; }
   const state_type& optimizer_state() const { return state_; }
   nonfinite_policy nonfinite() const { return nonfinite_; }
   /// Gradients dropped by the skip policy so far.
   std::uint64_t nonfinite_skipped() const { return skipped_; }
 
+  /// A buffer of n copies of `value` in the server's memory (the policies' tables and
+  /// accumulators are made here, once).
+  vector_type make(std::size_t n, T value = T(0)) const { return memory_.template make<T>(n, value); }
+  span<T, memory_space> view(vector_type& v) const { return kernels::view(memory_, v); }
+  span<const T, memory_space> view(const vector_type& v) const { return kernels::cview(memory_, v); }
+
   /// The non-finite policy on gradient g from `worker` (arriving at this version): g itself
   /// when it is finite; under zero, a copy with its non-finite entries set to 0 (valid until
   /// the next call); under skip, nothing (counted); under fail, nonfinite_gradient_error.
-  /// Reads g once (sizeof(T) per element); zero writes the copy (+2 sizeof(T)).
-  std::optional<span<const T>> screen(span<const T> g, worker_id worker, std::string_view method) {
-    const std::size_t bad = algorithms::first_nonfinite(g);
-    if (bad == g.size()) return g;
+  /// Reads g once (sizeof(T) per element) and, off the host, reads back one flag (the step's
+  /// one scalar transfer); zero writes the copy (+2 sizeof(T)). Only under fail is a gradient
+  /// off the host copied to the host, to name its first bad entry in the error.
+  std::optional<span<const T, memory_space>> screen(span<const T, memory_space> g, worker_id worker,
+                                                    std::string_view method) {
+    kernels::check_pointer(g, "gradient");
+    constexpr bool on_host = std::is_same_v<vector_type, std::vector<T>>;
+    std::size_t bad = g.size();
+    if constexpr (on_host) {
+      bad = algorithms::first_nonfinite(span<const T>(g.data(), g.size()));
+      if (bad == g.size()) return g;
+    } else {
+      if (memory_.read(g.size(), [&](const auto& p) { return kernels::all_finite(p, g); })) return g;
+    }
     switch (nonfinite_) {
       case nonfinite_policy::skip:
         ++skipped_;
         return std::nullopt;
       case nonfinite_policy::zero: {
-        zeroed_.resize(g.size());
-        for (std::size_t j = 0; j < g.size(); ++j) zeroed_[j] = std::isfinite(g[j]) ? g[j] : T(0);
-        return span<const T>(zeroed_.data(), zeroed_.size());
+        if (zeroed_.size() != g.size()) zeroed_ = memory_.template make<T>(g.size());
+        const auto z = kernels::view(memory_, zeroed_);
+        memory_.run(g.size(), [&](const auto& p) { kernels::finite_or_zero(p, g, z); });
+        return span<const T, memory_space>(z);
       }
       case nonfinite_policy::fail: break;
     }
+    T value{};
+    if constexpr (on_host) {
+      value = g[bad];
+    } else {
+      const auto h = memory_.download(g);
+      bad = algorithms::first_nonfinite(span<const T>(h));
+      if (bad < h.size()) value = h[bad];
+    }
     throw nonfinite_gradient_error(method, worker, version_, "the server's version when it arrived",
-                                   bad, static_cast<double>(g[bad]));
+                                   bad, static_cast<double>(value));
   }
 
   /// THE update of every policy: params <- optimizer step on (weight * direction); k <- k + 1.
   /// Checks first: nothing changes when it throws. Bytes: weight == 1 hands `direction` to
   /// the optimizer as is (SGD: 3 sizeof(T) per element); otherwise one more pass scales it
   /// into scratch (+2 sizeof(T)).
-  void apply(span<const T> direction, double weight = 1.0) {
+  void apply(span<const T, memory_space> direction, double weight = 1.0) {
     require_same_size("direction", direction.size(), "params", params_.size());
     require(std::isfinite(weight), "weight", weight, "must be finite");
-    span<T> p(params_.data(), params_.size());
-    detail::ops::with_host_policy(p.size(), [&](const auto& policy) {
-      if (weight == 1.0) {
-        opt_.update(policy, direction, state_, p);
-      } else {
-        span<T> s(scratch_.data(), scratch_.size());
-        detail::ops::scale_into(static_cast<T>(weight), direction, s);
-        opt_.update(policy, span<const T>(s), state_, p);
-      }
-    });
+    const auto p = kernels::view(memory_, params_);
+    if (weight == 1.0) {
+      memory_.run(p.size(), [&](const auto& policy) { opt_.update(policy, direction, state_, p); });
+    } else {
+      const auto s = kernels::view(memory_, scratch_);
+      detail::ops::scale_into(memory_, static_cast<T>(weight), direction, s);
+      memory_.run(p.size(), [&](const auto& policy) {
+        opt_.update(policy, span<const T, memory_space>(s), state_, p);
+      });
+    }
     ++version_;
   }
 
   /// Bitwise equality of parameters, version and optimizer state (not the scratch buffers,
   /// the non-finite policy or its skip count).
   friend bool operator==(const model_server& a, const model_server& b) {
-    return a.version_ == b.version_ && a.params_.size() == b.params_.size() &&
-           std::memcmp(a.params_.data(), b.params_.data(), a.params_.size() * sizeof(T)) == 0 &&
+    return a.version_ == b.version_ && kernels::same_bits(a.memory_, a.params_, b.params_) &&
            a.state_ == b.state_;
   }
 
-  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
+  /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt. The
+  /// parameters are written as a host std::vector<T>, whatever the memory, so a checkpoint of
+  /// a device server reads back into a host one and the other way round.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(params_, state_, version_, skipped_);
+    kernels::archive_buffer(ar, memory_, params_, "server.params", params_.size());
+    ar(state_, version_, skipped_);
+    if constexpr (!Archive::saving)
+      if (scratch_.size() != params_.size()) scratch_ = memory_.template make<T>(params_.size());
   }
 
  private:
-  std::vector<T> params_;
-  std::vector<T> scratch_;
+  vector_type upload(std::vector<T> h) const {
+    if constexpr (std::is_same_v<vector_type, std::vector<T>>)
+      return h;
+    else
+      return memory_.template upload<T>(std::span<const T>(h));
+  }
+
+  Memory memory_;
+  vector_type params_;
+  vector_type scratch_;
   Optimizer opt_;
   state_type state_;
   std::uint64_t version_ = 0;
   nonfinite_policy nonfinite_ = nonfinite_policy::fail;
   std::uint64_t skipped_ = 0;
-  std::vector<T> zeroed_;  // zero policy: the screened copy of the last bad gradient
+  vector_type zeroed_;  // zero policy: the screened copy of the last bad gradient (made once)
 };
 
 template <class T, class O>
 model_server(std::vector<T>, O) -> model_server<T, O>;
 template <class T, class O>
 model_server(std::vector<T>, O, nonfinite_policy) -> model_server<T, O>;
+template <class T, class O, class M>
+model_server(std::vector<T>, O, nonfinite_policy, M) -> model_server<T, O, M>;
 
 namespace detail {
 
-/// A contiguous gradient buffer (std::vector, span, std::array) as a span.
-template <class T, class G>
-span<const T> gradient_view(const G& g) {
-  return span<const T>(std::data(g), std::size(g));
+/// A gradient buffer (std::vector, span, std::array, Thrust vector) as a span in memory space
+/// S; a buffer of another space is a compile-time error.
+template <class T, class S = host_space, class G>
+span<const T, S> gradient_view(const G& g) {
+  return kernels::buffer_view<T, S>(g);
 }
 
 /// Stops every busy worker (each restarts at the current model): the end of a round of
@@ -198,16 +262,17 @@ void stop_all_busy(Ctl& ctl, std::size_t workers) {
 }
 
 /// What every policy shares: n workers, the model server, and the arrival checks.
-template <class T, class Optimizer>
+template <class T, class Optimizer, class Memory = host_memory>
 class policy_base {
  public:
   using value_type = T;
-  using server_type = model_server<T, Optimizer>;
+  using server_type = model_server<T, Optimizer, Memory>;
+  using memory_space = typename server_type::memory_space;
 
   std::uint64_t version() const { return server_.version(); }
   std::size_t workers() const { return workers_; }
   std::size_t dim() const { return server_.dim(); }
-  span<const T> params() const { return server_.params(); }
+  span<const T, memory_space> params() const { return server_.params(); }
   const server_type& server() const { return server_; }
 
  protected:
@@ -234,12 +299,12 @@ class policy_base {
   /// current model). Throws before anything changes (fail, bad arrivals).
   struct admitted {
     std::uint64_t delay;
-    span<const T> gradient;
+    span<const T, memory_space> gradient;
   };
   template <class Ctl, class Arrival, class G>
   std::optional<admitted> admit(Ctl& ctl, const Arrival& a, const G& g, std::string_view method) {
     const std::uint64_t delay = check(a, std::size(g));
-    const auto use = server_.screen(gradient_view<T>(g), a.worker, method);
+    const auto use = server_.screen(gradient_view<T, memory_space>(g), a.worker, method);
     if (!use) {
       ctl.discarded(a.worker, delay);
       return std::nullopt;

@@ -47,12 +47,12 @@ struct ssp_config {
   void validate() const { validate_fields(*this); }
 };
 
-template <class T = double, class Optimizer = default_optimizer>
-class ssp_server : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
+class ssp_server : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
-  ssp_server(std::size_t workers, model_server<T, Optimizer> server, ssp_config config = {})
+  ssp_server(std::size_t workers, model_server<T, Optimizer, Memory> server, ssp_config config = {})
       : base(workers, std::move(server)), config_(config), clock_(workers, 0) {}
 
   const ssp_config& config() const { return config_; }
@@ -101,27 +101,27 @@ class ssp_server : public detail::policy_base<T, Optimizer> {
   std::vector<std::uint64_t> clock_;
   std::uint64_t max_gap_ = 0;
 };
-template <class T, class O>
-ssp_server(std::size_t, model_server<T, O>) -> ssp_server<T, O>;
-template <class T, class O>
-ssp_server(std::size_t, model_server<T, O>, ssp_config) -> ssp_server<T, O>;
+template <class T, class O, class M>
+ssp_server(std::size_t, model_server<T, O, M>) -> ssp_server<T, O, M>;
+template <class T, class O, class M>
+ssp_server(std::size_t, model_server<T, O, M>, ssp_config) -> ssp_server<T, O, M>;
 
 /// DSSP: SSP with s = s_L whose fastest worker may run up to r_max further ahead when the
 /// synchronisation controller (balance::dssp_controller) grants it.
 template <class T = double, class Optimizer = default_optimizer,
-          class Controller = balance::dssp_controller>
-class dssp_server : public detail::policy_base<T, Optimizer> {
-  using base = detail::policy_base<T, Optimizer>;
+          class Controller = balance::dssp_controller, class Memory = host_memory>
+class dssp_server : public detail::policy_base<T, Optimizer, Memory> {
+  using base = detail::policy_base<T, Optimizer, Memory>;
 
  public:
   /// DSSP with range [s_L, s_L + r_max] = [config.lower, config.lower + config.range]
   /// (defaults s_L = 3, r_max = 12).
-  dssp_server(std::size_t workers, model_server<T, Optimizer> server,
+  dssp_server(std::size_t workers, model_server<T, Optimizer, Memory> server,
               balance::dssp_config config = {})
     requires std::same_as<Controller, balance::dssp_controller>
       : dssp_server(workers, std::move(server), balance::dssp_controller(workers, config)) {}
 
-  dssp_server(std::size_t workers, model_server<T, Optimizer> server, Controller controller)
+  dssp_server(std::size_t workers, model_server<T, Optimizer, Memory> server, Controller controller)
       : base(workers, std::move(server)), controller_(std::move(controller)) {
     require_same_size("controller.workers", controller_.workers(), "workers", workers);
   }
@@ -172,12 +172,13 @@ class dssp_server : public detail::policy_base<T, Optimizer> {
   Controller controller_;
   std::uint64_t max_gap_ = 0;
 };
-template <class T, class O>
-dssp_server(std::size_t, model_server<T, O>) -> dssp_server<T, O>;
-template <class T, class O>
-dssp_server(std::size_t, model_server<T, O>, balance::dssp_config) -> dssp_server<T, O>;
-template <class T, class O, class C>
+template <class T, class O, class M>
+dssp_server(std::size_t, model_server<T, O, M>) -> dssp_server<T, O, balance::dssp_controller, M>;
+template <class T, class O, class M>
+dssp_server(std::size_t, model_server<T, O, M>, balance::dssp_config)
+    -> dssp_server<T, O, balance::dssp_controller, M>;
+template <class T, class O, class C, class M>
   requires(!std::same_as<C, balance::dssp_config>)
-dssp_server(std::size_t, model_server<T, O>, C) -> dssp_server<T, O, C>;
+dssp_server(std::size_t, model_server<T, O, M>, C) -> dssp_server<T, O, C, M>;
 
 }  // namespace heterograd::algorithms::async

@@ -1,0 +1,370 @@
+// Every asynchronous policy over the memories of kernels/memory.hpp: the host (the default),
+// Thrust device vectors of the build's device system (OpenMP on the CPU), and guarded memory
+// (tests/support/guarded_memory.hpp: emulated device buffers, inaccessible outside the
+// memory's kernels, every transfer counted).
+//   - the same scripted arrivals give bitwise the same parameters, versions and checkpoint
+//     bytes in every memory; a checkpoint moves between memories;
+//   - a step makes exactly one scalar transfer (the gradient's finiteness flag) and no
+//     upload or download, and touches no buffer from host code (guarded pages);
+//   - non-finite gradients (zero, skip, fail) and bad arrivals behave as on the host;
+//   - under the simulator, a Thrust-memory policy's run equals the host policy's run.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+#include <thrust/execution_policy.h>
+
+#include "guarded_memory.hpp"
+#include "hg_test.hpp"
+#include "heterograd/algorithms/async.hpp"
+#include "heterograd/core/archive.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/kernels/thrust_memory.hpp"
+#include "heterograd/optim/optimizers.hpp"
+#include "heterograd/runtime/sim.hpp"
+#include "heterograd/sim/worker_time.hpp"
+#include "support.hpp"
+
+namespace {
+
+namespace hg = heterograd;
+namespace hk = heterograd::kernels;
+namespace ho = heterograd::optim;
+namespace async = heterograd::algorithms::async;
+namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
+using nf = async::nonfinite_policy;
+using async_test::arrival;
+using async_test::ctl;
+
+struct thrust_case {
+  static constexpr const char* name = "thrust device vectors";
+  static auto make() { return hk::thrust_memory(thrust::device); }
+};
+struct guarded_case {
+  static constexpr const char* name = "guarded memory";
+  static auto make() { return hg_test::guarded_memory{}; }
+};
+using memories = std::tuple<thrust_case, guarded_case>;
+
+constexpr std::size_t workers = 4;
+constexpr std::size_t dim = 37;  // not a multiple of any vector width
+
+std::vector<double> initial() {
+  std::vector<double> x(dim);
+  for (std::size_t j = 0; j < dim; ++j) x[j] = 0.25 * static_cast<double>(j % 7) - 0.5;
+  return x;
+}
+
+/// The host gradient of the k-th scripted arrival (from worker w).
+std::vector<double> gradient(std::uint64_t seed, std::size_t w, std::size_t k) {
+  const hg::counter_rng rng(seed, 0x6e6d + k);
+  std::vector<double> g(dim);
+  for (std::size_t j = 0; j < dim; ++j) g[j] = rng.normal(j) + 0.1 * static_cast<double>(w);
+  return g;
+}
+
+template <class M>
+auto sgd_server(const M& m, double lr, nf policy = nf::fail) {
+  return async::model_server<double, ho::sgd, M>(initial(), async::plain_sgd(lr), policy, m);
+}
+template <class M>
+auto adam_server(const M& m, nf policy = nf::fail) {
+  return async::model_server<double, ho::adam, M>(initial(), ho::adam({.lr = 1e-2}), policy, m);
+}
+
+/// Every policy of algorithms/async, built over a given memory: f(policy, name) for each.
+template <class M, class F>
+void for_each_policy(const M& m, F&& f, nf policy = nf::fail) {
+  auto srv = [&](double lr) { return sgd_server(m, lr, policy); };
+  const std::size_t n = workers;
+  f(async::asgd(n, srv(0.05)), "asgd");
+  f(async::asgd(n, adam_server(m, policy)), "asgd (adam server)");
+  f(async::delay_adaptive_asgd(n, srv(0.05)), "delay-adaptive");
+  f(async::staleness_scaled_asgd(n, srv(0.05)), "staleness-scaled");
+  f(async::ringmaster_asgd(n, srv(0.05), {.threshold = 2}), "ringmaster");
+  f(async::rennala_sgd(n, srv(0.05), {.batch = 3}), "rennala");
+  f(async::rescaled_asgd(n, srv(0.05)), "rescaled");
+  f(async::ia2sgd(n, srv(0.05)), "ia2sgd");
+  f(async::malenia_sgd(n, srv(0.05), {.threshold = 1.5}), "malenia");
+  f(async::ringleader_asgd(n, srv(0.05)), "ringleader");
+  f(async::ssp_server(n, srv(0.05)), "ssp");
+  f(async::dssp_server(n, srv(0.05)), "dssp");
+  f(async::dc_asgd(n, srv(0.05)), "dc-asgd");
+  f(async::dc_asgd(n, srv(0.05), {.adaptive = true}), "dc-asgd-a");
+  f(async::fedbuff(n, srv(0.05), {.buffer = 3}), "fedbuff");
+  f(async::naive_optimal_asgd(n, srv(0.05), {.tau = {1, 2, 3, 5}, .active = 3}), "naive optimal");
+  f(async::omnilearn_asgd(n, srv(0.05), {32, 32, 32, 32}, {.rebalance_every = 3}), "omnilearn asp");
+}
+
+/// The k-th scripted arrival at the policy's current version: workers in a skewed order,
+/// delays 0..4, times increasing (start before finish, pushes in time order per worker).
+hr::arrival scripted(std::size_t k, std::uint64_t version) {
+  const auto w = static_cast<sim::worker_id>((k * 3 + k / 5) % workers);
+  const std::uint64_t delay = std::min<std::uint64_t>(version, (k * 7) % 5);
+  const double t = static_cast<double>(k + 1);
+  return arrival(w, version - delay, t - 1.0 - static_cast<double>(w) * 0.25, t);
+}
+
+template <class P>
+std::vector<std::byte> checkpoint(const P& p) {
+  hg::archive_writer w;
+  w(p);
+  return w.bytes();
+}
+template <class P>
+void restore(P& p, const std::vector<std::byte>& bytes) {
+  hg::archive_reader r(bytes);
+  r(p);
+  BOOST_REQUIRE(r.done());
+}
+
+template <class M>
+std::vector<double> host_params(const M& m, hg::span<const double, typename M::memory_space> x) {
+  return m.download(x);
+}
+bool same(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+constexpr std::size_t arrivals = 60;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(async_memory)
+
+// Same arrivals, same bits: every policy on every memory against its host twin, arrival by
+// arrival (params, version, the controls it asked for), then the checkpoint bytes.
+BOOST_AUTO_TEST_CASE_TEMPLATE(every_policy_equals_its_host_run_bitwise, Case, memories) {
+  const std::uint64_t seed = hg_test::seed();
+  const auto m = Case::make();
+  std::vector<std::string> names;
+  std::vector<std::vector<std::byte>> host_ckpt, host_final;
+  for_each_policy(hk::host_memory{}, [&](auto p, const char* name) {
+    names.push_back(name);
+    ctl c;
+    for (std::size_t k = 0; k < arrivals; ++k) {
+      const auto a = scripted(k, p.version());
+      p.on_arrival(c, a, gradient(seed, a.worker, k));
+      if (k == arrivals / 2) host_ckpt.push_back(checkpoint(p));
+    }
+    host_final.push_back(checkpoint(p));
+  });
+  std::size_t i = 0;
+  for_each_policy(m, [&](auto p, const char* name) {
+    BOOST_TEST_CONTEXT(Case::name << ", " << name) {
+      ctl c;
+      for (std::size_t k = 0; k < arrivals; ++k) {
+        const auto a = scripted(k, p.version());
+        const auto g = m.template upload<double>(gradient(seed, a.worker, k));
+        p.on_arrival(c, a, g);
+        if (k == arrivals / 2) {
+          BOOST_TEST((checkpoint(p) == host_ckpt[i]));
+          // The host checkpoint read into this memory continues identically.
+          auto q = p;
+          restore(q, host_ckpt[i]);
+          BOOST_TEST((q == p));
+        }
+      }
+      BOOST_TEST((checkpoint(p) == host_final[i]));
+      BOOST_TEST(p.version() > 0u);
+    }
+    ++i;
+  });
+  BOOST_TEST(i == names.size());
+}
+
+// A step of every policy makes one scalar transfer (the finiteness flag) and no upload or
+// download; its buffers are touched only by the memory's kernels (guarded pages fault).
+BOOST_AUTO_TEST_CASE(a_step_transfers_one_scalar_and_nothing_else) {
+  const std::uint64_t seed = hg_test::seed();
+  const hg_test::guarded_memory m;
+  for_each_policy(m, [&](auto p, const char* name) {
+    BOOST_TEST_CONTEXT(name) {
+      ctl c;
+      for (std::size_t k = 0; k < arrivals; ++k) {
+        const auto a = scripted(k, p.version());
+        const auto g = m.template upload<double>(gradient(seed, a.worker, k));
+        const hg_test::transfer_counts before = m.counts();
+        p.on_arrival(c, a, g);
+        const hg_test::transfer_counts after = m.counts();
+        BOOST_TEST(after.uploads == before.uploads);
+        BOOST_TEST(after.downloads == before.downloads);
+        BOOST_TEST(after.scalar_reads == before.scalar_reads + 1);
+        BOOST_TEST(after.kernels >= before.kernels);
+      }
+      BOOST_TEST(c.outcomes() == arrivals);
+    }
+  });
+}
+
+// The guard is real: reading a guarded server's parameters from host code, outside the
+// memory's kernels, faults (in a forked child), and the same read through download() works.
+BOOST_AUTO_TEST_CASE(host_code_cannot_touch_guarded_buffers) {
+  const hg_test::guarded_memory m;
+  const auto s = sgd_server(m, 0.1);
+  BOOST_TEST(m.download(s.params())[1] == initial()[1]);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGSEGV, SIG_DFL);  // not Boost.Test's handler
+    std::signal(SIGBUS, SIG_DFL);
+    volatile double x = s.params()[1];  // host access: must fault
+    (void)x;
+    std::_Exit(0);
+  }
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
+  BOOST_TEST(WIFSIGNALED(status));
+  if (WIFSIGNALED(status)) BOOST_TEST((WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS));
+}
+
+// zero and skip decide on the flag alone (no download); fail downloads the gradient once to
+// name its first bad entry, as the host names it, and changes nothing.
+BOOST_AUTO_TEST_CASE_TEMPLATE(nonfinite_gradients_are_screened_as_on_the_host, Case, memories) {
+  const std::uint64_t seed = hg_test::seed();
+  const auto m = Case::make();
+  auto bad = [&](std::size_t k) {
+    auto g = gradient(seed, 1, k);
+    g[5] = std::numeric_limits<double>::quiet_NaN();
+    g[11] = -std::numeric_limits<double>::infinity();
+    return g;
+  };
+  for (const nf policy : {nf::zero, nf::skip}) {
+    std::vector<std::vector<std::byte>> host;
+    for_each_policy(hk::host_memory{}, [&](auto p, const char*) {
+      ctl c;
+      for (std::size_t k = 0; k < 20; ++k) {
+        const auto a = scripted(k, p.version());
+        p.on_arrival(c, a, k % 4 == 1 ? bad(k) : gradient(seed, a.worker, k));
+      }
+      host.push_back(checkpoint(p));
+    }, policy);
+    std::size_t i = 0;
+    for_each_policy(m, [&](auto p, const char* name) {
+      BOOST_TEST_CONTEXT(Case::name << ", " << name << ", " << async::nonfinite_policy_name(policy)) {
+        ctl c;
+        for (std::size_t k = 0; k < 20; ++k) {
+          const auto a = scripted(k, p.version());
+          const auto g = m.template upload<double>(k % 4 == 1 ? bad(k) : gradient(seed, a.worker, k));
+          p.on_arrival(c, a, g);
+        }
+        BOOST_TEST((checkpoint(p) == host[i]));
+        if (policy == nf::skip) BOOST_TEST(p.server().nonfinite_skipped() == 5u);
+      }
+      ++i;
+    }, policy);
+  }
+  // fail: the same error as the host's, nothing changed.
+  auto host_p = async::asgd(workers, sgd_server(hk::host_memory{}, 0.05));
+  auto dev_p = async::asgd(workers, sgd_server(m, 0.05));
+  ctl c;
+  std::string host_what, dev_what;
+  std::size_t dev_index = 0;
+  try {
+    host_p.on_arrival(c, arrival(1, 0), bad(3));
+  } catch (const async::nonfinite_gradient_error& e) {
+    host_what = e.what();
+  }
+  const auto before = dev_p;
+  try {
+    dev_p.on_arrival(c, arrival(1, 0), m.template upload<double>(bad(3)));
+  } catch (const async::nonfinite_gradient_error& e) {
+    dev_what = e.what();
+    dev_index = e.index();
+  }
+  BOOST_TEST(!host_what.empty());
+  BOOST_TEST(dev_what == host_what);
+  BOOST_TEST(dev_index == 5u);
+  BOOST_TEST((dev_p == before));
+}
+
+// Bad arrivals are refused before anything changes, as on the host; a checkpoint of another
+// shape is refused by name.
+BOOST_AUTO_TEST_CASE_TEMPLATE(bad_input_changes_nothing, Case, memories) {
+  const std::uint64_t seed = hg_test::seed();
+  const auto m = Case::make();
+  for_each_policy(m, [&](auto p, const char* name) {
+    BOOST_TEST_CONTEXT(Case::name << ", " << name) {
+      ctl c;
+      for (std::size_t k = 0; k < 6; ++k) {
+        const auto a = scripted(k, p.version());
+        p.on_arrival(c, a, m.template upload<double>(gradient(seed, a.worker, k)));
+      }
+      const auto before = p;
+      const auto good = m.template upload<double>(gradient(seed, 0, 99));
+      auto short_host = gradient(seed, 0, 99);
+      short_host.pop_back();
+      const auto short_g = m.template upload<double>(short_host);
+      BOOST_CHECK_THROW(p.on_arrival(c, arrival(0, p.version()), short_g), std::invalid_argument);
+      BOOST_CHECK_THROW(p.on_arrival(c, arrival(workers, p.version()), good), std::invalid_argument);
+      BOOST_CHECK_THROW(p.on_arrival(c, arrival(1, p.version() + 1), good), std::invalid_argument);
+      BOOST_TEST((p == before));
+    }
+  });
+  // A checkpoint of a 36-parameter server does not load into a 37-parameter one.
+  auto small = async::model_server<double, ho::sgd, hk::host_memory>(std::vector<double>(dim - 1, 1.0),
+                                                                     async::plain_sgd(0.1));
+  auto p = async::rennala_sgd(workers, sgd_server(m, 0.1));
+  auto q = async::rennala_sgd(workers, std::move(small));
+  const auto before = p;
+  try {
+    restore(p, checkpoint(q));
+    BOOST_FAIL("a checkpoint of another dimension was read");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("server.params") != std::string::npos, e.what());
+  }
+}
+
+// Under the simulator (which reads params() to start each job), a policy on Thrust device
+// vectors runs exactly as the host policy: same trace, same outcomes, same parameters.
+BOOST_AUTO_TEST_CASE(sim_runs_on_thrust_memory_equal_host_runs) {
+  const std::uint64_t seed = hg_test::seed();
+  const auto m = hk::thrust_memory(thrust::device);
+  const auto model = sim::plus(sim::sqrt_times(workers, seed), sim::half_normal_noise(seed));
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::vector<double>> params;
+  auto run = [&](auto& p) {
+    hr::async_runtime<std::vector<double>, std::remove_const_t<decltype(model)>> rt(workers, model);
+    hr::run_options opt;
+    opt.horizon = 60;
+    const std::vector<double> centre = gradient(seed, 0, 1000);
+    auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t k, std::vector<double>& g) {
+      const auto x = p.params();
+      g.resize(dim);
+      const hg::counter_rng rng(seed, 0x5eed + w);
+      for (std::size_t j = 0; j < dim; ++j) g[j] = x[j] - centre[j] + 0.3 * rng.normal(k * dim + j);
+    };
+    rt.run(p, grad, opt);
+    return rt.recorder().trace_hash();
+  };
+  for_each_policy(hk::host_memory{}, [&](auto p, const char*) {
+    hashes.push_back(run(p));
+    params.push_back(std::vector<double>(p.params().begin(), p.params().end()));
+  });
+  std::size_t i = 0;
+  for_each_policy(m, [&](auto p, const char* name) {
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_TEST(run(p) == hashes[i]);
+      BOOST_TEST(same(host_params(m, p.params()), params[i]));
+      BOOST_TEST(p.version() > 0u);
+    }
+    ++i;
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
