@@ -101,33 +101,11 @@ void BM_server_apply(benchmark::State& state) {
 }
 
 // What ASGD's on_arrival does per update, without a runtime: the non-finite screen of the
-// gradient (model_server::screen, 4 B/param) and the step (12 B): the reference of the
-// simulated ASGD (the runtime's own cost is the difference).
-void BM_asgd_step(benchmark::State& state) {
-  auto s = server();
-  std::vector<std::vector<float>> g;
-  for (std::size_t w = 0; w < kWorkers; ++w) g.emplace_back(kParams, 1e-3f * static_cast<float>(w + 1));
-  std::size_t next = 0;
-  for (auto _ : state) {
-    for (std::int64_t i = 0; i < kUpdatesPerIteration; ++i, next = (next + 1) % kWorkers) {
-      const auto use = s.screen(heterograd::span<const float>(g[next]), 0, "asgd");
-      s.apply(*use);
-    }
-    benchmark::DoNotOptimize(s.params().data());
-  }
-  const auto updates = state.iterations() * kUpdatesPerIteration;
-  state.SetItemsProcessed(updates);
-  state.SetBytesProcessed(updates * static_cast<std::int64_t>(16 * kParams));
-  state.counters["bytes_per_update"] = 16.0 * kParams;
-}
-
-// BM_asgd_step with everything in Thrust device vectors (kernels::thrust_memory).
-void BM_asgd_step_device(benchmark::State& state) {
-  const auto mem = heterograd::kernels::thrust_memory(thrust::device);
-  using M = std::remove_const_t<decltype(mem)>;
-  async::model_server<float, heterograd::optim::sgd, M> s(
-      std::vector<float>(kParams, 0.5f), async::plain_sgd(1e-6), async::nonfinite_policy::fail, mem);
-  std::vector<thrust::device_vector<float>> g;
+// gradient (model_server::screen, 4 B/param) and the step (12 B), cycling over one gradient
+// per worker (Vector: the buffer type of the server's memory).
+template <class Vector, class Server>
+void asgd_step(benchmark::State& state, Server& s) {
+  std::vector<Vector> g;
   for (std::size_t w = 0; w < kWorkers; ++w) g.emplace_back(kParams, 1e-3f * static_cast<float>(w + 1));
   std::size_t next = 0;
   for (auto _ : state) {
@@ -141,6 +119,21 @@ void BM_asgd_step_device(benchmark::State& state) {
   state.SetItemsProcessed(updates);
   state.SetBytesProcessed(updates * static_cast<std::int64_t>(16 * kParams));
   state.counters["bytes_per_update"] = 16.0 * kParams;
+}
+
+// The reference of the simulated ASGD (the runtime's own cost is the difference).
+void BM_asgd_step(benchmark::State& state) {
+  auto s = server();
+  asgd_step<std::vector<float>>(state, s);
+}
+
+// BM_asgd_step with everything in Thrust device vectors (kernels::thrust_memory).
+void BM_asgd_step_device(benchmark::State& state) {
+  const auto mem = heterograd::kernels::thrust_memory(thrust::device);
+  using M = std::remove_const_t<decltype(mem)>;
+  async::model_server<float, heterograd::optim::sgd, M> s(
+      std::vector<float>(kParams, 0.5f), async::plain_sgd(1e-6), async::nonfinite_policy::fail, mem);
+  asgd_step<thrust::device_vector<float>>(state, s);
 }
 
 // Bytes per parameter: `per_arrival` for every gradient handed to the policy, `per_update`

@@ -328,6 +328,15 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(bad_input_changes_nothing, Case, memories) {
   } catch (const std::invalid_argument& e) {
     BOOST_TEST(std::string(e.what()).find("server.params") != std::string::npos, e.what());
   }
+  // A gradient table of 3 workers does not load into one of 4 (same model): refused by name.
+  auto table4 = async::ia2sgd(workers, sgd_server(m, 0.1));
+  const auto table3 = async::ia2sgd(workers - 1, sgd_server(hk::host_memory{}, 0.1));
+  try {
+    restore(table4, checkpoint(table3));
+    BOOST_FAIL("a table of another shape was read");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("table.means") != std::string::npos, e.what());
+  }
 }
 
 // Under the simulator (which reads params() to start each job), a policy on Thrust device

@@ -149,30 +149,34 @@ bool same_bits(const M& m, const V& a, const V& b) {
   }
 }
 
+/// A host vector as a buffer of memory m: moved when m's buffers are std::vectors, uploaded
+/// otherwise (one transfer).
+template <class M, class T>
+typename M::template vector<T> from_host(const M& m, std::vector<T>&& h) {
+  if constexpr (std::is_same_v<typename M::template vector<T>, std::vector<T>>)
+    return std::move(h);
+  else
+    return m.template upload<T>(std::span<const T>(h));
+}
+
 /// Checkpointing of a buffer through a host copy, in the bytes a std::vector<T> has in an
 /// archive (core/archive.hpp), so a checkpoint reads back into any memory. Reading refuses a
-/// size other than `expected` (when given) by name before anything changes.
+/// size other than `expected` (when given) by name before the buffer changes.
 template <class Archive, class M, class V>
 void archive_buffer(Archive& ar, const M& m, V& v, const char* name,
                     std::size_t expected = ~std::size_t{0}) {
   using T = typename V::value_type;
-  if constexpr (std::is_same_v<V, std::vector<T>>) {
-    if constexpr (Archive::saving) {
+  constexpr bool on_host = std::is_same_v<V, std::vector<T>>;
+  if constexpr (Archive::saving) {
+    if constexpr (on_host)
       ar(v);
-    } else {
-      std::vector<T> h;
-      ar(h);
-      if (expected != ~std::size_t{0}) require_same_size(name, h.size(), "expected", expected);
-      v = std::move(h);
-    }
-  } else if constexpr (Archive::saving) {
-    auto h = m.download(cview(m, v));
-    ar(h);
+    else
+      ar(m.download(cview(m, v)));
   } else {
     std::vector<T> h;
     ar(h);
     if (expected != ~std::size_t{0}) require_same_size(name, h.size(), "expected", expected);
-    v = m.template upload<T>(std::span<const T>(h));
+    v = from_host(m, std::move(h));
   }
 }
 

@@ -111,7 +111,7 @@ class model_server {
                nonfinite_policy nonfinite = nonfinite_policy::fail, Memory memory = Memory())
       : memory_(std::move(memory)),
         params_((require(!initial_params.empty(), "params.size", initial_params.size(), "must be > 0"),
-                 upload(std::move(initial_params)))),
+                 kernels::from_host(memory_, std::move(initial_params)))),
         scratch_(memory_.template make<T>(params_.size())), opt_(std::move(opt)),
         state_(memory_.run(params_.size(),
                            [&](const auto& p) { return opt_.init(p, kernels::view(memory_, params_)); })),
@@ -217,13 +217,6 @@ class model_server {
   }
 
  private:
-  vector_type upload(std::vector<T> h) const {
-    if constexpr (std::is_same_v<vector_type, std::vector<T>>)
-      return h;
-    else
-      return memory_.template upload<T>(std::span<const T>(h));
-  }
-
   Memory memory_;
   vector_type params_;
   vector_type scratch_;
