@@ -47,6 +47,7 @@
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/data/idx.hpp"
+#include "heterograd/kernels/memory.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/torch/module.hpp"
 #if defined(HG_HAS_MPI)
@@ -348,7 +349,7 @@ rank_result run_local_sgd(const Transport& t, flat_mlp& m, const fashion_mnist& 
   sync_api::local_sgd_config cfg;
   cfg.period = o.period;
   sync_api::local_sgd_worker<float, ho::adam, Transport, sync_api::no_outer,
-                             sync_api::identity_transform, Exec>
+                             sync_api::identity_transform, hg::kernels::host_memory_on<Exec>>
       w(t, ho::adam({.lr = o.lr}), m.p(), std::vector<std::size_t>(R, o.batch), cfg);
   // Whole rounds per epoch, so the epoch ends on an average.
   const std::size_t steps = d.train.size() / (R * o.batch) / o.period * o.period;
@@ -396,8 +397,9 @@ rank_result run_omnilearn(const Transport& t, flat_mlp& m, const fashion_mnist& 
   const std::size_t B = o.batch * R;
   hg::balance::omnilearn_bsp ctrl(R, B, {.min_batch = o.min_batch, .max_batch = o.max_batch});
   std::vector<std::size_t> batches(ctrl.batch_sizes().begin(), ctrl.batch_sizes().end());
-  sync_api::bsp_worker<float, ho::adam, Transport, sync_api::identity_transform, Exec> w(
-      t, ho::adam({.lr = o.lr}), m.p(), batches);
+  sync_api::bsp_worker<float, ho::adam, Transport, sync_api::identity_transform,
+                       hg::kernels::host_memory_on<Exec>>
+      w(t, ho::adam({.lr = o.lr}), m.p(), batches);
   const std::size_t iters = d.train.size() / B;
   if (iters == 0) throw std::invalid_argument("too few samples for one global batch");
   const bool slowed = o.slow_rank >= 0 && static_cast<std::size_t>(o.slow_rank) == r;

@@ -13,6 +13,8 @@
 //                          elements and with OpenMP above it (when the build has it): every
 //                          kernel here is element-wise, so both are bitwise the same. The
 //                          default of every algorithm, and what every earlier result used.
+//   host_memory_on<P>      std::vector, every kernel with host policy P (serial_host_memory:
+//                          thrust::cpp::par, one core; the sync family's default)
 //   thrust_memory<P, A>    thrust::device_vector<T, A> (A: the caller's allocator, rebound to
 //                          each element type; thrust::device_allocator by default), kernels
 //                          run with the caller's policy P (thrust::cuda::par.on(stream) on a
@@ -103,6 +105,33 @@ struct host_memory {
     return with_host_policy(n, std::forward<F>(f));
   }
 };
+
+/// Host memory whose kernels all run with one host policy, whatever their size:
+/// host_memory_on<decltype(thrust::cpp::par)> (serial_host_memory) runs each on one core, what the
+/// synchronous family's per-rank helpers and simulated replicas use, since several workers
+/// share the cores; with thrust::omp::par it runs each on every core.
+template <class Policy>
+struct host_memory_on : host_memory {
+  using policy_type = Policy;
+  static_assert(exec::accessible_v<Policy, host_space>, "host_memory_on needs a host policy");
+
+  host_memory_on() = default;
+  explicit host_memory_on(const Policy& p) : policy(p) {}
+
+  template <class F>
+  decltype(auto) run(std::size_t, F&& f) const {
+    return std::forward<F>(f)(policy);
+  }
+  template <class F>
+  decltype(auto) read(std::size_t, F&& f) const {
+    return std::forward<F>(f)(policy);
+  }
+
+  Policy policy{};
+};
+
+/// One core per kernel (see host_memory_on).
+using serial_host_memory = host_memory_on<std::remove_cvref_t<decltype(thrust::cpp::par)>>;
 
 namespace detail {
 struct no_kernel {

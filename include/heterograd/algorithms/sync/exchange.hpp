@@ -36,6 +36,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,11 @@
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+
+#if defined(__CUDACC__)
+#include <thrust/copy.h>
+#include <thrust/device_vector.h>
+#endif
 
 namespace heterograd::algorithms::sync {
 
@@ -155,8 +161,8 @@ struct worker_options {
 
 namespace detail {
 /// x <- sum_r T(w) x_r over the transport's ranks in rank order (comm's weighted sum).
-template <class Transport, class T>
-void weighted_allreduce(const Transport& t, span<T> x, double w, seconds timeout) {
+template <class Transport, class T, class S>
+void weighted_allreduce(const Transport& t, span<T, S> x, double w, seconds timeout) {
   comm::allreduce_options o;
   o.op = comm::reduce_op::sum;
   o.weight = w;
@@ -192,32 +198,53 @@ class transport_exchange {
   std::size_t rank() const { return static_cast<std::size_t>(t_->rank()); }
   std::size_t size() const { return static_cast<std::size_t>(t_->size()); }
 
-  /// out <- sum_r T(w_r) in_r (in and out may be the same buffer).
-  template <class T>
-  std::suspend_never allreduce(span<const T> in, span<T> out, double w) const {
+  /// out <- sum_r T(w_r) in_r, over buffers in memory space S (the transport's: a device
+  /// transport such as NCCL takes device_space buffers). in and out may be the same buffer;
+  /// off the host they must be (the per-rank steps reduce device buffers in place).
+  template <class T, class S>
+  std::suspend_never allreduce(span<const T, S> in, span<T, S> out, double w) const {
     compute_over();
-    if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+    if (in.data() != out.data()) {
+      if constexpr (std::is_same_v<S, host_space>)
+        std::copy(in.begin(), in.end(), out.begin());
+      else
+        throw std::invalid_argument(
+            "transport_exchange.allreduce: a device buffer is reduced in place (in == out)");
+    }
     detail::weighted_allreduce(*t_, out, w, timeout_);
     return {};
   }
-  /// x <- sum_r x_r (exact: integers).
+  /// x <- sum_r x_r (exact: integers; SelSync's votes). A transport that takes only device
+  /// buffers (NCCL) gets them through a device copy: the vote's two scalar transfers.
   std::suspend_never allreduce_sum(span<std::int64_t> x) const {
     compute_over();
     comm::allreduce_options o;
     o.op = comm::reduce_op::sum;
     o.timeout = timeout_;
-    t_->allreduce(x, o).wait();
+    if constexpr (requires { t_->allreduce(x, o); }) {
+      t_->allreduce(x, o).wait();
+    } else {
+#if defined(__CUDACC__)
+      thrust::device_vector<std::int64_t> d(x.begin(), x.end());
+      t_->allreduce(span<std::int64_t, device_space>(thrust::raw_pointer_cast(d.data()), d.size()), o)
+          .wait();
+      thrust::copy(d.begin(), d.end(), x.begin());
+#else
+      static_assert(requires { t_->allreduce(x, o); },
+                    "the transport takes neither host nor (without nvcc) device buffers");
+#endif
+    }
     return {};
   }
   /// Sends `mine` to every rank of `to` and receives in[k] from from[k] (gossip; `mine`
   /// must stay intact until the call returns, which is when every message is through).
-  template <class T>
-  std::suspend_never neighbours(span<const T> mine, const std::vector<std::size_t>& to,
+  template <class T, class S>
+  std::suspend_never neighbours(span<const T, S> mine, const std::vector<std::size_t>& to,
                                 const std::vector<std::size_t>& from,
-                                std::vector<span<T>> in) const {
+                                std::vector<span<T, S>> in) const {
     compute_over();
     using send_request = decltype(t_->send(mine, 0, 0, comm::send_options{}));
-    using recv_request = decltype(t_->recv(span<T>(), 0, 0, comm::recv_options{}));
+    using recv_request = decltype(t_->recv(span<T, S>(), 0, 0, comm::recv_options{}));
     std::vector<send_request> sends;
     for (auto j : to)
       sends.push_back(t_->send(mine, static_cast<int>(j), tag_, comm::send_options{timeout_}));

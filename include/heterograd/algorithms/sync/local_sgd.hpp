@@ -264,14 +264,17 @@ inline double weight_of(const std::vector<std::size_t>& members, const std::vect
 ///           becomes its anchor (no global model exists: the anchor is worker 0's model as of
 ///           the last round).
 /// `anchor` and `os` are this rank's copies of the anchor and the outer state (the same on
-/// every rank); `model` (when not empty) receives the global or group average.
-template <class T, class Ex, class GroupEx, class Rep, class Outer, class OuterState>
+/// every rank); `model` (when not empty) receives the global or group average. Every buffer
+/// is in memory space S (the rank's memory, rep.memory, runs every kernel and makes gossip's
+/// buffers); the only host values are the weights and, under SelSync, the votes.
+template <class T, class S, class Ex, class GroupEx, class Rep, class Outer, class OuterState>
 step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_sgd_schedule& sched,
                                const std::vector<std::size_t>& batches, const Outer& outer,
-                               OuterState& os, std::vector<T>& anchor, std::uint64_t r,
-                               span<T> params, span<T> model) {
+                               OuterState& os, span<T, S> anchor, std::uint64_t r,
+                               span<T, S> params, span<T, S> model) {
   const auto& cfg = sched.config();
   const std::size_t me = rep.rank;
+  const std::size_t n = params.size();
   const auto steps_of = [&sched, r](std::size_t m) { return sched.steps(m, r); };
   switch (sched.scope(r)) {
     case sync_scope::global: {
@@ -279,19 +282,21 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
       const auto w = member_weights(cfg.weighting, batches, members, steps_of);
       bool member = false;
       const double mine = weight_of(members, w.models, me, &member);
-      if (!member) std::fill(params.begin(), params.end(), T(0));
+      if (!member) rep.fill(params, T(0));
       rep.tr.to_common(me, params);  // non-members map zeros: harmless
-      co_await world.allreduce(span<const T>(params), params, mine);
+      co_await world.allreduce(span<const T, S>(params), params, mine);
       // FedNova's affine term, added last like a sum over the members and the anchor.
       if (w.anchor != 0.0)
-        kernels::axpby(rep.exec, static_cast<T>(w.anchor), span<const T>(anchor), T(1), params);
-      if (!model.empty()) std::copy(params.begin(), params.end(), model.begin());
+        rep.memory.run(n, [&](const auto& p) {
+          kernels::axpby(p, static_cast<T>(w.anchor), span<const T, S>(anchor), T(1), params);
+        });
+      if (!model.empty()) rep.copy(span<const T, S>(params), model);
       if constexpr (is_no_outer_v<Outer>) {
-        std::copy(params.begin(), params.end(), anchor.begin());
+        rep.copy(span<const T, S>(params), anchor);
       } else {
-        outer.step(rep.exec, span<const T>(params), os, anchor);
+        rep.memory.run(n, [&](const auto& p) { outer.step(p, span<const T, S>(params), os, anchor); });
       }
-      std::copy(anchor.begin(), anchor.end(), params.begin());
+      rep.copy(span<const T, S>(anchor), params);
       rep.tr.from_common(me, params);
       bool smember = false;
       const double smine = weight_of(members, w.states, me, &smember);
@@ -304,39 +309,46 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
       bool member = false;
       const double mine = weight_of(members, w, me, &member);
       rep.tr.to_common(me, params);
-      co_await group->allreduce(span<const T>(params), params, mine);
-      if (!model.empty()) std::copy(params.begin(), params.end(), model.begin());
+      co_await group->allreduce(span<const T, S>(params), params, mine);
+      if (!model.empty()) rep.copy(span<const T, S>(params), model);
       rep.tr.from_common(me, params);
       co_await apply_state_policy<T>(*group, rep, cfg.states, mine, true, params);
       break;
     }
     case sync_scope::gossip: {
       const auto& W = *cfg.gossip;
-      const std::size_t n = sched.workers();
+      const std::size_t ranks = sched.workers();
       rep.tr.to_common(me, params);
-      const std::vector<T> mine(params.begin(), params.end());  // intact while sends are out
+      // This rank's model, intact while its sends are out, and one buffer per in-neighbour:
+      // made by the rank's memory for the round (gossip's (in-degree + 1) * S bytes).
+      auto mine = rep.memory.template make<T>(n);
+      rep.copy(span<const T, S>(params), kernels::view(rep.memory, mine));
       std::vector<std::size_t> to, from;
-      for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t j = 0; j < ranks; ++j)
         if (j != me && W(j, me) != 0.0) to.push_back(j);
-      for (std::size_t l = 0; l < n; ++l)
+      for (std::size_t l = 0; l < ranks; ++l)
         if (l != me && W(me, l) != 0.0) from.push_back(l);
-      std::vector<std::vector<T>> in(from.size(), std::vector<T>(params.size()));
-      std::vector<span<T>> into;
-      for (auto& v : in) into.emplace_back(v);
-      co_await world.neighbours(span<const T>(mine), to, from, std::move(into));
-      std::vector<span<const T>> xs;
+      std::vector<decltype(mine)> in;
+      for (std::size_t k = 0; k < from.size(); ++k) in.push_back(rep.memory.template make<T>(n));
+      std::vector<span<T, S>> into;
+      for (auto& v : in) into.push_back(kernels::view(rep.memory, v));
+      co_await world.neighbours(kernels::cview(rep.memory, mine), to, from, std::move(into));
+      std::vector<span<const T, S>> xs;
       std::vector<double> wj;
       std::size_t k = 0;
-      for (std::size_t l = 0; l < n; ++l) {
+      for (std::size_t l = 0; l < ranks; ++l) {
         if (W(me, l) == 0.0) continue;
-        xs.push_back(l == me ? span<const T>(mine) : span<const T>(in[k++]));
+        xs.push_back(l == me ? kernels::cview(rep.memory, mine) : kernels::cview(rep.memory, in[k++]));
         wj.push_back(W(me, l));
       }
-      weighted_sum(params, xs, wj);
+      const auto tw = cast_weights<T>(wj);
+      rep.memory.run(n, [&](const auto& p) {
+        kernels::weighted_sum(p, params, xs, std::span<const T>(tw));
+      });
       // No global model exists: the anchor follows worker 0's (what the runtimes evaluate).
-      if (me == 0) std::copy(params.begin(), params.end(), anchor.begin());
+      if (me == 0) rep.copy(span<const T, S>(params), anchor);
       rep.tr.from_common(me, params);
-      if (cfg.states == state_policy::reset) rep.state = rep.opt.init(rep.exec, params);
+      if (cfg.states == state_policy::reset) rep.reset(params);
       break;
     }
   }
@@ -434,7 +446,7 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
   step_task<bool> rank_sync(Ex& world, GroupEx* group, std::size_t w, std::uint64_t r,
                             std::vector<T>& anchor, outer_state& os, span<T> model) {
     return detail::local_sgd_sync<T>(world, group, c_.replica_of(w), sched_, c_.batches(), outer_,
-                                     os, anchor, r, c_.mutable_params(w), model);
+                                     os, span<T>(anchor), r, c_.mutable_params(w), model);
   }
   /// Worker w's round over a real transport's exchanges (runtime/rounds.hpp): its local steps,
   /// then its synchronisation with its own round state `s`; `count` (one worker per process)

@@ -142,18 +142,21 @@ namespace detail {
 
 /// A worker's vote on its (screened) gradient: the trigger on ||g||_2, computed with the
 /// deterministic reduction (the same bits on every backend and thread count; sizeof(T)
-/// bytes per element).
-template <class Exec, class T>
-int selsync_vote(selsync_trigger& trigger, const Exec& exec, span<const T> g) {
-  return trigger.observe(kernels::l2_norm(exec, g));
+/// bytes per element). Run by the rank's memory: off the host the norm is the vote's one
+/// scalar transfer.
+template <class Memory, class T, class S>
+int selsync_vote(selsync_trigger& trigger, const Memory& memory, span<const T, S> g) {
+  return trigger.observe(
+      memory.read(g.size(), [&](const auto& policy) { return kernels::l2_norm(policy, g); }));
 }
 
 /// One rank's SelSync step after its vote: the one-integer allreduce of the votes, then BSP's
 /// synchronising step with weight w (some rank voted 1) or a local step on the own gradient.
 /// Returns whether it synchronised.
-template <class T, class Ex, class Rep>
+template <class T, class S, class Ex, class Rep>
 step_task<bool> selsync_step(Ex& ex, Rep rep, const selsync_config& cfg, double w, int vote,
-                             span<T> params, span<const T> grads, span<T> agg, span<T> model) {
+                             span<T, S> params, span<const T, S> grads, span<T, S> agg,
+                             span<T, S> model) {
   std::int64_t votes = vote;
   co_await ex.allreduce_sum(span<std::int64_t>(&votes, 1));
   const bool sync = votes > 0;
@@ -268,7 +271,7 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
   void work(std::size_t w) {
     stats_[w].steps = 1;
     stats_[w].loss = c_.compute_gradient(w);
-    votes_[w] = detail::selsync_vote(triggers_[w], thrust::cpp::par, c_.gradient(w));
+    votes_[w] = detail::selsync_vote(triggers_[w], kernels::serial_host_memory{}, c_.gradient(w));
   }
   void run_deferred() {
     for (std::size_t w = 0; w < c_.workers(); ++w)

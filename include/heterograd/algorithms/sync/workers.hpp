@@ -56,15 +56,17 @@
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/blend.hpp"
+#include "heterograd/kernels/memory.hpp"
 #include "heterograd/kernels/reduce.hpp"
 
 namespace heterograd::algorithms::sync {
 
 namespace detail {
 
-template <class Optimizer, class Exec, class T>
-using worker_state_t =
-    decltype(std::declval<const Optimizer&>().init(std::declval<const Exec&>(), std::declval<span<T>>()));
+template <class Optimizer, class Memory, class T>
+using worker_state_t = decltype(std::declval<const Optimizer&>().init(
+    std::declval<const typename Memory::policy_type&>(),
+    std::declval<span<T, typename Memory::memory_space>>()));
 
 template <class Transport>
 std::size_t checked_rank(const Transport& t, std::size_t workers, const std::string& who) {
@@ -73,17 +75,50 @@ std::size_t checked_rank(const Transport& t, std::size_t workers, const std::str
   return static_cast<std::size_t>(t.rank());
 }
 
-/// What every helper holds: the transport, the optimizer and this rank's state, the transform.
-template <class T, class Optimizer, class Transport, class Transform, class Exec>
+/// The non-finite policy on a rank's own gradient g, in place, run by the rank's memory. On
+/// host vectors: nonfinite.hpp's scan. Off the host: one finiteness flag read back (the
+/// step's scalar transfer); zero and skip rewrite g with a kernel; only fail downloads g, to
+/// name its first bad element.
+template <class Memory, class T, class S>
+algorithms::nonfinite_outcome screen_gradient(const Memory& memory, nonfinite_policy p, span<T, S> g,
+                                              std::string_view method, std::uint64_t worker,
+                                              std::uint64_t step, std::string_view step_meaning) {
+  if constexpr (std::is_same_v<typename Memory::template vector<T>, std::vector<T>>) {
+    return algorithms::apply_nonfinite_policy(p, span<T>(g.data(), g.size()), method, worker, step,
+                                              step_meaning);
+  } else {
+    const span<const T, S> cg(g);
+    if (memory.read(g.size(), [&](const auto& policy) { return kernels::all_finite(policy, cg); }))
+      return algorithms::nonfinite_outcome::finite;
+    switch (p) {
+      case nonfinite_policy::zero:
+        memory.run(g.size(), [&](const auto& policy) { kernels::finite_or_zero(policy, cg, g); });
+        return algorithms::nonfinite_outcome::zeroed;
+      case nonfinite_policy::skip:
+        memory.run(g.size(), [&](const auto& policy) { kernels::fill(policy, g, T(0)); });
+        return algorithms::nonfinite_outcome::skipped;
+      case nonfinite_policy::fail: break;
+    }
+    const auto h = memory.download(cg);
+    const std::size_t bad = algorithms::first_nonfinite(span<const T>(h));
+    throw nonfinite_gradient_error(method, worker, step, step_meaning, bad,
+                                   bad < h.size() ? static_cast<double>(h[bad]) : 0.0);
+  }
+}
+
+/// What every helper holds: the transport, the optimizer and this rank's state, the
+/// transform, and the memory of this rank's parameters (kernels/memory.hpp), which makes the
+/// helper's buffers, once, and runs every kernel of a step.
+template <class T, class Optimizer, class Transport, class Transform, class Memory>
 class worker_core {
  public:
-  using state_type = worker_state_t<Optimizer, Exec, T>;
+  using memory_space = typename Memory::memory_space;
+  using state_type = worker_state_t<Optimizer, Memory, T>;
 
-  worker_core(Transport t, Optimizer opt, span<T> params, Transform tr, worker_options o, Exec exec)
+  worker_core(Transport t, Optimizer opt, span<T, memory_space> params, Transform tr,
+              worker_options o, Memory memory)
       : t_(std::move(t)), opt_(std::move(opt)), tr_(std::move(tr)), o_((o.validate(), o)),
-        exec_(std::move(exec)), st_(opt_.init(exec_, params)) {
-    require_positive("params.size", params.size());
-  }
+        memory_(std::move(memory)), st_(init_state(params)) {}
 
   const Transport& transport() const { return t_; }
   std::size_t rank() const { return static_cast<std::size_t>(t_.rank()); }
@@ -93,28 +128,40 @@ class worker_core {
   state_type& optimizer_state() { return st_; }
   const Optimizer& optimizer() const { return opt_; }
   const worker_options& options() const { return o_; }
+  const Memory& memory() const { return memory_; }
   /// This rank's gradients dropped by the skip policy.
   std::uint64_t nonfinite_skipped() const { return skipped_; }
 
  protected:
-  void update(span<const T> g, span<T> p) { opt_.update(exec_, g, st_, p); }
+  using pspan = span<T, memory_space>;
+  using cspan = span<const T, memory_space>;
+
+  void update(cspan g, pspan p) { replica_of().update(g, p); }
   // The config's non-finite policy on this rank's own gradient (a framework's loop passes
   // its own; the policies' already went through cluster::compute_gradient: a no-op scan here).
-  void screen_in_place(nonfinite_policy p, span<T> g, std::uint64_t step, std::string_view method) {
-    if (algorithms::apply_nonfinite_policy(p, g, method, rank(), step, "this rank's step count") ==
+  void screen_in_place(nonfinite_policy p, pspan g, std::uint64_t step, std::string_view method) {
+    if (screen_gradient(memory_, p, g, method, rank(), step, "this rank's step count") ==
         algorithms::nonfinite_outcome::skipped)
       ++skipped_;
   }
-  // The same on a read-only gradient: a screened copy when it is not finite.
-  span<const T> screen(nonfinite_policy p, span<const T> g, std::uint64_t step, std::string_view method) {
-    if (algorithms::first_nonfinite(g) == g.size()) return g;
-    scratch_.assign(g.begin(), g.end());
-    screen_in_place(p, span<T>(scratch_), step, method);
-    return span<const T>(scratch_);
+  // The same on a read-only gradient: a screened copy (in a buffer of the memory, made once)
+  // when it is not finite.
+  cspan screen(nonfinite_policy p, cspan g, std::uint64_t step, std::string_view method) {
+    bool finite = false;
+    if constexpr (std::is_same_v<typename Memory::template vector<T>, std::vector<T>>)
+      finite = algorithms::first_nonfinite(span<const T>(g.data(), g.size())) == g.size();
+    else
+      finite = memory_.read(g.size(), [&](const auto& policy) { return kernels::all_finite(policy, g); });
+    if (finite) return g;
+    if (scratch_.size() != g.size()) scratch_ = memory_.template make<T>(g.size());
+    const pspan copy = kernels::view(memory_, scratch_);
+    replica_of().copy(g, copy);
+    screen_in_place(p, copy, step, method);
+    return cspan(copy);
   }
-  /// This rank's optimizer, state and transform for a per-rank step (detail/rank.hpp).
-  replica<Optimizer, state_type, Transform, Exec> replica_of() {
-    return {opt_, st_, tr_, exec_, rank()};
+  /// This rank's optimizer, state, transform and memory for a per-rank step (detail/rank.hpp).
+  replica<Optimizer, state_type, Transform, Memory> replica_of() {
+    return {opt_, st_, tr_, memory_, rank()};
   }
   /// The exchange over transport `t` (this rank's collectives block in the call).
   template <class Tr>
@@ -125,10 +172,17 @@ class worker_core {
   Optimizer opt_;
   Transform tr_;
   worker_options o_;
-  Exec exec_;
+  Memory memory_;
   state_type st_;
   std::uint64_t skipped_ = 0;
-  std::vector<T> scratch_;
+  typename Memory::template vector<T> scratch_{};
+
+ private:
+  state_type init_state(pspan params) {
+    require_positive("params.size", params.size());
+    kernels::check_pointer(params, "params");
+    return memory_.run(params.size(), [&](const auto& policy) { return opt_.init(policy, params); });
+  }
 };
 
 }  // namespace detail
@@ -136,16 +190,19 @@ class worker_core {
 // ------------------------------------------------------------------------------------------
 /// BSP with sample-weighted aggregation (bsp.hpp) for one rank.
 template <class T, class Optimizer, class Transport, class Transform = identity_transform,
-          class Exec = detail::host_exec>
-class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Exec> {
-  using core = detail::worker_core<T, Optimizer, Transport, Transform, Exec>;
+          class Memory = kernels::serial_host_memory>
+class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Memory> {
+  using core = detail::worker_core<T, Optimizer, Transport, Transform, Memory>;
+  using typename core::cspan;
+  using typename core::pspan;
 
  public:
   /// `batches`: every rank's b_i (the same vector on all ranks). `params`: this rank's
   /// parameters (their size and memory initialise the optimizer state).
-  bsp_worker(Transport t, Optimizer opt, span<T> params, std::vector<std::size_t> batches,
-             bsp_config cfg = {}, Transform tr = {}, worker_options o = {}, Exec exec = {})
-      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(exec)),
+  bsp_worker(Transport t, Optimizer opt, span<T, typename core::memory_space> params,
+             std::vector<std::size_t> batches,
+             bsp_config cfg = {}, Transform tr = {}, worker_options o = {}, Memory memory = {})
+      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(memory)),
         cfg_((cfg.validate(), cfg)) {
     detail::checked_rank(this->t_, batches.size(), "bsp_worker");
     detail::require_state_policy<typename core::state_type>(cfg_.states, "bsp.states");
@@ -154,12 +211,13 @@ class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform
 
   /// One synchronous step. `grads` is this rank's mean gradient over its b_i samples; in
   /// gradients mode it is replaced by the aggregate sum_i (b_i / B) g_i.
-  void step(span<T> params, span<T> grads) {
+  void step(pspan params, pspan grads) {
     require_same_size("bsp_worker.grads", grads.size(), "bsp_worker.params", params.size());
+    kernels::check_pointer(grads, "bsp_worker.grads");
     this->screen_in_place(cfg_.nonfinite, grads, steps_, "bsp_worker");
     auto ex = this->exchange(this->t_);
     detail::synchronous_step<T>(ex, this->replica_of(), cfg_.mode, cfg_.states,
-                                weights_[this->rank()], params, span<const T>(grads), grads, {})
+                                weights_[this->rank()], params, cspan(grads), grads, pspan())
         .run();
     ++steps_;
   }
@@ -189,24 +247,29 @@ class bsp_worker : public detail::worker_core<T, Optimizer, Transport, Transform
 // ------------------------------------------------------------------------------------------
 /// The local SGD family (local_sgd.hpp) for one rank.
 template <class T, class Optimizer, class Transport, class Outer = no_outer,
-          class Transform = identity_transform, class Exec = detail::host_exec>
-class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Exec> {
-  using core = detail::worker_core<T, Optimizer, Transport, Transform, Exec>;
+          class Transform = identity_transform, class Memory = kernels::serial_host_memory>
+class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Memory> {
+  using core = detail::worker_core<T, Optimizer, Transport, Transform, Memory>;
+  using typename core::cspan;
+  using typename core::pspan;
 
  public:
-  using outer_state = decltype(std::declval<const Outer&>().init(std::declval<const Exec&>(),
-                                                                 std::declval<std::vector<T>&>()));
+  using outer_state = decltype(std::declval<const Outer&>().init(
+      std::declval<const typename Memory::policy_type&>(), std::declval<pspan>()));
+  using vector_type = typename Memory::template vector<T>;
 
   /// Collective (hierarchical groups split the transport). The anchor (the model of the last
   /// global synchronisation) starts as `params`, which must be equal on every rank.
-  local_sgd_worker(Transport t, Optimizer opt, span<T> params, std::vector<std::size_t> batches,
+  local_sgd_worker(Transport t, Optimizer opt, pspan params, std::vector<std::size_t> batches,
                    local_sgd_config cfg, Outer outer = {}, Transform tr = {},
-                   worker_options o = {}, Exec exec = {})
-      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(exec)),
+                   worker_options o = {}, Memory memory = {})
+      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(memory)),
         sched_((detail::checked_rank(this->t_, batches.size(), "local_sgd_worker"), batches.size()),
                std::move(cfg)),
         batches_(std::move(batches)), outer_(std::move(outer)),
-        anchor_(params.begin(), params.end()), outer_state_(outer_.init(this->exec_, anchor_)) {
+        anchor_(copy_of(params)), outer_state_(this->memory_.run(params.size(), [&](const auto& p) {
+          return outer_.init(p, kernels::view(this->memory_, anchor_));
+        })) {
     const auto& c = sched_.config();
     (void)sample_weights(batches_);  // validates the batches (non-empty, positive sum)
     for (std::size_t i = 0; i < batches_.size(); ++i)
@@ -229,9 +292,10 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
 
   /// One local optimizer step with this rank's gradient; after the round's last step, the
   /// round's synchronisation (collective). Returns true when it synchronised.
-  bool step(span<T> params, span<const T> grads) {
+  bool step(pspan params, cspan grads) {
     require_same_size("local_sgd_worker.grads", grads.size(), "local_sgd_worker.params",
                       params.size());
+    kernels::check_pointer(grads, "local_sgd_worker.grads");
     require(steps_this_round() > 0, "local_sgd_worker.step (round)", round_,
             "this rank is not sampled in this round: call skip_round");
     this->update(this->screen(sched_.config().nonfinite, grads, local_steps_, "local_sgd_worker"), params);
@@ -242,7 +306,7 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
   }
 
   /// A rank that takes no step this round (device sampling) joins its synchronisation.
-  void skip_round(span<T> params) {
+  void skip_round(pspan params) {
     require(steps_this_round() == 0, "local_sgd_worker.skip_round (round)", round_,
             "this rank trains in this round: call step");
     synchronise(params);
@@ -252,21 +316,29 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
   /// Local steps taken over the run.
   std::uint64_t local_steps() const { return local_steps_; }
   const local_sgd_schedule& schedule() const { return sched_; }
-  const std::vector<T>& anchor() const { return anchor_; }
+  /// The model of the last global synchronisation, in the memory (a std::vector on the host).
+  const vector_type& anchor() const { return anchor_; }
   const outer_state& outer_optimizer_state() const { return outer_state_; }
 
  private:
+  vector_type copy_of(pspan params) {
+    auto a = this->memory_.template make<T>(params.size());
+    this->replica_of().copy(cspan(params), kernels::view(this->memory_, a));
+    return a;
+  }
   /// The round's synchronisation (detail::local_sgd_sync, the simulated policy's too).
-  void synchronise(span<T> params) {
+  void synchronise(pspan params) {
     auto world = this->exchange(this->t_);
+    const pspan anchor = kernels::view(this->memory_, anchor_);
     if (group_) {
       auto group = this->exchange(*group_);
       detail::local_sgd_sync<T>(world, &group, this->replica_of(), sched_, batches_, outer_,
-                                outer_state_, anchor_, round_, params, {})
+                                outer_state_, anchor, round_, params, pspan())
           .run();
     } else {
       detail::local_sgd_sync<T>(world, static_cast<decltype(world)*>(nullptr), this->replica_of(),
-                                sched_, batches_, outer_, outer_state_, anchor_, round_, params, {})
+                                sched_, batches_, outer_, outer_state_, anchor, round_, params,
+                                pspan())
           .run();
     }
     ++round_;
@@ -276,7 +348,7 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
   local_sgd_schedule sched_;
   std::vector<std::size_t> batches_;
   Outer outer_;
-  std::vector<T> anchor_;
+  vector_type anchor_;
   outer_state outer_state_;
   std::optional<Transport> group_;
   std::uint64_t round_ = 0;
@@ -287,14 +359,16 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
 // ------------------------------------------------------------------------------------------
 /// SelSync (selsync.hpp) for one rank.
 template <class T, class Optimizer, class Transport, class Transform = identity_transform,
-          class Exec = detail::host_exec>
-class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Exec> {
-  using core = detail::worker_core<T, Optimizer, Transport, Transform, Exec>;
+          class Memory = kernels::serial_host_memory>
+class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Transform, Memory> {
+  using core = detail::worker_core<T, Optimizer, Transport, Transform, Memory>;
+  using typename core::cspan;
+  using typename core::pspan;
 
  public:
-  selsync_worker(Transport t, Optimizer opt, span<T> params, std::vector<std::size_t> batches,
-                 selsync_config cfg = {}, Transform tr = {}, worker_options o = {}, Exec exec = {})
-      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(exec)),
+  selsync_worker(Transport t, Optimizer opt, pspan params, std::vector<std::size_t> batches,
+                 selsync_config cfg = {}, Transform tr = {}, worker_options o = {}, Memory memory = {})
+      : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(memory)),
         cfg_((cfg.validate(), cfg)), trigger_(cfg_.window, cfg_.alpha, cfg_.threshold) {
     detail::checked_rank(this->t_, batches.size(), "selsync_worker");
     detail::require_state_policy<typename core::state_type>(cfg_.states, "selsync.states");
@@ -306,13 +380,14 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
   /// One step: vote on ||grads||, one-integer allreduce of the votes, then a synchronous
   /// step (some rank voted 1) or a local one. Returns true when it synchronised. In
   /// gradient-aggregation mode a synchronising step replaces `grads` by the aggregate.
-  bool step(span<T> params, span<T> grads) {
+  bool step(pspan params, pspan grads) {
     require_same_size("selsync_worker.grads", grads.size(), "selsync_worker.params", params.size());
+    kernels::check_pointer(grads, "selsync_worker.grads");
     this->screen_in_place(cfg_.nonfinite, grads, steps_, "selsync_worker");
-    const int vote = detail::selsync_vote(trigger_, this->exec_, span<const T>(grads));
+    const int vote = detail::selsync_vote(trigger_, this->memory_, cspan(grads));
     auto ex = this->exchange(this->t_);
     const bool sync = detail::selsync_step<T>(ex, this->replica_of(), cfg_, weights_[this->rank()],
-                                              vote, params, span<const T>(grads), grads, {})
+                                              vote, params, cspan(grads), grads, pspan())
                           .run();
     syncs_ += sync ? 1 : 0;
     ++steps_;
@@ -334,15 +409,22 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
 // ------------------------------------------------------------------------------------------
 /// eager-SGD (eager.hpp) for one rank over a partial allreduce (comm::inproc::partial_allreduce
 /// or comm::mpi::partial_allreduce built with cfg.partial_policy() and cfg.partial_options()).
-template <class T, class Optimizer, class Partial, class Exec = detail::host_exec>
+/// Host memory only: those partial allreduces keep the late contributions on the host.
+template <class T, class Optimizer, class Partial, class Memory = kernels::serial_host_memory>
 class eager_worker {
+  static_assert(std::is_same_v<typename Memory::memory_space, host_space>,
+                "eager_worker: the partial allreduces (inproc, MPI) hold late contributions in "
+                "host memory; there is no device partial allreduce yet");
+
  public:
-  using state_type = detail::worker_state_t<Optimizer, Exec, T>;
+  using state_type = detail::worker_state_t<Optimizer, Memory, T>;
 
   eager_worker(Partial partial, Optimizer opt, span<T> params, eager_config cfg = {},
-               Exec exec = {})
+               Memory memory = {})
       : p_(std::move(partial)), opt_(std::move(opt)), cfg_((cfg.validate(), cfg)),
-        exec_(std::move(exec)), st_(opt_.init(exec_, params)) {
+        memory_(std::move(memory)), st_(memory_.run(params.size(), [&](const auto& policy) {
+          return opt_.init(policy, params);
+        })) {
     require_same_size("eager_worker.params", params.size(), "partial_allreduce.count", p_.count());
   }
 
@@ -371,13 +453,13 @@ class eager_worker {
     require(!finished(), "eager_worker.step (round)", round_,
             "the configured rounds are over (eager.rounds)");
     require_same_size("eager_worker.grads", grads.size(), "eager_worker.params", params.size());
-    if (algorithms::apply_nonfinite_policy(cfg_.nonfinite, grads, "eager_worker",
-                                           static_cast<std::uint64_t>(p_.rank()), round_,
-                                           "this rank's round") == algorithms::nonfinite_outcome::skipped)
+    if (detail::screen_gradient(memory_, cfg_.nonfinite, grads, "eager_worker",
+                                static_cast<std::uint64_t>(p_.rank()), round_,
+                                "this rank's round") == algorithms::nonfinite_outcome::skipped)
       ++skipped_;
     detail::eager_round(transport_partial<Partial>(p_),
-                        detail::replica<Optimizer, state_type, identity_transform, Exec>{
-                            opt_, st_, tr_, exec_, static_cast<std::size_t>(p_.rank())},
+                        detail::replica<Optimizer, state_type, identity_transform, Memory>{
+                            opt_, st_, tr_, memory_, static_cast<std::size_t>(p_.rank())},
                         params, grads, flush)
         .run();
     ++round_;
@@ -387,7 +469,7 @@ class eager_worker {
   Optimizer opt_;
   identity_transform tr_;
   eager_config cfg_;
-  Exec exec_;
+  Memory memory_;
   state_type st_;
   std::uint64_t round_ = 0;
   std::uint64_t skipped_ = 0;

@@ -105,7 +105,7 @@ struct local_sgd_object : object {
 template <std::int32_t Kind, class T>
 class local_sgd_impl final : public local_sgd_object {
   using worker_t = hs::local_sgd_worker<T, optimizer_of<Kind>, comm::mpi::communicator,
-                                        hs::no_outer, hs::identity_transform, mpi_exec>;
+                                        hs::no_outer, hs::identity_transform, mpi_memory>;
 
  public:
   local_sgd_impl(MPI_Comm c, const hg_optimizer_config& opt, const hg_local_sgd_config& cfg,

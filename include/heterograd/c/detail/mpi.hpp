@@ -22,6 +22,7 @@
 #endif
 
 #include "heterograd/comm/mpi.hpp"
+#include "heterograd/kernels/memory.hpp"
 #endif
 
 namespace heterograd::c_api::detail {
@@ -86,6 +87,8 @@ using mpi_exec = std::remove_cvref_t<decltype(thrust::omp::par)>;
 #else
 using mpi_exec = std::remove_cvref_t<decltype(thrust::cpp::par)>;
 #endif
+/// The memory of a rank's helper: host vectors, every kernel on mpi_exec.
+using mpi_memory = kernels::host_memory_on<mpi_exec>;
 #endif
 
 // ---- the C functions (C linkage: see optimizer.hpp) -----------------------------------------

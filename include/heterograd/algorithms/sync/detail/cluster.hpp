@@ -29,6 +29,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/memory.hpp"
 #include "heterograd/optim/state.hpp"
 
 namespace heterograd::algorithms::sync::detail {
@@ -110,8 +111,8 @@ class cluster {
 
   span<T> mutable_gradient(std::size_t w) { return span<T>(grads_.at(w)); }
   /// Worker w's optimizer, state and transform, for its per-rank step (detail/rank.hpp).
-  replica<Optimizer, state_type, Transform, host_exec> replica_of(std::size_t w) {
-    return {opt_, states_.at(w), tr_, thrust::cpp::par, w};
+  replica<Optimizer, state_type, Transform, kernels::serial_host_memory> replica_of(std::size_t w) {
+    return {opt_, states_.at(w), tr_, memory_, w};
   }
 
   static void require_state_policy(state_policy p, const std::string& field) {
@@ -149,6 +150,7 @@ class cluster {
   Optimizer opt_;
   Grad grad_;
   Transform tr_;
+  kernels::serial_host_memory memory_;  // the replicas' (replica_of)
   std::vector<std::size_t> batches_;
   std::vector<std::vector<T>> params_;
   std::vector<std::vector<T>> grads_;

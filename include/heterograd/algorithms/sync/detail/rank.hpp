@@ -13,7 +13,10 @@
 #include "heterograd/algorithms/sync/common.hpp"
 #include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/core/execution.hpp"
+#include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/blend.hpp"
+#include "heterograd/kernels/memory.hpp"
 #include "heterograd/optim/state.hpp"
 
 namespace heterograd::algorithms::sync::detail {
@@ -28,48 +31,64 @@ inline constexpr bool is_optim_state_v = false;
 template <class T, class S>
 inline constexpr bool is_optim_state_v<optim::state<T, S>> = true;
 
-/// One rank's optimizer, state, transform and backend, by reference: a per-rank step works
-/// on storage its owner keeps (and serializes).
-template <class Optimizer, class State, class Transform, class Exec>
+/// One rank's optimizer, state, transform and memory (kernels/memory.hpp: the memory of
+/// the rank's parameters, which runs every kernel of the step), by reference: a per-rank
+/// step works on storage its owner keeps (and serializes). The simulated replicas' memory
+/// is kernels::serial_host_memory.
+template <class Optimizer, class State, class Transform, class Memory>
 struct replica {
   const Optimizer& opt;
   State& state;
   const Transform& tr;
-  Exec exec;
+  const Memory& memory;
   std::size_t rank;  ///< world rank: the transforms' index
 
-  template <class T>
-  void update(span<const T> g, span<T> p) const {
-    opt.update(exec, g, state, p);
+  template <class T, class S>
+  void update(span<const T, S> g, span<T, S> p) const {
+    memory.run(p.size(), [&](const auto& policy) { opt.update(policy, g, state, p); });
+  }
+  /// The optimizer state from init (state policy reset).
+  template <class T, class S>
+  void reset(span<T, S> p) const {
+    memory.run(p.size(), [&](const auto& policy) { state = opt.init(policy, p); });
+  }
+  template <class T, class S>
+  void copy(span<const T, S> from, span<T, S> to) const {
+    require_same_size("copy.from", from.size(), "copy.to", to.size());
+    memory.run(to.size(), [&](const auto& policy) { kernels::copy(policy, from, to); });
+  }
+  template <class T, class S>
+  void fill(span<T, S> x, T value) const {
+    memory.run(x.size(), [&](const auto& policy) { kernels::fill(policy, x, value); });
   }
 };
 
 /// Every slot of an optim::state (at every depth), in a fixed order.
-template <class T, class State>
-void slots_of(State& st, std::vector<span<T>>& out) {
+template <class T, class S, class State>
+void slots_of(State& st, std::vector<span<T, S>>& out) {
   if constexpr (is_optim_state_v<State>) {
-    for (auto& slot : st.slots) out.emplace_back(slot.data(), slot.size());
-    for (auto& c : st.children) slots_of<T>(c, out);
+    for (auto& slot : st.slots) out.emplace_back(thrust::raw_pointer_cast(slot.data()), slot.size());
+    for (auto& c : st.children) slots_of<T, S>(c, out);
   }
 }
 
 /// The optimizer-state policy after a model average of weight w (`member`: this rank's
 /// model was in it; a non-member's state contributes 0 * 0, never 0 * inf).
-template <class T, class Ex, class Rep>
+template <class T, class S, class Ex, class Rep>
 step_task<bool> apply_state_policy(Ex& ex, Rep rep, state_policy sp, double w, bool member,
-                                   span<T> params) {
+                                   span<T, S> params) {
   switch (sp) {
     case state_policy::keep_local: break;
     case state_policy::average: {
-      std::vector<span<T>> slots;
-      slots_of<T>(rep.state, slots);
+      std::vector<span<T, S>> slots;
+      slots_of<T, S>(rep.state, slots);
       for (auto s : slots) {
-        if (!member) std::fill(s.begin(), s.end(), T(0));
-        co_await ex.allreduce(span<const T>(s), s, member ? w : 0.0);
+        if (!member) rep.fill(s, T(0));
+        co_await ex.allreduce(span<const T, S>(s), s, member ? w : 0.0);
       }
       break;
     }
-    case state_policy::reset: rep.state = rep.opt.init(rep.exec, params); break;
+    case state_policy::reset: rep.reset(params); break;
   }
   co_return true;
 }
@@ -80,17 +99,18 @@ step_task<bool> apply_state_policy(Ex& ex, Rep rep, state_policy sp, double w, b
 /// Parameters mode: the step on the own gradient, the weighted average of the models in the
 /// common form (recorded into `model` when it is not empty), back to the own form, then the
 /// optimizer-state policy.
-template <class T, class Ex, class Rep>
+template <class T, class S, class Ex, class Rep>
 step_task<bool> synchronous_step(Ex& ex, Rep rep, aggregation mode, state_policy sp, double w,
-                                 span<T> params, span<const T> grads, span<T> agg, span<T> model) {
+                                 span<T, S> params, span<const T, S> grads, span<T, S> agg,
+                                 span<T, S> model) {
   if (mode == aggregation::gradients) {
     co_await ex.allreduce(grads, agg, w);
-    rep.update(span<const T>(agg), params);
+    rep.update(span<const T, S>(agg), params);
   } else {
     rep.update(grads, params);
     rep.tr.to_common(rep.rank, params);
-    co_await ex.allreduce(span<const T>(params), params, w);
-    if (!model.empty()) std::copy(params.begin(), params.end(), model.begin());
+    co_await ex.allreduce(span<const T, S>(params), params, w);
+    if (!model.empty()) rep.copy(span<const T, S>(params), model);
     rep.tr.from_common(rep.rank, params);
     co_await apply_state_policy<T>(ex, rep, sp, w, true, params);
   }
