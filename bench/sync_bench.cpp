@@ -9,17 +9,31 @@
 // on top of the model's gradients. BM_bsp_round_threads: the same rounds on the threads
 // runtime (4 threads over the inproc transport, 100 rounds per run_threads call, thread
 // start-up included), per round.
+//
+// BM_local_sgd_step/memory:M: local_sgd_worker's local step (the non-finite screen, 4 B/param,
+// then Adam, 28 B/param: 32 B) on 1M floats, one rank over inproc, no synchronisation in the
+// timed steps. memory:0 keeps the rank's state in host vectors with every kernel on
+// thrust::omp::par (kernels::host_memory_on); memory:1 in Thrust device vectors of the build's
+// device system (kernels::thrust_memory(thrust::device): OpenMP on the CPU), the code path a
+// GPU rank runs, whose screen is a finiteness reduction read back as one flag.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <thrust/execution_policy.h>
 
 #include "bench_args.hpp"
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/detail/blend.hpp"
+#include "heterograd/algorithms/sync/workers.hpp"
+#include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/gemm.hpp"
+#include "heterograd/kernels/memory.hpp"
+#include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/runtime/round_threads.hpp"
@@ -93,6 +107,31 @@ void BM_bsp_round_threads(benchmark::State& state) {
       static_cast<double>(rounds) * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
+
+template <class Memory>
+void local_sgd_steps(benchmark::State& state, const Memory& mem) {
+  constexpr std::size_t n = std::size_t{1} << 20;
+  using C = heterograd::comm::inproc::communicator;
+  heterograd::comm::inproc::spawn(1, [&](C c) {
+    auto p = mem.template make<float>(n, 0.5f);
+    const auto g = mem.template make<float>(n, 1e-4f);
+    const auto ps = heterograd::kernels::view(mem, p);
+    hs::local_sgd_config cfg;
+    cfg.period = std::size_t{1} << 30;  // no synchronisation in the timed steps
+    hs::local_sgd_worker<float, hg::optim::adam, C, hs::no_outer, hs::identity_transform, Memory> w(
+        c, hg::optim::adam({.lr = 1e-4}), ps, {1}, cfg, {}, {}, {}, mem);
+    for (auto _ : state) w.step(ps, heterograd::kernels::cview(mem, g));
+  });
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(32 * n));
+}
+
+void BM_local_sgd_step(benchmark::State& state) {
+  if (state.range(0) == 0)
+    local_sgd_steps(state, hg::kernels::host_memory_on<std::remove_cvref_t<decltype(thrust::omp::par)>>{});
+  else
+    local_sgd_steps(state, hg::kernels::thrust_memory(thrust::device));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,6 +140,8 @@ int main(int argc, char** argv) {
                              {f.get("floats", {1 << 22}), {4, 8}})
       ->UseRealTime();
   benchmark::RegisterBenchmark("BM_bsp_round", BM_bsp_round)->UseRealTime();
+  hg_bench::register_product("BM_local_sgd_step", BM_local_sgd_step, {"memory"}, {{0, 1}})
+      ->UseRealTime();
   benchmark::RegisterBenchmark("BM_bsp_round_threads", BM_bsp_round_threads)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);

@@ -7,7 +7,11 @@
 //   - a step makes exactly one scalar transfer (the gradient's finiteness flag) and no
 //     upload or download, and touches no buffer from host code (guarded pages);
 //   - non-finite gradients (zero, skip, fail) and bad arrivals behave as on the host;
-//   - under the simulator, a Thrust-memory policy's run equals the host policy's run.
+//   - under the simulator, a Thrust-memory policy's run equals the host policy's run;
+//   - the threads runtime serves a guarded policy through runtime::host_staged, and its
+//     workers pull and push guarded buffers through worker_client's staging: the runs equal
+//     the host runs bitwise, with one upload per arrival and one download per model version
+//     sent.
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +38,9 @@
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "heterograd/runtime/async_threads.hpp"
 #include "heterograd/runtime/sim.hpp"
+#include "heterograd/runtime/staging.hpp"
 #include "heterograd/sim/worker_time.hpp"
 #include "support.hpp"
 
@@ -374,6 +380,137 @@ BOOST_AUTO_TEST_CASE(sim_runs_on_thrust_memory_equal_host_runs) {
     }
     ++i;
   });
+}
+
+namespace {
+
+/// The worker's job of the runtime tests: a noisy quadratic around `centre` (host code).
+struct quadratic_job {
+  std::uint64_t seed;
+  std::vector<double> centre;
+  void operator()(sim::worker_id w, std::uint64_t k, hg::span<const double> x,
+                  std::vector<double>& g) const {
+    g.resize(dim);
+    const hg::counter_rng rng(seed, 0x5eed + w);
+    for (std::size_t j = 0; j < dim; ++j) g[j] = x[j] - centre[j] + 0.3 * rng.normal(k * dim + j);
+  }
+};
+
+hr::remote_options virtual_order(std::uint64_t arrivals) {
+  hr::remote_options o;
+  o.order = hr::arrival_order::virtual_time;
+  o.max_arrivals = arrivals;
+  o.timeout = hg::seconds{60.0};
+  return o;
+}
+
+}  // namespace
+
+// The threads runtime serves every policy in guarded memory through runtime::host_staged. In
+// the simulator's order (virtual time) each run equals the host policy's run bitwise; the
+// staging uploads each arriving gradient once and downloads the model once per version it
+// sends (never more than the updates + 1; ASGD, whose every arrival is an update sent out
+// again, exactly arrivals + 1); the policy's own steps make their one scalar read each.
+BOOST_AUTO_TEST_CASE(the_threads_runtime_serves_a_guarded_policy_through_host_staging,
+                     *boost::unit_test::timeout(300)) {
+  const std::uint64_t seed = hg_test::seed();
+  const hg_test::guarded_memory m;
+  const auto model = sim::plus(sim::sqrt_times(workers, seed), sim::half_normal_noise(seed));
+  const quadratic_job job{seed, gradient(seed, 0, 1000)};
+  auto compute = [&](sim::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+                     std::vector<double>& g) { job(w, k, x, g); };
+  constexpr std::uint64_t n = 48;
+  std::vector<std::vector<double>> params;
+  std::vector<std::uint64_t> versions, applied;
+  for_each_policy(hk::host_memory{}, [&](auto p, const char*) {
+    const auto s = hr::run_threads<double>(p, compute, virtual_order(n), model);
+    params.push_back(std::vector<double>(p.params().begin(), p.params().end()));
+    versions.push_back(p.version());
+    applied.push_back(s.log.count(sim::update_outcome::applied));
+  });
+  std::size_t i = 0;
+  for_each_policy(m, [&](auto p, const char* name) {
+    BOOST_TEST_CONTEXT(name) {
+      hr::host_staged staged(p);
+      const hg_test::transfer_counts before = m.counts();
+      const auto s = hr::run_threads<double>(staged, compute, virtual_order(n), model);
+      const hg_test::transfer_counts after = m.counts();
+      BOOST_TEST(s.arrivals == n);
+      BOOST_TEST(p.version() == versions[i]);
+      BOOST_TEST(s.log.count(sim::update_outcome::applied) == applied[i]);
+      BOOST_TEST(same(host_params(m, p.params()), params[i]));
+      const std::size_t ups = after.uploads - before.uploads;
+      const std::size_t downs = after.downloads - before.downloads;
+      BOOST_TEST(ups == n);
+      BOOST_TEST(downs >= 1u);
+      BOOST_TEST(downs <= p.version() + 1);
+      if (std::string(name) == "asgd") BOOST_TEST(downs == n + 1);
+      BOOST_TEST(after.upload_bytes - before.upload_bytes == n * dim * sizeof(double));
+      BOOST_TEST(after.scalar_reads - before.scalar_reads == n);
+      BOOST_TEST(p.version() > 0u);
+    }
+    ++i;
+  });
+  BOOST_TEST(i == params.size());
+}
+
+// Workers whose buffers are guarded pull into them and push from them through worker_client's
+// staging (one upload per job pulled, one download per result pushed): the server, ASGD on the
+// host in virtual-time order, ends bitwise where run_threads with host workers ends.
+BOOST_AUTO_TEST_CASE(workers_pull_and_push_guarded_buffers_through_the_client_staging,
+                     *boost::unit_test::timeout(120)) {
+  const std::uint64_t seed = hg_test::seed();
+  const auto model = sim::plus(sim::sqrt_times(workers, seed), sim::half_normal_noise(seed));
+  const quadratic_job job{seed, gradient(seed, 0, 1000)};
+  constexpr std::uint64_t n = 40;
+  auto host = async::asgd(workers, sgd_server(hk::host_memory{}, 0.05));
+  auto staged_run = host;
+  hr::run_threads<double>(
+      host,
+      [&](sim::worker_id w, std::uint64_t, std::uint64_t k, hg::span<const double> x,
+          std::vector<double>& g) { job(w, k, x, g); },
+      virtual_order(n), model);
+  // Per worker (Boost.Test is not thread-safe: the workers only record).
+  std::vector<std::uint64_t> pulled(workers), pushed(workers), pull_uploads(workers),
+      push_downloads(workers);
+  hr::remote_summary s;
+  const auto o = virtual_order(n);
+  hg::comm::inproc::spawn(static_cast<int>(workers) + 1, [&](hg::comm::inproc::communicator c) {
+    if (c.rank() == 0) {
+      s = hr::serve<double>(staged_run, c, o, model);
+      return;
+    }
+    const hg_test::guarded_memory mem;
+    hr::worker_client<double, hg::comm::inproc::communicator> client(c, dim, o);
+    auto params = mem.make<double>(dim);
+    auto grads = mem.make<double>(dim);
+    const auto w = client.worker();
+    std::vector<double> g;
+    for (;;) {
+      const hg_test::transfer_counts b0 = mem.counts();
+      const bool more = client.pull(mem, hk::view(mem, params));
+      pull_uploads[w] += mem.counts().uploads - b0.uploads;
+      if (!more) break;
+      ++pulled[w];
+      // The job is the test's own host code: its download and upload are not the client's.
+      job(w, client.job_index(), hg::span<const double>(mem.download(hk::cview(mem, params))), g);
+      grads = mem.upload<double>(std::span<const double>(g));
+      const hg_test::transfer_counts b1 = mem.counts();
+      if (client.push(mem, hk::cview(mem, grads))) ++pushed[w];
+      push_downloads[w] += mem.counts().downloads - b1.downloads;
+    }
+  });
+  BOOST_TEST(s.arrivals == n);
+  BOOST_TEST(staged_run.version() == host.version());
+  BOOST_TEST(same(std::vector<double>(staged_run.params().begin(), staged_run.params().end()),
+                  std::vector<double>(host.params().begin(), host.params().end())));
+  std::uint64_t all = 0;
+  for (std::size_t w = 0; w < workers; ++w) {
+    BOOST_TEST(pull_uploads[w] == pulled[w], "worker " << w);    // one per job pulled
+    BOOST_TEST(push_downloads[w] == pushed[w], "worker " << w);  // one per result pushed
+    all += pushed[w];
+  }
+  BOOST_TEST(all >= n);  // every arrival was pushed (results of stopped jobs are dropped)
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,8 @@
 // Compiled by nvcc in every build that has it (test cuda_compile_device_paths; never run):
 // instantiates the device code of the mixed-precision, capturable and loss-scaled optimizer
-// paths and of every asynchronous server policy on device memory (kernels::thrust_memory on a
-// CUDA stream), for the CUDA system, which the header check cannot (templates are compiled
+// paths, of every asynchronous server policy on device memory (kernels::thrust_memory on a
+// CUDA stream) and of the synchronous family's per-rank helpers on device memory over NCCL
+// (when the build has it), for the CUDA system, which the header check cannot (templates are compiled
 // only where they are used). The CUDA twins of kernels_test and optim_test run the optimizer
 // paths on a GPU.
 #include <span>
@@ -10,6 +11,10 @@
 #include <thrust/device_vector.h>
 
 #include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/sync.hpp"
+#if defined(HG_HAS_NCCL)
+#include "heterograd/comm/nccl.cuh"
+#endif
 #include "heterograd/kernels/capturable.hpp"
 #include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/optim.hpp"
@@ -94,8 +99,40 @@ void async_servers_on_device(cudaStream_t stream) {
   arrive(ha::omnilearn_asgd(2, srv(), {32, 32}));
 }
 
+#if defined(HG_HAS_NCCL)
+namespace hs = heterograd::algorithms::sync;
+
+// The synchronous family's per-rank helpers on device memory over NCCL: every kernel of a
+// step on the caller's stream, the collectives on the rank's device buffers.
+void sync_workers_on_device(cudaStream_t stream, const hg::comm::nccl::communicator& c) {
+  const auto mem = hk::thrust_memory(thrust::cuda::par.on(stream));
+  using M = std::remove_const_t<decltype(mem)>;
+  using C = hg::comm::nccl::communicator;
+  thrust::device_vector<float> p(8), g(8);
+  const hg::span<float, hg::device_space> ps = hg::make_span(p), gs = hg::make_span(g);
+  const std::vector<std::size_t> batches{1, 1};
+  hs::bsp_worker<float, ho::adam, C, hs::identity_transform, M> bsp(
+      c, ho::adam(), ps, batches, {.mode = hs::aggregation::parameters, .states = hs::state_policy::average},
+      {}, {}, mem);
+  bsp.step(ps, gs);
+  hs::local_sgd_config cfg;
+  cfg.period = 4;
+  cfg.weighting = hs::averaging::fednova;
+  hs::local_sgd_worker<float, ho::adam, C, decltype(ho::diloco_nesterov()), hs::identity_transform, M>
+      local(c, ho::adam(), ps, batches, cfg, ho::diloco_nesterov(), {}, {}, mem);
+  local.step(ps, hg::span<const float, hg::device_space>(gs));
+  local.skip_round(ps);
+  hs::selsync_worker<float, ho::momentum, C, hs::identity_transform, M> sel(
+      c, ho::momentum(), ps, batches, {}, {}, {}, mem);
+  sel.step(ps, gs);
+}
+#endif
+
 int main() {
   async_servers_on_device(nullptr);
+#if defined(HG_HAS_NCCL)
+  sync_workers_on_device(nullptr, hg::comm::nccl::communicator());
+#endif
   const ho::schedule lr = ho::cosine_decay(1e-3, 100, 0.0, 10);
   every_path(ho::sgd({.lr = lr, .weight_decay = 0.01}));
   every_path(ho::momentum({.lr = lr}));

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -171,6 +172,22 @@ class guarded_memory {
     guard_scope open;
     if (!s.empty()) std::memcpy(h.data(), s.data(), s.size_bytes());
     return h;
+  }
+  template <class T>
+  void upload(std::span<const T> host, heterograd::span<T, memory_space> to) const {
+    if (to.size() != host.size()) throw std::invalid_argument("guarded_memory.upload: sizes differ");
+    ++counts_->uploads;
+    counts_->upload_bytes += host.size_bytes();
+    guard_scope open;
+    if (!host.empty()) std::memcpy(to.data(), host.data(), host.size_bytes());
+  }
+  template <class T>
+  void download(heterograd::span<const T, memory_space> from, std::span<T> host) const {
+    if (from.size() != host.size()) throw std::invalid_argument("guarded_memory.download: sizes differ");
+    ++counts_->downloads;
+    counts_->download_bytes += from.size_bytes();
+    guard_scope open;
+    if (!from.empty()) std::memcpy(host.data(), from.data(), from.size_bytes());
   }
   template <class F>
   decltype(auto) run(std::size_t, F&& f) const {

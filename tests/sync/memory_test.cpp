@@ -28,6 +28,7 @@
 
 #include "guarded_memory.hpp"
 #include "hg_test.hpp"
+#include "messages.hpp"
 #include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/comm/inproc.hpp"
@@ -82,6 +83,30 @@ class guarded_transport {
   }
   guarded_transport split(int color, int key, const hc::split_options& o) const {
     return guarded_transport(c_.split(color, key, o));
+  }
+
+ private:
+  hc::inproc::communicator c_;
+};
+
+/// A transport with NCCL's shape: collectives, untagged point-to-point, no split (over
+/// inproc). The helpers run their global rounds on it and refuse what it cannot carry.
+class collectives_only_transport {
+ public:
+  explicit collectives_only_transport(hc::inproc::communicator c) : c_(std::move(c)) {}
+  int rank() const { return c_.rank(); }
+  int size() const { return c_.size(); }
+  template <class T>
+  hc::request allreduce(hg::span<T> x, const hc::allreduce_options& o) const {
+    return c_.allreduce(x, o);
+  }
+  template <class U>
+  hc::request send(hg::span<U> x, int peer, const hc::send_options& o) const {
+    return c_.send(x, peer, 0, o);
+  }
+  template <class T>
+  hc::request recv(hg::span<T> x, int peer, const hc::recv_options& o) const {
+    return c_.recv(x, peer, 0, o);
   }
 
  private:
@@ -364,6 +389,52 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(nonfinite_gradients_are_screened_as_on_the_host, C
       BOOST_TEST(refused);
     }
   }
+}
+
+// Over a transport of NCCL's shape (no split, no tags), local SGD's global rounds run and
+// equal inproc's bitwise; gossip and hierarchical groups are refused at construction naming
+// the field, before any collective (every rank throws alone: nothing hangs).
+BOOST_AUTO_TEST_CASE(a_transport_without_split_or_tags_runs_global_rounds_and_refuses_the_rest,
+                     *boost::unit_test::timeout(60)) {
+  using C = collectives_only_transport;
+  using W = hs::local_sgd_worker<float, ho::momentum, C, hs::no_outer, hs::identity_transform,
+                                 hk::serial_host_memory>;
+  const auto host = run<host_case>(method::local_sgd_fednova_reset);
+  std::vector<std::vector<float>> params(3);
+  hc::inproc::spawn(3, [&](hc::inproc::communicator c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    std::vector<float> p = initial();
+    hs::local_sgd_config cfg;
+    cfg.period = 2;
+    cfg.local_steps = {1, 2, 3};
+    cfg.weighting = hs::averaging::fednova;
+    cfg.states = hs::state_policy::reset;
+    W w(C(c), heavy_ball(), hg::span<float>(p), {2, 1, 3}, cfg);
+    for (std::uint64_t s = 0; w.round() < rounds; ++s) {
+      const auto g = gradient(p, r, s);
+      w.step(hg::span<float>(p), hg::span<const float>(g));
+    }
+    params[r] = p;
+  });
+  for (std::size_t r = 0; r < 3; ++r) BOOST_TEST(same_bits(params[r], host[r].params), "rank " << r);
+  hc::inproc::spawn(4, [&](hc::inproc::communicator c) {
+    std::vector<float> p = initial();
+    const std::vector<std::size_t> batches{1, 1, 1, 1};
+    hs::local_sgd_config gossip;
+    gossip.gossip = hs::mixing_matrix::ring(4);
+    hs::local_sgd_config groups;
+    groups.period = 2;
+    groups.groups = {0, 0, 1, 1};
+    groups.global_period = 4;
+    const auto g = hg_test::invalid_argument_message(
+        [&] { W(C(c), heavy_ball(), hg::span<float>(p), batches, gossip); });
+    const auto h = hg_test::invalid_argument_message(
+        [&] { W(C(c), heavy_ball(), hg::span<float>(p), batches, groups); });
+    BOOST_TEST(g.find("local_sgd.gossip") != std::string::npos, g);
+    BOOST_TEST(g.find("tagged send") != std::string::npos, g);
+    BOOST_TEST(h.find("local_sgd.groups") != std::string::npos, h);
+    BOOST_TEST(h.find("split") != std::string::npos, h);
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -616,12 +616,20 @@ BOOST_AUTO_TEST_CASE(global_batch_splits_are_exact_proportional_and_follow_a_bat
     const auto b = hs::split_global_batch(B, th);
     BOOST_TEST(std::accumulate(b.begin(), b.end(), std::size_t{0}) == B);
     // Largest remainder: each share is within one sample of B t_i / sum t when every ideal
-    // share is >= 1 (else an empty share takes one from the largest: within two).
+    // share is >= 1. Else each empty share (at most the m ideal shares below 1) takes one
+    // sample from the largest, which may give m times: within 1 + m. (The bound was "within
+    // two", which HG_TEST_SEED=7644041717395032969 broke: a share 2.24 samples off.)
     double smallest = 1e300;
-    for (std::size_t i = 0; i < n; ++i) smallest = std::min(smallest, static_cast<double>(B) * th[i] / total);
+    std::size_t below_one = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const double ideal = static_cast<double>(B) * th[i] / total;
-      BOOST_TEST(std::fabs(static_cast<double>(b[i]) - ideal) < (smallest >= 1.0 ? 1.0 : 2.0));
+      smallest = std::min(smallest, ideal);
+      below_one += ideal < 1.0 ? 1 : 0;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const double ideal = static_cast<double>(B) * th[i] / total;
+      BOOST_TEST(std::fabs(static_cast<double>(b[i]) - ideal) <
+                 (smallest >= 1.0 ? 1.0 : 1.0 + static_cast<double>(below_one)));
       BOOST_TEST(b[i] >= 1u);
     }
   }

@@ -28,11 +28,16 @@
 //   make<T>(n, value)             a buffer of n copies of value
 //   upload<T>(host span)          a buffer holding a copy of host data          (transfer)
 //   download(span)                a std::vector copy of a buffer's contents     (transfer)
+//   upload(host span, span)       host data into a buffer that exists (sizes equal; transfer)
+//   download(span, host span)     a buffer into host memory that exists         (transfer)
+//                                 (the last two allocate nothing: runtime/staging.hpp's
+//                                 per-step staging uses them)
 //   run(n, f)                     f(policy) for a kernel over n elements, nothing returned
 //   read(n, f)                    f(policy) for a kernel that returns one host scalar (a norm,
 //                                 a finiteness flag): the scalar is a documented transfer
 // and view(v) / cview(v) give a buffer's span in memory_space.
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstring>
@@ -96,6 +101,16 @@ struct host_memory {
   std::vector<std::remove_const_t<T>> download(span<T, host_space> s) const {
     return std::vector<std::remove_const_t<T>>(s.begin(), s.end());
   }
+  template <class T>
+  void upload(std::span<const T> host, span<T, host_space> to) const {
+    require_same_size("upload.to", to.size(), "upload.host", host.size());
+    std::copy(host.begin(), host.end(), to.begin());
+  }
+  template <class T>
+  void download(span<const T, host_space> from, std::span<T> host) const {
+    require_same_size("download.host", host.size(), "download.from", from.size());
+    std::copy(from.begin(), from.end(), host.begin());
+  }
   template <class F>
   decltype(auto) run(std::size_t n, F&& f) const {
     return with_host_policy(n, std::forward<F>(f));
@@ -145,9 +160,12 @@ template <class M>
 concept algorithm_memory =
     std::copy_constructible<M> && is_memory_space_v<typename M::memory_space> &&
     exec::accessible_v<typename M::policy_type, typename M::memory_space> &&
-    requires(const M& m, typename M::template vector<float>& v, std::span<const float> h) {
+    requires(const M& m, typename M::template vector<float>& v, std::span<const float> h,
+             std::span<float> out, span<float, typename M::memory_space> d) {
       { m.template make<float>(std::size_t{1}, 0.0f) } -> std::same_as<typename M::template vector<float>>;
       { m.template upload<float>(h) } -> std::same_as<typename M::template vector<float>>;
+      m.upload(h, d);
+      m.download(span<const float, typename M::memory_space>(d), out);
       m.run(std::size_t{1}, detail::no_kernel{});
     };
 

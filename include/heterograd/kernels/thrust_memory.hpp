@@ -20,6 +20,7 @@
 #include <thrust/device_allocator.h>
 #include <thrust/device_vector.h>
 
+#include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/memory.hpp"
@@ -61,6 +62,16 @@ class thrust_memory {
     std::vector<std::remove_const_t<T>> h(s.size());
     copy_to_host(policy_, s.data(), s.size(), h.data());
     return h;
+  }
+  template <class T>
+  void upload(std::span<const T> host, span<T, memory_space> to) const {
+    require_same_size("upload.to", to.size(), "upload.host", host.size());
+    copy_from_host(policy_, host.data(), host.size(), to.data());
+  }
+  template <class T>
+  void download(span<const T, memory_space> from, std::span<T> host) const {
+    require_same_size("download.host", host.size(), "download.from", from.size());
+    copy_to_host(policy_, from.data(), from.size(), host.data());
   }
   template <class F>
   decltype(auto) run(std::size_t, F&& f) const {

@@ -8,6 +8,8 @@
 //   serve<T>(policy, transport, options[, time_model])   on the server rank (default 0)
 //   work<T>(transport, dim, compute, options[, time_model])  on every other rank
 //   worker_client<T>: pull(params) / push(grads)          for framework authors' own loops
+//                     (pull(memory, params) / push(memory, grads): a device worker's
+//                     buffers staged through one host buffer; runtime/staging.hpp)
 //
 // Protocol (tags options.tag_base + 0..3, headers of u64):
 //   server -> worker  job header of five {kind: 1 compute | 0 stop, version, job index, start
@@ -66,6 +68,7 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -562,6 +565,28 @@ class worker_client {
     return true;
   }
 
+  /// The same for a worker whose buffers live in `memory` (kernels/memory.hpp: a device
+  /// worker over a host transport): the model arrives in a host buffer of this client, made
+  /// once, and is uploaded into `params` (one upload of dim values per job).
+  template <class Memory>
+  bool pull(const Memory& memory, span<T, typename Memory::memory_space> params) {
+    require_same_size("params", params.size(), "dim", dim_);
+    staging_.resize(dim_);
+    if (!pull(span<T>(staging_))) return false;
+    memory.upload(std::span<const T>(staging_), params);
+    return true;
+  }
+  /// push from a buffer in `memory`: one download of dim values into the client's host
+  /// buffer, nothing when interrupted.
+  template <class Memory>
+  bool push(const Memory& memory, span<const T, typename Memory::memory_space> grads) {
+    require_same_size("grads", grads.size(), "dim", dim_);
+    if (interrupted()) return false;
+    staging_.resize(dim_);
+    memory.download(grads, std::span<T>(staging_));
+    return push(span<const T>(staging_));
+  }
+
   /// True when the server has sent a new job (or a stop) since the last pull: the current
   /// computation was interrupted and its push would be dropped.
   bool interrupted() { return stopped_ || next_.test(); }
@@ -610,6 +635,7 @@ class worker_client {
   decltype(std::declval<const Transport&>().recv(std::declval<span<std::uint64_t>>(), 0, 0,
                                                  comm::recv_options{})) next_{};
   bool stopped_ = false;
+  std::vector<T> staging_;  // pull(memory, ...) / push(memory, ...): made on first use
 };
 
 /// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&

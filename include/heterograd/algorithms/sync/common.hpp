@@ -66,10 +66,10 @@ struct round_stats {
 /// parameters to a common parameterisation before they are averaged, and the average back to
 /// worker w's own afterwards. The identity is the default.
 struct identity_transform {
-  template <class T>
-  void to_common(std::size_t, span<T>) const {}
-  template <class T>
-  void from_common(std::size_t, span<T>) const {}
+  template <class T, class S>
+  void to_common(std::size_t, span<T, S>) const {}
+  template <class T, class S>
+  void from_common(std::size_t, span<T, S>) const {}
   static constexpr bool is_identity = true;
 };
 

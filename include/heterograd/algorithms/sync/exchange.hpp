@@ -185,6 +185,18 @@ struct compute_end_hook {
   }
 };
 
+/// What gossip needs of a transport (tagged send and receive of buffers of space S) and what
+/// hierarchical groups need (split). NCCL's communicator has neither.
+template <class Transport, class T, class S>
+inline constexpr bool has_tagged_messages_v =
+    requires(const Transport& t, span<const T, S> in, span<T, S> out) {
+      t.send(in, 0, 0, comm::send_options{});
+      t.recv(out, 0, 0, comm::recv_options{});
+    };
+template <class Transport>
+inline constexpr bool has_split_v =
+    requires(const Transport& t) { t.split(0, 0, comm::split_options{}); };
+
 /// A real transport as an exchange: every collective blocks in the call (its deadline is
 /// o.timeout; gossip's messages carry o.gossip_tag) and the step never suspends. Holds a
 /// pointer to the transport (and to the round's compute_end_hook, when paced).
@@ -242,19 +254,25 @@ class transport_exchange {
   std::suspend_never neighbours(span<const T, S> mine, const std::vector<std::size_t>& to,
                                 const std::vector<std::size_t>& from,
                                 std::vector<span<T, S>> in) const {
-    compute_over();
-    using send_request = decltype(t_->send(mine, 0, 0, comm::send_options{}));
-    using recv_request = decltype(t_->recv(span<T, S>(), 0, 0, comm::recv_options{}));
-    std::vector<send_request> sends;
-    for (auto j : to)
-      sends.push_back(t_->send(mine, static_cast<int>(j), tag_, comm::send_options{timeout_}));
-    std::vector<recv_request> recvs;
-    for (std::size_t k = 0; k < from.size(); ++k)
-      recvs.push_back(
-          t_->recv(in[k], static_cast<int>(from[k]), tag_, comm::recv_options{timeout_}));
-    for (auto& q : recvs) q.wait();
-    for (auto& q : sends) q.wait();
-    return {};
+    if constexpr (!has_tagged_messages_v<Transport, T, S>) {
+      // Refused when the helper is built (local_sgd.gossip); here for any other caller.
+      throw std::invalid_argument(
+          "transport_exchange.neighbours: gossip needs a transport with tagged send and receive");
+    } else {
+      compute_over();
+      using send_request = decltype(t_->send(mine, 0, 0, comm::send_options{}));
+      using recv_request = decltype(t_->recv(span<T, S>(), 0, 0, comm::recv_options{}));
+      std::vector<send_request> sends;
+      for (auto j : to)
+        sends.push_back(t_->send(mine, static_cast<int>(j), tag_, comm::send_options{timeout_}));
+      std::vector<recv_request> recvs;
+      for (std::size_t k = 0; k < from.size(); ++k)
+        recvs.push_back(
+            t_->recv(in[k], static_cast<int>(from[k]), tag_, comm::recv_options{timeout_}));
+      for (auto& q : recvs) q.wait();
+      for (auto& q : sends) q.wait();
+      return {};
+    }
   }
 
  private:

@@ -278,10 +278,20 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
     if constexpr (!detail::is_no_outer_v<Outer>)
       require(!c.gossip, "local_sgd.gossip", "set",
               "cannot be combined with an outer optimizer (there is no global average)");
+    if constexpr (!has_tagged_messages_v<Transport, T, typename core::memory_space>)
+      require(!c.gossip, "local_sgd.gossip", "set",
+              "needs a transport with tagged send and receive (NCCL has none)");
     if (!c.groups.empty()) {
-      const auto me = this->rank();
-      group_.emplace(this->t_.split(static_cast<int>(c.groups[me]), static_cast<int>(me),
-                                    comm::split_options{this->o_.timeout}));
+      if constexpr (has_split_v<Transport>) {
+        const auto me = this->rank();
+        group_.emplace(this->t_.split(static_cast<int>(c.groups[me]), static_cast<int>(me),
+                                      comm::split_options{this->o_.timeout}));
+      } else {
+        throw std::invalid_argument(invalid_argument_message(
+            "local_sgd.groups", "set",
+            "needs a transport with split() (NCCL has none: build one communicator per group "
+            "and run the group's rounds on it)"));
+      }
     }
   }
 
