@@ -12,6 +12,7 @@
 
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/sync.hpp"
+#include "heterograd/comm/inproc_partial.hpp"
 #if defined(HG_HAS_NCCL)
 #include "heterograd/comm/nccl.cuh"
 #endif
@@ -99,8 +100,22 @@ void async_servers_on_device(cudaStream_t stream) {
   arrive(ha::omnilearn_asgd(2, srv(), {32, 32}));
 }
 
-#if defined(HG_HAS_NCCL)
 namespace hs = heterograd::algorithms::sync;
+
+// eager-SGD on device memory: its rounds staged through the inproc partial allreduce's host
+// buffers (compiled, never called: a partial allreduce needs its ranks).
+void eager_worker_on_device(cudaStream_t stream, const hg::comm::inproc::partial_allreduce<float>& part) {
+  const auto mem = hk::thrust_memory(thrust::cuda::par.on(stream));
+  using M = std::remove_const_t<decltype(mem)>;
+  thrust::device_vector<float> p(8), g(8);
+  const hg::span<float, hg::device_space> ps = hg::make_span(p), gs = hg::make_span(g);
+  hs::eager_worker<float, ho::adam, hg::comm::inproc::partial_allreduce<float>, M> w(part, ho::adam(), ps,
+                                                                                     {}, mem);
+  w.step(ps, gs);
+  w.final_step(ps, gs);
+}
+
+#if defined(HG_HAS_NCCL)
 
 // The synchronous family's per-rank helpers on device memory over NCCL: every kernel of a
 // step on the caller's stream, the collectives on the rank's device buffers.

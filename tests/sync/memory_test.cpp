@@ -10,8 +10,13 @@
 //     SelSync;
 //   - a step makes no upload and no download, and exactly the scalar reads each helper
 //     documents: the gradient's finiteness flag, and SelSync's gradient norm;
-//   - a non-finite gradient in device memory is zeroed, skipped or refused as on the host.
+//   - a non-finite gradient in device memory is zeroed, skipped or refused as on the host;
+//   - over a transport of NCCL's shape (no split, no tags) the global rounds run and gossip
+//     and groups are refused by name;
+//   - eager_worker stages its rounds through host memory: flush rounds equal the host run,
+//     solo rounds with late ranks conserve the gradients, one transfer each way per round.
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstddef>
@@ -20,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,6 +38,7 @@
 #include "sync_support.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/comm/inproc.hpp"
+#include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/optim/optimizers.hpp"
@@ -188,6 +195,7 @@ struct rank_result {
   std::vector<float> params, anchor;
   std::vector<char> synced;  // per step: whether the step synchronised
   std::uint64_t skipped = 0;
+  std::uint64_t late = 0;  // eager-SGD: late contributions folded into this rank's rounds
   std::size_t uploads = 0, downloads = 0, reads = 0, kernels = 0;
 };
 
@@ -435,6 +443,92 @@ BOOST_AUTO_TEST_CASE(a_transport_without_split_or_tags_runs_global_rounds_and_re
     BOOST_TEST(h.find("local_sgd.groups") != std::string::npos, h);
     BOOST_TEST(h.find("split") != std::string::npos, h);
   });
+}
+
+namespace {
+
+/// eager_worker on every rank (4 ranks over inproc's partial allreduce, plain sums, SGD with
+/// step 1 from 0): each rank's parameters are minus the sum of the results it applied.
+/// `flush_each`: every round is a flush (all ranks fresh: deterministic); else solo rounds
+/// (who is late depends on timing) and the last round a flush. Gradients are small integers,
+/// so every sum is exact whatever the order.
+template <class Case>
+std::vector<rank_result> run_eager(bool flush_each) {
+  constexpr std::size_t ranks = 4;
+  constexpr std::uint64_t eager_rounds = 8;
+  std::vector<rank_result> out(ranks);
+  hc::inproc::spawn(static_cast<int>(ranks), [&](hc::inproc::communicator c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    const auto mem = Case::make();
+    using M = std::remove_const_t<decltype(mem)>;
+    hs::eager_config cfg;
+    cfg.mode = hs::partial_mode::solo;
+    cfg.average = false;
+    cfg.rounds = flush_each ? 0 : eager_rounds;
+    hc::inproc::partial_allreduce<float> partial(c, dim, cfg.partial_policy(), cfg.partial_options());
+    auto params = mem.template make<float>(dim, 0.0f);
+    const auto p = hk::view(mem, params);
+    hs::eager_worker<float, ho::sgd, hc::inproc::partial_allreduce<float>, M> w(
+        partial, ho::sgd({.lr = 1.0}), p, cfg, mem);
+    rank_result& res = out[r];
+    for (std::uint64_t s = 0; s < eager_rounds; ++s) {
+      std::vector<float> g(dim);
+      for (std::size_t j = 0; j < dim; ++j) g[j] = static_cast<float>((j + 3 * r + 5 * s) % 7) - 3.0f;
+      auto grads = mem.template upload<float>(std::span<const float>(g));
+      // Solo rounds: rank r arrives r * 0.3 ms late, so rank 0 mostly fires alone and the
+      // others' gradients are folded into later rounds.
+      if (!flush_each) std::this_thread::sleep_for(std::chrono::microseconds(300 * r));
+      count(mem, res, true);
+      if (flush_each)
+        w.final_step(p, hk::view(mem, grads));
+      else
+        w.step(p, hk::view(mem, grads));
+      count(mem, res, false);
+      res.synced.push_back(1);
+      res.late += w.last_report().stale.size();
+    }
+    res.params = mem.download(hk::cview(mem, params));
+  });
+  return out;
+}
+
+/// Minus the sum of every rank's gradients over the rounds (what every replica must hold).
+std::vector<float> minus_all_gradients() {
+  std::vector<float> x(dim, 0.0f);
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::uint64_t s = 0; s < 8; ++s)
+      for (std::size_t j = 0; j < dim; ++j) x[j] -= static_cast<float>((j + 3 * r + 5 * s) % 7) - 3.0f;
+  return x;
+}
+
+}  // namespace
+
+// eager_worker in device-like memories stages each round through one host buffer (the
+// partial allreduces hold host buffers): flush rounds give the host run's bits; solo rounds
+// (late contributions folded into later rounds) keep every replica equal and conserve the
+// gradients, Σ applied = Σ computed, exactly; on guarded memory a round makes one download
+// and one upload (the staging) and reads one scalar (the screen).
+BOOST_AUTO_TEST_CASE_TEMPLATE(eager_worker_stages_its_rounds_through_host_memory, Case, memories) {
+  const auto host = run_eager<host_case>(true);
+  const auto dev = run_eager<Case>(true);
+  const auto expected = minus_all_gradients();
+  for (std::size_t r = 0; r < host.size(); ++r) {
+    BOOST_TEST(same_bits(dev[r].params, host[r].params), "rank " << r);
+    BOOST_TEST(same_bits(host[r].params, expected), "rank " << r);
+  }
+  const auto solo = run_eager<Case>(false);
+  for (std::size_t r = 0; r < solo.size(); ++r) BOOST_TEST(same_bits(solo[r].params, expected), "rank " << r);
+  BOOST_TEST(solo[0].late > 0u);  // some contributions were late (else the case is BSP's)
+  for (std::size_t r = 0; r < host.size(); ++r) BOOST_TEST(host[r].late == 0u);
+  if constexpr (std::is_same_v<Case, guarded_case>) {
+    for (const auto* run : {&dev, &solo})
+      for (std::size_t r = 0; r < run->size(); ++r) {
+        const auto& x = (*run)[r];
+        BOOST_TEST(x.uploads == x.synced.size(), "rank " << r);
+        BOOST_TEST(x.downloads == x.synced.size(), "rank " << r);
+        BOOST_TEST(x.reads == x.synced.size(), "rank " << r);
+      }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

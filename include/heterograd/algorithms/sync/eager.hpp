@@ -28,7 +28,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "heterograd/algorithms/sync/common.hpp"
@@ -122,14 +124,29 @@ namespace detail {
 /// `grads` goes to the partial allreduce's next round (a flush waits for every rank and folds
 /// in everything pending), the round's result replaces it and the optimizer step applies its
 /// first params.size() elements (what follows them, the stop votes of run_rank, is not a
-/// gradient).
-template <class Partial, class Rep, class T>
-step_task<bool> eager_round(Partial p, Rep rep, span<T> params, span<T> grads, bool flush) {
+/// gradient). With a `staging` buffer (eager_worker on memory the transports cannot reach:
+/// their partial allreduces hold host buffers), the round runs on it: `grads` is downloaded
+/// into it, reduced there, and the result uploaded back, by the rank's memory (one transfer
+/// of grads.size() values each way).
+template <class Partial, class Rep, class T, class S>
+step_task<bool> eager_round(Partial p, Rep rep, span<T, S> params, span<T, S> grads, bool flush,
+                            std::span<T> staging = {}) {
+  span<T> reduced;
+  if (!staging.empty()) {
+    require_same_size("eager.staging", staging.size(), "eager.grads", grads.size());
+    rep.memory.download(span<const T, S>(grads), staging);
+    reduced = span<T>(staging.data(), staging.size());
+  } else if constexpr (std::is_same_v<S, host_space>) {
+    reduced = grads;
+  } else {
+    throw std::invalid_argument("eager_round: gradients off the host need a staging buffer");
+  }
   if (flush)
-    co_await p.flush(grads);
+    co_await p.flush(reduced);
   else
-    co_await p.allreduce(grads);
-  rep.update(span<const T>(grads.first(params.size())), params);
+    co_await p.allreduce(reduced);
+  if (!staging.empty()) rep.memory.upload(std::span<const T>(staging.data(), staging.size()), grads);
+  rep.update(span<const T, S>(grads.first(params.size())), params);
   co_return true;
 }
 

@@ -419,34 +419,43 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
 // ------------------------------------------------------------------------------------------
 /// eager-SGD (eager.hpp) for one rank over a partial allreduce (comm::inproc::partial_allreduce
 /// or comm::mpi::partial_allreduce built with cfg.partial_policy() and cfg.partial_options()).
-/// Host memory only: those partial allreduces keep the late contributions on the host.
+/// Memory: the rank's (kernels/memory.hpp): the optimizer state lives there and the screen and
+/// update run there. The partial allreduces hold their rounds and late contributions in host
+/// buffers (there is no device partial allreduce), so on a memory whose buffers are not
+/// std::vectors each round is staged explicitly through one host buffer made once: the
+/// gradient goes down and the round's result comes back up (one transfer of params.size()
+/// values each way, beside the screen's scalar).
 template <class T, class Optimizer, class Partial, class Memory = kernels::serial_host_memory>
 class eager_worker {
-  static_assert(std::is_same_v<typename Memory::memory_space, host_space>,
-                "eager_worker: the partial allreduces (inproc, MPI) hold late contributions in "
-                "host memory; there is no device partial allreduce yet");
+  static constexpr bool staged =
+      !std::is_same_v<typename Memory::template vector<T>, std::vector<T>>;
 
  public:
+  using memory_space = typename Memory::memory_space;
   using state_type = detail::worker_state_t<Optimizer, Memory, T>;
 
-  eager_worker(Partial partial, Optimizer opt, span<T> params, eager_config cfg = {},
-               Memory memory = {})
+  eager_worker(Partial partial, Optimizer opt, span<T, memory_space> params,
+               eager_config cfg = {}, Memory memory = {})
       : p_(std::move(partial)), opt_(std::move(opt)), cfg_((cfg.validate(), cfg)),
         memory_(std::move(memory)), st_(memory_.run(params.size(), [&](const auto& policy) {
           return opt_.init(policy, params);
-        })) {
+        })),
+        staging_(staged ? params.size() : 0) {
     require_same_size("eager_worker.params", params.size(), "partial_allreduce.count", p_.count());
+    kernels::check_pointer(params, "eager_worker.params");
   }
 
   /// Contributes `grads` to this rank's next round (the last of cfg.rounds is a flush: it
   /// waits for every rank and folds in everything pending), waits for the round's result
   /// (in `grads`: the same on every rank) and applies it.
-  void step(span<T> params, span<T> grads) {
+  void step(span<T, memory_space> params, span<T, memory_space> grads) {
     run(params, grads, cfg_.rounds != 0 && round_ + 1 == cfg_.rounds);
   }
   /// A flush round (every rank, as the same round): ends an unbounded run (eager.rounds = 0)
   /// with nothing left pending.
-  void final_step(span<T> params, span<T> grads) { run(params, grads, true); }
+  void final_step(span<T, memory_space> params, span<T, memory_space> grads) {
+    run(params, grads, true);
+  }
 
   bool finished() const { return cfg_.rounds != 0 && round_ >= cfg_.rounds; }
   std::uint64_t round() const { return round_; }
@@ -459,10 +468,11 @@ class eager_worker {
   std::uint64_t nonfinite_skipped() const { return skipped_; }
 
  private:
-  void run(span<T> params, span<T> grads, bool flush) {
+  void run(span<T, memory_space> params, span<T, memory_space> grads, bool flush) {
     require(!finished(), "eager_worker.step (round)", round_,
             "the configured rounds are over (eager.rounds)");
     require_same_size("eager_worker.grads", grads.size(), "eager_worker.params", params.size());
+    kernels::check_pointer(grads, "eager_worker.grads");
     if (detail::screen_gradient(memory_, cfg_.nonfinite, grads, "eager_worker",
                                 static_cast<std::uint64_t>(p_.rank()), round_,
                                 "this rank's round") == algorithms::nonfinite_outcome::skipped)
@@ -470,7 +480,7 @@ class eager_worker {
     detail::eager_round(transport_partial<Partial>(p_),
                         detail::replica<Optimizer, state_type, identity_transform, Memory>{
                             opt_, st_, tr_, memory_, static_cast<std::size_t>(p_.rank())},
-                        params, grads, flush)
+                        params, grads, flush, std::span<T>(staging_))
         .run();
     ++round_;
   }
@@ -481,6 +491,7 @@ class eager_worker {
   eager_config cfg_;
   Memory memory_;
   state_type st_;
+  std::vector<T> staging_;  // empty on host vectors: the round runs on grads itself
   std::uint64_t round_ = 0;
   std::uint64_t skipped_ = 0;
 };
