@@ -137,6 +137,7 @@ struct transfer_counts {
   std::size_t uploads = 0, downloads = 0, upload_bytes = 0, download_bytes = 0;
   std::size_t scalar_reads = 0;  ///< kernels that returned a host scalar (read())
   std::size_t kernels = 0;       ///< kernels run (run())
+  std::size_t buffers = 0;       ///< buffers made (make(); upload<T>(host) counts as an upload)
   friend bool operator==(const transfer_counts&, const transfer_counts&) = default;
 };
 
@@ -153,6 +154,7 @@ class guarded_memory {
 
   template <class T>
   vector<T> make(std::size_t n, T value = T(0)) const {
+    ++counts_->buffers;
     return vector<T>(n, value);
   }
   template <class T>

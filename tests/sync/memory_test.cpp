@@ -16,6 +16,7 @@
 //   - eager_worker stages its rounds through host memory: flush rounds equal the host run,
 //     solo rounds with late ranks conserve the gradients, one transfer each way per round.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -197,17 +198,25 @@ struct rank_result {
   std::uint64_t skipped = 0;
   std::uint64_t late = 0;  // eager-SGD: late contributions folded into this rank's rounds
   std::size_t uploads = 0, downloads = 0, reads = 0, kernels = 0;
+  std::size_t buffers_after_first_sync = 0;  // buffers made by steps after the first sync
+  hg_test::transfer_counts window{};          // guarded memory: the counts at a window's start
+  bool window_after_sync = false;
 };
 
 template <class M>
 void count(const M&, rank_result&, bool) {}
 void count(const hg_test::guarded_memory& m, rank_result& out, bool before) {
   const auto& c = m.counts();
-  const int s = before ? -1 : 1;
-  out.uploads += static_cast<std::size_t>(s * static_cast<long>(c.uploads));
-  out.downloads += static_cast<std::size_t>(s * static_cast<long>(c.downloads));
-  out.reads += static_cast<std::size_t>(s * static_cast<long>(c.scalar_reads));
-  out.kernels += static_cast<std::size_t>(s * static_cast<long>(c.kernels));
+  if (before) {  // the window opens: a snapshot, and whether a synchronisation came before it
+    out.window = c;
+    out.window_after_sync = std::find(out.synced.begin(), out.synced.end(), char{1}) != out.synced.end();
+    return;
+  }
+  out.uploads += c.uploads - out.window.uploads;
+  out.downloads += c.downloads - out.window.downloads;
+  out.reads += c.scalar_reads - out.window.scalar_reads;
+  out.kernels += c.kernels - out.window.kernels;
+  if (out.window_after_sync) out.buffers_after_first_sync += c.buffers - out.window.buffers;
 }
 
 /// The scripted loop on one rank: each step the test downloads the parameters, computes the
@@ -369,6 +378,8 @@ BOOST_AUTO_TEST_CASE(a_step_makes_only_its_documented_scalar_transfers,
         BOOST_TEST(dev[r].downloads == 0u);
         BOOST_TEST(dev[r].reads == per_step * dev[r].synced.size(), "rank " << r);
         BOOST_TEST(dev[r].kernels >= dev[r].synced.size(), "rank " << r);  // at least the updates
+        // Buffers are made once: at construction, or in the first synchronisation (gossip's).
+        BOOST_TEST(dev[r].buffers_after_first_sync == 0u, "rank " << r);
       }
     }
   }

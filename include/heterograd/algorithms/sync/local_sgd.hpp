@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "heterograd/algorithms/sync/common.hpp"
@@ -49,6 +51,7 @@
 #include "heterograd/core/rng.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/blend.hpp"
+#include "heterograd/kernels/memory.hpp"
 
 namespace heterograd::algorithms::sync {
 
@@ -251,6 +254,11 @@ inline double weight_of(const std::vector<std::size_t>& members, const std::vect
   return *member ? w[static_cast<std::size_t>(it - members.begin())] : 0.0;
 }
 
+/// Gossip's buffers of a rank whose replica is Rep: buffers of its memory.
+template <class Rep, class T>
+using gossip_buffers =
+    std::vector<typename std::remove_cvref_t<decltype(std::declval<Rep>().memory)>::template vector<T>>;
+
 /// The round-r synchronisation of one rank (every rank of the run calls it, trained or not):
 ///   global  x <- the weighted average of the round's participants' models in the common
 ///           form (a non-participant contributes zeros with weight 0), plus FedNova's anchor
@@ -266,12 +274,15 @@ inline double weight_of(const std::vector<std::size_t>& members, const std::vect
 /// `anchor` and `os` are this rank's copies of the anchor and the outer state (the same on
 /// every rank); `model` (when not empty) receives the global or group average. Every buffer
 /// is in memory space S (the rank's memory, rep.memory, runs every kernel and makes gossip's
-/// buffers); the only host values are the weights and, under SelSync, the votes.
-template <class T, class S, class Ex, class GroupEx, class Rep, class Outer, class OuterState>
+/// buffers); the only host values are the weights and, under SelSync, the votes. `gossip`
+/// (when given) keeps gossip's buffers from round to round (made on the first, reused after:
+/// the per-rank helper's); without it they are made for the round.
+template <class T, class S, class Ex, class GroupEx, class Rep, class Outer, class OuterState,
+          class Buffers = gossip_buffers<Rep, T>>
 step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_sgd_schedule& sched,
                                const std::vector<std::size_t>& batches, const Outer& outer,
                                OuterState& os, span<T, S> anchor, std::uint64_t r,
-                               span<T, S> params, span<T, S> model) {
+                               span<T, S> params, span<T, S> model, Buffers* gossip = nullptr) {
   const auto& cfg = sched.config();
   const std::size_t me = rep.rank;
   const std::size_t n = params.size();
@@ -319,26 +330,30 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
       const auto& W = *cfg.gossip;
       const std::size_t ranks = sched.workers();
       rep.tr.to_common(me, params);
-      // This rank's model, intact while its sends are out, and one buffer per in-neighbour:
-      // made by the rank's memory for the round (gossip's (in-degree + 1) * S bytes).
-      auto mine = rep.memory.template make<T>(n);
-      rep.copy(span<const T, S>(params), kernels::view(rep.memory, mine));
       std::vector<std::size_t> to, from;
       for (std::size_t j = 0; j < ranks; ++j)
         if (j != me && W(j, me) != 0.0) to.push_back(j);
       for (std::size_t l = 0; l < ranks; ++l)
         if (l != me && W(me, l) != 0.0) from.push_back(l);
-      std::vector<decltype(mine)> in;
-      for (std::size_t k = 0; k < from.size(); ++k) in.push_back(rep.memory.template make<T>(n));
+      // buf[0]: this rank's model, intact while its sends are out; buf[1 + k]: in-neighbour
+      // k's. Made by the rank's memory ((in-degree + 1) * S bytes), once when `gossip` keeps
+      // them.
+      Buffers local;
+      Buffers& buf = gossip != nullptr ? *gossip : local;
+      if (buf.size() != from.size() + 1 || buf[0].size() != n) {
+        buf.clear();
+        for (std::size_t k = 0; k <= from.size(); ++k) buf.push_back(rep.memory.template make<T>(n));
+      }
+      rep.copy(span<const T, S>(params), kernels::view(rep.memory, buf[0]));
       std::vector<span<T, S>> into;
-      for (auto& v : in) into.push_back(kernels::view(rep.memory, v));
-      co_await world.neighbours(kernels::cview(rep.memory, mine), to, from, std::move(into));
+      for (std::size_t k = 0; k < from.size(); ++k) into.push_back(kernels::view(rep.memory, buf[1 + k]));
+      co_await world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, std::move(into));
       std::vector<span<const T, S>> xs;
       std::vector<double> wj;
       std::size_t k = 0;
       for (std::size_t l = 0; l < ranks; ++l) {
         if (W(me, l) == 0.0) continue;
-        xs.push_back(l == me ? kernels::cview(rep.memory, mine) : kernels::cview(rep.memory, in[k++]));
+        xs.push_back(kernels::cview(rep.memory, buf[l == me ? 0 : 1 + k++]));
         wj.push_back(W(me, l));
       }
       const auto tw = cast_weights<T>(wj);

@@ -343,12 +343,12 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
     if (group_) {
       auto group = this->exchange(*group_);
       detail::local_sgd_sync<T>(world, &group, this->replica_of(), sched_, batches_, outer_,
-                                outer_state_, anchor, round_, params, pspan())
+                                outer_state_, anchor, round_, params, pspan(), &gossip_)
           .run();
     } else {
       detail::local_sgd_sync<T>(world, static_cast<decltype(world)*>(nullptr), this->replica_of(),
                                 sched_, batches_, outer_, outer_state_, anchor, round_, params,
-                                pspan())
+                                pspan(), &gossip_)
           .run();
     }
     ++round_;
@@ -360,6 +360,7 @@ class local_sgd_worker : public detail::worker_core<T, Optimizer, Transport, Tra
   Outer outer_;
   vector_type anchor_;
   outer_state outer_state_;
+  std::vector<vector_type> gossip_;  // gossip's buffers, made on the first gossip round
   std::optional<Transport> group_;
   std::uint64_t round_ = 0;
   std::size_t done_ = 0;
