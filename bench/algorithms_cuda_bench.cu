@@ -48,6 +48,7 @@
 #include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/optim.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/testing/runtime_archetypes.hpp"
 #if defined(HG_HAS_NCCL)
 #include "heterograd/comm/nccl.cuh"
 #endif
@@ -58,28 +59,9 @@ namespace ho = heterograd::optim;
 namespace ha = heterograd::algorithms::async;
 namespace hs = heterograd::algorithms::sync;
 
-// Outside the anonymous namespace: the members a step does not call are not "unused".
-namespace hg_bench_algorithms {
-/// A control that records nothing and never asks a worker to change (steps are timed alone).
-struct null_control {
-  bool busy(hg::sim::worker_id) const { return false; }
-  bool waiting(hg::sim::worker_id) const { return false; }
-  std::uint64_t version_of(hg::sim::worker_id) const { return 0; }
-  double now() const { return 0; }
-  std::size_t workers() const { return 4; }
-  void applied(hg::sim::worker_id, std::uint64_t) {}
-  void buffered(hg::sim::worker_id, std::uint64_t) {}
-  void discarded(hg::sim::worker_id, std::uint64_t) {}
-  void hold(hg::sim::worker_id) {}
-  void release(hg::sim::worker_id) {}
-  void interrupt(hg::sim::worker_id) {}
-  void restart(hg::sim::worker_id) {}
-};
-}  // namespace hg_bench_algorithms
 
 namespace {
 
-using hg_bench_algorithms::null_control;
 using dvec = thrust::device_vector<float>;
 
 void check(cudaError_t e, const char* what) {
@@ -131,7 +113,7 @@ void arrivals(benchmark::State& state, Policy p, double bytes_per_param) {
   constexpr std::size_t workers = 4;
   std::vector<dvec> g;
   for (std::size_t w = 0; w < workers; ++w) g.emplace_back(n, 1e-4f * static_cast<float>(w + 1));
-  null_control c;
+  heterograd::testing::async_control_archetype c;  // steers nothing: steps timed alone
   std::size_t k = 0;
   measure(state, n, bytes_per_param * static_cast<double>(n), [&] {
     const auto w = static_cast<hg::sim::worker_id>(k % workers);

@@ -20,6 +20,7 @@
 #include "heterograd/kernels/thrust_memory.hpp"
 #include "heterograd/optim.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/testing/runtime_archetypes.hpp"
 
 namespace hg = heterograd;
 namespace hk = heterograd::kernels;
@@ -50,24 +51,10 @@ void every_path(const Opt& opt) {
 
 namespace ha = heterograd::algorithms::async;
 
-// A control that asks for nothing (the device paths are compiled, not run).
-struct null_control {
-  bool busy(hg::sim::worker_id) const { return false; }
-  bool waiting(hg::sim::worker_id) const { return false; }
-  std::uint64_t version_of(hg::sim::worker_id) const { return 0; }
-  double now() const { return 0; }
-  void applied(hg::sim::worker_id, std::uint64_t) {}
-  void buffered(hg::sim::worker_id, std::uint64_t) {}
-  void discarded(hg::sim::worker_id, std::uint64_t) {}
-  void hold(hg::sim::worker_id) {}
-  void release(hg::sim::worker_id) {}
-  void interrupt(hg::sim::worker_id) {}
-  void restart(hg::sim::worker_id) {}
-};
 
 template <class P>
 void arrive(P&& p) {
-  null_control c;
+  heterograd::testing::async_control_archetype c;  // asks for nothing: compiled, not run
   thrust::device_vector<float> g(p.dim());
   p.on_arrival(c, heterograd::runtime::arrival{0, 0, 0, 0.0, 1.0}, g);
   p.on_arrival(c, heterograd::runtime::arrival{0, 0, 0, 0.0, 1.0},
