@@ -18,8 +18,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <limits>

@@ -11,12 +11,10 @@
 // a threads allreduce of the same buffers give the same bits. (The kernel starts its sum
 // from +0, so the two can differ only in the sign of an exact zero, when every term is -0.)
 
-#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
 
-#include "heterograd/core/error.hpp"
 #include "heterograd/core/execution.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/blend.hpp"
@@ -41,10 +39,4 @@ void weighted_sum(span<T> out, const std::vector<span<const T>>& xs,
 }
 
 /// dst <- src. Bytes per element: 2 * sizeof(T).
-template <class T>
-void copy(span<const T> src, span<T> dst) {
-  require_same_size("copy.src", src.size(), "copy.dst", dst.size());
-  std::copy(src.begin(), src.end(), dst.begin());
-}
-
 }  // namespace heterograd::algorithms::sync::detail
