@@ -76,7 +76,7 @@ json run_local_learning(context& ctx) {
   // The model split into modules: the MLP at its dense layers, a torch preset at its children
   // (methods[i].split), over the same flat parameters the problem evaluates.
   dc::any_chain chain = ctx.prob.module_chain(chain_request_of(ctx.config, m));
-  const std::size_t width0 = chain.input_width(0);
+  [[maybe_unused]] const std::size_t width0 = chain.input_width(0);  // MPI builds only
   const std::size_t b = ctx.batch();
   const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
   const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
