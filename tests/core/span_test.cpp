@@ -1,4 +1,5 @@
 #include <array>
+#include <ranges>
 #include <type_traits>
 #include <vector>
 
@@ -46,6 +47,13 @@ BOOST_AUTO_TEST_CASE(span_takes_the_memory_space_of_a_thrust_vector) {
   BOOST_TEST(sd.size() == 3u);
   // A host span cannot be made from memory of the other space, and vice versa.
   static_assert(!std::is_constructible_v<hg::span<float, hg::device_space>, std::vector<float>&>);
+  // A span of device memory is contiguous in its own space only: no host span (nor host const
+  // span) is made from it, though it is a contiguous range of pointers.
+  static_assert(std::ranges::contiguous_range<hg::span<float, hg::device_space>>);
+  static_assert(!std::is_constructible_v<hg::span<float>, hg::span<float, hg::device_space>>);
+  static_assert(!std::is_convertible_v<hg::span<float, hg::device_space>, hg::span<const float>>);
+  static_assert(!std::is_constructible_v<hg::span<const float>, const hg::span<const float, hg::device_space>&>);
+  static_assert(!std::is_constructible_v<hg::span<float, hg::device_space>, hg::span<float>>);
 }
 
 BOOST_AUTO_TEST_CASE(span_is_trivially_copyable_and_converts_to_const) {

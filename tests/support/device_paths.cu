@@ -2,7 +2,7 @@
 // instantiates the device code of the mixed-precision, capturable and loss-scaled optimizer
 // paths, of every asynchronous server policy on device memory (kernels::thrust_memory on a
 // CUDA stream) and of the synchronous family's per-rank helpers on device memory over NCCL
-// (when the build has it), for the CUDA system, which the header check cannot (templates are compiled
+// (when the build has it) and of decoupled local learning on device memory, for the CUDA system, which the header check cannot (templates are compiled
 // only where they are used). The CUDA twins of kernels_test and optim_test run the optimizer
 // paths on a GPU.
 #include <span>
@@ -11,8 +11,10 @@
 #include <thrust/device_vector.h>
 
 #include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
+#include "heterograd/core/archive.hpp"
 #if defined(HG_HAS_NCCL)
 #include "heterograd/comm/nccl.cuh"
 #endif
@@ -102,6 +104,50 @@ void eager_worker_on_device(cudaStream_t stream, const hg::comm::inproc::partial
   w.final_step(ps, gs);
 }
 
+namespace dc = heterograd::algorithms::decoupled;
+
+// A chain of two modules computing in device memory (a stand-in for a model on the GPU: it
+// writes no gradient). local_learning keeps every buffer in the memory, the steppers update
+// them on the caller's stream.
+struct device_chain {
+  using memory_space = hg::device_space;
+  using dspan = hg::span<float, hg::device_space>;
+  thrust::device_vector<float> out = thrust::device_vector<float>(8);
+  std::size_t modules() const { return 2; }
+  std::size_t num_params() const { return 8; }
+  std::size_t module_offset(std::size_t k) const { return 4 * k; }
+  std::size_t input_width(std::size_t) const { return 1; }
+  std::size_t head_size(std::size_t) const { return 2; }
+  void init_head(std::size_t, dspan, std::uint64_t) {}
+  dc::basic_module_step<hg::device_space> local_gradient(std::size_t, dspan, const float*, hg::span<const std::int32_t> y,
+                                                         dspan, dspan, dspan) {
+    return {0.0f, hg::span<const float, hg::device_space>(thrust::raw_pointer_cast(out.data()), y.size())};
+  }
+  float global_gradient(dspan, const float*, hg::span<const std::int32_t>, dspan) { return 0.0f; }
+};
+
+template <class O, class C, class M>
+concept buildable = requires { typename dc::local_learning<O, C, M>; };
+
+void decoupled_on_device(cudaStream_t stream) {
+  const auto mem = hk::thrust_memory(thrust::cuda::par.on(stream));
+  using M = std::remove_const_t<decltype(mem)>;
+  using S = dc::optim_stepper<ho::adam, M>;
+  static_assert(buildable<S, device_chain, M>);
+  static_assert(!buildable<S, dc::mlp_chain, M>, "a host chain over device buffers is refused");
+  static_assert(!buildable<dc::optim_stepper<ho::adam>, device_chain, M>,
+                "a host stepper over device buffers is refused");
+  static_assert(!buildable<S, device_chain, hk::serial_host_memory>, "a device chain over host buffers is refused");
+  dc::local_learning<S, device_chain, M> ll(device_chain{}, std::vector<float>(8), {},
+                                            [&](std::size_t) { return S(ho::adam(), mem); }, mem);
+  thrust::device_vector<float> x(4);
+  const std::vector<std::int32_t> y(4);
+  ll.step(thrust::raw_pointer_cast(x.data()), y, 0, 0);
+  ll.global_step(thrust::raw_pointer_cast(x.data()), y);
+  hg::archive_writer w;
+  ll.serialize(w);
+}
+
 #if defined(HG_HAS_NCCL)
 
 // The synchronous family's per-rank helpers on device memory over NCCL: every kernel of a
@@ -132,6 +178,7 @@ void sync_workers_on_device(cudaStream_t stream, const hg::comm::nccl::communica
 
 int main() {
   async_servers_on_device(nullptr);
+  decoupled_on_device(nullptr);
 #if defined(HG_HAS_NCCL)
   sync_workers_on_device(nullptr, hg::comm::nccl::communicator());
 #endif

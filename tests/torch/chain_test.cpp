@@ -154,7 +154,7 @@ BOOST_FIXTURE_TEST_CASE(the_global_step_is_the_whole_networks_gradient_bitwise, 
   lt::sequential_chain c(net, options({"layer2"}));
   const auto b = batch_of(6, 12);
   std::vector<float> g(p.size());
-  const float loss = c.global_gradient(hg::span<float>(p), hg::nn::batch<float>{b.x, b.y}, hg::span<float>(g));
+  const float loss = c.global_gradient(hg::span<float>(p), b.x.data(), hg::span<const std::int32_t>(b.y), hg::span<float>(g));
   // The preset as one module at the same parameters.
   lt::flat_module whole(lt::resnet8().ptr());
   std::copy(p.begin(), p.end(), whole.params().begin());

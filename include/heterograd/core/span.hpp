@@ -52,6 +52,12 @@ concept thrust_vector_like = requires(C& c) {
 template <class C>
 using thrust_space_t =
     typename space_of_system<typename thrust::iterator_system<typename C::iterator>::type>::type;
+
+// A range that names a memory space other than the host's (a heterograd span of device memory):
+// contiguous in its own space, never a host range.
+template <class R>
+concept foreign_space_range = requires { typename std::remove_cvref_t<R>::memory_space; } &&
+                              !std::same_as<typename std::remove_cvref_t<R>::memory_space, host_space>;
 }  // namespace detail
 
 template <class T, class Space = host_space>
@@ -70,9 +76,11 @@ class span {
   constexpr span() = default;
   HG_HOST_DEVICE constexpr span(T* data, std::size_t size) : data_(data), size_(size) {}
 
-  /// From a host contiguous range (std::vector, std::array, C array, std::span, ...).
+  /// From a host contiguous range (std::vector, std::array, C array, std::span, ...); a span
+  /// of device memory is not one.
   template <class R>
-    requires std::same_as<Space, host_space> && std::ranges::contiguous_range<R> &&
+    requires std::same_as<Space, host_space> && (!detail::foreign_space_range<R>) &&
+             std::ranges::contiguous_range<R> &&
              std::ranges::sized_range<R> &&
              std::is_convertible_v<std::remove_reference_t<std::ranges::range_reference_t<R>> (*)[],
                                    T (*)[]>

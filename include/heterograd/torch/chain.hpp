@@ -160,16 +160,16 @@ class sequential_chain {
     return r;
   }
 
-  float global_gradient(span<float> params, const nn::batch<float>& b, span<float> grads) {
+  float global_gradient(span<float> params, const float* x, span<const std::int32_t> y, span<float> grads) {
     threads_here();
     for (std::size_t k = 0; k < modules(); ++k) {
       auto& body = bind(k, params, grads);
       body.zero_grad();
       body.module().train();
     }
-    torch::Tensor h = input(0, b.x.data(), b.y.size());
+    torch::Tensor h = input(0, x, y.size());
     for (auto& body : bodies_) h = as_sequential(*body).forward(h);
-    auto loss = cross_entropy(h, b.y);
+    auto loss = cross_entropy(h, y);
     loss.backward();
     return loss.item<float>();
   }

@@ -9,6 +9,11 @@
 // gradient and its head's gradient from module k's local loss; global_gradient writes the whole
 // gradient from the network's own loss (PGL's global step). local_learning owns the parameters,
 // heads and optimizers and applies the steps.
+//
+// A chain computes in one memory space, its `memory_space` (host_space when it names none):
+// parameters, gradients, heads, module inputs and outputs are spans or pointers of that space,
+// and local_learning keeps its buffers in a memory of the same space. Labels are host data (a
+// chain on a device moves each batch's labels itself, as it would its data).
 
 #include <concepts>
 #include <cstddef>
@@ -25,11 +30,26 @@
 
 namespace heterograd::algorithms::decoupled {
 
-/// One module's local step result.
-struct module_step {
-  float loss = 0;
-  span<const float> output;  // rows x width of the module's output (valid until its next step)
+/// The memory space a chain computes in: C::memory_space, host_space when C names none.
+template <class C>
+struct chain_space {
+  using type = host_space;
 };
+template <class C>
+  requires requires { typename C::memory_space; }
+struct chain_space<C> {
+  using type = typename C::memory_space;
+};
+template <class C>
+using chain_space_t = typename chain_space<std::remove_cvref_t<C>>::type;
+
+/// One module's local step result, its output in the chain's memory space.
+template <class Space = host_space>
+struct basic_module_step {
+  float loss = 0;
+  span<const float, Space> output;  // rows x width of the module's output (valid until its next step)
+};
+using module_step = basic_module_step<host_space>;
 
 /// `c.modules()` K >= 1; `c.num_params()`; `c.module_offset(k)` for k in [0, K] (module k's
 /// parameters are [offset(k), offset(k+1)) of the flat buffer, offset(K) = num_params());
@@ -38,18 +58,19 @@ struct module_step {
 /// grads, head, head_grads)`: module k's local loss on rows = y.size() inputs x, writing
 /// grads[offset(k), offset(k+1)) and head_grads (the last module: the network's loss, no head),
 /// touching nothing of another module, so different modules may run concurrently;
-/// `c.global_gradient(params, batch, grads)`: the network's loss, the whole gradient.
-template <class C>
-concept module_chain = requires(C& c, const C& cc, std::size_t k, span<float> p, span<float> g, const float* x,
-                                span<const std::int32_t> y, const nn::batch<float>& b, std::uint64_t seed) {
+/// `c.global_gradient(params, x, y, grads)`: the network's loss on the network's inputs x, the
+/// whole gradient. Spans and x in the chain's memory space S, labels y on the host.
+template <class C, class S = chain_space_t<C>>
+concept module_chain = requires(C& c, const C& cc, std::size_t k, span<float, S> p, span<float, S> g,
+                                const float* x, span<const std::int32_t> y, std::uint64_t seed) {
   { cc.modules() } -> std::convertible_to<std::size_t>;
   { cc.num_params() } -> std::convertible_to<std::size_t>;
   { cc.module_offset(k) } -> std::convertible_to<std::size_t>;
   { cc.input_width(k) } -> std::convertible_to<std::size_t>;
   { cc.head_size(k) } -> std::convertible_to<std::size_t>;
   c.init_head(k, p, seed);
-  { c.local_gradient(k, p, x, y, g, p, g) } -> std::same_as<module_step>;
-  { c.global_gradient(p, b, g) } -> std::convertible_to<float>;
+  { c.local_gradient(k, p, x, y, g, p, g) } -> std::same_as<basic_module_step<S>>;
+  { c.global_gradient(p, x, y, g) } -> std::convertible_to<float>;
 };
 
 /// Module boundaries over L layers: module k holds layers [bounds[k], bounds[k+1]).
@@ -122,8 +143,8 @@ class mlp_chain {
     return {loss, out};
   }
 
-  float global_gradient(span<float> params, const nn::batch<float>& b, span<float> grads) {
-    return net_.loss_and_gradient(params, b, grads);
+  float global_gradient(span<float> params, const float* x, span<const std::int32_t> y, span<float> grads) {
+    return net_.loss_and_gradient(params, nn::batch<float>{span<const float>(x, y.size() * input_width(0)), y}, grads);
   }
 
  private:
@@ -133,7 +154,7 @@ class mlp_chain {
   std::vector<std::vector<float>> dout_;
 };
 
-/// Any module_chain behind one type (move-only; the chain it holds is moved in).
+/// Any host module_chain behind one type (move-only; the chain it holds is moved in).
 class any_chain {
   struct base {
     virtual ~base() = default;
@@ -146,7 +167,8 @@ class any_chain {
     virtual module_step local_gradient(std::size_t k, span<float> params, const float* x,
                                        span<const std::int32_t> y, span<float> grads, span<float> head,
                                        span<float> head_grads) = 0;
-    virtual float global_gradient(span<float> params, const nn::batch<float>& b, span<float> grads) = 0;
+    virtual float global_gradient(span<float> params, const float* x, span<const std::int32_t> y,
+                                  span<float> grads) = 0;
   };
   template <class C>
   struct held final : base {
@@ -161,14 +183,15 @@ class any_chain {
                                span<float> grads, span<float> head, span<float> head_grads) override {
       return c.local_gradient(k, params, x, y, grads, head, head_grads);
     }
-    float global_gradient(span<float> params, const nn::batch<float>& b, span<float> grads) override {
-      return c.global_gradient(params, b, grads);
+    float global_gradient(span<float> params, const float* x, span<const std::int32_t> y,
+                          span<float> grads) override {
+      return c.global_gradient(params, x, y, grads);
     }
     C c;
   };
 
  public:
-  template <module_chain C>
+  template <module_chain<host_space> C>
     requires(!std::is_same_v<std::remove_cvref_t<C>, any_chain>)
   any_chain(C chain)  // NOLINT(google-explicit-constructor): a chain is an any_chain
       : p_(std::make_unique<held<C>>(std::move(chain))) {}
@@ -183,8 +206,8 @@ class any_chain {
                              span<float> grads, span<float> head, span<float> head_grads) {
     return p_->local_gradient(k, params, x, y, grads, head, head_grads);
   }
-  float global_gradient(span<float> params, const nn::batch<float>& b, span<float> grads) {
-    return p_->global_gradient(params, b, grads);
+  float global_gradient(span<float> params, const float* x, span<const std::int32_t> y, span<float> grads) {
+    return p_->global_gradient(params, x, y, grads);
   }
 
  private:

@@ -1,37 +1,46 @@
 #pragma once
-// What decoupled training needs from an optimizer: a stateful stepper over one flat slice.
-// optim's transformations become steppers through optim::stepper (state held by value).
+// What decoupled training needs from an optimizer: a stateful stepper over one flat slice in
+// the parameters' memory space. optim's transformations become steppers through
+// optim_stepper (state held by value, made and updated through an algorithm memory).
 
 #include <concepts>
 #include <optional>
 #include <type_traits>
-
-#include <thrust/system/cpp/execution_policy.h>
+#include <utility>
 
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/memory.hpp"
 #include "heterograd/optim/concepts.hpp"
 #include "heterograd/optim/state.hpp"
 
 namespace heterograd::algorithms::decoupled {
 
-/// `o.step(params, grads)` updates `params` in place from `grads` and the stepper's own state.
-template <class O>
-concept module_optimizer = std::copyable<O> && requires(O& o, span<float> p, span<const float> g) {
+/// `o.step(params, grads)` updates `params` (memory space Space) in place from `grads` and the
+/// stepper's own state.
+template <class O, class Space = host_space>
+concept module_optimizer = std::copyable<O> && requires(O& o, span<float, Space> p, span<const float, Space> g) {
   o.step(p, g);
 };
 
 /// Any optim:: optimizer as a stepper: the state is created on the first step (it needs the
-/// slice's size) and kept by value. Runs on the sequential policy by default: module updates
+/// slice's size) and kept by value; every pass runs through `Memory` (kernels/memory.hpp) with
+/// its policy, on spans of its space. One core by default (serial_host_memory): module updates
 /// are small and already run concurrently, one thread per module.
-template <optim::optimizer Opt, class Policy = std::remove_cvref_t<decltype(thrust::cpp::par)>>
+template <optim::optimizer Opt, kernels::algorithm_memory Memory = kernels::serial_host_memory>
 class optim_stepper {
  public:
-  explicit optim_stepper(Opt opt, Policy policy = {}) : opt_(std::move(opt)), policy_(policy) {}
-  void step(span<float> p, span<const float> g) {
-    if (!state_) state_ = opt_.init(policy_, p);
-    opt_.update(policy_, g, *state_, p);
+  using memory_space = typename Memory::memory_space;
+  using state_type = decltype(std::declval<const Opt&>().init(
+      std::declval<const typename Memory::policy_type&>(), std::declval<span<float, memory_space>>()));
+
+  explicit optim_stepper(Opt opt, Memory memory = {}) : opt_(std::move(opt)), memory_(std::move(memory)) {}
+  void step(span<float, memory_space> p, span<const float, memory_space> g) {
+    memory_.run(p.size(), [&](const auto& policy) {
+      if (!state_) state_ = opt_.init(policy, p);
+      opt_.update(policy, g, *state_, p);
+    });
   }
-  const std::optional<optim::state<float>>& state() const { return state_; }
+  const std::optional<state_type>& state() const { return state_; }
   /// Checkpointing: the optimizer state (none before the first step); `ar(...)` writes or
   /// reads it. The optimizer itself is configuration, rebuilt by the caller.
   template <class Archive>
@@ -41,8 +50,8 @@ class optim_stepper {
 
  private:
   Opt opt_;
-  Policy policy_;
-  std::optional<optim::state<float>> state_;
+  Memory memory_;
+  std::optional<state_type> state_;
 };
 
 }  // namespace heterograd::algorithms::decoupled

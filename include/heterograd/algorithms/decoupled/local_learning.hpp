@@ -17,6 +17,13 @@
 //
 // With K = 1 a step is exactly an end-to-end step: the same forward, loss and backward calls
 // on the same buffers, and the same optimizer on the whole buffer (tested bitwise).
+//
+// Where the state lives: the network's parameters and gradient, every head's parameters and
+// gradient are buffers of `Memory` (kernels/memory.hpp), made once at construction, in the
+// chain's memory space (a chain on a device, a memory of that device); the steppers take spans
+// of that space (optim_stepper<Opt, Memory> keeps its optimizer state through the same
+// memory). A step makes no transfer of its own: the chain computes on the buffers where they
+// are and the steppers update them there. The default, serial_host_memory, is the host run.
 
 #include <cmath>
 #include <cstddef>
@@ -31,6 +38,7 @@
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/memory.hpp"
 #include "heterograd/nn/mlp.hpp"
 
 namespace heterograd::algorithms::decoupled {
@@ -78,83 +86,103 @@ struct local_learning_config {
   }
 };
 
-template <module_optimizer Opt, module_chain Chain = mlp_chain>
+template <class Opt, class Chain = mlp_chain, kernels::algorithm_memory Memory = kernels::serial_host_memory>
+  requires module_chain<Chain, typename Memory::memory_space> &&
+           module_optimizer<Opt, typename Memory::memory_space>
 class local_learning {
  public:
+  using memory_space = typename Memory::memory_space;
+  using pspan = span<float, memory_space>;
+  using cspan = span<const float, memory_space>;
+  using buffer = typename Memory::template vector<float>;
+  using step_result = basic_module_step<memory_space>;
+
   /// The MLP `net` split by cfg.bounds (or into cfg.modules even parts) with heads of
   /// cfg.head_hidden; `params`: its flat parameters (copied in); `make_opt(n)` returns a fresh
   /// optimizer for a slice of n parameters.
   template <class MakeOpt>
     requires std::is_same_v<Chain, mlp_chain>
-  local_learning(const nn::mlp<float>& net, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt)
+  local_learning(const nn::mlp<float>& net, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt,
+                 Memory memory = {})
       : local_learning(mlp_chain(net, cfg.bounds, cfg.modules, cfg.head_hidden), std::move(params), cfg,
-                       std::move(make_opt)) {}  // cfg copied: the chain reads it in the same call
+                       std::move(make_opt), std::move(memory)) {}  // cfg copied: the chain reads it in the same call
 
   /// Any chain (its split and heads are the chain's: cfg's bounds, modules and head_hidden are
-  /// read only by the MLP constructor above).
+  /// read only by the MLP constructor above). `params` (host) is uploaded once into `memory`;
+  /// each head is initialised by the chain in a host buffer and uploaded once.
   template <class MakeOpt>
-  local_learning(Chain chain, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt)
-      : cfg_(std::move(cfg)), chain_(std::move(chain)), params_(std::move(params)) {
-    require_same_size("local_learning.params", params_.size(), "num_params", chain_.num_params());
+  local_learning(Chain chain, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt,
+                 Memory memory = {})
+      : cfg_(std::move(cfg)), chain_(std::move(chain)), memory_(std::move(memory)) {
+    require_same_size("local_learning.params", params.size(), "num_params", chain_.num_params());
     cfg_.pgl.validate();
     const std::size_t K = chain_.modules();
     require_positive("local_learning.modules", K);
-    require(chain_.module_offset(0) == 0 && chain_.module_offset(K) == params_.size(), "local_learning.module_offset(K)",
+    require(chain_.module_offset(0) == 0 && chain_.module_offset(K) == params.size(), "local_learning.module_offset(K)",
             chain_.module_offset(K), "must equal num_params, with module_offset(0) = 0");
     for (std::size_t k = 0; k < K; ++k)
       require(chain_.module_offset(k) < chain_.module_offset(k + 1),
               "local_learning.module_offset(" + std::to_string(k + 1) + ")", chain_.module_offset(k + 1),
               "must be strictly increasing (no module without parameters)");
-    grads_.assign(params_.size(), 0.0f);
+    params_ = kernels::from_host(memory_, std::move(params));
+    grads_ = memory_.template make<float>(params_.size(), 0.0f);
     for (std::size_t k = 0; k < K; ++k) {
       body_opt_.push_back(make_opt(slice_size(k)));
       if (k + 1 < K) {
-        head_params_.emplace_back(chain_.head_size(k));
-        chain_.init_head(k, span<float>(head_params_.back()), cfg_.seed + k);
-        head_grads_.emplace_back(chain_.head_size(k));
+        head_params_.push_back(initial_head(k));
+        head_grads_.push_back(memory_.template make<float>(chain_.head_size(k), 0.0f));
         head_opt_.push_back(make_opt(chain_.head_size(k)));
       }
     }
   }
 
   std::size_t modules() const { return chain_.modules(); }
-  const std::vector<float>& params() const { return params_; }
-  const std::vector<float>& head_params(std::size_t k) const { return head_params_.at(k); }
+  /// The network's parameters (a buffer of the memory: std::vector on the host).
+  const buffer& params() const { return params_; }
+  const buffer& head_params(std::size_t k) const { return head_params_.at(k); }
   /// Module k's slice of the network parameters (what only module k's owner updates).
-  span<float> module_params(std::size_t k) {
+  pspan module_params(std::size_t k) {
     require(k < modules(), "local_learning.module", k, "must be < number of modules");
     return slice(params_, k);
   }
   /// Module k's auxiliary head parameters (k < modules() - 1).
-  span<float> head_params_mut(std::size_t k) { return span<float>(head_params_.at(k)); }
+  pspan head_params_mut(std::size_t k) { return kernels::view(memory_, head_params_.at(k)); }
   Chain& chain() { return chain_; }
+  const Memory& memory() const { return memory_; }
 
-  /// Module k's local step on `rows` inputs `x` (chain().input_width(k) floats each) with
-  /// labels `y`. Touches only module k's parameters, head and optimizers, so different modules
-  /// may step concurrently.
-  module_step step_module(std::size_t k, const float* x, span<const std::int32_t> y) {
+  /// Module k's local step on `rows` inputs `x` (chain().input_width(k) floats each, in the
+  /// memory's space) with host labels `y`. Touches only module k's parameters, head and
+  /// optimizers, so different modules may step concurrently.
+  step_result step_module(std::size_t k, const float* x, span<const std::int32_t> y) {
     require(k < modules(), "local_learning.module", k, "must be < number of modules");
     const bool head = k + 1 < modules();
-    const module_step r = chain_.local_gradient(k, span<float>(params_), x, y, span<float>(grads_),
-                                                head ? span<float>(head_params_[k]) : span<float>(),
-                                                head ? span<float>(head_grads_[k]) : span<float>());
-    if (head) head_opt_[k].step(span<float>(head_params_[k]), span<const float>(head_grads_[k]));
-    body_opt_[k].step(slice(params_, k), span<const float>(slice(grads_, k)));
+    const step_result r = chain_.local_gradient(k, kernels::view(memory_, params_), x, y, kernels::view(memory_, grads_),
+                                                head ? kernels::view(memory_, head_params_[k]) : pspan(),
+                                                head ? kernels::view(memory_, head_grads_[k]) : pspan());
+    if (head) head_opt_[k].step(kernels::view(memory_, head_params_[k]), kernels::cview(memory_, head_grads_[k]));
+    body_opt_[k].step(slice(params_, k), cspan(slice(grads_, k)));
     return r;
   }
 
-  /// One training iteration on a batch: the global step when the PGL schedule says so, else
-  /// every module's local step in order. Returns the last module's loss (the network's).
-  float step(const nn::batch<float>& b, std::size_t iteration = 0, std::size_t epoch = 0) {
-    if (cfg_.pgl.global(iteration, epoch)) return global_step(b);
-    const float* x = b.x.data();
+  /// One training iteration on `rows` = y.size() inputs `x` (the network's input width each,
+  /// in the memory's space) with host labels `y`: the global step when the PGL schedule says
+  /// so, else every module's local step in order. Returns the last module's loss (the
+  /// network's).
+  float step(const float* x, span<const std::int32_t> y, std::size_t iteration = 0, std::size_t epoch = 0) {
+    if (cfg_.pgl.global(iteration, epoch)) return global_step(x, y);
     float loss = 0;
     for (std::size_t k = 0; k < modules(); ++k) {
-      const auto r = step_module(k, x, b.y);
+      const auto r = step_module(k, x, y);
       x = r.output.data();
       loss = r.loss;
     }
     return loss;
+  }
+  /// The same on a host batch (a chain on the host).
+  float step(const nn::batch<float>& b, std::size_t iteration = 0, std::size_t epoch = 0)
+    requires std::is_same_v<memory_space, host_space>
+  {
+    return step(b.x.data(), b.y, iteration, epoch);
   }
 
   /// Checkpointing: the network and head parameters and every module's optimizers, in a
@@ -165,29 +193,51 @@ class local_learning {
   void serialize(Archive& ar)
     requires requires(Opt& o) { o.serialize(ar); }
   {
-    ar(params_, head_params_);
+    kernels::archive_buffer(ar, memory_, params_, "local_learning.params", chain_.num_params());
+    std::uint64_t heads = head_params_.size();
+    ar(heads);
+    require_same_size("local_learning.heads", static_cast<std::size_t>(heads), "modules - 1", head_params_.size());
+    for (std::size_t k = 0; k < head_params_.size(); ++k)
+      kernels::archive_buffer(ar, memory_, head_params_[k], "local_learning.head_params", chain_.head_size(k));
     for (auto& o : body_opt_) o.serialize(ar);
     for (auto& o : head_opt_) o.serialize(ar);
   }
 
-  /// End-to-end backpropagation of the global loss; each module's optimizer applies its slice.
-  float global_step(const nn::batch<float>& b) {
-    const float loss = chain_.global_gradient(span<float>(params_), b, span<float>(grads_));
-    for (std::size_t k = 0; k < modules(); ++k)
-      body_opt_[k].step(slice(params_, k), span<const float>(slice(grads_, k)));
+  /// End-to-end backpropagation of the global loss on inputs `x` (memory's space) and host
+  /// labels `y`; each module's optimizer applies its slice.
+  float global_step(const float* x, span<const std::int32_t> y) {
+    const float loss = chain_.global_gradient(kernels::view(memory_, params_), x, y, kernels::view(memory_, grads_));
+    for (std::size_t k = 0; k < modules(); ++k) body_opt_[k].step(slice(params_, k), cspan(slice(grads_, k)));
     return loss;
+  }
+  float global_step(const nn::batch<float>& b)
+    requires std::is_same_v<memory_space, host_space>
+  {
+    return global_step(b.x.data(), b.y);
   }
 
  private:
   std::size_t slice_size(std::size_t k) const { return chain_.module_offset(k + 1) - chain_.module_offset(k); }
-  span<float> slice(std::vector<float>& v, std::size_t k) {
-    return span<float>(v.data() + chain_.module_offset(k), slice_size(k));
+  pspan slice(buffer& v, std::size_t k) { return kernels::view(memory_, v).subspan(chain_.module_offset(k), slice_size(k)); }
+  /// Head k as the chain initialises it: a host chain draws into a host vector, moved or
+  /// uploaded once into the memory; a device chain draws into the buffer in place.
+  buffer initial_head(std::size_t k) {
+    if constexpr (std::is_same_v<memory_space, host_space>) {
+      std::vector<float> h(chain_.head_size(k));
+      chain_.init_head(k, span<float>(h), cfg_.seed + k);
+      return kernels::from_host(memory_, std::move(h));
+    } else {
+      buffer b = memory_.template make<float>(chain_.head_size(k), 0.0f);
+      chain_.init_head(k, kernels::view(memory_, b), cfg_.seed + k);
+      return b;
+    }
   }
 
   local_learning_config cfg_;
   Chain chain_;
-  std::vector<float> params_, grads_;
-  std::vector<std::vector<float>> head_params_, head_grads_;
+  Memory memory_;
+  buffer params_, grads_;
+  std::vector<buffer> head_params_, head_grads_;
   std::vector<Opt> body_opt_, head_opt_;
 };
 

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
@@ -97,9 +98,12 @@ struct pipeline_report {
 
 namespace detail {
 /// Module k's step on one batch, timed into the report.
-template <class Opt, class Chain>
-module_step timed_step(local_learning<Opt, Chain>& ll, std::size_t k, const activation_message& in,
+template <class Opt, class Chain, class Memory>
+module_step timed_step(local_learning<Opt, Chain, Memory>& ll, std::size_t k, const activation_message& in,
                        pipeline_report& report) {
+  static_assert(std::is_same_v<typename Memory::memory_space, host_space>,
+                "the module pipelines carry activations in host messages: a local_learning in device memory "
+                "runs its modules through step() / step_module() on its own stream");
   const auto start = std::chrono::steady_clock::now();
   const auto r = ll.step_module(k, in.x.data(), in.y);
   report.busy_seconds[k] +=
@@ -112,8 +116,8 @@ module_step timed_step(local_learning<Opt, Chain>& ll, std::size_t k, const acti
 /// Runs `iterations` batches through the modules of `ll`, one thread per module. `next_batch(t)`
 /// returns batch t (inputs and labels by value). Rethrows the first stage failure after
 /// stopping the others.
-template <class Opt, class Chain>
-pipeline_report run_pipeline(local_learning<Opt, Chain>& ll,
+template <class Opt, class Chain, class Memory>
+pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
                              const std::function<activation_message(std::size_t)>& next_batch,
                              std::size_t iterations, pipeline_options opt = {}) {
   require_positive("pipeline.queue_capacity", opt.queue_capacity);

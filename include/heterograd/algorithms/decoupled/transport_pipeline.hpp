@@ -30,8 +30,8 @@ enum pipeline_tag : int { header_tag = 7100, x_tag = 7101, y_tag = 7102, credit_
 
 /// Runs `iterations` batches through the pipeline; rank k of `t` runs module k (t.size() must
 /// equal the number of modules). Only rank 0 calls `next_batch`.
-template <class Transport, class Opt, class Chain>
-pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain>& ll,
+template <class Transport, class Opt, class Chain, class Memory>
+pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll,
                                   const std::function<activation_message(std::size_t)>& next_batch,
                                   std::size_t iterations, pipeline_options opt = {}) {
   require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
@@ -83,8 +83,8 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain>
 }
 
 /// Rank 0 receives every module's slice and head from its owner; the others send theirs.
-template <class Transport, class Opt, class Chain>
-void gather_modules(const Transport& t, local_learning<Opt, Chain>& ll, pipeline_options opt = {}) {
+template <class Transport, class Opt, class Chain, class Memory>
+void gather_modules(const Transport& t, local_learning<Opt, Chain, Memory>& ll, pipeline_options opt = {}) {
   comm::send_options so;
   comm::recv_options ro;
   so.timeout = ro.timeout = opt.timeout;

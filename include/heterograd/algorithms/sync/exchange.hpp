@@ -47,10 +47,10 @@
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/scratch.hpp"
 
 #if defined(__CUDACC__)
-#include <thrust/copy.h>
-#include <thrust/device_vector.h>
+#include <cuda_runtime.h>
 #endif
 
 namespace heterograd::algorithms::sync {
@@ -227,7 +227,9 @@ class transport_exchange {
     return {};
   }
   /// x <- sum_r x_r (exact: integers; SelSync's votes). A transport that takes only device
-  /// buffers (NCCL) gets them through a device copy: the vote's two scalar transfers.
+  /// buffers (NCCL) gets them through a device copy: the vote's two scalar transfers, the
+  /// device words from heterograd's stream-ordered pool (kernels/scratch.hpp), so a vote costs
+  /// no cudaMalloc or cudaFree.
   std::suspend_never allreduce_sum(span<std::int64_t> x) const {
     compute_over();
     comm::allreduce_options o;
@@ -237,10 +239,16 @@ class transport_exchange {
       t_->allreduce(x, o).wait();
     } else {
 #if defined(__CUDACC__)
-      thrust::device_vector<std::int64_t> d(x.begin(), x.end());
-      t_->allreduce(span<std::int64_t, device_space>(thrust::raw_pointer_cast(d.data()), d.size()), o)
-          .wait();
-      thrust::copy(d.begin(), d.end(), x.begin());
+      const auto check = [](cudaError_t e, const char* what) {
+        if (e != cudaSuccess)
+          throw std::runtime_error(std::string("heterograd: the vote allreduce's ") + what + ": " +
+                                   cudaGetErrorString(e));
+      };
+      kernels::scratch<std::int64_t, thrust::cuda_cub::par_t> d(thrust::cuda::par, x.size());
+      check(cudaMemcpyAsync(d.data(), x.data(), x.size_bytes(), cudaMemcpyHostToDevice, nullptr), "upload");
+      check(cudaStreamSynchronize(nullptr), "upload");  // the transport may run on another stream
+      t_->allreduce(span<std::int64_t, device_space>(d.data(), x.size()), o).wait();
+      check(cudaMemcpy(x.data(), d.data(), x.size_bytes(), cudaMemcpyDeviceToHost), "download");
 #else
       static_assert(requires { t_->allreduce(x, o); },
                     "the transport takes neither host nor (without nvcc) device buffers");

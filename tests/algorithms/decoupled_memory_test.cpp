@@ -1,0 +1,259 @@
+// Decoupled local learning (local_learning, optim_stepper) with its state in the memories of
+// kernels/memory.hpp: Thrust device vectors of the build's device system (OpenMP on the CPU)
+// and guarded memory (tests/support/guarded_memory.hpp: emulated device buffers, inaccessible
+// outside the memory's kernels, every transfer counted), each against the default host run.
+//   - K = 3 modules with auxiliary heads, PGL's global steps every 4th iteration, Adam in
+//     every module and head: the same losses, parameters and heads bit for bit;
+//   - a step makes no upload, no download, no scalar read and no buffer: the chain computes
+//     on the buffers where they are and the steppers update them there;
+//   - a checkpoint is the same bytes in every memory and restores across memories; one of
+//     another model is refused by name;
+//   - a host chain cannot compute on device spans, nor a host stepper step them (compile-time
+//     checks; local_learning on CUDA memory is compiled by nvcc in device_paths.cu).
+// The chains here are the MLP chain behind the memory: on guarded memory the MLP computes with
+// the guarded pages open (as a device model computes on its device's memory); Thrust's OpenMP
+// device system is host memory (host_space), so there the MLP reads the device vectors through
+// their raw pointers. On a GPU the chain would be a model on that device.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+#include <thrust/execution_policy.h>
+
+#include "guarded_memory.hpp"
+#include "hg_test.hpp"
+#include "messages.hpp"
+#include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/core/archive.hpp"
+#include "heterograd/core/rng.hpp"
+#include "heterograd/kernels/thrust_memory.hpp"
+#include "heterograd/optim/optimizers.hpp"
+
+namespace {
+
+namespace hg = heterograd;
+namespace hk = heterograd::kernels;
+namespace nn = heterograd::nn;
+namespace dc = heterograd::algorithms::decoupled;
+
+struct no_guard {};
+
+/// mlp_chain computing on spans of `Space` (see the top of this file). `Open` is held while the
+/// MLP touches the buffers.
+template <class Space, class Open>
+class mirrored_chain {
+ public:
+  using memory_space = Space;
+  explicit mirrored_chain(dc::mlp_chain c) : c_(std::move(c)) {}
+
+  std::size_t modules() const { return c_.modules(); }
+  std::size_t num_params() const { return c_.num_params(); }
+  std::size_t module_offset(std::size_t k) const { return c_.module_offset(k); }
+  std::size_t input_width(std::size_t k) const { return c_.input_width(k); }
+  std::size_t head_size(std::size_t k) const { return c_.head_size(k); }
+  void init_head(std::size_t k, hg::span<float, Space> head, std::uint64_t seed) {
+    [[maybe_unused]] const Open open;
+    c_.init_head(k, host(head), seed);
+  }
+  dc::basic_module_step<Space> local_gradient(std::size_t k, hg::span<float, Space> p, const float* x,
+                                              hg::span<const std::int32_t> y, hg::span<float, Space> g,
+                                              hg::span<float, Space> head, hg::span<float, Space> head_g) {
+    [[maybe_unused]] const Open open;
+    const auto r = c_.local_gradient(k, host(p), x, y, host(g), host(head), host(head_g));
+    return {r.loss, hg::span<const float, Space>(r.output.data(), r.output.size())};
+  }
+  float global_gradient(hg::span<float, Space> p, const float* x, hg::span<const std::int32_t> y,
+                        hg::span<float, Space> g) {
+    [[maybe_unused]] const Open open;
+    return c_.global_gradient(host(p), x, y, host(g));
+  }
+
+ private:
+  static hg::span<float> host(hg::span<float, Space> s) { return hg::span<float>(s.data(), s.size()); }
+  dc::mlp_chain c_;
+};
+
+using thrust_memory_t = decltype(hk::thrust_memory(thrust::device));
+
+struct thrust_case {
+  static constexpr const char* name = "thrust device vectors";
+  static auto make() { return hk::thrust_memory(thrust::device); }
+  using chain = mirrored_chain<typename thrust_memory_t::memory_space, no_guard>;  // host: OpenMP
+};
+struct guarded_case {
+  static constexpr const char* name = "guarded memory";
+  static auto make() { return hg_test::guarded_memory{}; }
+  using chain = mirrored_chain<hg::host_space, hg_test::guard_scope>;
+};
+using memories = std::tuple<thrust_case, guarded_case>;
+
+const nn::mlp<float>& network() {
+  static const nn::mlp<float> net({14, 12, 10, 8, 4});
+  return net;
+}
+dc::local_learning_config config() {
+  return {.modules = 3, .head_hidden = {6}, .pgl = {.period = 4, .total_epochs = 1}, .seed = 5};
+}
+std::vector<float> initial() {
+  std::vector<float> p(network().num_params());
+  network().init(p, hg_test::seed());
+  return p;
+}
+dc::mlp_chain mlp_chain() {
+  const auto cfg = config();
+  return dc::mlp_chain(network(), cfg.bounds, cfg.modules, cfg.head_hidden);
+}
+
+/// Batch t: rows x 14 inputs, labels in [0, 4), class-dependent means.
+struct batch_data {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+};
+batch_data batch(std::size_t t) {
+  constexpr std::size_t rows = 8, dim = 14, classes = 4;
+  const hg::counter_rng rng(hg_test::seed() + 17, t);
+  batch_data b{std::vector<float>(rows * dim), std::vector<std::int32_t>(rows)};
+  for (std::size_t r = 0; r < rows; ++r) {
+    b.y[r] = static_cast<std::int32_t>(rng.below(1u << 30 | r, classes));
+    for (std::size_t j = 0; j < dim; ++j)
+      b.x[r * dim + j] = static_cast<float>(rng.normal(r * dim + j)) +
+                         (j % classes == static_cast<std::size_t>(b.y[r]) ? 1.0f : 0.0f);
+  }
+  return b;
+}
+
+const hg::optim::adam adam_opt({.lr = 0.01f});
+
+template <class Memory>
+using stepper = dc::optim_stepper<hg::optim::adam, Memory>;
+template <class Memory, class Chain>
+using ll_t = dc::local_learning<stepper<Memory>, Chain, Memory>;
+
+template <class Memory, class Chain>
+ll_t<Memory, Chain> make_ll(Chain chain, const Memory& m) {
+  return ll_t<Memory, Chain>(std::move(chain), initial(), config(), [&](std::size_t) { return stepper<Memory>(adam_opt, m); },
+                             m);
+}
+
+/// Trains iterations [from, to): the losses.
+template <class LL>
+std::vector<float> train(LL& ll, std::size_t from, std::size_t to) {
+  std::vector<float> losses;
+  for (std::size_t t = from; t < to; ++t) {
+    const auto b = batch(t);
+    losses.push_back(ll.step(b.x.data(), hg::span<const std::int32_t>(b.y), t, 0));
+  }
+  return losses;
+}
+
+template <class LL>
+std::vector<float> host_params(const LL& ll) {
+  return ll.memory().download(hk::cview(ll.memory(), ll.params()));
+}
+template <class LL>
+std::vector<float> host_head(const LL& ll, std::size_t k) {
+  return ll.memory().download(hk::cview(ll.memory(), ll.head_params(k)));
+}
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+template <class LL>
+std::vector<std::byte> checkpoint(LL& ll) {
+  hg::archive_writer w;
+  ll.serialize(w);
+  return w.bytes();
+}
+
+// ---- compile-time: the spaces must agree ----------------------------------------------------
+// (The CPU has no device memory: Thrust's OpenMP device system is host memory. The same checks
+// on a CUDA memory, local_learning included, are compiled by nvcc in tests/support/device_paths.cu.)
+using device_chain = mirrored_chain<hg::device_space, no_guard>;
+static_assert(dc::module_chain<dc::mlp_chain>);
+static_assert(!dc::module_chain<dc::mlp_chain, hg::device_space>, "the MLP chain computes on host spans");
+static_assert(dc::module_chain<device_chain>);
+static_assert(!dc::module_chain<device_chain, hg::host_space>, "a device chain takes no host spans");
+static_assert(dc::module_optimizer<stepper<hk::serial_host_memory>>);
+static_assert(!dc::module_optimizer<stepper<hk::serial_host_memory>, hg::device_space>,
+              "a host stepper takes no device spans");
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(decoupled_memory)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(modules_heads_and_global_steps_equal_the_host_run_bitwise, M, memories) {
+  const auto memory = M::make();
+  auto host = make_ll(mlp_chain(), hk::serial_host_memory{});
+  auto dev = make_ll(typename M::chain(mlp_chain()), memory);
+  const std::size_t T = 16;  // iterations 3, 7, 11, 15 are PGL's global steps
+  const auto lh = train(host, 0, T), ld = train(dev, 0, T);
+  BOOST_TEST(bitwise_equal(lh, ld), M::name);
+  BOOST_TEST(bitwise_equal(host.params(), host_params(dev)), M::name);
+  for (std::size_t k = 0; k + 1 < host.modules(); ++k)
+    BOOST_TEST(bitwise_equal(host.head_params(k), host_head(dev, k)), M::name << ": head " << k);
+  BOOST_TEST(!bitwise_equal(host.params(), initial()));  // it trained
+}
+
+BOOST_AUTO_TEST_CASE(a_step_makes_no_transfer_no_scalar_read_and_no_buffer) {
+  const hg_test::guarded_memory memory;
+  auto ll = make_ll(guarded_case::chain(mlp_chain()), memory);
+  const auto made = memory.counts();
+  // Construction: the parameters and two heads uploaded, gradients and head gradients made.
+  BOOST_TEST(made.uploads == 3u);
+  BOOST_TEST(made.buffers == 3u);
+  BOOST_TEST(made.downloads == 0u);
+  memory.reset_counts();
+  train(ll, 0, 8);  // 6 local iterations (3 modules, 5 optimizer steps each) and 2 global ones
+  const auto c = memory.counts();
+  BOOST_TEST(c.uploads == 0u);
+  BOOST_TEST(c.downloads == 0u);
+  BOOST_TEST(c.scalar_reads == 0u);
+  BOOST_TEST(c.buffers == 0u);
+  BOOST_TEST(c.kernels == 6u * 5u + 2u * 3u);  // one Adam pass per module body and head
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_checkpoint_is_the_same_bytes_in_every_memory_and_restores_across_them, M,
+                              memories) {
+  const auto memory = M::make();
+  auto host = make_ll(mlp_chain(), hk::serial_host_memory{});
+  auto dev = make_ll(typename M::chain(mlp_chain()), memory);
+  train(host, 0, 6);
+  train(dev, 0, 6);
+  const auto bytes = checkpoint(dev);
+  BOOST_TEST((bytes == checkpoint(host)), M::name);
+  // The device run's checkpoint restored into a fresh host run continues like the device run.
+  auto restored = make_ll(mlp_chain(), hk::serial_host_memory{});
+  hg::archive_reader r(bytes);
+  restored.serialize(r);
+  BOOST_TEST(r.done());
+  const auto lr = train(restored, 6, 12), ld = train(dev, 6, 12);
+  BOOST_TEST(bitwise_equal(lr, ld), M::name);
+  BOOST_TEST(bitwise_equal(restored.params(), host_params(dev)), M::name);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused_by_name) {
+  const hg_test::guarded_memory memory;
+  auto ll = make_ll(guarded_case::chain(mlp_chain()), memory);
+  const nn::mlp<float> other({14, 9, 4});
+  std::vector<float> p(other.num_params());
+  ll_t<hk::serial_host_memory, dc::mlp_chain> small(
+      dc::mlp_chain(other, {}, 2, {6}), p, config(),
+      [](std::size_t) { return stepper<hk::serial_host_memory>(adam_opt); });
+  const auto bytes = checkpoint(small);
+  hg::archive_reader r(bytes);
+  const auto before = host_params(ll);
+  const std::string what = hg_test::invalid_argument_message([&] { ll.serialize(r); });
+  BOOST_TEST(what.find("local_learning.params") != std::string::npos, what);
+  BOOST_TEST(bitwise_equal(host_params(ll), before));  // nothing changed
+}
+
+BOOST_AUTO_TEST_SUITE_END()
