@@ -7,7 +7,7 @@
 //   - a step makes no upload, no download, no scalar read and no buffer: the chain computes
 //     on the buffers where they are and the steppers update them there;
 //   - a checkpoint is the same bytes in every memory and restores across memories; one of
-//     another model is refused by name;
+//     another model (parameter count, head count) is refused by name and changes nothing;
 //   - a host chain cannot compute on device spans, nor a host stepper step them (compile-time
 //     checks; local_learning on CUDA memory is compiled by nvcc in device_paths.cu).
 // The chains here are the MLP chain behind the memory: on guarded memory the MLP computes with
@@ -254,6 +254,33 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused_by_name) {
   const std::string what = hg_test::invalid_argument_message([&] { ll.serialize(r); });
   BOOST_TEST(what.find("local_learning.params") != std::string::npos, what);
   BOOST_TEST(bitwise_equal(host_params(ll), before));  // nothing changed
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_with_other_heads_is_refused_and_changes_nothing) {
+  // K = 2 over the same network: the same parameter count, one head instead of two. The
+  // parameters are read before the head count: the read must not have kept them.
+  const hg_test::guarded_memory memory;
+  auto ll = make_ll(guarded_case::chain(mlp_chain()), memory);
+  train(ll, 0, 3);
+  auto cfg = config();
+  cfg.modules = 2;
+  ll_t<hk::serial_host_memory, dc::mlp_chain> two(
+      dc::mlp_chain(network(), {}, 2, cfg.head_hidden), initial(), cfg,
+      [](std::size_t) { return stepper<hk::serial_host_memory>(adam_opt); });
+  train(two, 0, 5);
+  const auto bytes = checkpoint(two);
+  const auto before = host_params(ll), head0 = host_head(ll, 0), head1 = host_head(ll, 1);
+  BOOST_REQUIRE(!bitwise_equal(before, two.params()));
+  hg::archive_reader r(bytes);
+  const std::string what = hg_test::invalid_argument_message([&] { ll.serialize(r); });
+  BOOST_TEST(what.find("local_learning.heads") != std::string::npos, what);
+  BOOST_TEST(bitwise_equal(host_params(ll), before));
+  BOOST_TEST(bitwise_equal(host_head(ll, 0), head0));
+  BOOST_TEST(bitwise_equal(host_head(ll, 1), head1));
+  // ...and it trains on as an untouched twin does.
+  auto twin = make_ll(guarded_case::chain(mlp_chain()), memory);
+  train(twin, 0, 3);
+  BOOST_TEST(bitwise_equal(train(ll, 3, 6), train(twin, 3, 6)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -109,7 +109,7 @@ class local_learning {
 
   /// Any chain (its split and heads are the chain's: cfg's bounds, modules and head_hidden are
   /// read only by the MLP constructor above). `params` (host) is uploaded once into `memory`;
-  /// each head is initialised by the chain in a host buffer and uploaded once.
+  /// the chain initialises each head (initial_head below).
   template <class MakeOpt>
   local_learning(Chain chain, std::vector<float> params, local_learning_config cfg, MakeOpt make_opt,
                  Memory memory = {})
@@ -188,19 +188,37 @@ class local_learning {
   /// Checkpointing: the network and head parameters and every module's optimizers, in a
   /// fixed order; `ar(...)` writes or reads them (available when the optimizers have a
   /// serialize member). The rest is workspace, overwritten before it is read, and
-  /// configuration, rebuilt by the caller.
+  /// configuration, rebuilt by the caller. The bytes are the same in every memory (buffers
+  /// go through host copies). Reading fills copies and commits them only when everything was
+  /// read: a checkpoint of another model (parameter or head count or size) or a damaged one
+  /// throws and changes nothing.
   template <class Archive>
   void serialize(Archive& ar)
     requires requires(Opt& o) { o.serialize(ar); }
   {
-    kernels::archive_buffer(ar, memory_, params_, "local_learning.params", chain_.num_params());
-    std::uint64_t heads = head_params_.size();
-    ar(heads);
-    require_same_size("local_learning.heads", static_cast<std::size_t>(heads), "modules - 1", head_params_.size());
-    for (std::size_t k = 0; k < head_params_.size(); ++k)
-      kernels::archive_buffer(ar, memory_, head_params_[k], "local_learning.head_params", chain_.head_size(k));
-    for (auto& o : body_opt_) o.serialize(ar);
-    for (auto& o : head_opt_) o.serialize(ar);
+    auto fields = [&](buffer& params, std::vector<buffer>& heads, std::vector<Opt>& bodies,
+                      std::vector<Opt>& head_opts) {
+      kernels::archive_buffer(ar, memory_, params, "local_learning.params", chain_.num_params());
+      std::uint64_t count = heads.size();
+      ar(count);
+      require_same_size("local_learning.heads", static_cast<std::size_t>(count), "modules - 1", heads.size());
+      for (std::size_t k = 0; k < heads.size(); ++k)
+        kernels::archive_buffer(ar, memory_, heads[k], "local_learning.head_params", chain_.head_size(k));
+      for (auto& o : bodies) o.serialize(ar);
+      for (auto& o : head_opts) o.serialize(ar);
+    };
+    if constexpr (Archive::saving) {
+      fields(params_, head_params_, body_opt_, head_opt_);
+    } else {
+      buffer params{};
+      std::vector<buffer> heads(head_params_.size());
+      auto bodies = body_opt_, head_opts = head_opt_;
+      fields(params, heads, bodies, head_opts);
+      params_ = std::move(params);
+      head_params_ = std::move(heads);
+      body_opt_ = std::move(bodies);
+      head_opt_ = std::move(head_opts);
+    }
   }
 
   /// End-to-end backpropagation of the global loss on inputs `x` (memory's space) and host
