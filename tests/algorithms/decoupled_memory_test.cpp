@@ -8,6 +8,10 @@
 //     on the buffers where they are and the steppers update them there;
 //   - a checkpoint is the same bytes in every memory and restores across memories; one of
 //     another model (parameter count, head count) is refused by name and changes nothing;
+//   - the module pipeline on 3 threads carries its activations in the memory's buffers and
+//     equals the sequential host loop bitwise; on guarded memory it makes one upload per batch
+//     (the batch entering module 0), no download, and a bounded number of buffers however
+//     many batches run;
 //   - a host chain cannot compute on device spans, nor a host stepper step them (compile-time
 //     checks; local_learning on CUDA memory is compiled by nvcc in device_paths.cu).
 // The chains here are the MLP chain behind the memory: on guarded memory the MLP computes with
@@ -33,6 +37,7 @@
 #include "hg_test.hpp"
 #include "messages.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/core/archive.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/thrust_memory.hpp"
@@ -254,6 +259,46 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused_by_name) {
   const std::string what = hg_test::invalid_argument_message([&] { ll.serialize(r); });
   BOOST_TEST(what.find("local_learning.params") != std::string::npos, what);
   BOOST_TEST(bitwise_equal(host_params(ll), before));  // nothing changed
+}
+
+dc::activation_message pipeline_batch(std::size_t t) {
+  auto b = batch(t);
+  return {t, std::move(b.x), std::move(b.y)};
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(the_module_pipeline_on_threads_equals_the_sequential_host_loop_bitwise, M, memories) {
+  const auto memory = M::make();
+  auto host = make_ll(mlp_chain(), hk::serial_host_memory{});
+  auto dev = make_ll(typename M::chain(mlp_chain()), memory);
+  const std::size_t T = 24;
+  for (std::size_t t = 0; t < T; ++t) {  // every module's local step in order (no PGL step)
+    const auto b = batch(t);
+    const float* x = b.x.data();
+    for (std::size_t k = 0; k < host.modules(); ++k) x = host.step_module(k, x, b.y).output.data();
+  }
+  const dc::pipeline_options opt{.queue_capacity = 2};
+  const auto report = dc::run_pipeline(dev, pipeline_batch, T, opt);
+  BOOST_TEST(bitwise_equal(host.params(), host_params(dev)), M::name);
+  for (std::size_t k = 0; k + 1 < host.modules(); ++k)
+    BOOST_TEST(bitwise_equal(host.head_params(k), host_head(dev, k)), M::name << ": head " << k);
+  BOOST_TEST(report.busy_seconds.size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(the_pipeline_moves_one_upload_per_batch_and_recycles_its_buffers) {
+  const hg_test::guarded_memory memory;
+  auto ll = make_ll(guarded_case::chain(mlp_chain()), memory);
+  memory.reset_counts();
+  const std::size_t T = 30, capacity = 2, edges = 2;
+  dc::run_pipeline(ll, pipeline_batch, T, {.queue_capacity = capacity});
+  const auto c = memory.counts();
+  BOOST_TEST(c.uploads == T);  // each batch into module 0's input buffer
+  BOOST_TEST(c.upload_bytes == T * 8 * 14 * sizeof(float));
+  BOOST_TEST(c.downloads == 0u);
+  BOOST_TEST(c.scalar_reads == 0u);
+  // Made once: module 0's input and each edge's capacity + 2 buffers, whatever T is.
+  BOOST_TEST(c.buffers <= 1 + edges * (capacity + 2));
+  // One Adam pass per body and head, one output copy per edge and batch.
+  BOOST_TEST(c.kernels == T * (3 + 2) + T * edges);
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_with_other_heads_is_refused_and_changes_nothing) {

@@ -12,6 +12,7 @@
 
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
+#include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/core/archive.hpp"
@@ -146,6 +147,8 @@ void decoupled_on_device(cudaStream_t stream) {
   ll.global_step(thrust::raw_pointer_cast(x.data()), y);
   hg::archive_writer w;
   ll.serialize(w);
+  // The thread pipeline: batches uploaded, activations in device buffers, copies on the stream.
+  dc::run_pipeline(ll, [](std::size_t t) { return dc::activation_message{t, std::vector<float>(4), std::vector<std::int32_t>(4)}; }, 2);
 }
 
 #if defined(HG_HAS_NCCL)

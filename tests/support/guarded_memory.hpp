@@ -149,18 +149,22 @@ class guarded_memory {
   template <class T>
   using vector = guarded_vector<T>;
 
+  /// The counts so far (read them when no other thread uses the memory).
   const transfer_counts& counts() const { return *counts_; }
-  void reset_counts() const { *counts_ = {}; }
+  void reset_counts() const {
+    std::lock_guard<std::mutex> l(*counting_);
+    *counts_ = {};
+  }
 
   template <class T>
   vector<T> make(std::size_t n, T value = T(0)) const {
-    ++counts_->buffers;
+    count(&transfer_counts::buffers);
     return vector<T>(n, value);
   }
   template <class T>
   vector<T> upload(std::span<const T> host) const {
-    ++counts_->uploads;
-    counts_->upload_bytes += host.size_bytes();
+    count(&transfer_counts::uploads);
+    count(&transfer_counts::upload_bytes, host.size_bytes());
     vector<T> v(host.size(), T(0));
     guard_scope open;
     if (!host.empty()) std::memcpy(v.data(), host.data(), host.size_bytes());
@@ -168,8 +172,8 @@ class guarded_memory {
   }
   template <class T>
   std::vector<std::remove_const_t<T>> download(heterograd::span<T, memory_space> s) const {
-    ++counts_->downloads;
-    counts_->download_bytes += s.size_bytes();
+    count(&transfer_counts::downloads);
+    count(&transfer_counts::download_bytes, s.size_bytes());
     std::vector<std::remove_const_t<T>> h(s.size());
     guard_scope open;
     if (!s.empty()) std::memcpy(h.data(), s.data(), s.size_bytes());
@@ -178,34 +182,41 @@ class guarded_memory {
   template <class T>
   void upload(std::span<const T> host, heterograd::span<T, memory_space> to) const {
     if (to.size() != host.size()) throw std::invalid_argument("guarded_memory.upload: sizes differ");
-    ++counts_->uploads;
-    counts_->upload_bytes += host.size_bytes();
+    count(&transfer_counts::uploads);
+    count(&transfer_counts::upload_bytes, host.size_bytes());
     guard_scope open;
     if (!host.empty()) std::memcpy(to.data(), host.data(), host.size_bytes());
   }
   template <class T>
   void download(heterograd::span<const T, memory_space> from, std::span<T> host) const {
     if (from.size() != host.size()) throw std::invalid_argument("guarded_memory.download: sizes differ");
-    ++counts_->downloads;
-    counts_->download_bytes += from.size_bytes();
+    count(&transfer_counts::downloads);
+    count(&transfer_counts::download_bytes, from.size_bytes());
     guard_scope open;
     if (!from.empty()) std::memcpy(host.data(), from.data(), from.size_bytes());
   }
   template <class F>
   decltype(auto) run(std::size_t, F&& f) const {
-    ++counts_->kernels;
+    count(&transfer_counts::kernels);
     guard_scope open;
     return std::forward<F>(f)(thrust::cpp::par);
   }
   template <class F>
   decltype(auto) read(std::size_t, F&& f) const {
-    ++counts_->scalar_reads;
+    count(&transfer_counts::scalar_reads);
     guard_scope open;
     return std::forward<F>(f)(thrust::cpp::par);
   }
 
  private:
+  // Several threads may share one memory (a module pipeline): the counts are kept under a lock.
+  void count(std::size_t transfer_counts::*field, std::size_t by = 1) const {
+    std::lock_guard<std::mutex> l(*counting_);
+    (*counts_).*field += by;
+  }
+
   std::shared_ptr<transfer_counts> counts_ = std::make_shared<transfer_counts>();
+  std::shared_ptr<std::mutex> counting_ = std::make_shared<std::mutex>();
 };
 
 }  // namespace hg_test

@@ -8,6 +8,13 @@
 // parameters after T batches equal those of the sequential loop (local_learning::step) on the
 // same T batches, whatever the thread timing -- the property the tests check.
 //
+// Activations between two modules travel in buffers of the local_learning's memory (device
+// buffers for a model on a device): each edge owns queue_capacity + 2 of them, recycled
+// through a free list (one filling, queue_capacity queued, one being read), remade only when a
+// batch has more rows than before. A module's output is copied into one by a kernel of the
+// memory; the batches (next_batch, host data) enter module 0 by one upload each unless the
+// memory's buffers are host vectors, which module 0 reads directly.
+//
 // Every wait has a deadline: a stuck or failed stage surfaces as an exception, never a hang.
 
 #include <chrono>
@@ -20,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -28,15 +36,20 @@
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/kernels/blend.hpp"
+#include "heterograd/kernels/memory.hpp"
 
 namespace heterograd::algorithms::decoupled {
 
-/// Activations of one batch between two modules.
-struct activation_message {
+/// Activations of one batch between two modules: inputs in a buffer of type X, host labels.
+template <class X>
+struct basic_activation_message {
   std::size_t iteration = 0;
-  std::vector<float> x;
+  X x;
   std::vector<std::int32_t> y;
 };
+/// A batch on the host (what next_batch returns, and what the transport pipeline sends).
+using activation_message = basic_activation_message<std::vector<float>>;
 
 /// A bounded multi-producer/multi-consumer queue whose waits time out or abort.
 template <class T>
@@ -97,15 +110,12 @@ struct pipeline_report {
 };
 
 namespace detail {
-/// Module k's step on one batch, timed into the report.
+/// Module k's step on one batch (inputs x in the memory's space), timed into the report.
 template <class Opt, class Chain, class Memory>
-module_step timed_step(local_learning<Opt, Chain, Memory>& ll, std::size_t k, const activation_message& in,
-                       pipeline_report& report) {
-  static_assert(std::is_same_v<typename Memory::memory_space, host_space>,
-                "the module pipelines carry activations in host messages: a local_learning in device memory "
-                "runs its modules through step() / step_module() on its own stream");
+auto timed_step(local_learning<Opt, Chain, Memory>& ll, std::size_t k, const float* x, span<const std::int32_t> y,
+                pipeline_report& report) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = ll.step_module(k, in.x.data(), in.y);
+  const auto r = ll.step_module(k, x, y);
   report.busy_seconds[k] +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.last_loss[k] = r.loss;
@@ -114,7 +124,7 @@ module_step timed_step(local_learning<Opt, Chain, Memory>& ll, std::size_t k, co
 }  // namespace detail
 
 /// Runs `iterations` batches through the modules of `ll`, one thread per module. `next_batch(t)`
-/// returns batch t (inputs and labels by value). Rethrows the first stage failure after
+/// returns batch t (host inputs and labels by value). Rethrows the first stage failure after
 /// stopping the others.
 template <class Opt, class Chain, class Memory>
 pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
@@ -122,10 +132,18 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
                              std::size_t iterations, pipeline_options opt = {}) {
   require_positive("pipeline.queue_capacity", opt.queue_capacity);
   require_positive("pipeline.timeout", opt.timeout.count());
+  using buffer = typename Memory::template vector<float>;
+  using message = basic_activation_message<buffer>;
+  constexpr bool host_buffers = std::is_same_v<buffer, std::vector<float>>;
+  const Memory& memory = ll.memory();
   const std::size_t K = ll.modules();
-  std::vector<std::unique_ptr<bounded_queue<activation_message>>> queues;
-  for (std::size_t k = 0; k + 1 < K; ++k)
-    queues.push_back(std::make_unique<bounded_queue<activation_message>>(opt.queue_capacity));
+  std::vector<std::unique_ptr<bounded_queue<message>>> queues;
+  std::vector<std::unique_ptr<bounded_queue<buffer>>> free;  // per edge: its recycled buffers
+  for (std::size_t k = 0; k + 1 < K; ++k) {
+    queues.push_back(std::make_unique<bounded_queue<message>>(opt.queue_capacity));
+    free.push_back(std::make_unique<bounded_queue<buffer>>(opt.queue_capacity + 2));
+    for (std::size_t i = 0; i < opt.queue_capacity + 2; ++i) free.back()->push(buffer{}, opt.timeout);
+  }
   pipeline_report report;
   report.busy_seconds.assign(K, 0.0);
   report.last_loss.assign(K, 0.0f);
@@ -135,17 +153,41 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
     std::lock_guard lk(error_mutex);
     if (!first_error) first_error = e;
     for (auto& q : queues) q->abort();
+    for (auto& q : free) q->abort();
+  };
+  // A buffer of at least n floats (remade only when it is too small).
+  auto fit = [&](buffer& b, std::size_t n) {
+    if (b.size() < n) b = memory.template make<float>(n, 0.0f);
   };
   std::vector<std::thread> threads;
   for (std::size_t k = 0; k < K; ++k) {
     threads.emplace_back([&, k] {
       try {
+        buffer input{};  // module 0: the batch uploaded (memories without host vectors)
         for (std::size_t t = 0; t < iterations; ++t) {
-          activation_message in = k == 0 ? next_batch(t) : queues[k - 1]->pop(opt.timeout);
-          const auto r = detail::timed_step(ll, k, in, report);
+          message in;
+          if (k == 0) {
+            activation_message batch = next_batch(t);
+            in.iteration = batch.iteration;
+            in.y = std::move(batch.y);
+            if constexpr (host_buffers) {
+              in.x = std::move(batch.x);
+            } else {
+              fit(input, batch.x.size());
+              memory.upload(std::span<const float>(batch.x), kernels::view(memory, input).first(batch.x.size()));
+            }
+          } else {
+            in = queues[k - 1]->pop(opt.timeout);
+          }
+          const float* x = k == 0 && !host_buffers ? kernels::view(memory, input).data() : kernels::view(memory, in.x).data();
+          const auto r = detail::timed_step(ll, k, x, span<const std::int32_t>(in.y), report);
+          if (k > 0) free[k - 1]->push(std::move(in.x), opt.timeout);  // read: back to its edge
           if (k + 1 < K) {
-            activation_message out{in.iteration, std::vector<float>(r.output.begin(), r.output.end()),
-                                   std::move(in.y)};
+            message out{in.iteration, free[k]->pop(opt.timeout), std::move(in.y)};
+            fit(out.x, r.output.size());
+            memory.run(r.output.size(), [&](const auto& policy) {
+              kernels::copy(policy, r.output, kernels::view(memory, out.x).first(r.output.size()));
+            });
             queues[k]->push(std::move(out), opt.timeout);
           }
         }

@@ -14,6 +14,7 @@
 #include <string>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
@@ -34,6 +35,9 @@ template <class Transport, class Opt, class Chain, class Memory>
 pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll,
                                   const std::function<activation_message(std::size_t)>& next_batch,
                                   std::size_t iterations, pipeline_options opt = {}) {
+  static_assert(std::is_same_v<typename Memory::memory_space, host_space>,
+                "the transport pipeline sends activations from host memory: a local_learning in device memory "
+                "runs its modules on threads (run_pipeline) or through step() / step_module()");
   require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
           "must equal the number of modules (" + std::to_string(ll.modules()) + ")");
   require_positive("pipeline.queue_capacity", opt.queue_capacity);
@@ -62,7 +66,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       t.recv(span<std::int32_t>(in.y), prev, detail::y_tag, ro).wait();
       t.send(span<const std::int64_t>(&credit, 1), prev, detail::credit_tag, so).wait();
     }
-    const auto r = detail::timed_step(ll, k, in, report);
+    const auto r = detail::timed_step(ll, k, in.x.data(), span<const std::int32_t>(in.y), report);
     if (k + 1 < K) {
       if (sent - credits >= opt.queue_capacity) {  // wait for the consumer to free a slot
         t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
