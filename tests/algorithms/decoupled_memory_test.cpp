@@ -12,6 +12,9 @@
 //     equals the sequential host loop bitwise; on guarded memory it makes one upload per batch
 //     (the batch entering module 0), no download, and a bounded number of buffers however
 //     many batches run;
+//   - the pipeline over 3 inproc ranks stages each batch through the host (one upload of its
+//     inputs, one download of its output per rank and batch, nothing else) and gathers the
+//     sequential host loop's modules and heads bitwise;
 //   - a host chain cannot compute on device spans, nor a host stepper step them (compile-time
 //     checks; local_learning on CUDA memory is compiled by nvcc in device_paths.cu).
 // The chains here are the MLP chain behind the memory: on guarded memory the MLP computes with
@@ -38,6 +41,8 @@
 #include "messages.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
+#include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
+#include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/archive.hpp"
 #include "heterograd/core/rng.hpp"
 #include "heterograd/kernels/thrust_memory.hpp"
@@ -299,6 +304,51 @@ BOOST_AUTO_TEST_CASE(the_pipeline_moves_one_upload_per_batch_and_recycles_its_bu
   BOOST_TEST(c.buffers <= 1 + edges * (capacity + 2));
   // One Adam pass per body and head, one output copy per edge and batch.
   BOOST_TEST(c.kernels == T * (3 + 2) + T * edges);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(the_pipeline_over_inproc_ranks_stages_through_the_host_and_equals_the_host_loop, M,
+                              memories) {
+  auto host = make_ll(mlp_chain(), hk::serial_host_memory{});
+  const std::size_t T = 20, K = 3;
+  for (std::size_t t = 0; t < T; ++t) {
+    const auto b = batch(t);
+    const float* x = b.x.data();
+    for (std::size_t k = 0; k < K; ++k) x = host.step_module(k, x, b.y).output.data();
+  }
+  std::vector<float> gathered, head0, head1;
+  std::vector<hg_test::transfer_counts> pipeline(K), gather(K);
+  hg::comm::inproc::spawn(static_cast<int>(K), [&](const hg::comm::inproc::communicator& c) {
+    const auto memory = M::make();
+    auto ll = make_ll(typename M::chain(mlp_chain()), memory);
+    const auto r = static_cast<std::size_t>(c.rank());
+    if constexpr (std::is_same_v<decltype(memory), const hg_test::guarded_memory>) memory.reset_counts();
+    dc::run_pipeline_over(c, ll, pipeline_batch, T, {.queue_capacity = 2});
+    if constexpr (std::is_same_v<decltype(memory), const hg_test::guarded_memory>) {
+      pipeline[r] = memory.counts();
+      memory.reset_counts();
+    }
+    dc::gather_modules(c, ll);
+    if constexpr (std::is_same_v<decltype(memory), const hg_test::guarded_memory>) gather[r] = memory.counts();
+    if (r == 0) {
+      gathered = host_params(ll);
+      head0 = host_head(ll, 0);
+      head1 = host_head(ll, 1);
+    }
+  });
+  BOOST_TEST(bitwise_equal(gathered, host.params()), M::name);
+  BOOST_TEST(bitwise_equal(head0, host.head_params(0)), M::name);
+  BOOST_TEST(bitwise_equal(head1, host.head_params(1)), M::name);
+  if constexpr (std::is_same_v<M, guarded_case>) {
+    for (std::size_t r = 0; r < K; ++r) {
+      BOOST_TEST(pipeline[r].uploads == T, "rank " << r);                         // its inputs
+      BOOST_TEST(pipeline[r].downloads == (r + 1 < K ? T : 0u), "rank " << r);  // its output
+      BOOST_TEST(pipeline[r].scalar_reads == 0u, "rank " << r);
+      BOOST_TEST(pipeline[r].buffers <= 1u, "rank " << r);  // one input buffer, made once
+    }
+    BOOST_TEST(gather[0].uploads == 3u);  // module 1, head 1, module 2
+    BOOST_TEST(gather[1].downloads == 2u);
+    BOOST_TEST(gather[2].downloads == 1u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_with_other_heads_is_refused_and_changes_nothing) {

@@ -164,6 +164,41 @@ BOOST_AUTO_TEST_CASE(a_failing_stage_stops_the_pipeline_with_its_error_instead_o
   BOOST_CHECK_THROW(dc::run_pipeline(ll, src, 10, opt), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(a_batch_whose_inputs_are_not_rows_times_the_input_width_is_refused_by_name) {
+  // Module 0 reads rows x input_width(0) floats through a pointer: a short batch would be read
+  // past its end, so the pipelines and the batch step check it before any module runs.
+  const nn::mlp<float> net({6, 5, 3});
+  std::vector<float> p(net.num_params());
+  net.init(p, 3);
+  dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.modules = 2},
+                                              [](std::size_t) { return hg_test::sgd_stepper{}; });
+  auto short_batch = [](std::size_t t) {
+    dc::activation_message m;
+    m.iteration = t;
+    m.x.assign(2 * 6 - (t == 2 ? 1 : 0), 0.1f);  // batch 2 is one float short
+    m.y = {0, 1};
+    return m;
+  };
+  const dc::pipeline_options opt{.queue_capacity = 1, .timeout = std::chrono::seconds{5}};
+  try {
+    dc::run_pipeline(ll, short_batch, 5, opt);
+    BOOST_FAIL("no error");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("pipeline.batch.x") != std::string::npos, e.what());
+  }
+  const std::vector<float> x(2 * 6 + 1, 0.1f);
+  const std::vector<std::int32_t> y{0, 1};
+  dc::local_learning<hg_test::sgd_stepper> fresh(net, p, {.modules = 2},
+                                                 [](std::size_t) { return hg_test::sgd_stepper{}; });
+  try {
+    fresh.step(nn::batch<float>{x, y});
+    BOOST_FAIL("no error");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("local_learning.batch.x") != std::string::npos, e.what());
+  }
+  BOOST_TEST(bitwise_equal(fresh.params(), p));  // nothing stepped
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 #include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"

@@ -13,6 +13,7 @@
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
+#include "heterograd/algorithms/decoupled/transport_pipeline.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/core/archive.hpp"
@@ -149,6 +150,18 @@ void decoupled_on_device(cudaStream_t stream) {
   ll.serialize(w);
   // The thread pipeline: batches uploaded, activations in device buffers, copies on the stream.
   dc::run_pipeline(ll, [](std::size_t t) { return dc::activation_message{t, std::vector<float>(4), std::vector<std::int32_t>(4)}; }, 2);
+}
+
+// The transport pipeline over a host transport with device memory: each batch staged through
+// host vectors (compiled, never called: the pipeline needs its ranks).
+void decoupled_over_a_host_transport(cudaStream_t stream, const hg::comm::inproc::communicator& c) {
+  const auto mem = hk::thrust_memory(thrust::cuda::par.on(stream));
+  using M = std::remove_const_t<decltype(mem)>;
+  using S = dc::optim_stepper<ho::adam, M>;
+  dc::local_learning<S, device_chain, M> ll(device_chain{}, std::vector<float>(8), {},
+                                            [&](std::size_t) { return S(ho::adam(), mem); }, mem);
+  dc::run_pipeline_over(c, ll, [](std::size_t t) { return dc::activation_message{t, std::vector<float>(4), std::vector<std::int32_t>(4)}; }, 2);
+  dc::gather_modules(c, ll);
 }
 
 #if defined(HG_HAS_NCCL)

@@ -178,10 +178,11 @@ class local_learning {
     }
     return loss;
   }
-  /// The same on a host batch (a chain on the host).
+  /// The same on a host batch (a chain on the host); its inputs must be rows x input width.
   float step(const nn::batch<float>& b, std::size_t iteration = 0, std::size_t epoch = 0)
     requires std::is_same_v<memory_space, host_space>
   {
+    check_batch(b);
     return step(b.x.data(), b.y, iteration, epoch);
   }
 
@@ -231,10 +232,15 @@ class local_learning {
   float global_step(const nn::batch<float>& b)
     requires std::is_same_v<memory_space, host_space>
   {
+    check_batch(b);
     return global_step(b.x.data(), b.y);
   }
 
  private:
+  void check_batch(const nn::batch<float>& b) const {
+    require_same_size("local_learning.batch.x", b.x.size(), "rows * input_width(0)",
+                      b.y.size() * chain_.input_width(0));
+  }
   std::size_t slice_size(std::size_t k) const { return chain_.module_offset(k + 1) - chain_.module_offset(k); }
   pspan slice(buffer& v, std::size_t k) { return kernels::view(memory_, v).subspan(chain_.module_offset(k), slice_size(k)); }
   /// Head k as the chain initialises it: a host chain draws into a host vector, moved or

@@ -168,6 +168,8 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
           message in;
           if (k == 0) {
             activation_message batch = next_batch(t);
+            require_same_size("pipeline.batch.x", batch.x.size(), "rows * input_width(0)",
+                              batch.y.size() * ll.chain().input_width(0));
             in.iteration = batch.iteration;
             in.y = std::move(batch.y);
             if constexpr (host_buffers) {

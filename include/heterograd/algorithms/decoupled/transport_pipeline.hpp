@@ -9,11 +9,20 @@
 // Each rank holds a full local_learning object but updates only its own module; the result on
 // rank k's module slice equals the sequential loop's bitwise. gather_modules() collects every
 // module (and head) on rank 0.
+//
+// The transports that carry tagged messages (inproc, MPI) take host buffers. A local_learning
+// whose memory's buffers are not host vectors (a device, guarded memory) is staged explicitly,
+// as eager-SGD's rounds are: each rank uploads the inputs it receives (or its batch) into one
+// buffer of its memory and downloads its module's output into one host vector before sending
+// it, both made once and grown only for a larger batch: one upload and one download of the
+// activations per batch, nothing else; gather_modules downloads a module and head on its
+// owner and uploads them on rank 0.
 
 #include <cstddef>
 #include <string>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -21,6 +30,7 @@
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/kernels/memory.hpp"
 
 namespace heterograd::algorithms::decoupled {
 
@@ -35,9 +45,6 @@ template <class Transport, class Opt, class Chain, class Memory>
 pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll,
                                   const std::function<activation_message(std::size_t)>& next_batch,
                                   std::size_t iterations, pipeline_options opt = {}) {
-  static_assert(std::is_same_v<typename Memory::memory_space, host_space>,
-                "the transport pipeline sends activations from host memory: a local_learning in device memory "
-                "runs its modules on threads (run_pipeline) or through step() / step_module()");
   require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
           "must equal the number of modules (" + std::to_string(ll.modules()) + ")");
   require_positive("pipeline.queue_capacity", opt.queue_capacity);
@@ -51,10 +58,17 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
   report.last_loss.assign(K, 0.0f);
   std::size_t sent = 0, credits = 0;
   std::int64_t credit = 0;
+  using buffer = typename Memory::template vector<float>;
+  constexpr bool staged = !std::is_same_v<buffer, std::vector<float>>;
+  const Memory& memory = ll.memory();
+  buffer input{};              // staged: this batch's inputs in the memory
+  std::vector<float> output;   // staged: the module's output on the host, to be sent
   for (std::size_t it = 0; it < iterations; ++it) {
     activation_message in;
     if (k == 0) {
       in = next_batch(it);
+      require_same_size("pipeline.batch.x", in.x.size(), "rows * input_width(0)",
+                        in.y.size() * ll.chain().input_width(0));
     } else {
       std::int64_t header[2] = {0, 0};  // iteration, rows
       t.recv(span<std::int64_t>(header, 2), prev, detail::header_tag, ro).wait();
@@ -66,7 +80,14 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       t.recv(span<std::int32_t>(in.y), prev, detail::y_tag, ro).wait();
       t.send(span<const std::int64_t>(&credit, 1), prev, detail::credit_tag, so).wait();
     }
-    const auto r = detail::timed_step(ll, k, in.x.data(), span<const std::int32_t>(in.y), report);
+    const float* x = in.x.data();
+    if constexpr (staged) {
+      if (input.size() < in.x.size()) input = memory.template make<float>(in.x.size(), 0.0f);
+      const auto v = kernels::view(memory, input).first(in.x.size());
+      memory.upload(std::span<const float>(in.x), v);
+      x = v.data();
+    }
+    const auto r = detail::timed_step(ll, k, x, span<const std::int32_t>(in.y), report);
     if (k + 1 < K) {
       if (sent - credits >= opt.queue_capacity) {  // wait for the consumer to free a slot
         t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
@@ -76,7 +97,13 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
                                       static_cast<std::int64_t>(in.y.size())};
       // Sends complete when buffered or received; waiting keeps the buffers alive until then.
       t.send(span<const std::int64_t>(header, 2), next, detail::header_tag, so).wait();
-      t.send(span<const float>(r.output), next, detail::x_tag, so).wait();
+      if constexpr (staged) {
+        output.resize(r.output.size());
+        memory.download(r.output, std::span<float>(output));
+        t.send(span<const float>(output), next, detail::x_tag, so).wait();
+      } else {
+        t.send(span<const float>(r.output), next, detail::x_tag, so).wait();
+      }
       t.send(span<const std::int32_t>(in.y), next, detail::y_tag, so).wait();
       ++sent;
     }
@@ -86,24 +113,42 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
   return report;
 }
 
-/// Rank 0 receives every module's slice and head from its owner; the others send theirs.
+/// Rank 0 receives every module's slice and head from its owner; the others send theirs
+/// (staged through host vectors as above).
 template <class Transport, class Opt, class Chain, class Memory>
 void gather_modules(const Transport& t, local_learning<Opt, Chain, Memory>& ll, pipeline_options opt = {}) {
   comm::send_options so;
   comm::recv_options ro;
   so.timeout = ro.timeout = opt.timeout;
   const std::size_t K = ll.modules();
+  constexpr bool staged = !std::is_same_v<typename Memory::template vector<float>, std::vector<float>>;
+  const Memory& memory = ll.memory();
+  auto receive = [&](auto to, int from, int tag) {
+    if constexpr (staged) {
+      std::vector<float> h(to.size());
+      t.recv(span<float>(h), from, tag, ro).wait();
+      memory.upload(std::span<const float>(h), to);
+    } else {
+      t.recv(to, from, tag, ro).wait();
+    }
+  };
+  auto send = [&](auto from, int tag) {
+    if constexpr (staged) {
+      const std::vector<float> h = memory.download(from);
+      t.send(span<const float>(h), 0, tag, so).wait();
+    } else {
+      t.send(span<const float>(from), 0, tag, so).wait();
+    }
+  };
   if (t.rank() == 0) {
     for (std::size_t k = 1; k < K; ++k) {
-      t.recv(ll.module_params(k), static_cast<int>(k), detail::gather_tag, ro).wait();
-      if (k + 1 < K)
-        t.recv(ll.head_params_mut(k), static_cast<int>(k), detail::gather_head_tag, ro).wait();
+      receive(ll.module_params(k), static_cast<int>(k), detail::gather_tag);
+      if (k + 1 < K) receive(ll.head_params_mut(k), static_cast<int>(k), detail::gather_head_tag);
     }
   } else {
     const std::size_t k = static_cast<std::size_t>(t.rank());
-    t.send(span<const float>(ll.module_params(k)), 0, detail::gather_tag, so).wait();
-    if (k + 1 < K)
-      t.send(span<const float>(ll.head_params_mut(k)), 0, detail::gather_head_tag, so).wait();
+    send(ll.module_params(k), detail::gather_tag);
+    if (k + 1 < K) send(ll.head_params_mut(k), detail::gather_head_tag);
   }
 }
 
