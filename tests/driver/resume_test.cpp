@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -170,15 +171,16 @@ void kill_trials(unsigned jobs, int trials) {
   const auto d = scratch("kills-" + std::to_string(jobs));
   const auto cfg = write_config(d, tiny_experiment());
   const json& want = reference();
-  // The delays cover a whole run: measured here, with this --jobs, on this (busy) machine.
+  // The delays cover a whole run: measured here, with this --jobs, on this (busy) machine, and
+  // shortened whenever a run ends before its kill (the machine got quieter: ctest's neighbours
+  // finished), so that the kills keep landing inside runs whatever the load does.
   const auto t0 = std::chrono::steady_clock::now();
   BOOST_TEST_REQUIRE(run(args_of(cfg, d / "timed", jobs), d / "timed.txt").rc == 0);
-  const double whole = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double whole = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto seed = static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   BOOST_TEST_MESSAGE("--jobs " << jobs << ": " << trials << " trials, delays in [0, " << 1.1 * whole
                                << " s] from seed " << seed);
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> delay(0.0, 1.1 * whole);
   int mid_run = 0, from_checkpoint = 0, halted_checkpoints = 0;
   for (int t = 0; t < trials; ++t) {
     const auto out = d / ("trial-" + std::to_string(t));
@@ -196,10 +198,12 @@ void kill_trials(unsigned jobs, int trials) {
       const pid_t pid = start(args_of(cfg, out, jobs, kill ? std::vector<std::string>{"--resume"}
                                                            : std::vector<std::string>{}),
                               d / "killed.txt");
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
+      const double wait = std::uniform_real_distribution<double>(0.0, 1.1 * whole)(rng);
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       ::kill(pid, SIGKILL);
       const int rc = wait_for(pid);
       mid_run += rc == 128 + SIGKILL;
+      if (rc == 0 && !kill) whole = std::min(whole, wait);  // a whole run fit in `wait`
       BOOST_TEST_REQUIRE(gone_within(out.string(), 5000ms), at << ": children outlived their parent");
     }
     for (const auto& l : labels()) from_checkpoint += fs::exists(out / l / "checkpoint.bin");
