@@ -288,6 +288,27 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(outer_optimizers_step_on_the_pseudo_gradient, B, h
   }
 }
 
+// step_in_place writes the pseudo-gradient over the average instead of a scratch buffer (what
+// local SGD's round uses): the same anchor and state bit for bit, the average = anchor - average.
+BOOST_AUTO_TEST_CASE_TEMPLATE(the_outer_step_in_place_equals_the_step_bitwise, B, hg_test::backends) {
+  const std::size_t n = 61;
+  const auto anchor0 = ot::random_vector(n, 30);
+  const auto outer = o::diloco_nesterov();
+  auto x = ot::to_backend<B>(anchor0), y = ot::to_backend<B>(anchor0);
+  auto sx = outer.init(B::policy(), ot::span_of<B>(x)), sy = outer.init(B::policy(), ot::span_of<B>(y));
+  for (int r = 0; r < 3; ++r) {
+    const auto avg = ot::random_vector(n, 31 + static_cast<std::uint64_t>(r));
+    const auto before = hg_test::to_host(y);
+    auto a = ot::to_backend<B>(avg), b = ot::to_backend<B>(avg);
+    outer.step(B::policy(), ot::cspan_of<B>(a), sx, ot::span_of<B>(x));
+    outer.step_in_place(B::policy(), ot::span_of<B>(b), sy, ot::span_of<B>(y));
+    const auto hx = hg_test::to_host(x), hy = hg_test::to_host(y), hb = hg_test::to_host(b);
+    BOOST_TEST(std::memcmp(hx.data(), hy.data(), n * sizeof(double)) == 0);
+    BOOST_TEST((sx == sy));
+    for (std::size_t i = 0; i < n; ++i) BOOST_TEST(hb[i] == before[i] - avg[i]);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(optim_average)

@@ -40,29 +40,55 @@ class outer_optimizer {
   }
 
   /// anchor <- inner step with gradient (anchor - average). Checks first; nothing is written
-  /// when it throws.
+  /// when it throws. The pseudo-gradient goes to a scratch buffer (kernels::scratch).
   template <class Policy, class A, class T, class S, class P>
   void step(const Policy& policy, const A& average, state<T, S>& st, P&& anchor) const {
     auto avg = detail::as_span(average);
     auto x = detail::as_span(anchor);
-    using AS = typename decltype(avg)::memory_space;
-    using XS = typename decltype(x)::memory_space;
-    if constexpr (!(std::is_same_v<AS, S> && std::is_same_v<XS, S> &&
-                    exec::accessible_v<Policy, S>)) {
+    if (checked(policy, avg, st, x)) {
+      kernels::scratch<T, Policy> delta(policy, x.size());
+      apply(policy, avg.data(), delta.data(), st, x);
+    }
+  }
+  /// The same with the pseudo-gradient written over `average` (average <- anchor - average),
+  /// no scratch: for a caller that overwrites the average next, as local SGD's round does.
+  /// Bitwise the same anchor and state as step().
+  template <class Policy, class A, class T, class S, class P>
+  void step_in_place(const Policy& policy, A&& average, state<T, S>& st, P&& anchor) const {
+    auto avg = detail::as_span(average);
+    auto x = detail::as_span(anchor);
+    static_assert(!std::is_const_v<typename decltype(avg)::element_type>,
+                  "step_in_place writes the pseudo-gradient over the average");
+    if (checked(policy, avg, st, x)) apply(policy, avg.data(), avg.data(), st, x);
+  }
+
+ private:
+  // The memory spaces (a mismatch throws, naming them), the sizes and the state; true when the
+  // step may run.
+  template <class Policy, class A, class T, class S, class X>
+  bool checked(const Policy&, const A& avg, const state<T, S>& st, const X& x) const {
+    using AS = typename A::memory_space;
+    using XS = typename X::memory_space;
+    if constexpr (!(std::is_same_v<AS, S> && std::is_same_v<XS, S> && exec::accessible_v<Policy, S>)) {
       throw std::invalid_argument(invalid_argument_message(
           "outer.memory spaces", std::string(AS::name) + "/" + S::name + "/" + XS::name,
           "average, state and anchor must share one memory space the policy can access"));
     } else {
       require_same_size("outer.average", avg.size(), "outer.anchor", x.size());
       inner_.check_state(st, x.size(), "outer");
+      return true;
+    }
+  }
+  // delta <- anchor - average (element-wise: delta may be the average), then the inner step.
+  template <class Policy, class T, class S, class X>
+  void apply(const Policy& policy, const T* avg, T* delta, state<T, S>& st, const X& x) const {
+    if constexpr (std::is_same_v<typename X::memory_space, S> && exec::accessible_v<Policy, S>) {
       const std::size_t n = x.size();
-      kernels::scratch<T, Policy> delta(policy, n);
-      kernels::launch(policy, n, detail::diff_body<T>{delta.data(), x.data(), avg.data()});
-      inner_.apply_impl(policy, span<const T, S>(delta.data(), n), st, span<T, S>(x.data(), n));
+      kernels::launch(policy, n, detail::diff_body<T>{delta, x.data(), avg});
+      inner_.apply_impl(policy, span<const T, S>(delta, n), st, span<T, S>(x.data(), n));
     }
   }
 
- private:
   Inner inner_;
 };
 

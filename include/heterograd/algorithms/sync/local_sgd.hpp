@@ -305,7 +305,14 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
       if constexpr (is_no_outer_v<Outer>) {
         rep.copy(span<const T, S>(params), anchor);
       } else {
-        rep.memory.run(n, [&](const auto& p) { outer.step(p, span<const T, S>(params), os, anchor); });
+        // The average is overwritten with the anchor next: the outer step may use it for its
+        // pseudo-gradient (no scratch buffer per round).
+        rep.memory.run(n, [&](const auto& p) {
+          if constexpr (requires { outer.step_in_place(p, params, os, anchor); })
+            outer.step_in_place(p, params, os, anchor);
+          else
+            outer.step(p, span<const T, S>(params), os, anchor);
+        });
       }
       rep.copy(span<const T, S>(anchor), params);
       rep.tr.from_common(me, params);
