@@ -356,6 +356,32 @@ BOOST_AUTO_TEST_CASE(pipeline_over_four_inproc_ranks_equals_the_sequential_loop_
   for (std::size_t k = 0; k < 3; ++k) BOOST_TEST(bitwise_equal(heads[k], seq.head_params(k)));
 }
 
+BOOST_AUTO_TEST_CASE(a_hostile_previous_rank_is_refused_by_name_before_anything_is_sized) {
+  // Rank 0 sends only a forged header: rows that would overflow the buffer's size, a negative
+  // count, or a batch out of order. Rank 1 refuses it naming the field; nothing hangs.
+  const nn::mlp<float> net({6, 5, 3});
+  std::vector<float> p(net.num_params());
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  const std::int64_t forged[][3] = {{0, 0, std::int64_t{1} << 62}, {0, 0, -3}, {0, 0, 0}, {4, 4, 2}};
+  const char* names[] = {"pipeline.header.rows", "pipeline.header.rows", "pipeline.header.rows",
+                         "pipeline.header.position"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    try {
+      heterograd::comm::inproc::spawn(2, [&](const heterograd::comm::inproc::communicator& c) {
+        if (c.rank() == 0) {
+          c.send(hg::span<const std::int64_t>(forged[i], 3), 1, 7100, {}).wait();  // the header tag
+          return;
+        }
+        dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.modules = 2}, make);
+        dc::run_pipeline_over(c, ll, synthetic_batches{6, 3, 2, 1}, 2, {.timeout = std::chrono::seconds{5}});
+      });
+      BOOST_FAIL("no error for forged header " << i);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(names[i]) != std::string::npos, e.what());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(pipeline_over_a_transport_of_the_wrong_size_is_rejected) {
   const nn::mlp<float> net({6, 5, 3});
   std::vector<float> p(net.num_params());

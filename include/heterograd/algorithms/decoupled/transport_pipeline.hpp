@@ -1,6 +1,8 @@
 #pragma once
 // The module pipeline over a transport: module k runs on rank k (inproc threads or MPI ranks).
-// Activations travel forward as three tagged messages per batch (header, inputs, labels);
+// Activations travel forward as three tagged messages per batch (header: the batch's position
+// in the run, its iteration and its rows, each checked by the receiver before it sizes
+// anything; inputs; labels);
 // the only backward traffic is a one-integer credit per consumed batch, which bounds the
 // batches in flight between two ranks to `queue_capacity` (flow control, not a backward
 // pass: no module waits for gradients from above). Every wait carries the options' timeout,
@@ -70,10 +72,17 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       require_same_size("pipeline.batch.x", in.x.size(), "rows * input_width(0)",
                         in.y.size() * ll.chain().input_width(0));
     } else {
-      std::int64_t header[2] = {0, 0};  // iteration, rows
-      t.recv(span<std::int64_t>(header, 2), prev, detail::header_tag, ro).wait();
-      const auto rows = static_cast<std::size_t>(header[1]);
-      in.iteration = static_cast<std::size_t>(header[0]);
+      std::int64_t header[3] = {0, 0, 0};  // position in this run, the batch's iteration, rows
+      t.recv(span<std::int64_t>(header, 3), prev, detail::header_tag, ro).wait();
+      // The previous rank's word, checked before it sizes anything: batches arrive in order,
+      // and rows x width floats must be a size this process can name.
+      require(header[0] == static_cast<std::int64_t>(it), "pipeline.header.position", header[0],
+              "must be the next batch of the run (" + std::to_string(it) + ")");
+      const std::size_t width = ll.chain().input_width(k);
+      require(header[2] > 0 && static_cast<std::uint64_t>(header[2]) <= ~std::size_t{0} / sizeof(float) / width,
+              "pipeline.header.rows", header[2], "must be > 0 and rows x input_width(k) floats addressable");
+      const auto rows = static_cast<std::size_t>(header[2]);
+      in.iteration = static_cast<std::size_t>(header[1]);
       in.x.resize(rows * ll.chain().input_width(k));
       in.y.resize(rows);
       t.recv(span<float>(in.x), prev, detail::x_tag, ro).wait();
@@ -93,10 +102,10 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
         t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
         ++credits;
       }
-      const std::int64_t header[2] = {static_cast<std::int64_t>(in.iteration),
+      const std::int64_t header[3] = {static_cast<std::int64_t>(it), static_cast<std::int64_t>(in.iteration),
                                       static_cast<std::int64_t>(in.y.size())};
       // Sends complete when buffered or received; waiting keeps the buffers alive until then.
-      t.send(span<const std::int64_t>(header, 2), next, detail::header_tag, so).wait();
+      t.send(span<const std::int64_t>(header, 3), next, detail::header_tag, so).wait();
       if constexpr (staged) {
         output.resize(r.output.size());
         memory.download(r.output, std::span<float>(output));
