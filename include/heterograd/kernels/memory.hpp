@@ -196,11 +196,17 @@ bool same_bits(const M& m, const V& a, const V& b) {
   }
 }
 
+/// True when memory M's buffers of T are host std::vectors: host code, host transports and
+/// host models reach them directly. Otherwise (a device, guarded memory) data reaches them
+/// only through the memory's kernels and transfers, and algorithms stage explicitly.
+template <class M, class T = float>
+inline constexpr bool host_vectors_v = std::is_same_v<typename M::template vector<T>, std::vector<T>>;
+
 /// A host vector as a buffer of memory m: moved when m's buffers are std::vectors, uploaded
 /// otherwise (one transfer).
 template <class M, class T>
 typename M::template vector<T> from_host(const M& m, std::vector<T>&& h) {
-  if constexpr (std::is_same_v<typename M::template vector<T>, std::vector<T>>)
+  if constexpr (host_vectors_v<M, T>)
     return std::move(h);
   else
     return m.template upload<T>(std::span<const T>(h));

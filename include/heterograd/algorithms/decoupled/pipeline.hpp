@@ -134,7 +134,7 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
   require_positive("pipeline.timeout", opt.timeout.count());
   using buffer = typename Memory::template vector<float>;
   using message = basic_activation_message<buffer>;
-  constexpr bool host_buffers = std::is_same_v<buffer, std::vector<float>>;
+  constexpr bool host_buffers = kernels::host_vectors_v<Memory>;
   const Memory& memory = ll.memory();
   const std::size_t K = ll.modules();
   std::vector<std::unique_ptr<bounded_queue<message>>> queues;

@@ -61,7 +61,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
   std::size_t sent = 0, credits = 0;
   std::int64_t credit = 0;
   using buffer = typename Memory::template vector<float>;
-  constexpr bool staged = !std::is_same_v<buffer, std::vector<float>>;
+  constexpr bool staged = !kernels::host_vectors_v<Memory>;
   const Memory& memory = ll.memory();
   buffer input{};              // staged: this batch's inputs in the memory
   std::vector<float> output;   // staged: the module's output on the host, to be sent
@@ -130,7 +130,7 @@ void gather_modules(const Transport& t, local_learning<Opt, Chain, Memory>& ll, 
   comm::recv_options ro;
   so.timeout = ro.timeout = opt.timeout;
   const std::size_t K = ll.modules();
-  constexpr bool staged = !std::is_same_v<typename Memory::template vector<float>, std::vector<float>>;
+  constexpr bool staged = !kernels::host_vectors_v<Memory>;
   const Memory& memory = ll.memory();
   auto receive = [&](auto to, int from, int tag) {
     if constexpr (staged) {

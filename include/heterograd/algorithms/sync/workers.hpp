@@ -83,7 +83,7 @@ template <class Memory, class T, class S>
 algorithms::nonfinite_outcome screen_gradient(const Memory& memory, nonfinite_policy p, span<T, S> g,
                                               std::string_view method, std::uint64_t worker,
                                               std::uint64_t step, std::string_view step_meaning) {
-  if constexpr (std::is_same_v<typename Memory::template vector<T>, std::vector<T>>) {
+  if constexpr (kernels::host_vectors_v<Memory, T>) {
     return algorithms::apply_nonfinite_policy(p, span<T>(g.data(), g.size()), method, worker, step,
                                               step_meaning);
   } else {
@@ -148,7 +148,7 @@ class worker_core {
   // when it is not finite.
   cspan screen(nonfinite_policy p, cspan g, std::uint64_t step, std::string_view method) {
     bool finite = false;
-    if constexpr (std::is_same_v<typename Memory::template vector<T>, std::vector<T>>)
+    if constexpr (kernels::host_vectors_v<Memory, T>)
       finite = algorithms::first_nonfinite(span<const T>(g.data(), g.size())) == g.size();
     else
       finite = memory_.read(g.size(), [&](const auto& policy) { return kernels::all_finite(policy, g); });
@@ -428,8 +428,7 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
 /// values each way, beside the screen's scalar).
 template <class T, class Optimizer, class Partial, class Memory = kernels::serial_host_memory>
 class eager_worker {
-  static constexpr bool staged =
-      !std::is_same_v<typename Memory::template vector<T>, std::vector<T>>;
+  static constexpr bool staged = !kernels::host_vectors_v<Memory, T>;
 
  public:
   using memory_space = typename Memory::memory_space;
