@@ -202,6 +202,15 @@ bool same_bits(const M& m, const V& a, const V& b) {
 template <class M, class T = float>
 inline constexpr bool host_vectors_v = std::is_same_v<typename M::template vector<T>, std::vector<T>>;
 
+/// The first n elements of buffer v of memory m, remade by m (zeros) only when v holds fewer:
+/// a staging buffer reused from step to step, grown for a larger batch.
+template <class M, class V>
+auto fit(const M& m, V& v, std::size_t n) {
+  using T = typename V::value_type;
+  if (v.size() < n) v = m.template make<T>(n, T(0));
+  return view(m, v).first(n);
+}
+
 /// A host vector as a buffer of memory m: moved when m's buffers are std::vectors, uploaded
 /// otherwise (one transfer).
 template <class M, class T>

@@ -45,10 +45,9 @@ class outer_optimizer {
   void step(const Policy& policy, const A& average, state<T, S>& st, P&& anchor) const {
     auto avg = detail::as_span(average);
     auto x = detail::as_span(anchor);
-    if (checked(policy, avg, st, x)) {
-      kernels::scratch<T, Policy> delta(policy, x.size());
-      apply(policy, avg.data(), delta.data(), st, x);
-    }
+    check(policy, avg, st, x);
+    kernels::scratch<T, Policy> delta(policy, x.size());
+    apply(policy, avg.data(), delta.data(), st, x);
   }
   /// The same with the pseudo-gradient written over `average` (average <- anchor - average),
   /// no scratch: for a caller that overwrites the average next, as local SGD's round does.
@@ -59,14 +58,14 @@ class outer_optimizer {
     auto x = detail::as_span(anchor);
     static_assert(!std::is_const_v<typename decltype(avg)::element_type>,
                   "step_in_place writes the pseudo-gradient over the average");
-    if (checked(policy, avg, st, x)) apply(policy, avg.data(), avg.data(), st, x);
+    check(policy, avg, st, x);
+    apply(policy, avg.data(), avg.data(), st, x);
   }
 
  private:
-  // The memory spaces (a mismatch throws, naming them), the sizes and the state; true when the
-  // step may run.
+  // The memory spaces (a mismatch throws, naming them), the sizes and the state.
   template <class Policy, class A, class T, class S, class X>
-  bool checked(const Policy&, const A& avg, const state<T, S>& st, const X& x) const {
+  void check(const Policy&, const A& avg, const state<T, S>& st, const X& x) const {
     using AS = typename A::memory_space;
     using XS = typename X::memory_space;
     if constexpr (!(std::is_same_v<AS, S> && std::is_same_v<XS, S> && exec::accessible_v<Policy, S>)) {
@@ -76,7 +75,6 @@ class outer_optimizer {
     } else {
       require_same_size("outer.average", avg.size(), "outer.anchor", x.size());
       inner_.check_state(st, x.size(), "outer");
-      return true;
     }
   }
   // delta <- anchor - average (element-wise: delta may be the average), then the inner step.

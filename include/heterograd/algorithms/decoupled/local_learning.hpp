@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -178,11 +179,16 @@ class local_learning {
     }
     return loss;
   }
+  /// Refuses, naming `key`, network inputs that are not rows x input_width(0) floats (module 0
+  /// reads them through a pointer: a short batch would be read past its end).
+  void check_input(std::string_view key, std::size_t floats, std::size_t rows) const {
+    require_same_size(std::string(key), floats, "rows * input_width(0)", rows * chain_.input_width(0));
+  }
   /// The same on a host batch (a chain on the host); its inputs must be rows x input width.
   float step(const nn::batch<float>& b, std::size_t iteration = 0, std::size_t epoch = 0)
     requires std::is_same_v<memory_space, host_space>
   {
-    check_batch(b);
+    check_input("local_learning.batch.x", b.x.size(), b.y.size());
     return step(b.x.data(), b.y, iteration, epoch);
   }
 
@@ -232,15 +238,11 @@ class local_learning {
   float global_step(const nn::batch<float>& b)
     requires std::is_same_v<memory_space, host_space>
   {
-    check_batch(b);
+    check_input("local_learning.batch.x", b.x.size(), b.y.size());
     return global_step(b.x.data(), b.y);
   }
 
  private:
-  void check_batch(const nn::batch<float>& b) const {
-    require_same_size("local_learning.batch.x", b.x.size(), "rows * input_width(0)",
-                      b.y.size() * chain_.input_width(0));
-  }
   std::size_t slice_size(std::size_t k) const { return chain_.module_offset(k + 1) - chain_.module_offset(k); }
   pspan slice(buffer& v, std::size_t k) { return kernels::view(memory_, v).subspan(chain_.module_offset(k), slice_size(k)); }
   /// Head k as the chain initialises it: a host chain draws into a host vector, moved or

@@ -155,10 +155,6 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
     for (auto& q : queues) q->abort();
     for (auto& q : free) q->abort();
   };
-  // A buffer of at least n floats (remade only when it is too small).
-  auto fit = [&](buffer& b, std::size_t n) {
-    if (b.size() < n) b = memory.template make<float>(n, 0.0f);
-  };
   std::vector<std::thread> threads;
   for (std::size_t k = 0; k < K; ++k) {
     threads.emplace_back([&, k] {
@@ -168,16 +164,13 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
           message in;
           if (k == 0) {
             activation_message batch = next_batch(t);
-            require_same_size("pipeline.batch.x", batch.x.size(), "rows * input_width(0)",
-                              batch.y.size() * ll.chain().input_width(0));
+            ll.check_input("pipeline.batch.x", batch.x.size(), batch.y.size());
             in.iteration = batch.iteration;
             in.y = std::move(batch.y);
-            if constexpr (host_buffers) {
+            if constexpr (host_buffers)
               in.x = std::move(batch.x);
-            } else {
-              fit(input, batch.x.size());
-              memory.upload(std::span<const float>(batch.x), kernels::view(memory, input).first(batch.x.size()));
-            }
+            else
+              memory.upload(std::span<const float>(batch.x), kernels::fit(memory, input, batch.x.size()));
           } else {
             in = queues[k - 1]->pop(opt.timeout);
           }
@@ -186,10 +179,8 @@ pipeline_report run_pipeline(local_learning<Opt, Chain, Memory>& ll,
           if (k > 0) free[k - 1]->push(std::move(in.x), opt.timeout);  // read: back to its edge
           if (k + 1 < K) {
             message out{in.iteration, free[k]->pop(opt.timeout), std::move(in.y)};
-            fit(out.x, r.output.size());
-            memory.run(r.output.size(), [&](const auto& policy) {
-              kernels::copy(policy, r.output, kernels::view(memory, out.x).first(r.output.size()));
-            });
+            const auto to = kernels::fit(memory, out.x, r.output.size());
+            memory.run(to.size(), [&](const auto& policy) { kernels::copy(policy, r.output, to); });
             queues[k]->push(std::move(out), opt.timeout);
           }
         }

@@ -69,8 +69,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
     activation_message in;
     if (k == 0) {
       in = next_batch(it);
-      require_same_size("pipeline.batch.x", in.x.size(), "rows * input_width(0)",
-                        in.y.size() * ll.chain().input_width(0));
+      ll.check_input("pipeline.batch.x", in.x.size(), in.y.size());
     } else {
       std::int64_t header[3] = {0, 0, 0};  // position in this run, the batch's iteration, rows
       t.recv(span<std::int64_t>(header, 3), prev, detail::header_tag, ro).wait();
@@ -91,8 +90,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
     }
     const float* x = in.x.data();
     if constexpr (staged) {
-      if (input.size() < in.x.size()) input = memory.template make<float>(in.x.size(), 0.0f);
-      const auto v = kernels::view(memory, input).first(in.x.size());
+      const auto v = kernels::fit(memory, input, in.x.size());
       memory.upload(std::span<const float>(in.x), v);
       x = v.data();
     }
