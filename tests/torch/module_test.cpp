@@ -25,6 +25,7 @@
 #include "heterograd/data/idx.hpp"
 #include "heterograd/nn/mlp.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "messages.hpp"
 
 namespace hg = heterograd;
 namespace lt = heterograd::libtorch;
@@ -122,6 +123,50 @@ BOOST_FIXTURE_TEST_CASE(a_replaced_gradient_or_a_module_it_cannot_lay_out_is_ref
   auto lin = torch::nn::Linear(2, 2);
   auto shared = torch::nn::Sequential(lin, lin);
   BOOST_CHECK_THROW(lt::flat_module{as_module(shared)}, std::invalid_argument);
+}
+
+// A module on a device heterograd cannot reach gets no span of either space, and a CPU module
+// no device span: a host span over CUDA memory would be dereferenced by host code. LibTorch's
+// meta device (tensors without memory) stands in for "not the CPU" here, where LibTorch has no
+// CUDA.
+struct meta_net : torch::nn::Module {
+  meta_net() {
+    const auto meta = torch::TensorOptions().device(torch::kMeta);
+    register_parameter("weight", torch::zeros({2, 3}, meta));
+    register_parameter("bias", torch::zeros({2}, meta));
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(spans_in_another_space_than_the_modules_device_are_refused, deterministic) {
+  lt::flat_module meta(std::make_shared<meta_net>());
+  BOOST_TEST(meta.size() == 8u);
+  BOOST_TEST(meta.device().is_meta());
+  const auto host_refusal = hg_test::invalid_argument_message([&] { (void)meta.params(); });
+  BOOST_TEST(host_refusal.find("flat_module::params: a host span of a module on meta") != std::string::npos,
+             host_refusal);
+  BOOST_TEST(hg_test::invalid_argument_message([&] { (void)meta.grads(); }).find("grads: a host span") !=
+             std::string::npos);
+  BOOST_TEST(hg_test::invalid_argument_message([&] { (void)meta.buffers(); }).find("buffers: a host span") !=
+             std::string::npos);
+  const auto device_refusal =
+      hg_test::invalid_argument_message([&] { (void)meta.params<hg::device_space>(); });
+  BOOST_TEST(device_refusal.find("a device span of a module on meta; heterograd reaches CPU and CUDA tensors only") !=
+                 std::string::npos,
+             device_refusal);
+
+  auto net = torch::nn::Sequential(torch::nn::Linear(3, 2));
+  lt::flat_module cpu(as_module(net));
+  const auto cpu_refusal = hg_test::invalid_argument_message([&] { (void)cpu.grads<hg::device_space>(); });
+  BOOST_TEST(cpu_refusal.find("grads: a device span of a module on cpu; ask for params() (host memory)") !=
+                 std::string::npos,
+             cpu_refusal);
+  std::vector<float> p(8), g(8);
+  const hg::span<float, hg::device_space> dp(p.data(), p.size()), dg(g.data(), g.size());
+  BOOST_TEST(hg_test::invalid_argument_message([&] { cpu.rebind(dp, dg); }).find("rebind: a device span") !=
+             std::string::npos);
+  BOOST_TEST(cpu.params().data() != p.data());  // the refused rebind changed nothing
+  cpu.check_binding();
+  BOOST_TEST(cpu.params<hg::host_space>().data() == cpu.params().data());
 }
 
 BOOST_FIXTURE_TEST_CASE(the_native_mlp_and_the_torch_mlp_give_the_same_losses_over_50_sgd_steps, deterministic) {

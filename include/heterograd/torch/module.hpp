@@ -31,6 +31,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,7 +79,7 @@ class flat_module {
                                     t.device().str() + ", the others on " + device_.str() +
                                     "; expected one device");
       first = false;
-      if (t.numel() > 0 && !seen.insert(t.data_ptr()).second)
+      if (t.numel() > 0 && t.data_ptr() && !seen.insert(t.data_ptr()).second)
         throw std::invalid_argument("heterograd::libtorch::flat_module: " + what + " '" + name +
                                     "' shares its memory with another tensor of the module; expected "
                                     "each parameter once");
@@ -123,12 +124,28 @@ class flat_module {
 
   /// Number of parameters (floats).
   std::size_t size() const { return params_layout_.empty() ? 0 : params_layout_.back().offset + params_layout_.back().size(); }
-  span<float> params() { return {as_ptr(params_), size()}; }
-  span<const float> params() const { return {as_ptr(params_), size()}; }
-  span<float> grads() { return {as_ptr(grads_), size()}; }
-  span<const float> grads() const { return {as_ptr(grads_), size()}; }
-  span<float> buffers() { return {as_ptr(buffers_), static_cast<std::size_t>(buffers_.numel())}; }
-  span<const float> buffers() const { return {as_ptr(buffers_), static_cast<std::size_t>(buffers_.numel())}; }
+  /// The flat buffers as spans of memory space Space: host_space (the default) for a module on
+  /// the CPU, device_space for one on a CUDA device. Another space than the module's device
+  /// is std::invalid_argument naming both (a host span over CUDA memory would be dereferenced
+  /// by host code).
+  template <class Space = host_space>
+  span<float, Space> params() { return {as_ptr<Space>(params_, "params"), size()}; }
+  template <class Space = host_space>
+  span<const float, Space> params() const { return {as_ptr<Space>(params_, "params"), size()}; }
+  template <class Space = host_space>
+  span<float, Space> grads() { return {as_ptr<Space>(grads_, "grads"), size()}; }
+  template <class Space = host_space>
+  span<const float, Space> grads() const { return {as_ptr<Space>(grads_, "grads"), size()}; }
+  template <class Space = host_space>
+  span<float, Space> buffers() {
+    return {as_ptr<Space>(buffers_, "buffers"), static_cast<std::size_t>(buffers_.numel())};
+  }
+  template <class Space = host_space>
+  span<const float, Space> buffers() const {
+    return {as_ptr<Space>(buffers_, "buffers"), static_cast<std::size_t>(buffers_.numel())};
+  }
+  /// The device the module's tensors (and so the flat buffers) are on.
+  const torch::Device& device() const { return device_; }
   /// The flat buffers as 1-D tensors over the same memory.
   const torch::Tensor& params_tensor() const { return params_; }
   const torch::Tensor& grads_tensor() const { return grads_; }
@@ -145,12 +162,17 @@ class flat_module {
   /// parameters in forward or backward (no module of LibTorch does); an algorithm updating
   /// `params` between passes is the point. The flat buffers this object owns are released on
   /// the first rebind elsewhere.
-  void rebind(span<float> params, span<float> grads) {
+  /// Host memory for a module on the CPU; rebind(span<float, device_space>, ...) for one on a
+  /// CUDA device (another space is std::invalid_argument, as for params()).
+  void rebind(span<float> params, span<float> grads) { rebind<host_space>(params, grads); }
+  template <class Space>
+  void rebind(span<float, Space> params, span<float, Space> grads) {
+    check_space<Space>("rebind");
     if (params.size() != size() || grads.size() != size())
       throw std::invalid_argument("heterograd::libtorch::flat_module::rebind: expected " + std::to_string(size()) +
                                   " parameters and gradients, got " + std::to_string(params.size()) + " and " +
                                   std::to_string(grads.size()));
-    if (params.data() == as_ptr(params_) && grads.data() == as_ptr(grads_)) return;
+    if (params.data() == raw(params_) && grads.data() == raw(grads_)) return;
     const auto opts = options();
     const auto n = static_cast<std::int64_t>(size());
     bind(torch::from_blob(params.data(), {n}, opts), torch::from_blob(grads.data(), {n}, opts));
@@ -206,10 +228,27 @@ class flat_module {
     return flat.narrow(0, static_cast<std::int64_t>(s.offset), static_cast<std::int64_t>(s.size())).view(s.shape);
   }
   static bool at(const torch::Tensor& t, const torch::Tensor& flat, const slot& s) {
-    return t.numel() == 0 || (t.is_contiguous() && t.data_ptr<float>() == as_ptr(flat) + s.offset &&
+    return t.numel() == 0 || (t.is_contiguous() && t.data_ptr<float>() == raw(flat) + s.offset &&
                               static_cast<std::size_t>(t.numel()) == s.size());
   }
-  static float* as_ptr(const torch::Tensor& t) { return t.defined() && t.numel() ? t.data_ptr<float>() : nullptr; }
+  static float* raw(const torch::Tensor& t) { return t.defined() && t.numel() ? t.data_ptr<float>() : nullptr; }
+  template <class Space>
+  void check_space(const char* what) const {
+    static_assert(std::is_same_v<Space, host_space> || std::is_same_v<Space, device_space>,
+                  "flat_module's spans are host_space (CPU) or device_space (CUDA)");
+    constexpr bool host = std::is_same_v<Space, host_space>;
+    if (host ? device_.is_cpu() : device_.is_cuda()) return;
+    throw std::invalid_argument(std::string("heterograd::libtorch::flat_module::") + what + ": a " +
+                                Space::name + " span of a module on " + device_.str() + "; " +
+                                (device_.is_cuda() ? "ask for params<device_space>() (CUDA memory)"
+                                 : device_.is_cpu() ? "ask for params() (host memory)"
+                                                    : "heterograd reaches CPU and CUDA tensors only"));
+  }
+  template <class Space>
+  float* as_ptr(const torch::Tensor& t, const char* what) const {
+    check_space<Space>(what);
+    return raw(t);
+  }
 
   std::shared_ptr<torch::nn::Module> module_;
   torch::Device device_ = torch::kCPU;
@@ -266,7 +305,7 @@ void estimate_batch_norm(torch::nn::Module& m, Forward&& forward_batches) {
 inline void synchronise_buffers(buffer_rule rule, const std::vector<flat_module*>& replicas) {
   if (replicas.empty()) return;
   for (const auto* r : replicas)
-    if (r->buffers().size() != replicas.front()->buffers().size())
+    if (r->buffers_tensor().numel() != replicas.front()->buffers_tensor().numel())
       throw std::invalid_argument("heterograd::libtorch::synchronise_buffers: replicas of different "
                                   "architectures (buffer sizes differ)");
   switch (rule) {
@@ -275,17 +314,20 @@ inline void synchronise_buffers(buffer_rule rule, const std::vector<flat_module*
       for (auto* r : replicas) reset_batch_norm(r->module());
       return;
     case buffer_rule::average: {
-      const std::size_t n = replicas.front()->buffers().size();
-      std::vector<double> sum(n, 0.0);
-      for (const auto* r : replicas) {
-        const auto b = r->buffers();
-        for (std::size_t i = 0; i < n; ++i) sum[i] += b[i];
-      }
-      const double k = static_cast<double>(replicas.size());
-      for (auto* r : replicas) {
-        auto b = r->buffers();
-        for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<float>(sum[i] / k);
-      }
+      // LibTorch's own element-wise ops, so replicas on any one device (CPU or CUDA) average
+      // where they are; the same double sum, in replica order, and one rounding.
+      torch::NoGradGuard no_grad;
+      const auto& first = replicas.front()->buffers_tensor();
+      if (first.numel() == 0) return;
+      for (const auto* r : replicas)
+        if (r->buffers_tensor().device() != first.device())
+          throw std::invalid_argument("heterograd::libtorch::synchronise_buffers: replicas on " +
+                                      first.device().str() + " and " +
+                                      r->buffers_tensor().device().str() + "; expected one device");
+      auto sum = torch::zeros_like(first, torch::kDouble);
+      for (const auto* r : replicas) sum.add_(r->buffers_tensor().to(torch::kDouble));
+      const auto mean = sum.div_(static_cast<double>(replicas.size())).to(torch::kFloat);
+      for (auto* r : replicas) r->buffers_tensor().copy_(mean);
       return;
     }
   }
