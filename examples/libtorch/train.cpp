@@ -13,6 +13,15 @@
 //                      (global batch kept, gradients weighted b_i / B); rank --slow-rank is
 //                      slowed artificially by --slow-factor (it sleeps (f - 1) x its compute).
 //
+//   --device cpu|cuda|auto   where the models train (auto: CUDA when LibTorch sees a GPU, the
+//                      mode is adam and this build has the CUDA step; else the CPU). On CUDA
+//                      the data, both models and heterograd's Adam state live on the GPU and
+//                      heterograd's step runs on the CUDA tensors' memory in place, on the
+//                      stream LibTorch computes on (fused_adam.hpp: the step on either device
+//                      comes from one template; fused_adam_cuda.cu is its nvcc side). The
+//                      distributed modes train on the CPU here: their device path is NCCL
+//                      between GPUs (docs/sync.md), which this example does not set up.
+//
 // Exit status 0 when the final accuracy is at least --min-accuracy (and, in adam mode, within
 // --max-gap-pp percentage points of LibTorch's Adam). docs/integration.md explains the binding
 // of tensors to spans and the threading rules applied here.
@@ -50,6 +59,8 @@
 #include "heterograd/kernels/memory.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/torch/module.hpp"
+
+#include "fused_adam.hpp"
 #if defined(HG_HAS_MPI)
 #include <mpi.h>
 
@@ -77,6 +88,7 @@ double since(wall::time_point t0) {
 
 struct options {
   std::string mode = "adam";
+  std::string device = "auto";
   std::string transport = "inproc";
   int ranks = 4;
   int epochs = 3;
@@ -98,7 +110,7 @@ struct options {
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "%s\nusage: hg-libtorch-train [--mode adam|local-sgd|omnilearn] "
+               "%s\nusage: hg-libtorch-train [--mode adam|local-sgd|omnilearn] [--device cpu|cuda|auto] "
                "[--transport inproc|mpi] [--ranks N] [--epochs E] [--train-subset N] "
                "[--test-subset N] [--batch B] [--lr LR] [--period H] [--hidden H] "
                "[--slow-rank R] [--slow-factor F] [--min-batch B] [--max-batch B] [--seed S] "
@@ -116,6 +128,7 @@ options parse(int argc, char** argv) {
     const std::string v = argv[++i];
     try {
       if (a == "--mode") o.mode = v;
+      else if (a == "--device") o.device = v;
       else if (a == "--transport") o.transport = v;
       else if (a == "--ranks") o.ranks = std::stoi(v);
       else if (a == "--epochs") o.epochs = std::stoi(v);
@@ -141,11 +154,37 @@ options parse(int argc, char** argv) {
   if (o.mode != "adam" && o.mode != "local-sgd" && o.mode != "omnilearn")
     usage("unknown mode " + o.mode);
   if (o.transport != "inproc" && o.transport != "mpi") usage("unknown transport " + o.transport);
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
+    usage("unknown device " + o.device + " (cpu, cuda or auto)");
+  if (o.device == "cuda" && o.mode != "adam")
+    usage("--device cuda trains with --mode adam; " + o.mode +
+          " runs on the CPU here (its device path is NCCL between GPUs, not set up by this example)");
   if (o.ranks < 1 || o.epochs < 1 || o.batch < 1 || o.period < 1 || o.hidden < 1 ||
       !(o.slow_factor >= 1.0))
     usage("ranks, epochs, batch, period, hidden must be >= 1 and slow-factor >= 1");
   if (o.max_batch == 0) o.max_batch = 2 * o.batch;
   return o;
+}
+
+// ---- device -------------------------------------------------------------------------------------
+
+#if defined(HG_EXAMPLE_CUDA)
+constexpr bool has_cuda_step = true;
+#else
+constexpr bool has_cuda_step = false;
+#endif
+
+/// Where --device puts the models: CUDA only when asked for (or auto) and possible.
+torch::Device device_of(const options& o) {
+  const bool gpu = torch::cuda::is_available();
+  if (o.device == "cuda") {
+    if (!has_cuda_step)
+      throw std::runtime_error("--device cuda: this build has no CUDA step (fused_adam_cuda.cu is "
+                               "built with -DHG_ENABLE_CUDA=ON against a LibTorch with CUDA)");
+    if (!gpu) throw std::runtime_error("--device cuda: LibTorch sees no CUDA device");
+  }
+  const bool cuda = o.device == "cuda" || (o.device == "auto" && o.mode == "adam" && gpu && has_cuda_step);
+  return cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 }
 
 // ---- data ---------------------------------------------------------------------------------------
@@ -182,9 +221,11 @@ std::vector<std::int64_t> epoch_order(std::size_t n, std::uint64_t seed, int epo
   return order;
 }
 
-torch::Tensor indices(const std::vector<std::int64_t>& order, std::size_t begin, std::size_t n) {
-  return torch::from_blob(const_cast<std::int64_t*>(order.data() + begin),
-                          {static_cast<std::int64_t>(n)}, torch::kLong);
+torch::Tensor indices(const std::vector<std::int64_t>& order, std::size_t begin, std::size_t n,
+                      const torch::Device& device = torch::kCPU) {
+  const auto idx = torch::from_blob(const_cast<std::int64_t*>(order.data() + begin),
+                                    {static_cast<std::int64_t>(n)}, torch::kLong);
+  return device.is_cpu() ? idx : idx.to(device);
 }
 
 // ---- the model: parameters and gradients in two flat tensors --------------------------------
@@ -197,14 +238,15 @@ struct flat_mlp {
   hg::libtorch::flat_module flat;
   torch::Tensor params, grads;  // the flat buffers as tensors
 
-  hg::span<float> p() { return flat.params(); }
+  hg::span<float> p() { return flat.params(); }  // host spans: the CPU model only
   hg::span<float> g() { return flat.grads(); }
 };
 
-flat_mlp make_mlp(int hidden, std::uint64_t seed) {
+flat_mlp make_mlp(int hidden, std::uint64_t seed, const torch::Device& device = torch::kCPU) {
   torch::manual_seed(seed);  // same seed, same initial weights (LibTorch's default init)
   auto net = torch::nn::Sequential(torch::nn::Linear(784, hidden), torch::nn::ReLU(),
                                    torch::nn::Linear(hidden, 10));
+  net->to(device);  // before the flat buffers are laid: they are made on the module's device
   hg::libtorch::flat_module flat(net.ptr());
   auto params = flat.params_tensor(), grads = flat.grads_tensor();
   return flat_mlp{net, std::move(flat), params, grads};
@@ -263,17 +305,33 @@ bool check(bool ok, const char* what) {
 
 // ---- adam: heterograd's fused step against torch::optim::Adam -----------------------------
 
-int run_adam(const options& o, const fashion_mnist& d) {
-  flat_mlp a = make_mlp(o.hidden, o.seed), b = make_mlp(o.hidden, o.seed);
+int run_adam(const options& o, fashion_mnist& d, const torch::Device& device) {
+  const bool cuda = device.is_cuda();
+  if (cuda) {  // the data on the GPU once; each batch is gathered there
+    d.x_train = d.x_train.to(device);
+    d.y_train = d.y_train.to(device);
+    d.x_test = d.x_test.to(device);
+    d.y_test = d.y_test.to(device);
+  }
+  flat_mlp a = make_mlp(o.hidden, o.seed, device), b = make_mlp(o.hidden, o.seed, device);
   if (!torch::equal(a.params, b.params)) throw std::runtime_error("replicas differ at start");
-  std::printf("adam: MLP 784-%d-10 (%lld parameters), %zu training samples, batch %zu, lr %g, "
-              "%d threads\n", o.hidden, static_cast<long long>(a.params.numel()), d.train.size(),
-              o.batch, o.lr, cores());
+  std::printf("adam: MLP 784-%d-10 (%lld parameters) on %s, %zu training samples, batch %zu, "
+              "lr %g, %d threads\n", o.hidden, static_cast<long long>(a.params.numel()),
+              device.str().c_str(), d.train.size(), o.batch, o.lr, cores());
 
-  // heterograd: one fused pass over the flat buffers (28 B/parameter), state in host memory.
-  const auto& pol = hg::exec::default_policy();
-  const ho::adam hg_adam({.lr = o.lr});
-  auto state = hg_adam.init(pol, a.p());
+  // heterograd: one fused pass over the flat buffers (28 B/parameter), in place, the state in
+  // the parameters' memory (fused_adam.hpp): host memory, or CUDA memory on LibTorch's stream.
+  const auto n = static_cast<std::size_t>(a.params.numel());
+  float* const ap = a.params.data_ptr<float>();
+  const float* const ag = a.grads.data_ptr<float>();
+  std::unique_ptr<hg_example::fused_step> hg_adam =
+      cuda ? hg_example::make_cuda_adam(o.lr, ap, n, /*LibTorch's default stream*/ nullptr)
+           : std::make_unique<hg_example::adam_step<hg::kernels::host_memory>>(o.lr, ap, n,
+                                                                              hg::kernels::host_memory{});
+  // Step times on a GPU: the queued kernels are waited for on both sides.
+  const auto settle = [cuda] {
+    if (cuda) torch::cuda::synchronize();
+  };
   // LibTorch: its Adam over the same module parameters (per-tensor kernels).
   torch::optim::Adam torch_adam(b.net->parameters(), torch::optim::AdamOptions(o.lr));
 
@@ -284,20 +342,22 @@ int run_adam(const options& o, const fashion_mnist& d) {
     const auto order = epoch_order(d.train.size(), o.seed, e);
     double time_a = 0, time_b = 0, loss_a = 0, loss_b = 0;
     for (std::size_t s = 0; s < steps; ++s) {
-      const auto idx = indices(order, s * o.batch, o.batch);
+      const auto idx = indices(order, s * o.batch, o.batch, device);
       const auto x = d.x_train.index_select(0, idx), y = d.y_train.index_select(0, idx);
       // Interleaved step by step, so that both see the same machine load.
       auto t0 = wall::now();
       loss_a += forward_backward(a, x, y);
       if (s == 0 && e == 0) check_binding(a);
       const auto t1 = wall::now();
-      hg_adam.update(pol, hg::span<const float>(a.g()), state, a.p());
+      hg_adam->step(ap, ag);
+      settle();
       const double step_a = since(t1);
       time_a += since(t0);
       t0 = wall::now();
       loss_b += forward_backward(b, x, y);
       const auto t2 = wall::now();
       torch_adam.step();
+      settle();
       const double step_b = since(t2);
       time_b += since(t0);
       hg_steps.push_back(step_a);
@@ -526,6 +586,14 @@ int run_mpi(int& argc, char**& argv, const options& o) {
 
 }  // namespace
 
+#if !defined(HG_EXAMPLE_CUDA)
+// A build without fused_adam_cuda.cu (no nvcc, or a LibTorch without CUDA): --device cuda is
+// refused before this is reached (device_of); defining it keeps one code path compiled.
+std::unique_ptr<hg_example::fused_step> hg_example::make_cuda_adam(double, float*, std::size_t, void*) {
+  throw std::runtime_error("this build of hg-libtorch-train has no CUDA step");
+}
+#endif
+
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   try {
@@ -537,8 +605,9 @@ int main(int argc, char** argv) {
       usage("this build has no MPI");
 #endif
     }
+    const torch::Device device = device_of(o);
     const auto d = load_data(o);
-    return o.mode == "adam" ? run_adam(o, *d) : run_inproc(o, *d);
+    return o.mode == "adam" ? run_adam(o, *d, device) : run_inproc(o, *d);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hg-libtorch-train: %s\n", e.what());
     return 1;

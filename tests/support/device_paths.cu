@@ -3,8 +3,9 @@
 // paths, of every asynchronous server policy on device memory (kernels::thrust_memory on a
 // CUDA stream) and of the synchronous family's per-rank helpers on device memory over NCCL
 // (when the build has it) and of decoupled local learning on device memory, for the CUDA system, which the header check cannot (templates are compiled
-// only where they are used). The CUDA twins of kernels_test and optim_test run the optimizer
-// paths on a GPU.
+// only where they are used), and the LibTorch example's CUDA step (examples/libtorch/
+// fused_adam_cuda.cu, included at the end: its own build needs a LibTorch with CUDA). The CUDA
+// twins of kernels_test and optim_test run the optimizer paths on a GPU.
 #include <span>
 #include <vector>
 
@@ -213,3 +214,7 @@ int main() {
                                    hg::make_span(w), hk::adam_config<ho::schedule>{.lr = lr});
   return 0;
 }
+
+// The LibTorch example's step on CUDA tensors (a shared library of its own in a build with a
+// CUDA LibTorch; compiled here so that every build with nvcc checks it).
+#include "../../examples/libtorch/fused_adam_cuda.cu"
