@@ -378,4 +378,39 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_with_other_heads_is_refused_and_changes_nothin
   BOOST_TEST(bitwise_equal(train(ll, 3, 6), train(twin, 3, 6)));
 }
 
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_the_same_network_split_elsewhere_is_refused_at_load) {
+  // Equal hidden widths: split after layer 1 or after layer 2, the parameter count, the head
+  // count and the head's size agree; only the module slices (so the optimizer states) differ.
+  const nn::mlp<float> net({14, 10, 10, 10, 4});
+  std::vector<float> p(net.num_params());
+  net.init(p, hg_test::seed());
+  auto cfg = config();
+  cfg.modules = 2;
+  const auto chain = [&](dc::module_bounds bounds) { return dc::mlp_chain(net, std::move(bounds), 2, cfg.head_hidden); };
+  ll_t<hk::serial_host_memory, dc::mlp_chain> early(chain({0, 1, 4}), p, cfg,
+                                                    [](std::size_t) { return stepper<hk::serial_host_memory>(adam_opt); });
+  train(early, 0, 3);  // states exist: the first module's slice is 14 x 10 + 10 = 150
+  const auto bytes = checkpoint(early);
+  const hg_test::guarded_memory memory;
+  const auto make = [&](dc::module_bounds bounds) {
+    using C = guarded_case::chain;
+    return ll_t<hg_test::guarded_memory, C>(C(chain(std::move(bounds))), p, cfg,
+                                            [&](std::size_t) { return stepper<hg_test::guarded_memory>(adam_opt, memory); },
+                                            memory);
+  };
+  auto late = make({0, 2, 4});
+  train(late, 0, 3);
+  const auto before = host_params(late), head = host_head(late, 0);
+  hg::archive_reader r(bytes);
+  const std::string what = hg_test::invalid_argument_message([&] { late.serialize(r); });
+  BOOST_TEST(what.find("local_learning.module[0].optimizer") != std::string::npos, what);
+  BOOST_TEST(what.find("150") != std::string::npos, what);  // the state's size, named
+  BOOST_TEST(bitwise_equal(host_params(late), before));     // nothing changed
+  BOOST_TEST(bitwise_equal(host_head(late, 0), head));
+  // ...and it trains on as an untouched twin does (its optimizer states were kept too).
+  auto twin = make({0, 2, 4});
+  train(twin, 0, 3);
+  BOOST_TEST(bitwise_equal(train(late, 3, 6), train(twin, 3, 6)));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -14,6 +14,7 @@
 // (config.cpp) and the factory (make_optimizer) both read that list, and the fields, defaults
 // and rules come from the structs' descriptions (kernels/hyperparameters.hpp).
 
+#include <cstddef>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -50,6 +51,7 @@ class any_optimizer_t {
     virtual ~base() = default;
     virtual std::string_view kind() const = 0;
     virtual state_type init(params p) const = 0;
+    virtual void check_state(const state_type& st, std::size_t n, std::string_view where) const = 0;
     virtual void update_seq(grads g, state_type& st, params p) const = 0;
 #if defined(_OPENMP)
     virtual void update_omp(grads g, state_type& st, params p) const = 0;
@@ -61,6 +63,9 @@ class any_optimizer_t {
     explicit model(O x) : o(std::move(x)) {}
     std::string_view kind() const override { return O::name(); }
     state_type init(params p) const override { return o.init(thrust::cpp::par, p); }
+    void check_state(const state_type& st, std::size_t n, std::string_view where) const override {
+      o.check_state(st, n, where);
+    }
     void update_seq(grads g, state_type& st, params p) const override {
       o.update(thrust::cpp::par, g, st, p);
     }
@@ -86,6 +91,10 @@ class any_optimizer_t {
   template <class Policy>
   state_type init(const Policy&, params p) const {
     return impl_->init(p);
+  }
+  /// The wrapped optimizer's state check (kind, slots and their sizes for n parameters).
+  void check_state(const state_type& st, std::size_t n, std::string_view where) const {
+    impl_->check_state(st, n, where);
   }
   template <class Policy>
   void update(const Policy&, grads g, state_type& st, params p) const {

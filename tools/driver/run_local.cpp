@@ -56,6 +56,7 @@ struct stepper {
   void serialize(Archive& ar) {
     opt.serialize(ar);
   }
+  void check(std::size_t n, std::string_view where) const { opt.check(n, where); }
 };
 
 }  // namespace

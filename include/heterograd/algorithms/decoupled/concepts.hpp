@@ -4,7 +4,9 @@
 // optim_stepper (state held by value, made and updated through an algorithm memory).
 
 #include <concepts>
+#include <cstddef>
 #include <optional>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -41,6 +43,14 @@ class optim_stepper {
     });
   }
   const std::optional<state_type>& state() const { return state_; }
+  /// Checks a restored state against a slice of n parameters (the optimizer's own state
+  /// check: kind, slot count and sizes), std::invalid_argument naming `where`; nothing to
+  /// check before the first step.
+  void check(std::size_t n, std::string_view where) const
+    requires requires(const Opt& o, const state_type& st) { o.check_state(st, n, where); }
+  {
+    if (state_) opt_.check_state(*state_, n, where);
+  }
   /// Checkpointing: the optimizer state (none before the first step); `ar(...)` writes or
   /// reads it. The optimizer itself is configuration, rebuilt by the caller.
   template <class Archive>

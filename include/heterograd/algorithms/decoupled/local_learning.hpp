@@ -221,6 +221,12 @@ class local_learning {
       std::vector<buffer> heads(head_params_.size());
       auto bodies = body_opt_, head_opts = head_opt_;
       fields(params, heads, bodies, head_opts);
+      // The optimizer states against the modules they update (a checkpoint of the same network
+      // and heads split at other layers has states of other sizes).
+      for (std::size_t k = 0; k < bodies.size(); ++k)
+        check_restored(bodies[k], slice_size(k), "local_learning.module[" + std::to_string(k) + "].optimizer");
+      for (std::size_t k = 0; k < head_opts.size(); ++k)
+        check_restored(head_opts[k], chain_.head_size(k), "local_learning.head[" + std::to_string(k) + "].optimizer");
       params_ = std::move(params);
       head_params_ = std::move(heads);
       body_opt_ = std::move(bodies);
@@ -243,6 +249,12 @@ class local_learning {
   }
 
  private:
+  /// A stepper's restored state against n parameters, when the stepper can check it
+  /// (optim_stepper: the optimizer's own state check).
+  template <class O>
+  static void check_restored(const O& o, std::size_t n, const std::string& where) {
+    if constexpr (requires { o.check(n, std::string_view(where)); }) o.check(n, where);
+  }
   std::size_t slice_size(std::size_t k) const { return chain_.module_offset(k + 1) - chain_.module_offset(k); }
   pspan slice(buffer& v, std::size_t k) { return kernels::view(memory_, v).subspan(chain_.module_offset(k), slice_size(k)); }
   /// Head k as the chain initialises it: a host chain draws into a host vector, moved or
