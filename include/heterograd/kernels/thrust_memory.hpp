@@ -9,6 +9,9 @@
 // The policy must reach the allocator's memory (checked at compile time). Buffers are
 // allocated and filled when made (thrust fills on the system's default stream); the steps
 // use the policy only. Transfers: upload and download (copy_to_host on the policy's stream).
+// run and read install the allocator as the thread's state resource while the kernel call
+// runs (kernels/state_resource.hpp), so optimizer states made through the memory (an
+// algorithm's optim::state in device memory) come from the caller's allocator too.
 
 #include <cstddef>
 #include <memory>
@@ -25,6 +28,7 @@
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/memory.hpp"
 #include "heterograd/kernels/scratch.hpp"
+#include "heterograd/kernels/state_resource.hpp"
 
 namespace heterograd::kernels {
 
@@ -42,7 +46,8 @@ class thrust_memory {
                 "the policy cannot reach the allocator's memory");
 
   explicit thrust_memory(const Policy& policy, Alloc alloc = Alloc())
-      : policy_(policy), alloc_(std::move(alloc)) {}
+      : policy_(policy), alloc_(std::move(alloc)),
+        states_(std::make_shared<allocator_resource<Alloc>>(alloc_)) {}
 
   const Policy& policy() const { return policy_; }
   const Alloc& get_allocator() const { return alloc_; }
@@ -75,16 +80,21 @@ class thrust_memory {
   }
   template <class F>
   decltype(auto) run(std::size_t, F&& f) const {
+    const state_resource_scope scope(states_);
     return std::forward<F>(f)(policy_);
   }
   template <class F>
   decltype(auto) read(std::size_t, F&& f) const {
+    const state_resource_scope scope(states_);
     return std::forward<F>(f)(policy_);
   }
+  /// The allocator as a state resource (what run and read install).
+  const std::shared_ptr<state_resource>& states() const { return states_; }
 
  private:
   Policy policy_;
   Alloc alloc_;
+  std::shared_ptr<state_resource> states_;  // shared by copies of this memory and the slots it made
 };
 
 template <class Policy>

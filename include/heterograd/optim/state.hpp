@@ -7,7 +7,9 @@
 // (`count`), integer counters (skips, micro-steps), buffers the size of the parameters
 // (`slots`: momentum, first and second moments, accumulators) and child states (for chain,
 // wrappers and partitions). Slots live in the parameters' memory space: std::vector on the
-// host, thrust::device_vector on a GPU (under nvcc).
+// host, thrust::device_vector on a GPU (under nvcc), whose memory comes from the state
+// resource installed when the state is made (kernels/state_resource.hpp: an algorithm's
+// thrust_memory installs its allocator; Thrust's device allocator otherwise).
 //
 // Byte format (little-endian as the host writes it), version 1:
 //   "HGOS" | u32 version | u32 sizeof(T) | node | u64 FNV-1a checksum of everything before
@@ -25,6 +27,7 @@
 
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
+#include "heterograd/kernels/state_resource.hpp"
 
 #if defined(__CUDACC__)
 #include <thrust/copy.h>
@@ -41,7 +44,7 @@ struct buffer_of {
 #if defined(__CUDACC__)
 template <class T>
 struct buffer_of<T, device_space> {
-  using type = thrust::device_vector<T>;
+  using type = thrust::device_vector<T, kernels::state_allocator<T>>;
 };
 #endif
 }  // namespace detail
@@ -255,7 +258,21 @@ void state<T, Space>::serialize(Archive& ar) {
   std::vector<std::byte> bytes;
   if constexpr (Archive::saving) bytes = optim::serialize(*this);
   ar(bytes);
-  if constexpr (!Archive::saving) *this = optim::deserialize<T, Space>(bytes);
+  if constexpr (!Archive::saving) {
+    // Device slots: the restored state's come from the resource of the state it replaces
+    // (an algorithm's state, made through its memory), else from the one installed now.
+    if constexpr (requires(const buffer<T, Space>& b) { b.get_allocator().resource(); }) {
+      if (!slots.empty()) {
+        const auto from = slots.front().get_allocator().resource();
+        if (from) {
+          const kernels::state_resource_scope scope(from);
+          *this = optim::deserialize<T, Space>(bytes);
+          return;
+        }
+      }
+    }
+    *this = optim::deserialize<T, Space>(bytes);
+  }
 }
 
 }  // namespace heterograd::optim

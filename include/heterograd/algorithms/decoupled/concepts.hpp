@@ -55,7 +55,9 @@ class optim_stepper {
   /// reads it. The optimizer itself is configuration, rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(state_);
+    // Through the memory, so that a state read here (on a device) takes its slots from the
+    // memory's allocator as one made by a step does (kernels/state_resource.hpp).
+    memory_.run(0, [&](const auto&) { ar(state_); });
   }
 
  private:
