@@ -358,14 +358,17 @@ BOOST_AUTO_TEST_CASE(pipeline_over_four_inproc_ranks_equals_the_sequential_loop_
 
 BOOST_AUTO_TEST_CASE(a_hostile_previous_rank_is_refused_by_name_before_anything_is_sized) {
   // Rank 0 sends only a forged header: rows that would overflow the buffer's size, a negative
-  // count, or a batch out of order. Rank 1 refuses it naming the field; nothing hangs.
+  // count, a batch out of order, or (with the run's batch size given as max_rows) more rows
+  // than a batch has, which this process could allocate. Rank 1 refuses it naming the field
+  // and the rule; nothing hangs.
   const nn::mlp<float> net({6, 5, 3});
   std::vector<float> p(net.num_params());
   auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
-  const std::int64_t forged[][3] = {{0, 0, std::int64_t{1} << 62}, {0, 0, -3}, {0, 0, 0}, {4, 4, 2}};
+  const std::int64_t forged[][3] = {{0, 0, std::int64_t{1} << 62}, {0, 0, -3}, {0, 0, 0}, {4, 4, 2}, {0, 0, 7}};
+  const std::size_t max_rows[] = {0, 0, 0, 0, 6};
   const char* names[] = {"pipeline.header.rows", "pipeline.header.rows", "pipeline.header.rows",
-                         "pipeline.header.position"};
-  for (std::size_t i = 0; i < 4; ++i) {
+                         "pipeline.header.position", "pipeline.header.rows' = 7: must be at most pipeline_options.max_rows (6)"};
+  for (std::size_t i = 0; i < 5; ++i) {
     try {
       heterograd::comm::inproc::spawn(2, [&](const heterograd::comm::inproc::communicator& c) {
         if (c.rank() == 0) {
@@ -373,7 +376,8 @@ BOOST_AUTO_TEST_CASE(a_hostile_previous_rank_is_refused_by_name_before_anything_
           return;
         }
         dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.modules = 2}, make);
-        dc::run_pipeline_over(c, ll, synthetic_batches{6, 3, 2, 1}, 2, {.timeout = std::chrono::seconds{5}});
+        dc::run_pipeline_over(c, ll, synthetic_batches{6, 3, 2, 1}, 2,
+                              {.timeout = std::chrono::seconds{5}, .max_rows = max_rows[i]});
       });
       BOOST_FAIL("no error for forged header " << i);
     } catch (const std::invalid_argument& e) {

@@ -108,7 +108,9 @@ json run_local_learning(context& ctx) {
   // After each advance the slices and heads are gathered on rank 0, which evaluates.
   const bool threads = ctx.runtime() == "threads", mpi = ctx.runtime() == "mpi";
   const bool pipelined = threads || mpi;
-  const dc::pipeline_options popt{.queue_capacity = 4, .timeout = std::chrono::duration<double>(runtime_timeout_s)};
+  // Every batch has at most b rows: a rank refuses a larger one before it sizes anything.
+  const dc::pipeline_options popt{.queue_capacity = 4, .timeout = std::chrono::duration<double>(runtime_timeout_s),
+                                  .max_rows = b};
 #ifdef HG_HAS_MPI
   std::optional<hg::comm::mpi::communicator> comm;
   if (mpi) comm.emplace(MPI_COMM_WORLD);  // -np = modules: checked by mpi_ranks_needed
@@ -120,6 +122,8 @@ json run_local_learning(context& ctx) {
       rows = static_cast<std::int64_t>(y.size());
     }
     comm->broadcast(hg::span<std::int64_t>(&rows, 1), 0, bo).wait();
+    hg::require(rows > 0 && static_cast<std::uint64_t>(rows) <= b, "pipeline.global_step.rows", rows,
+                "must be in [1, the batch size " + std::to_string(b) + "]");
     x.resize(static_cast<std::size_t>(rows) * width0);
     y.resize(static_cast<std::size_t>(rows));
     comm->broadcast(hg::span<float>(x), 0, bo).wait();

@@ -101,6 +101,10 @@ class bounded_queue {
 struct pipeline_options {
   std::size_t queue_capacity = 4;                      // batches in flight between two modules
   std::chrono::duration<double> timeout{60.0};         // per wait
+  // Over a transport: the most rows a batch may have (the run's batch size); a receiving rank
+  // refuses a header above it before it sizes anything. 0: any count whose floats are
+  // addressable (a hostile previous rank can then make this one allocate that much).
+  std::size_t max_rows = 0;
 };
 
 /// Per-module results of a pipeline run.

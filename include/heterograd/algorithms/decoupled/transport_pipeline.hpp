@@ -2,7 +2,7 @@
 // The module pipeline over a transport: module k runs on rank k (inproc threads or MPI ranks).
 // Activations travel forward as three tagged messages per batch (header: the batch's position
 // in the run, its iteration and its rows, each checked by the receiver before it sizes
-// anything; inputs; labels);
+// anything, the rows against pipeline_options::max_rows when it is set; inputs; labels);
 // the only backward traffic is a one-integer credit per consumed batch, which bounds the
 // batches in flight between two ranks to `queue_capacity` (flow control, not a backward
 // pass: no module waits for gradients from above). Every wait carries the options' timeout,
@@ -80,6 +80,8 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       const std::size_t width = ll.chain().input_width(k);
       require(header[2] > 0 && static_cast<std::uint64_t>(header[2]) <= ~std::size_t{0} / sizeof(float) / width,
               "pipeline.header.rows", header[2], "must be > 0 and rows x input_width(k) floats addressable");
+      require(opt.max_rows == 0 || static_cast<std::uint64_t>(header[2]) <= opt.max_rows, "pipeline.header.rows",
+              header[2], "must be at most pipeline_options.max_rows (" + std::to_string(opt.max_rows) + ")");
       const auto rows = static_cast<std::size_t>(header[2]);
       in.iteration = static_cast<std::size_t>(header[1]);
       in.x.resize(rows * ll.chain().input_width(k));
