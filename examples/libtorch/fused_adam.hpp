@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "heterograd/algorithms/decoupled/concepts.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/memory.hpp"
 #include "heterograd/optim/optimizers.hpp"
@@ -31,41 +32,32 @@ class fused_step {
   virtual void step(float* params, const float* grads) = 0;
 };
 
-/// heterograd's Adam over `memory` (kernels/memory.hpp): the state is made once, in the
-/// memory's space, when the step is built; each step is one fused pass on the memory's policy
-/// (for a CUDA memory, ordered on its stream after the work LibTorch queued there), with no
-/// host copy.
+/// heterograd's Adam over `memory` (kernels/memory.hpp) on n floats: optim's Adam as a
+/// stepper through the memory (algorithms/decoupled's optim_stepper: the state made on the
+/// first step, in the memory's space and from its allocator); each step is one fused pass on
+/// the memory's policy (for a CUDA memory, ordered on its stream after the work LibTorch
+/// queued there), with no host copy.
 template <class Memory>
 class adam_step final : public fused_step {
   using space = typename Memory::memory_space;
 
  public:
-  adam_step(double lr, float* params, std::size_t n, Memory memory)
-      : opt_({.lr = lr}), memory_(std::move(memory)), n_(n),
-        state_(memory_.run(n, [&](const auto& policy) {
-          return opt_.init(policy, heterograd::span<float, space>(params, n));
-        })) {}
+  adam_step(double lr, std::size_t n, Memory memory)
+      : stepper_(heterograd::optim::adam({.lr = lr}), std::move(memory)), n_(n) {}
 
   void step(float* params, const float* grads) override {
-    memory_.run(n_, [&](const auto& policy) {
-      opt_.update(policy, heterograd::span<const float, space>(grads, n_), state_,
-                  heterograd::span<float, space>(params, n_));
-    });
+    stepper_.step(heterograd::span<float, space>(params, n_), heterograd::span<const float, space>(grads, n_));
   }
 
  private:
-  heterograd::optim::adam opt_;
-  Memory memory_;
+  heterograd::algorithms::decoupled::optim_stepper<heterograd::optim::adam, Memory> stepper_;
   std::size_t n_;
-  decltype(opt_.init(std::declval<const typename Memory::policy_type&>(),
-                     std::declval<heterograd::span<float, space>>())) state_;
 };
 
 /// Adam on CUDA memory, its kernels on `cuda_stream` (a cudaStream_t; nullptr: the legacy
 /// default stream, the one LibTorch computes on unless the caller set another). Defined in
 /// fused_adam_cuda.cu; a build without it (no nvcc or a LibTorch without CUDA) throws
 /// std::runtime_error saying so.
-HG_EXAMPLE_EXPORT std::unique_ptr<fused_step> make_cuda_adam(double lr, float* params, std::size_t n,
-                                                             void* cuda_stream);
+HG_EXAMPLE_EXPORT std::unique_ptr<fused_step> make_cuda_adam(double lr, std::size_t n, void* cuda_stream);
 
 }  // namespace hg_example

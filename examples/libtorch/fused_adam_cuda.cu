@@ -10,12 +10,12 @@
 
 namespace hg_example {
 
-std::unique_ptr<fused_step> make_cuda_adam(double lr, float* params, std::size_t n, void* cuda_stream) {
+std::unique_ptr<fused_step> make_cuda_adam(double lr, std::size_t n, void* cuda_stream) {
   const auto stream = static_cast<cudaStream_t>(cuda_stream);
   // par_nosync: the step queues its kernels on the stream and returns; LibTorch's next forward
   // on the same stream runs after them.
   heterograd::kernels::thrust_memory memory(thrust::cuda::par_nosync.on(stream));
-  return std::make_unique<adam_step<decltype(memory)>>(lr, params, n, memory);
+  return std::make_unique<adam_step<decltype(memory)>>(lr, n, memory);
 }
 
 }  // namespace hg_example

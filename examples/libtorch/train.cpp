@@ -325,9 +325,8 @@ int run_adam(const options& o, fashion_mnist& d, const torch::Device& device) {
   float* const ap = a.params.data_ptr<float>();
   const float* const ag = a.grads.data_ptr<float>();
   std::unique_ptr<hg_example::fused_step> hg_adam =
-      cuda ? hg_example::make_cuda_adam(o.lr, ap, n, /*LibTorch's default stream*/ nullptr)
-           : std::make_unique<hg_example::adam_step<hg::kernels::host_memory>>(o.lr, ap, n,
-                                                                              hg::kernels::host_memory{});
+      cuda ? hg_example::make_cuda_adam(o.lr, n, /*LibTorch's default stream*/ nullptr)
+           : std::make_unique<hg_example::adam_step<hg::kernels::host_memory>>(o.lr, n, hg::kernels::host_memory{});
   // Step times on a GPU: the queued kernels are waited for on both sides.
   const auto settle = [cuda] {
     if (cuda) torch::cuda::synchronize();
@@ -589,7 +588,7 @@ int run_mpi(int& argc, char**& argv, const options& o) {
 #if !defined(HG_EXAMPLE_CUDA)
 // A build without fused_adam_cuda.cu (no nvcc, or a LibTorch without CUDA): --device cuda is
 // refused before this is reached (device_of); defining it keeps one code path compiled.
-std::unique_ptr<hg_example::fused_step> hg_example::make_cuda_adam(double, float*, std::size_t, void*) {
+std::unique_ptr<hg_example::fused_step> hg_example::make_cuda_adam(double, std::size_t, void*) {
   throw std::runtime_error("this build of hg-libtorch-train has no CUDA step");
 }
 #endif

@@ -26,8 +26,8 @@ void run_against_host(cudaStream_t stream) {
   for (std::size_t i = 0; i < n; ++i) p0[i] = static_cast<float>(rng.normal(i));
   std::vector<float> hp = p0;
   thrust::device_vector<float> dp(p0.begin(), p0.end()), dg(n);
-  hg_example::adam_step<heterograd::kernels::host_memory> host(lr, hp.data(), n, {});
-  const auto dev = hg_example::make_cuda_adam(lr, thrust::raw_pointer_cast(dp.data()), n, stream);
+  hg_example::adam_step<heterograd::kernels::host_memory> host(lr, n, {});
+  const auto dev = hg_example::make_cuda_adam(lr, n, stream);
   std::vector<float> g(n);
   for (std::size_t s = 0; s < steps; ++s) {
     for (std::size_t i = 0; i < n; ++i) g[i] = static_cast<float>(rng.normal(1000000 * (s + 1) + i));
