@@ -386,6 +386,88 @@ BOOST_AUTO_TEST_CASE(a_hostile_previous_rank_is_refused_by_name_before_anything_
   }
 }
 
+BOOST_AUTO_TEST_CASE(local_pipeline_then_a_global_step_over_three_ranks_equals_the_sequential_loop_bitwise) {
+  // PGL over ranks as heterograd-run's mpi runtime runs it: T local iterations through the
+  // pipeline (rank k steps only module k, so its copies of the other modules are stale), then
+  // one global step over the transport, twice; each rank's own module, gathered on rank 0, is
+  // the sequential loop's bit for bit (a stale slice left in the global step would differ).
+  const nn::mlp<float> net({12, 10, 8, 6, 4});
+  std::vector<float> p0(net.num_params());
+  net.init(p0, hg_test::seed() + 5);
+  const dc::local_learning_config cfg{.modules = 3, .head_hidden = {5}, .seed = 4};
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  const synthetic_batches src{12, 4, 8, hg_test::seed() + 1};
+  const std::size_t T = 5, rounds = 2;
+  dc::local_learning<hg_test::sgd_stepper> seq(net, p0, cfg, make);
+  std::vector<float> seq_loss;
+  for (std::size_t r = 0, t = 0; r < rounds; ++r) {
+    for (std::size_t i = 0; i < T; ++i, ++t) {
+      const auto m = src(t);
+      seq.step(nn::batch<float>{m.x, m.y}, t);
+    }
+    const auto g = src(100 + r);
+    seq_loss.push_back(seq.global_step(nn::batch<float>{g.x, g.y}));
+  }
+  std::vector<float> gathered;
+  std::vector<std::vector<float>> heads(2), losses(3);
+  heterograd::comm::inproc::spawn(3, [&](const heterograd::comm::inproc::communicator& c) {
+    dc::local_learning<hg_test::sgd_stepper> ll(net, p0, cfg, make);
+    const dc::pipeline_options opt{.max_rows = 8};
+    std::vector<float> x;
+    std::vector<std::int32_t> y;
+    for (std::size_t r = 0; r < rounds; ++r) {
+      dc::run_pipeline_over(
+          c, ll, [&](std::size_t i) { return src(r * T + i); }, T, opt);
+      if (c.rank() == 0) {
+        const auto g = src(100 + r);
+        x = g.x;
+        y = g.y;
+      }
+      losses[static_cast<std::size_t>(c.rank())].push_back(dc::global_step_over(c, ll, x, y, opt));
+    }
+    dc::gather_modules(c, ll);
+    if (c.rank() == 0) {
+      gathered = ll.params();
+      for (std::size_t k = 0; k < 2; ++k) heads[k] = ll.head_params(k);
+    }
+  });
+  BOOST_TEST(bitwise_equal(gathered, seq.params()));
+  for (std::size_t k = 0; k < 2; ++k) BOOST_TEST(bitwise_equal(heads[k], seq.head_params(k)));
+  for (const auto& l : losses) BOOST_TEST(bitwise_equal(l, seq_loss));
+}
+
+BOOST_AUTO_TEST_CASE(a_hostile_rank_0_global_step_batch_is_refused_by_name_before_anything_is_sized) {
+  // Rank 0 broadcasts only a forged row count for the global step's batch: more than the run's
+  // batch (max_rows), none, a negative count, one whose floats overflow. Rank 1 refuses it
+  // naming the field and the rule before it resizes anything; nothing hangs.
+  const nn::mlp<float> net({6, 5, 3});
+  std::vector<float> p(net.num_params());
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  const std::int64_t forged[] = {7, 0, -2, std::int64_t{1} << 62};
+  const char* rules[] = {"'pipeline.global_step.rows' = 7: must be at most pipeline_options.max_rows (6)",
+                         "'pipeline.global_step.rows' = 0: must be > 0", "'pipeline.global_step.rows' = -2: must be > 0",
+                         "'pipeline.global_step.rows' = 4611686018427387904: must be > 0 and rows x input width"};
+  for (std::size_t i = 0; i < 4; ++i) {
+    std::vector<float> x(3, 0.5f);  // what rank 1 holds before: left as it was
+    try {
+      heterograd::comm::inproc::spawn(2, [&](const heterograd::comm::inproc::communicator& c) {
+        if (c.rank() == 0) {
+          std::int64_t rows = forged[i];
+          c.broadcast(hg::span<std::int64_t>(&rows, 1), 0, {}).wait();
+          return;
+        }
+        dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.modules = 2}, make);
+        std::vector<std::int32_t> y;
+        dc::global_step_over(c, ll, x, y, {.timeout = std::chrono::seconds{5}, .max_rows = 6});
+      });
+      BOOST_FAIL("no error for forged row count " << i);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(rules[i]) != std::string::npos, e.what());
+    }
+    BOOST_TEST(x == std::vector<float>(3, 0.5f));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(pipeline_over_a_transport_of_the_wrong_size_is_rejected) {
   const nn::mlp<float> net({6, 5, 3});
   std::vector<float> p(net.num_params());

@@ -77,7 +77,6 @@ json run_local_learning(context& ctx) {
   // The model split into modules: the MLP at its dense layers, a torch preset at its children
   // (methods[i].split), over the same flat parameters the problem evaluates.
   dc::any_chain chain = ctx.prob.module_chain(chain_request_of(ctx.config, m));
-  [[maybe_unused]] const std::size_t width0 = chain.input_width(0);  // MPI builds only
   const std::size_t b = ctx.batch();
   const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
   const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
@@ -102,9 +101,8 @@ json run_local_learning(context& ctx) {
   // Runtime "mpi" (mpirun -np K, K = modules): rank k owns module k (its slice, head and
   // optimizers) and runs it in the pipeline over the ranks (decoupled/transport_pipeline.hpp);
   // only rank 0 draws batches. A PGL global step needs every slice: rank 0 broadcasts the
-  // batch, each rank k broadcasts its slice, every rank takes the same end-to-end step on the
-  // same parameters, and keeps its own slice (stepped by its own optimizer, whose state is the
-  // sequential loop's); the other slices it computed are overwritten before they are read.
+  // batch, each rank k its slice, and every rank takes the same end-to-end step and keeps its
+  // own slice (decoupled/transport_pipeline.hpp's global_step_over).
   // After each advance the slices and heads are gathered on rank 0, which evaluates.
   const bool threads = ctx.runtime() == "threads", mpi = ctx.runtime() == "mpi";
   const bool pipelined = threads || mpi;
@@ -114,26 +112,13 @@ json run_local_learning(context& ctx) {
 #ifdef HG_HAS_MPI
   std::optional<hg::comm::mpi::communicator> comm;
   if (mpi) comm.emplace(MPI_COMM_WORLD);  // -np = modules: checked by mpi_ranks_needed
-  auto global_step_mpi = [&](std::uint64_t i) {
-    const hg::comm::broadcast_options bo{.timeout = popt.timeout};
-    std::int64_t rows = 0;
-    if (comm->rank() == 0) {
-      ctx.prob.next_batch(0, b, x, y);
-      rows = static_cast<std::int64_t>(y.size());
-    }
-    comm->broadcast(hg::span<std::int64_t>(&rows, 1), 0, bo).wait();
-    hg::require(rows > 0 && static_cast<std::uint64_t>(rows) <= b, "pipeline.global_step.rows", rows,
-                "must be in [1, the batch size " + std::to_string(b) + "]");
-    x.resize(static_cast<std::size_t>(rows) * width0);
-    y.resize(static_cast<std::size_t>(rows));
-    comm->broadcast(hg::span<float>(x), 0, bo).wait();
-    comm->broadcast(hg::span<std::int32_t>(y), 0, bo).wait();
-    for (std::size_t k = 0; k < ll.modules(); ++k) comm->broadcast(ll.module_params(k), static_cast<int>(k), bo).wait();
-    ll.step(hg::nn::batch<float>{x, y}, i, i / per_epoch);
+  auto global_step_mpi = [&] {
+    if (comm->rank() == 0) ctx.prob.next_batch(0, b, x, y);
+    dc::global_step_over(*comm, ll, x, y, popt);
   };
 #else
   if (mpi) rt_detail::no_mpi();
-  auto global_step_mpi = [](std::uint64_t) {};
+  auto global_step_mpi = [] {};
 #endif
   std::vector<double> busy(ll.modules(), 0.0);  // pipeline: real seconds per module
   auto global = [&](std::uint64_t i) { return cfg.pgl.global(i, i / per_epoch); };
@@ -143,7 +128,7 @@ json run_local_learning(context& ctx) {
     while (it < until) {
       if (mpi && global(it)) {
         ++global_steps;
-        global_step_mpi(it);
+        global_step_mpi();
         ++it;
         continue;
       }

@@ -9,8 +9,8 @@
 // so a lost rank surfaces as the transport's timeout or abort error.
 //
 // Each rank holds a full local_learning object but updates only its own module; the result on
-// rank k's module slice equals the sequential loop's bitwise. gather_modules() collects every
-// module (and head) on rank 0.
+// rank k's module slice equals the sequential loop's bitwise. global_step_over() is PGL's
+// global step over the ranks; gather_modules() collects every module (and head) on rank 0.
 //
 // The transports that carry tagged messages (inproc, MPI) take host buffers. A local_learning
 // whose memory's buffers are not host vectors (a device, guarded memory) is staged explicitly,
@@ -39,6 +39,14 @@ namespace heterograd::algorithms::decoupled {
 namespace detail {
 enum pipeline_tag : int { header_tag = 7100, x_tag = 7101, y_tag = 7102, credit_tag = 7103,
                           gather_tag = 7104, gather_head_tag = 7105 };
+/// A row count from another rank, checked before anything is sized by it: rows x width floats
+/// must be a size this process can name, and at most pipeline_options::max_rows when set.
+inline void check_rows(const std::string& key, std::int64_t rows, std::size_t width, const pipeline_options& opt) {
+  require(rows > 0 && static_cast<std::uint64_t>(rows) <= ~std::size_t{0} / sizeof(float) / width, key, rows,
+          "must be > 0 and rows x input width floats addressable");
+  require(opt.max_rows == 0 || static_cast<std::uint64_t>(rows) <= opt.max_rows, key, rows,
+          "must be at most pipeline_options.max_rows (" + std::to_string(opt.max_rows) + ")");
+}
 }  // namespace detail
 
 /// Runs `iterations` batches through the pipeline; rank k of `t` runs module k (t.size() must
@@ -77,11 +85,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       // and rows x width floats must be a size this process can name.
       require(header[0] == static_cast<std::int64_t>(it), "pipeline.header.position", header[0],
               "must be the next batch of the run (" + std::to_string(it) + ")");
-      const std::size_t width = ll.chain().input_width(k);
-      require(header[2] > 0 && static_cast<std::uint64_t>(header[2]) <= ~std::size_t{0} / sizeof(float) / width,
-              "pipeline.header.rows", header[2], "must be > 0 and rows x input_width(k) floats addressable");
-      require(opt.max_rows == 0 || static_cast<std::uint64_t>(header[2]) <= opt.max_rows, "pipeline.header.rows",
-              header[2], "must be at most pipeline_options.max_rows (" + std::to_string(opt.max_rows) + ")");
+      detail::check_rows("pipeline.header.rows", header[2], ll.chain().input_width(k), opt);
       const auto rows = static_cast<std::size_t>(header[2]);
       in.iteration = static_cast<std::size_t>(header[1]);
       in.x.resize(rows * ll.chain().input_width(k));
@@ -120,6 +124,38 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
   for (; credits < sent; ++credits)  // leave no message behind
     t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
   return report;
+}
+
+/// PGL's global step over a transport (rank k owns module k, as in run_pipeline_over):
+/// backpropagation through every module needs every slice, so rank 0 broadcasts its batch `x`,
+/// `y` (its row count first, which every rank checks as a pipeline header's before it sizes
+/// anything; then inputs and labels, into the others' `x`, `y`), each rank k broadcasts module
+/// k's slice, and every rank takes the same end-to-end step on the same parameters and batch.
+/// Rank k's own slice is then what the sequential loop's global step makes of it, stepped by
+/// its own optimizer; the other slices it computed are overwritten by their owners' at the next
+/// global step before they are read, and gather_modules collects the owners'. Host memories
+/// (the batch and the slices cross the transport where they are). Returns the global loss.
+template <class Transport, class Opt, class Chain, class Memory>
+  requires std::is_same_v<typename local_learning<Opt, Chain, Memory>::memory_space, host_space>
+float global_step_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll, std::vector<float>& x,
+                       std::vector<std::int32_t>& y, pipeline_options opt = {}) {
+  require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
+          "must equal the number of modules (" + std::to_string(ll.modules()) + ")");
+  if (t.rank() == 0) ll.check_input("pipeline.batch.x", x.size(), y.size());
+  comm::broadcast_options bo;
+  bo.timeout = opt.timeout;
+  std::int64_t rows = t.rank() == 0 ? static_cast<std::int64_t>(y.size()) : 0;
+  t.broadcast(span<std::int64_t>(&rows, 1), 0, bo).wait();
+  const std::size_t width = ll.chain().input_width(0);
+  detail::check_rows("pipeline.global_step.rows", rows, width, opt);
+  if (t.rank() != 0) {
+    x.resize(static_cast<std::size_t>(rows) * width);
+    y.resize(static_cast<std::size_t>(rows));
+  }
+  t.broadcast(span<float>(x), 0, bo).wait();
+  t.broadcast(span<std::int32_t>(y), 0, bo).wait();
+  for (std::size_t k = 0; k < ll.modules(); ++k) t.broadcast(ll.module_params(k), static_cast<int>(k), bo).wait();
+  return ll.global_step(nn::batch<float>{x, y});
 }
 
 /// Rank 0 receives every module's slice and head from its owner; the others send theirs
