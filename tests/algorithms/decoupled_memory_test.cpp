@@ -14,7 +14,9 @@
 //     many batches run;
 //   - the pipeline over 3 inproc ranks stages each batch through the host (one upload of its
 //     inputs, one download of its output per rank and batch, nothing else) and gathers the
-//     sequential host loop's modules and heads bitwise;
+//     sequential host loop's modules and heads bitwise; PGL's global steps over the ranks stage
+//     each slice (its owner downloads it, the others upload it) and the batch, and equal the
+//     host loop's bitwise;
 //   - a host chain cannot compute on device spans, nor a host stepper step them (compile-time
 //     checks; local_learning on CUDA memory is compiled by nvcc in device_paths.cu).
 // The chains here are the MLP chain behind the memory: on guarded memory the MLP computes with
@@ -348,6 +350,67 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(the_pipeline_over_inproc_ranks_stages_through_the_
     BOOST_TEST(gather[0].uploads == 3u);  // module 1, head 1, module 2
     BOOST_TEST(gather[1].downloads == 2u);
     BOOST_TEST(gather[2].downloads == 1u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(pgl_global_steps_over_inproc_ranks_stage_each_slice_and_equal_the_host_loop, M,
+                              memories) {
+  // Two rounds of T pipelined local iterations and one global step (global_step_over) over K
+  // inproc ranks, every rank's local learning in memory M: the gathered modules and heads are
+  // the sequential host loop's bitwise. On guarded memory a global step moves exactly the
+  // documented transfers: rank k downloads its slice, uploads the K - 1 others and the batch.
+  auto host = make_ll(mlp_chain(), hk::serial_host_memory{});
+  const std::size_t T = 6, K = 3, rounds = 2;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    for (std::size_t t = r * T; t < (r + 1) * T; ++t) {
+      const auto b = batch(t);
+      const float* x = b.x.data();
+      for (std::size_t k = 0; k < K; ++k) x = host.step_module(k, x, b.y).output.data();
+    }
+    const auto g = batch(1000 + r);
+    host.global_step(g.x.data(), hg::span<const std::int32_t>(g.y));
+  }
+  std::vector<float> gathered, head0, head1;
+  std::vector<hg_test::transfer_counts> global(K);
+  hg::comm::inproc::spawn(static_cast<int>(K), [&](const hg::comm::inproc::communicator& c) {
+    const auto memory = M::make();
+    auto ll = make_ll(typename M::chain(mlp_chain()), memory);
+    const auto rank = static_cast<std::size_t>(c.rank());
+    const dc::pipeline_options opt{.max_rows = 8};
+    for (std::size_t r = 0; r < rounds; ++r) {
+      dc::run_pipeline_over(c, ll, [&](std::size_t i) { return pipeline_batch(r * T + i); }, T, opt);
+      std::vector<float> x;
+      std::vector<std::int32_t> y;
+      if (rank == 0) {
+        auto g = batch(1000 + r);
+        x = std::move(g.x);
+        y = std::move(g.y);
+      }
+      if constexpr (std::is_same_v<M, guarded_case>) memory.reset_counts();
+      dc::global_step_over(c, ll, x, y, opt);
+      if constexpr (std::is_same_v<M, guarded_case>)
+        if (r == 0) global[rank] = memory.counts();
+    }
+    dc::gather_modules(c, ll);
+    if (rank == 0) {
+      gathered = host_params(ll);
+      head0 = host_head(ll, 0);
+      head1 = host_head(ll, 1);
+    }
+  });
+  BOOST_TEST(bitwise_equal(gathered, host.params()), M::name);
+  BOOST_TEST(bitwise_equal(head0, host.head_params(0)), M::name);
+  BOOST_TEST(bitwise_equal(head1, host.head_params(1)), M::name);
+  if constexpr (std::is_same_v<M, guarded_case>) {
+    for (std::size_t r = 0; r < K; ++r) {
+      BOOST_TEST(global[r].downloads == 1u, "rank " << r);    // its own slice
+      BOOST_TEST(global[r].uploads == K - 1 + 1, "rank " << r);  // the others' slices, the batch
+      BOOST_TEST(global[r].upload_bytes == (network().num_params() - global[r].download_bytes / sizeof(float) +
+                                            8 * 14) * sizeof(float),
+                 "rank " << r);
+      BOOST_TEST(global[r].buffers == 0u, "rank " << r);  // the batch's buffer comes with its upload
+      BOOST_TEST(global[r].scalar_reads == 0u, "rank " << r);
+    }
   }
 }
 

@@ -153,8 +153,8 @@ void decoupled_on_device(cudaStream_t stream) {
   dc::run_pipeline(ll, [](std::size_t t) { return dc::activation_message{t, std::vector<float>(4), std::vector<std::int32_t>(4)}; }, 2);
 }
 
-// The transport pipeline over a host transport with device memory: each batch staged through
-// host vectors (compiled, never called: the pipeline needs its ranks).
+// The transport pipeline over a host transport with device memory: each batch (and a global
+// step's slices) staged through host vectors (compiled, never called: it needs its ranks).
 void decoupled_over_a_host_transport(cudaStream_t stream, const hg::comm::inproc::communicator& c) {
   const auto mem = hk::thrust_memory(thrust::cuda::par.on(stream));
   using M = std::remove_const_t<decltype(mem)>;
@@ -162,6 +162,9 @@ void decoupled_over_a_host_transport(cudaStream_t stream, const hg::comm::inproc
   dc::local_learning<S, device_chain, M> ll(device_chain{}, std::vector<float>(8), {},
                                             [&](std::size_t) { return S(ho::adam(), mem); }, mem);
   dc::run_pipeline_over(c, ll, [](std::size_t t) { return dc::activation_message{t, std::vector<float>(4), std::vector<std::int32_t>(4)}; }, 2);
+  std::vector<float> x(4);
+  std::vector<std::int32_t> y(4);
+  dc::global_step_over(c, ll, x, y);  // PGL's global step: the slices staged the same way
   dc::gather_modules(c, ll);
 }
 

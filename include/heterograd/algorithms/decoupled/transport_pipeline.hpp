@@ -127,16 +127,17 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
 }
 
 /// PGL's global step over a transport (rank k owns module k, as in run_pipeline_over):
-/// backpropagation through every module needs every slice, so rank 0 broadcasts its batch `x`,
-/// `y` (its row count first, which every rank checks as a pipeline header's before it sizes
-/// anything; then inputs and labels, into the others' `x`, `y`), each rank k broadcasts module
-/// k's slice, and every rank takes the same end-to-end step on the same parameters and batch.
-/// Rank k's own slice is then what the sequential loop's global step makes of it, stepped by
-/// its own optimizer; the other slices it computed are overwritten by their owners' at the next
-/// global step before they are read, and gather_modules collects the owners'. Host memories
-/// (the batch and the slices cross the transport where they are). Returns the global loss.
+/// backpropagation through every module needs every slice, so rank 0 broadcasts its host batch
+/// `x`, `y` (its row count first, which every rank checks as a pipeline header's before it
+/// sizes anything; then inputs and labels, into the others' `x`, `y`), each rank k broadcasts
+/// module k's slice, and every rank takes the same end-to-end step on the same parameters and
+/// batch. Rank k's own slice is then what the sequential loop's global step makes of it,
+/// stepped by its own optimizer; the other slices it computed are overwritten by their owners'
+/// at the next global step before they are read, and gather_modules collects the owners'.
+/// A memory whose buffers are not host vectors is staged as above: rank k downloads its slice
+/// before broadcasting it and uploads the K - 1 others it receives, and every rank uploads the
+/// batch into one buffer of its memory, made for this step. Returns the global loss.
 template <class Transport, class Opt, class Chain, class Memory>
-  requires std::is_same_v<typename local_learning<Opt, Chain, Memory>::memory_space, host_space>
 float global_step_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll, std::vector<float>& x,
                        std::vector<std::int32_t>& y, pipeline_options opt = {}) {
   require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
@@ -154,8 +155,25 @@ float global_step_over(const Transport& t, local_learning<Opt, Chain, Memory>& l
   }
   t.broadcast(span<float>(x), 0, bo).wait();
   t.broadcast(span<std::int32_t>(y), 0, bo).wait();
-  for (std::size_t k = 0; k < ll.modules(); ++k) t.broadcast(ll.module_params(k), static_cast<int>(k), bo).wait();
-  return ll.global_step(nn::batch<float>{x, y});
+  constexpr bool staged = !kernels::host_vectors_v<Memory>;
+  const Memory& memory = ll.memory();
+  for (std::size_t k = 0; k < ll.modules(); ++k) {
+    const auto slice = ll.module_params(k);
+    if constexpr (staged) {
+      const bool mine = k == static_cast<std::size_t>(t.rank());
+      std::vector<float> h = mine ? memory.download(slice) : std::vector<float>(slice.size());
+      t.broadcast(span<float>(h), static_cast<int>(k), bo).wait();
+      if (!mine) memory.upload(std::span<const float>(h), slice);
+    } else {
+      t.broadcast(slice, static_cast<int>(k), bo).wait();
+    }
+  }
+  if constexpr (staged) {
+    const auto input = kernels::from_host(memory, std::vector<float>(x));
+    return ll.global_step(kernels::cview(memory, input).data(), span<const std::int32_t>(y));
+  } else {
+    return ll.global_step(x.data(), span<const std::int32_t>(y));
+  }
 }
 
 /// Rank 0 receives every module's slice and head from its owner; the others send theirs
