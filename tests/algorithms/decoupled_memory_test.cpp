@@ -179,6 +179,23 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+/// Rank 0's modules and heads after gather_modules, as host vectors, against the host loop's.
+struct gathered_model {
+  std::vector<float> params, head0, head1;
+  template <class LL>
+  void take(const LL& ll) {
+    params = host_params(ll);
+    head0 = host_head(ll, 0);
+    head1 = host_head(ll, 1);
+  }
+  template <class LL>
+  void check_equals(const LL& host, const char* name) const {
+    BOOST_TEST(bitwise_equal(params, host.params()), name);
+    BOOST_TEST(bitwise_equal(head0, host.head_params(0)), name);
+    BOOST_TEST(bitwise_equal(head1, host.head_params(1)), name);
+  }
+};
+
 template <class LL>
 std::vector<std::byte> checkpoint(LL& ll) {
   hg::archive_writer w;
@@ -317,7 +334,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(the_pipeline_over_inproc_ranks_stages_through_the_
     const float* x = b.x.data();
     for (std::size_t k = 0; k < K; ++k) x = host.step_module(k, x, b.y).output.data();
   }
-  std::vector<float> gathered, head0, head1;
+  gathered_model gathered;
   std::vector<hg_test::transfer_counts> pipeline(K), gather(K);
   hg::comm::inproc::spawn(static_cast<int>(K), [&](const hg::comm::inproc::communicator& c) {
     const auto memory = M::make();
@@ -331,15 +348,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(the_pipeline_over_inproc_ranks_stages_through_the_
     }
     dc::gather_modules(c, ll);
     if constexpr (std::is_same_v<decltype(memory), const hg_test::guarded_memory>) gather[r] = memory.counts();
-    if (r == 0) {
-      gathered = host_params(ll);
-      head0 = host_head(ll, 0);
-      head1 = host_head(ll, 1);
-    }
+    if (r == 0) gathered.take(ll);
   });
-  BOOST_TEST(bitwise_equal(gathered, host.params()), M::name);
-  BOOST_TEST(bitwise_equal(head0, host.head_params(0)), M::name);
-  BOOST_TEST(bitwise_equal(head1, host.head_params(1)), M::name);
+  gathered.check_equals(host, M::name);
   if constexpr (std::is_same_v<M, guarded_case>) {
     for (std::size_t r = 0; r < K; ++r) {
       BOOST_TEST(pipeline[r].uploads == T, "rank " << r);                         // its inputs
@@ -370,7 +381,7 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(pgl_global_steps_over_inproc_ranks_stage_each_slic
     const auto g = batch(1000 + r);
     host.global_step(g.x.data(), hg::span<const std::int32_t>(g.y));
   }
-  std::vector<float> gathered, head0, head1;
+  gathered_model gathered;
   std::vector<hg_test::transfer_counts> global(K);
   hg::comm::inproc::spawn(static_cast<int>(K), [&](const hg::comm::inproc::communicator& c) {
     const auto memory = M::make();
@@ -392,15 +403,9 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(pgl_global_steps_over_inproc_ranks_stage_each_slic
         if (r == 0) global[rank] = memory.counts();
     }
     dc::gather_modules(c, ll);
-    if (rank == 0) {
-      gathered = host_params(ll);
-      head0 = host_head(ll, 0);
-      head1 = host_head(ll, 1);
-    }
+    if (rank == 0) gathered.take(ll);
   });
-  BOOST_TEST(bitwise_equal(gathered, host.params()), M::name);
-  BOOST_TEST(bitwise_equal(head0, host.head_params(0)), M::name);
-  BOOST_TEST(bitwise_equal(head1, host.head_params(1)), M::name);
+  gathered.check_equals(host, M::name);
   if constexpr (std::is_same_v<M, guarded_case>) {
     for (std::size_t r = 0; r < K; ++r) {
       BOOST_TEST(global[r].downloads == 1u, "rank " << r);    // its own slice
