@@ -47,6 +47,12 @@ inline void check_rows(const std::string& key, std::int64_t rows, std::size_t wi
   require(opt.max_rows == 0 || static_cast<std::uint64_t>(rows) <= opt.max_rows, key, rows,
           "must be at most pipeline_options.max_rows (" + std::to_string(opt.max_rows) + ")");
 }
+/// Rank k runs module k: the transport has one rank per module.
+template <class Transport, class LL>
+void check_one_rank_per_module(const Transport& t, const LL& ll) {
+  require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
+          "must equal the number of modules (" + std::to_string(ll.modules()) + ")");
+}
 }  // namespace detail
 
 /// Runs `iterations` batches through the pipeline; rank k of `t` runs module k (t.size() must
@@ -55,8 +61,7 @@ template <class Transport, class Opt, class Chain, class Memory>
 pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll,
                                   const std::function<activation_message(std::size_t)>& next_batch,
                                   std::size_t iterations, pipeline_options opt = {}) {
-  require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
-          "must equal the number of modules (" + std::to_string(ll.modules()) + ")");
+  detail::check_one_rank_per_module(t, ll);
   require_positive("pipeline.queue_capacity", opt.queue_capacity);
   const std::size_t k = static_cast<std::size_t>(t.rank()), K = ll.modules();
   const int prev = t.rank() - 1, next = t.rank() + 1;
@@ -140,8 +145,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
 template <class Transport, class Opt, class Chain, class Memory>
 float global_step_over(const Transport& t, local_learning<Opt, Chain, Memory>& ll, std::vector<float>& x,
                        std::vector<std::int32_t>& y, pipeline_options opt = {}) {
-  require(static_cast<std::size_t>(t.size()) == ll.modules(), "pipeline.transport.size", t.size(),
-          "must equal the number of modules (" + std::to_string(ll.modules()) + ")");
+  detail::check_one_rank_per_module(t, ll);
   if (t.rank() == 0) ll.check_input("pipeline.batch.x", x.size(), y.size());
   comm::broadcast_options bo;
   bo.timeout = opt.timeout;
@@ -169,7 +173,7 @@ float global_step_over(const Transport& t, local_learning<Opt, Chain, Memory>& l
     }
   }
   if constexpr (staged) {
-    const auto input = kernels::from_host(memory, std::vector<float>(x));
+    const auto input = memory.template upload<float>(std::span<const float>(x));
     return ll.global_step(kernels::cview(memory, input).data(), span<const std::int32_t>(y));
   } else {
     return ll.global_step(x.data(), span<const std::int32_t>(y));
