@@ -386,6 +386,56 @@ BOOST_AUTO_TEST_CASE(a_hostile_previous_rank_is_refused_by_name_before_anything_
   }
 }
 
+BOOST_AUTO_TEST_CASE(activations_and_labels_of_another_size_after_a_valid_header_are_refused_by_name) {
+  // Issue 43: the header is checked, and so is what follows it. Rank 0 sends a valid header
+  // (2 rows of module 1's input width 5) and then activations or labels of another size or type: more (which
+  // the receiver's buffer would not hold), fewer (the previous batch's tail would be read as
+  // this one's), none, or doubles. Rank 1 refuses the message naming the field and both sizes;
+  // its buffers keep nothing of it.
+  const nn::mlp<float> net({6, 5, 3});
+  std::vector<float> p(net.num_params());
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  struct forged_body {
+    std::size_t x_floats, y_ints;
+    bool x_as_double;
+    const char* says;
+  };
+  const std::vector<forged_body> cases{
+      {13, 2, false, "pipeline.x: heterograd: comm: message from rank 0 (tag 7101) has 52 bytes (13 f32), the receive expects exactly 40 bytes (10 f32)"},
+      {6, 2, false, "pipeline.x: heterograd: comm: message from rank 0 (tag 7101) has 24 bytes (6 f32)"},
+      {0, 2, false, "pipeline.x: heterograd: comm: message from rank 0 (tag 7101) has 0 bytes"},
+      {10, 2, true, "pipeline.x: heterograd: comm: message from rank 0 (tag 7101) holds f64 elements"},
+      {10, 3, false, "pipeline.y: heterograd: comm: message from rank 0 (tag 7102) has 12 bytes (3 i32), the receive expects exactly 8 bytes (2 i32)"},
+      {10, 1, false, "pipeline.y: heterograd: comm: message from rank 0 (tag 7102) has 4 bytes (1 i32)"},
+  };
+  for (const auto& bad : cases) {
+    std::string caught;
+    try {
+      heterograd::comm::inproc::spawn(2, [&](const heterograd::comm::inproc::communicator& c) {
+        if (c.rank() == 0) {
+          const std::int64_t header[3] = {0, 0, 2};
+          const std::vector<float> x(bad.x_floats, 1.0f);
+          const std::vector<double> xd(bad.x_floats, 1.0);
+          const std::vector<std::int32_t> y(bad.y_ints, 1);
+          c.send(hg::span<const std::int64_t>(header, 3), 1, 7100, {}).wait();
+          try {
+            if (bad.x_as_double) c.send(hg::span<const double>(xd), 1, 7101, {}).wait();
+            else c.send(hg::span<const float>(x), 1, 7101, {}).wait();
+            c.send(hg::span<const std::int32_t>(y), 1, 7102, {}).wait();
+          } catch (const heterograd::comm::comm_error&) {  // rank 1's refusal aborted the world
+          }
+          return;
+        }
+        dc::local_learning<hg_test::sgd_stepper> ll(net, p, {.modules = 2}, make);
+        dc::run_pipeline_over(c, ll, synthetic_batches{6, 3, 2, 1}, 1, {.timeout = std::chrono::seconds{5}});
+      });
+    } catch (const heterograd::comm::comm_error& e) {
+      caught = e.what();
+    }
+    BOOST_TEST(caught.find(bad.says) != std::string::npos, caught);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(local_pipeline_then_a_global_step_over_three_ranks_equals_the_sequential_loop_bitwise) {
   // PGL over ranks as heterograd-run's mpi runtime runs it: T local iterations through the
   // pipeline (rank k steps only module k, so its copies of the other modules are stale), then

@@ -13,6 +13,7 @@
 #include <string>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -344,6 +345,149 @@ BOOST_AUTO_TEST_CASE(a_worker_refuses_a_hostile_job_header_naming_the_field) {
       BOOST_TEST(!computed);
       BOOST_TEST(caught.find(bad.says) != std::string::npos, caught);
     }
+  }
+}
+
+// Issue 43: a peer decides what it sends, never how much the server writes or applies. A
+// hostile worker (rank 3) takes its first job and answers with a result of another size or
+// type, or a header of a kind the protocol lacks. The server refuses that one message by
+// name, never hands it to the policy (the payload is 1e30s: applied once, the model would be
+// far from the centres' mean) and evicts the worker; the honest workers finish the run.
+namespace {
+struct hostile_result {
+  std::size_t count;  // the payload it sends instead of d doubles: `count` of them,
+  bool as_float;      // or of floats
+  std::uint64_t kind;  // the result header's kind
+  const char* says;
+};
+
+void hostile_worker(hg::comm::inproc::communicator c, const hr::remote_options& o, std::size_t d,
+                    const hostile_result& bad) {
+  std::array<std::uint64_t, 5> job{};
+  std::vector<double> x(d);
+  const hg::comm::recv_options ro{.timeout = o.timeout};
+  c.recv(hg::span<std::uint64_t>(job.data(), job.size()), 0, o.tag_base, ro).wait();
+  c.recv(hg::span<double>(x), 0, o.tag_base + 1, ro).wait();
+  const std::array<std::uint64_t, 4> h{bad.kind, job[1], job[2], 0};
+  const std::vector<float> f(bad.as_float ? bad.count : 0, 1e30f);
+  const std::vector<double> g(bad.as_float ? 0 : bad.count, 1e30);
+  try {
+    c.send(hg::span<const std::uint64_t>(h.data(), h.size()), 0, o.tag_base + 2).wait();
+    if (bad.kind == 1 && !bad.as_float) c.send(hg::span<const double>(g), 0, o.tag_base + 3).wait();
+    if (bad.kind == 1 && bad.as_float) c.send(hg::span<const float>(f), 0, o.tag_base + 3).wait();
+  } catch (const hg::comm::comm_error&) {  // a rendezvous sender learns of the refusal too
+  }
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_result_of_another_size_or_type_is_refused_by_name_never_applied_and_its_worker_evicted,
+                     *boost::unit_test::timeout(120)) {
+  const std::size_t d = 9000;  // 72 KB of doubles: above inproc's eager limit
+  const mixture prob(3, d, 0.0, hg_test::seed());
+  const std::vector<hostile_result> cases{
+      {2 * d, false, 1, "has 144000 bytes (18000 f64), the receive expects exactly 72000 bytes (9000 f64)"},
+      {d / 2, false, 1, "has 36000 bytes (4500 f64)"},
+      {1, false, 1, "has 8 bytes (1 f64)"},
+      {0, false, 1, "has 0 bytes (0 f64)"},
+      {d, true, 1, "holds f32 elements, the receive expects f64"},
+      {0, false, 9, "result header: kind 9"},
+  };
+  for (const auto& bad : cases) {
+    BOOST_TEST_CONTEXT(bad.says) {
+      async::asgd p(prob.n, async::model_server<double>(std::vector<double>(d, 0.0), async::plain_sgd(0.2)));
+      const hr::remote_options o{.timeout = hg::seconds{30}, .max_updates = 300, .shutdown_grace = hg::seconds{30}};
+      hr::remote_summary s;
+      hg::comm::inproc::spawn(4, [&](hg::comm::inproc::communicator c) {
+        if (c.rank() == 0) {
+          s = hr::serve<double>(p, c, o);
+        } else if (c.rank() == 3) {
+          hostile_worker(c, o, d, bad);
+        } else {
+          hr::worker_client<double, hg::comm::inproc::communicator> client(c, d, o);
+          std::vector<double> x(d), g;
+          while (client.pull(x)) {
+            prob.gradient(client.worker(), client.job_index(), x.data(), g);
+            client.push(g);
+          }
+        }
+      });
+      BOOST_TEST(p.version() == 300u);
+      BOOST_TEST(s.refused == 1u);
+      BOOST_REQUIRE(s.evicted.size() == 3u);
+      BOOST_TEST(s.evicted[0].empty());
+      BOOST_TEST(s.evicted[1].empty());
+      BOOST_TEST(s.evicted[2].find("worker 2 (rank 3)") != std::string::npos, s.evicted[2]);
+      BOOST_TEST(s.evicted[2].find(bad.says) != std::string::npos, s.evicted[2]);
+      BOOST_TEST(s.jobs_finished[2] == 0u);
+      // Only workers 0 and 1 were applied: x stays near their centres (|c| of a few units),
+      // where one 1e30 applied would have thrown it.
+      double worst = 0;
+      for (std::size_t j = 0; j < d; ++j)
+        worst = std::max(worst, std::fabs(p.params()[j] - (prob.c[j] + prob.c[d + j]) / 2));
+      BOOST_TEST(worst < 5.0);
+    }
+  }
+}
+
+// In virtual_time order the simulator's order needs every result: a refused one fails the run,
+// naming the worker, the field and both sizes.
+BOOST_AUTO_TEST_CASE(in_virtual_time_order_a_refused_result_fails_the_run_by_name, *boost::unit_test::timeout(60)) {
+  const std::size_t d = 8;
+  const mixture prob(2, d, 0.0, hg_test::seed());
+  async::asgd p(prob.n, async::model_server<double>(std::vector<double>(d, 0.0)));
+  const hr::remote_options o{.timeout = hg::seconds{10}, .order = hr::arrival_order::virtual_time, .max_updates = 50};
+  const sim::fixed_times model({1.0, 1.0});
+  std::string caught;
+  try {
+    hg::comm::inproc::spawn(3, [&](hg::comm::inproc::communicator c) {
+      if (c.rank() == 0) hr::serve<double>(p, c, o, model);
+      else if (c.rank() == 1) hostile_worker(c, o, d, {d / 2, false, 1, ""});
+      else {
+        hr::worker_client<double, hg::comm::inproc::communicator> client(c, d, o);
+        std::vector<double> x(d), g;
+        while (client.pull(x)) {
+          prob.gradient(client.worker(), client.job_index(), x.data(), g);
+          client.push(g);
+        }
+      }
+    });
+  } catch (const hg::comm::comm_error& e) {
+    caught = e.what();
+  }
+  BOOST_TEST(caught.find("worker 0 (rank 1): result payload") != std::string::npos, caught);
+  BOOST_TEST(caught.find("has 32 bytes (4 f64), the receive expects exactly 64 bytes (8 f64)") != std::string::npos, caught);
+  BOOST_TEST(p.version() == 0u);
+}
+
+// An honest mismatch (the C API's worker of 2,000 values against a server of 4,000, either way
+// round): each side fails naming the cause and both sizes, within the timeout; nothing is
+// applied.
+BOOST_AUTO_TEST_CASE(a_worker_and_a_server_of_different_dims_both_fail_naming_both_sizes, *boost::unit_test::timeout(60)) {
+  for (auto [server_dim, worker_dim] : {std::pair<std::size_t, std::size_t>{4000, 2000}, {2000, 4000}}) {
+    async::asgd p(1, async::model_server<float>(std::vector<float>(server_dim, 0.0f)));
+    const hr::remote_options o{.timeout = hg::seconds{10}, .max_updates = 5};
+    std::string server_error, worker_error;
+    hg::comm::inproc::spawn(2, [&](hg::comm::inproc::communicator c) {
+      try {
+        if (c.rank() == 0) {
+          hr::serve<float>(p, c, o);
+          return;
+        }
+        hr::worker_client<float, hg::comm::inproc::communicator> client(c, worker_dim, o);
+        std::vector<float> x(worker_dim), g(worker_dim, 1.0f);
+        while (client.pull(x)) client.push(g);
+      } catch (const hg::comm::comm_error& e) {
+        (c.rank() == 0 ? server_error : worker_error) = e.what();
+      }
+    });
+    const std::string sizes = "has " + std::to_string(4 * server_dim) + " bytes (" + std::to_string(server_dim) +
+                              " f32), the receive expects exactly " + std::to_string(4 * worker_dim) + " bytes";
+    BOOST_TEST(worker_error.find("job payload: ") != std::string::npos, worker_error);
+    BOOST_TEST(worker_error.find(sizes) != std::string::npos, worker_error);
+    BOOST_TEST(server_error.find("refused its job: it holds " + std::to_string(worker_dim) +
+                                 " parameters, the server sends " + std::to_string(server_dim)) != std::string::npos,
+               server_error);
+    BOOST_TEST(p.version() == 0u);
   }
 }
 

@@ -52,6 +52,9 @@ struct outcomes {
     } catch (const hc::truncation_error& e) {
       k = "truncation";
       w = e.what();
+    } catch (const hc::size_error& e) {
+      k = "size";
+      w = e.what();
     } catch (const std::exception& e) {
       k = "other";
       w = e.what();
@@ -225,6 +228,45 @@ BOOST_AUTO_TEST_CASE(a_receive_into_a_too_small_buffer_fails_the_receiver_and_a_
     // An eager send completed before the receive was posted; a rendezvous one learns it.
     BOOST_TEST(out.kind[0] == (bytes > hi::eager_bytes ? "truncation" : ""));
   }
+}
+
+// The peer decides what it sends, never how much the receiver writes: a short message (half,
+// one element, none) is refused as a long one is, with both sizes named, and the buffer keeps
+// every byte it had (a server would otherwise apply the previous result's tail).
+BOOST_AUTO_TEST_CASE(a_shorter_message_is_refused_unless_up_to_and_nothing_is_written) {
+  for (std::size_t bytes : {std::size_t{64}, hi::eager_bytes * 2})
+    for (std::size_t sent : {bytes / 2, sizeof(float), std::size_t{0}}) {
+      outcomes out(2);
+      std::vector<float> m(bytes / sizeof(float), -7.0f);
+      hi::spawn(2, [&](hi::communicator c) {
+        out.run(c.rank(), [&] {
+          if (c.rank() == 0) {
+            std::vector<float> v(sent / sizeof(float), 1.0f);
+            c.send(hg::span<const float>(v), 1, 3).wait();
+          } else {
+            c.recv(hg::span<float>(m), 0, 3).wait();
+          }
+        });
+      });
+      BOOST_TEST(out.kind[1] == "size");
+      BOOST_TEST(out.what[1].find("has " + std::to_string(sent) + " bytes") != std::string::npos, out.what[1]);
+      BOOST_TEST(out.what[1].find("expects exactly " + std::to_string(bytes) + " bytes") != std::string::npos);
+      BOOST_TEST(out.what[1].find("rank 0") != std::string::npos);
+      BOOST_TEST(std::all_of(m.begin(), m.end(), [](float x) { return x == -7.0f; }));
+      // up_to takes it, and status() says how much came.
+      std::size_t got = 1;
+      hi::spawn(2, [&](hi::communicator c) {
+        if (c.rank() == 0) {
+          std::vector<float> v(sent / sizeof(float), 1.0f);
+          c.send(hg::span<const float>(v), 1, 3).wait();
+        } else {
+          auto r = c.recv(hg::span<float>(m), 0, 3, hc::recv_options{.up_to = true});
+          r.wait();
+          got = r.status().bytes;
+        }
+      });
+      BOOST_TEST(got == sent);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_message_of_another_element_type_is_a_mismatch) {

@@ -1,6 +1,7 @@
 // Faults on the mpi transport (mpirun -np 2..3, 30 s CTest timeout): each surfaces as an
 // exception on every rank, never as a hang.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -56,6 +57,93 @@ BOOST_AUTO_TEST_CASE(a_receive_into_a_too_small_buffer_throws_truncation_error) 
     BOOST_CHECK_THROW(c.recv(hg::span<std::uint8_t>(m), 0, 2).wait(), hc::truncation_error);
   }
   c.barrier().wait();
+}
+
+// The peer decides what it sends, never how much the receiver writes. Above Open MPI's
+// shared-memory eager limit (about 4 KiB) its single-copy path wrote a larger message past a
+// posted receive's end without MPI_ERR_TRUNCATE: receives are matched first now. Every size a
+// peer might send is tried, from a named and from any source; the buffer and the guard past
+// its end keep their bytes, and the channel takes the next right-sized message.
+BOOST_AUTO_TEST_CASE(a_message_of_another_size_is_refused_by_name_and_nothing_is_written) {
+  hm::communicator c(MPI_COMM_WORLD);
+  const std::size_t want = 4096;  // 16 KiB: above the eager limit, as are the larger sends
+  const std::vector<std::size_t> sends{4 * want, want + 1, want / 2, 1, 0};
+  for (int source : {0, hc::any_source}) {
+    if (c.rank() == 0) {
+      for (auto n : sends) {
+        std::vector<float> m(n, 1.0f);
+        c.send(hg::span<const float>(m), 1, 5).wait();
+      }
+      std::vector<float> ok(want, 2.0f);
+      c.send(hg::span<const float>(ok), 1, 5).wait();
+    } else if (c.rank() == 1) {
+      std::vector<float> buf(4 * want, -7.0f);  // the receive takes the first `want`
+      for (auto n : sends) {
+        std::string what;
+        try {
+          c.recv(hg::span<float>(buf.data(), want), source, 5).wait();
+        } catch (const hc::size_error& e) {
+          what = e.what();
+          BOOST_TEST(e.source() == 0);
+          BOOST_TEST(e.received_bytes() == n * sizeof(float));
+        }
+        BOOST_TEST(what.find("has " + std::to_string(n * sizeof(float)) + " bytes") != std::string::npos, what);
+        BOOST_TEST(what.find("expects exactly 16384 bytes (4096 f32)") != std::string::npos, what);
+        BOOST_TEST(std::count(buf.begin(), buf.end(), -7.0f) == static_cast<long>(buf.size()));
+      }
+      c.recv(hg::span<float>(buf.data(), want), source, 5).wait();
+      BOOST_TEST(buf[want - 1] == 2.0f);
+      BOOST_TEST(buf[want] == -7.0f);
+    }
+    c.barrier().wait();
+  }
+}
+
+BOOST_AUTO_TEST_CASE(up_to_takes_a_shorter_message_and_refuses_a_longer_one) {
+  hm::communicator c(MPI_COMM_WORLD);
+  if (c.rank() == 0) {
+    std::vector<double> a(3, 1.0), b(8001, 1.0);  // b: 64008 bytes, drained when refused
+    c.send(hg::span<const double>(a), 1, 6).wait();
+    c.send(hg::span<const double>(b), 1, 6).wait();
+  } else if (c.rank() == 1) {
+    std::vector<double> m(8000, -1.0);
+    auto r = c.recv(hg::span<double>(m), 0, 6, hc::recv_options{.up_to = true});
+    r.wait();
+    BOOST_TEST(r.status().bytes == 3 * sizeof(double));
+    BOOST_CHECK_THROW(c.recv(hg::span<double>(m), 0, 6, hc::recv_options{.up_to = true}).wait(),
+                      hc::truncation_error);
+    BOOST_TEST(m[3] == -1.0);
+  }
+  c.barrier().wait();
+}
+
+// An abort notice is a peer's text too: one far larger than the notice buffer (it was a
+// 255-byte posted receive) is set aside unread, and the group still fails naming its sender.
+BOOST_AUTO_TEST_CASE(an_oversized_abort_notice_fails_the_group_without_being_read) {
+  hm::communicator c(MPI_COMM_WORLD);
+  if (c.rank() == 0) {
+    // Set aside unread, it is never received: its send is never served (a timeout here).
+    std::vector<std::uint8_t> notice(256 * 1024, 'x');
+    BOOST_CHECK_THROW(c.internal()
+                          .send(hg::span<const std::uint8_t>(notice), 1, hm::communicator::max_tag,
+                                hc::send_options{.timeout = hg::seconds{3.0}})
+                          .wait(),
+                      hc::timeout_error);
+  } else if (c.rank() == 1) {
+    std::string what;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (what.empty() && std::chrono::steady_clock::now() < until) {
+      try {
+        std::vector<int> v{1};
+        c.send(hg::span<const int>(v), 1, 7).wait();  // to itself: each post polls for notices
+        c.recv(hg::span<int>(v), 1, 7).wait();
+      } catch (const hc::aborted_error& e) {
+        what = e.what();
+        BOOST_TEST(e.rank() == 0);
+      }
+    }
+    BOOST_TEST(what.find("a notice of 262144 bytes, not read") != std::string::npos, what);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_that_throws_aborts_the_group_and_the_others_fail_naming_it) {

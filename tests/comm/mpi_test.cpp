@@ -244,6 +244,21 @@ BOOST_AUTO_TEST_CASE(reduce_scatter_allgather_broadcast_gather_and_barrier) {
   c.barrier().wait();
 }
 
+// Receives are matched (their message's size is learnt before they post), yet a posted
+// receive is taken while its rank waits on something else of the communicator, as a posted
+// MPI_Irecv is: two ranks that each wait on a rendezvous send before their receive finish.
+BOOST_AUTO_TEST_CASE(a_posted_receive_is_taken_while_its_rank_waits_on_a_rendezvous_send) {
+  auto& c = mpi_test::world();
+  if (c.rank() > 1) return;
+  const int peer = 1 - c.rank();
+  std::vector<float> out(1 << 20, static_cast<float>(c.rank())), in(1 << 20, -1.0f);
+  auto r = c.recv(hg::span<float>(in), peer, 11, hc::recv_options{.timeout = hg::seconds{20}});
+  c.send(hg::span<const float>(out), peer, 11, hc::send_options{.timeout = hg::seconds{20}}).wait();
+  r.wait();
+  BOOST_TEST(in.front() == static_cast<float>(peer));
+  BOOST_TEST(in.back() == static_cast<float>(peer));
+}
+
 BOOST_AUTO_TEST_CASE(any_source_receive_serves_every_worker_and_reports_the_sender) {
   auto& c = mpi_test::world();
   const int n = c.size(), rounds = 10;

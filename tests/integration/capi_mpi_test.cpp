@@ -7,11 +7,13 @@
 #endif
 #include "heterograd/c/heterograd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -334,6 +336,51 @@ BOOST_AUTO_TEST_CASE(the_async_server_converges_on_a_quadratic_and_stops_every_w
     BOOST_TEST(hg_async_worker_push(wk, g.data(), n, HG_DEVICE_HOST, nullptr) ==
                HG_ERROR_INVALID_ARGUMENT);  // stopped
     BOOST_REQUIRE_EQUAL(hg_async_worker_destroy(wk), HG_OK);
+  }
+}
+
+// Issue 43: a worker of 2,000 floats against a server of 4,000, either way round. Before, the
+// larger message was written past the smaller buffer (heap corruption on the server, or in
+// the worker's pull). Now each worker's pull refuses the job payload naming both sizes and
+// tells the server, whose run fails naming the worker and both dims; nothing is applied.
+BOOST_AUTO_TEST_CASE(a_worker_and_a_server_of_different_sizes_fail_on_every_rank_naming_both) {
+  for (auto [server_n, worker_n] : {std::pair<std::size_t, std::size_t>{4000, 2000}, {2000, 4000}}) {
+    hg_async_config ac;
+    hg_async_config_init(&ac);
+    ac.max_updates = 5;
+    ac.timeout_seconds = 30;
+    if (rank() == 0) {
+      hg_optimizer_config oc;
+      hg_optimizer_config_init(&oc, HG_OPTIMIZER_SGD);
+      const std::vector<float> x0(server_n, 0.0f);
+      hg_async_server srv = nullptr;
+      BOOST_REQUIRE_EQUAL(hg_async_server_create_mpi(&srv, world_f(), &oc, &ac, HG_FLOAT32, x0.data(),
+                                                     server_n, HG_DEVICE_HOST),
+                          HG_OK);
+      std::uint64_t applied = 7;
+      BOOST_TEST(hg_async_server_run(srv, &applied, nullptr) == HG_ERROR_COMMUNICATION);
+      const std::string m = message();
+      BOOST_TEST(m.find("refused its job: it holds " + std::to_string(worker_n) + " parameters, the server sends " +
+                        std::to_string(server_n)) != std::string::npos, m);
+      std::vector<float> x(server_n, 1.0f);
+      BOOST_REQUIRE_EQUAL(hg_async_server_params(srv, x.data(), server_n, HG_DEVICE_HOST), HG_OK);
+      BOOST_TEST(std::count(x.begin(), x.end(), 0.0f) == static_cast<long>(server_n));  // nothing applied
+      BOOST_REQUIRE_EQUAL(hg_async_server_destroy(srv), HG_OK);
+    } else {
+      hg_async_worker wk = nullptr;
+      BOOST_REQUIRE_EQUAL(hg_async_worker_create_mpi(&wk, world_f(), &ac, HG_FLOAT32, worker_n), HG_OK);
+      std::vector<float> x(worker_n + 64, -3.0f);  // the pull writes the first worker_n at most
+      std::int32_t job = 0;
+      BOOST_TEST(hg_async_worker_pull(wk, x.data(), worker_n, HG_DEVICE_HOST, &job) == HG_ERROR_COMMUNICATION);
+      const std::string m = message();
+      BOOST_TEST(m.find("job payload: heterograd: comm: message from rank 0") != std::string::npos, m);
+      BOOST_TEST(m.find("has " + std::to_string(4 * server_n) + " bytes (" + std::to_string(server_n) +
+                        " f32), the receive expects exactly " + std::to_string(4 * worker_n) + " bytes") !=
+                     std::string::npos, m);
+      BOOST_TEST(std::count(x.begin(), x.end(), -3.0f) == static_cast<long>(x.size()));
+      BOOST_REQUIRE_EQUAL(hg_async_worker_destroy(wk), HG_OK);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 }
 

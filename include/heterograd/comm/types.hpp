@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <ostream>
@@ -114,17 +115,84 @@ class aborted_error : public comm_error {
   int rank_;
 };
 
-/// Ranks called the same collective with different sizes, element types or operators.
+/// Ranks called the same collective with different sizes, element types or operators, or a
+/// message holds elements of another type than its receive's (source() names its sender;
+/// -1 for a collective).
 class mismatch_error : public comm_error {
  public:
   using comm_error::comm_error;
+  mismatch_error(const std::string& what, int source) : comm_error(what), source_(source) {}
+  int source() const noexcept { return source_; }
+
+ private:
+  int source_ = -1;
 };
 
-/// A message was larger than the buffer posted to receive it.
-class truncation_error : public comm_error {
+/// A message whose size is not what its receive expects: exactly the buffer's size, or at
+/// most that with recv_options::up_to. The peer decides what it sends, never how much the
+/// receiver writes: the message was consumed (or, on MPI, drained or set aside) and nothing
+/// was written into the buffer. Names the sender, the tag and both sizes.
+class size_error : public comm_error {
  public:
-  using comm_error::comm_error;
+  /// A size mismatch found before anything was received (the structured form).
+  size_error(int source, int tag, std::size_t expected_bytes, std::size_t received_bytes,
+             dtype expected, bool up_to)
+      : comm_error(text(source, tag, expected_bytes, received_bytes, expected, up_to)),
+        source_(source), tag_(tag), expected_(expected_bytes), received_(received_bytes) {}
+  /// A transport's own report (an MPI library's MPI_ERR_TRUNCATE): sizes unknown.
+  explicit size_error(const std::string& what) : comm_error(what) {}
+  /// `e` with the field it was for in front ("job payload: message from rank 0 ...").
+  size_error(std::string_view field, const size_error& e)
+      : comm_error(std::string(field) + ": " + e.what()), source_(e.source_), tag_(e.tag_),
+        expected_(e.expected_), received_(e.received_) {}
+
+  int source() const noexcept { return source_; }
+  int tag() const noexcept { return tag_; }
+  std::size_t expected_bytes() const noexcept { return expected_; }
+  std::size_t received_bytes() const noexcept { return received_; }
+
+ private:
+  static std::string count(std::size_t bytes, dtype d) {
+    const std::size_t w = dtype_width(d);
+    return std::to_string(bytes) + " bytes (" +
+           (bytes % w == 0 ? std::to_string(bytes / w) : "not a whole number of") + " " +
+           std::string(dtype_name(d)) + ")";
+  }
+  static std::string text(int source, int tag, std::size_t want, std::size_t got, dtype d, bool up_to) {
+    return "heterograd: comm: message from rank " + std::to_string(source) + " (tag " +
+           std::to_string(tag) + ") has " + count(got, d) + ", the receive expects " +
+           (up_to ? "at most " : "exactly ") + count(want, d) + "; refused, nothing written";
+  }
+  static std::size_t dtype_width(dtype d) {
+    switch (d) {
+      case dtype::i8: case dtype::u8: return 1;
+      case dtype::i32: case dtype::u32: case dtype::f32: return 4;
+      default: return 8;
+    }
+  }
+  int source_ = -1, tag_ = -1;
+  std::size_t expected_ = 0, received_ = 0;
 };
+
+/// A message was larger than the buffer posted to receive it (a size_error).
+class truncation_error : public size_error {
+ public:
+  using size_error::size_error;
+};
+
+namespace detail {
+/// The error of a receive that refuses a message of `got` bytes: a truncation_error when the
+/// message is larger than the receive allows, a size_error otherwise.
+inline std::exception_ptr size_error_ptr(int source, int tag, std::size_t want, std::size_t got,
+                                         dtype d, bool up_to) {
+  if (got > want) return std::make_exception_ptr(truncation_error(source, tag, want, got, d, up_to));
+  return std::make_exception_ptr(size_error(source, tag, want, got, d, up_to));
+}
+/// Whether a receive of `want` bytes takes a message of `got` bytes.
+constexpr bool size_accepted(std::size_t want, std::size_t got, bool up_to) {
+  return up_to ? got <= want : got == want;
+}
+}  // namespace detail
 
 // --- options --------------------------------------------------------------------------------
 
@@ -210,6 +278,10 @@ struct send_options {
 
 struct recv_options {
   seconds timeout = default_timeout;
+  /// false (default): the message must have exactly the buffer's size and element type;
+  /// true: at most the buffer's size (status().bytes says how much came). Anything else is a
+  /// size_error (or a mismatch_error where the transport sees the element type).
+  bool up_to = false;
 };
 
 struct barrier_options {

@@ -14,8 +14,16 @@
 // Protocol (tags options.tag_base + 0..3, headers of u64):
 //   server -> worker  job header of five {kind: 1 compute | 0 stop, version, job index, start
 //                     time bits, batch}, then (compute) the parameters;
-//   worker -> server  result header of four {kind: 1 result | 2 bye, version, job index, 0},
-//                     then (result) the gradient.
+//   worker -> server  result header of four {kind: 1 result | 2 bye | 3 refused job, version,
+//                     job index, 0 (refused job: the worker's dim)}, then (result) the gradient.
+// Every message's size is the protocol's: a receive takes exactly its buffer (comm's
+// recv_options), so a peer's message of another size or element type is refused by the
+// transport, never written. The server counts a refused message, hands nothing of it to the
+// policy and evicts its worker (remote_summary::refused, evicted: no job is sent to it again,
+// its goodbye is not waited for); in virtual_time order the run fails instead (the simulator's
+// order needs that result), as it does in real_time order once no worker can deliver. A
+// worker refuses a job payload of another size than its dim (the server's dim differs) by
+// sending kind 3 with its dim, then fails naming both sizes: each side names the cause.
 // The server receives from any source (the parameter-server pattern) and hands each result
 // to policy.on_arrival with a control handle offering the simulator's members (applied /
 // buffered / discarded, restart, hold, release, interrupt, busy, waiting, version_of, now,
@@ -158,6 +166,12 @@ struct remote_summary {
   double end_time = 0;         ///< virtual (virtual_time) or real seconds
   /// Workers whose goodbye did not come within shutdown_grace (still computing at the end).
   std::uint64_t abandoned = 0;
+  /// Messages refused: of another size or element type than the protocol's (nothing of them
+  /// was written or handed over), a header of an unknown kind, a worker's refusal of its job.
+  std::uint64_t refused = 0;
+  /// Per worker: why it was evicted ("" when it was not). A worker whose message is refused
+  /// is sent no job again (real_time order; virtual_time order fails the run instead).
+  std::vector<std::string> evicted;
   std::vector<std::uint64_t> jobs_finished;  ///< results handed over, per worker
   /// Per worker: the time it was held (hold() to release(), or to the run's end) and the
   /// jobs it was sent, in the server's clock's units.
@@ -190,13 +204,14 @@ inline int worker_of_rank(int rank, int server_rank) { return rank < server_rank
 template <class T, class Policy, class Transport, class Model>
 class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Transport, Model>> {
  public:
-  enum class state : std::uint8_t { idle, busy, waiting };
+  enum class state : std::uint8_t { idle, busy, waiting, evicted };
 
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
       : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base), n_(checked_workers(p, t, o)),
         state_(n_, state::idle), next_job_(n_, 0), job_(n_, 0), version_(n_, 0),
         start_(n_, 0.0), batch_(n_, o.batch), job_batch_(n_, o.batch), batches_sent_(n_, 0), payload_(p.dim()),
-        outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0), held_since_(n_, 0.0), log_(n_) {}
+        outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0), held_since_(n_, 0.0), evicted_(n_),
+        log_(n_) {}
 
   // ---- the control handle's members ---------------------------------------------------
   double now() const { return now_; }
@@ -270,7 +285,10 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     remote_summary s;
     while (s.arrivals < o_.max_arrivals && policy_.version() < o_.max_updates) {
       arrival a;
-      if (!next_result(a, s)) break;
+      if (!next_result(a, s)) {
+        require_a_worker_left();
+        break;
+      }
       ++s.arrivals;
       ++jobs_finished_[a.worker];
       state_[a.worker] = state::idle;
@@ -288,6 +306,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     s.held = held_;
     s.jobs_sent = next_job_;
     s.log = log_;
+    s.refused = refused_;
+    s.evicted = evicted_;
     return s;
   }
 
@@ -373,23 +393,73 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     live_.clear();
   }
 
+  // One message from a worker: its header (and payload), or a refusal (refuse()).
+  struct incoming {
+    worker_id worker;
+    bool refused;
+  };
+
   // Receives one result header from `source` (any_source allowed) and its payload; returns
-  // the worker and fills the header.
-  worker_id receive(int source, std::array<std::uint64_t, 4>& h) {
-    return receive(source, h, o_.timeout);
-  }
-  worker_id receive(int source, std::array<std::uint64_t, 4>& h, seconds timeout) {
+  // the worker and fills the header, or the refused message's worker.
+  incoming receive(int source, std::array<std::uint64_t, 4>& h) { return receive(source, h, o_.timeout); }
+  incoming receive(int source, std::array<std::uint64_t, 4>& h, seconds timeout) {
     comm::recv_options ro{.timeout = timeout};
     auto r = t_.recv(span<std::uint64_t>(h.data(), h.size()), source, tags_.result_header, ro);
-    r.wait();
+    if (auto why = refusal(r)) return refuse(why->first, "result header", why->second);
     const int from = r.status().source;
     const auto w = static_cast<worker_id>(worker_of_rank(from, o_.server_rank));
     if (h[0] == 1) {
       auto p = t_.recv(span<T>(payload_.data(), payload_.size()), from, tags_.result_payload, ro);
-      p.wait();
+      if (auto why = refusal(p)) return refuse(from, "result payload", why->second);
       settle_live_sends();  // a result may reach the policy next
+    } else if (h[0] == 3) {
+      return refuse(from, "job", "the worker refused its job: it holds " + std::to_string(h[3]) +
+                                     " parameters, the server sends " + std::to_string(payload_.size()));
+    } else if (h[0] != 2) {
+      return refuse(from, "result header",
+                    "kind " + std::to_string(h[0]) + " (expected 1: result, 2: goodbye, 3: refused job)");
     }
-    return w;
+    return {w, false};
+  }
+
+  // The transport's refusal of a message (its sender and why), or nothing when it came whole.
+  template <class Request>
+  static std::optional<std::pair<int, std::string>> refusal(Request& r) {
+    try {
+      r.wait();
+    } catch (const comm::size_error& e) {
+      return std::pair<int, std::string>{e.source(), e.what()};
+    } catch (const comm::mismatch_error& e) {
+      if (e.source() < 0) throw;
+      return std::pair<int, std::string>{e.source(), e.what()};
+    }
+    return std::nullopt;
+  }
+
+  // A worker's message is not the protocol's: counted, never handed over, its worker evicted.
+  incoming refuse(int rank, const char* field, const std::string& why) {
+    if (rank == o_.server_rank || rank < 0 || rank >= t_.size())
+      throw comm::comm_error("heterograd: serve: " + std::string(field) + ": " + why);
+    const auto w = static_cast<worker_id>(worker_of_rank(rank, o_.server_rank));
+    ++refused_;
+    const std::string text = "worker " + std::to_string(w) + " (rank " + std::to_string(rank) +
+                             "): " + field + ": " + why;
+    if (o_.order == arrival_order::virtual_time)
+      throw comm::comm_error("heterograd: serve: " + text +
+                             " (virtual_time order cannot go on without this worker's result)");
+    if (state_[w] == state::waiting) held_[w] += now_ - held_since_[w];
+    if (evicted_[w].empty()) evicted_[w] = text;
+    state_[w] = state::evicted;
+    return {w, true};
+  }
+
+  // A run that ends because no worker is busy ends with the cause when workers were evicted:
+  // the policy waits for results that cannot come.
+  void require_a_worker_left() const {
+    const auto e = std::find_if(evicted_.begin(), evicted_.end(), [](const std::string& x) { return !x.empty(); });
+    if (e == evicted_.end()) return;
+    if (std::any_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; })) return;
+    throw comm::comm_error("heterograd: serve: no worker left to deliver a result; evicted " + *e);
   }
 
   bool current(worker_id w, const std::array<std::uint64_t, 4>& h) const {
@@ -419,8 +489,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
       }
       queue_.pop();
       for (;;) {  // results of stopped jobs of this worker come first: drop them
-        const worker_id w = receive(rank_of(p.worker), h);
-        if (current(w, h)) break;
+        const incoming in = receive(rank_of(p.worker), h);  // a refusal throws in this order
+        if (current(in.worker, h)) break;
         ++s.dropped;
       }
       now_ = p.finish;
@@ -430,8 +500,10 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     for (;;) {
       if (std::none_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; }))
         return false;  // every worker held or idle: nothing can arrive
-      const worker_id w = receive(comm::any_source, h);
+      const incoming in = receive(comm::any_source, h);
+      const worker_id w = in.worker;
       now_ = o_.start_time + real_clock_->now().count() / (o_.time_scale > 0 ? o_.time_scale : 1.0);
+      if (in.refused) continue;
       if (!current(w, h)) {
         ++s.dropped;
         continue;
@@ -447,22 +519,30 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   // it returns, which may be later than options.timeout: the goodbyes get shutdown_grace in
   // all (a result payload, once its header came, still gets options.timeout), and a timeout
   // then abandons the silent workers instead of failing the completed run.
+  // An evicted worker is sent the stop too, but its goodbye is not waited for.
   void shutdown(remote_summary& s) {
     for (std::size_t w = 0; w < n_; ++w) send_job(static_cast<worker_id>(w), 0);
-    std::size_t byes = 0;
+    std::vector<bool> bye(n_, false);
+    auto silent = [&] {
+      std::size_t k = 0;
+      for (std::size_t w = 0; w < n_; ++w) k += !bye[w] && state_[w] != state::evicted;
+      return k;
+    };
     std::array<std::uint64_t, 4> h{};
     const steady_clock clock;
     const double until = clock.now().count() + o_.shutdown_grace.count();
-    while (byes < n_) {
+    while (silent() > 0) {
       const double left = until - clock.now().count();
+      incoming in{};
       try {
         if (left <= 0) throw comm::timeout_error("shutdown_grace passed");
-        receive(comm::any_source, h, seconds{left});
+        in = receive(comm::any_source, h, seconds{left});
       } catch (const comm::timeout_error&) {
-        s.abandoned = n_ - byes;
+        s.abandoned = silent();
         break;
       }
-      if (h[0] == 2) ++byes;
+      if (in.refused) continue;
+      if (h[0] == 2) bye[in.worker] = true;
       else ++s.dropped;
     }
     for (auto& pool : outbox_)
@@ -500,6 +580,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   const steady_clock* real_clock_ = nullptr;
   std::vector<std::uint64_t> jobs_finished_;
   std::vector<double> held_, held_since_;
+  std::vector<std::string> evicted_;  // why each worker was evicted ("" : it was not)
+  std::uint64_t refused_ = 0;
   sim::recorder log_;
 };
 
@@ -543,7 +625,11 @@ class worker_client {
   /// server says stop (the goodbye is sent then).
   bool pull(span<T> params) {
     require_same_size("params", params.size(), "dim", dim_);
-    next_.wait();
+    try {
+      next_.wait();
+    } catch (const comm::size_error& e) {
+      throw comm::size_error("heterograd: worker_client: job header", e);
+    }
     h_ = incoming_[slot_];
     check_job_header(h_);
     if (h_[0] == 0) {
@@ -559,7 +645,13 @@ class worker_client {
       }
       return false;
     }
-    t_.recv(params, server_, tags_.job_payload, comm::recv_options{.timeout = o_.timeout}).wait();
+    auto payload = t_.recv(params, server_, tags_.job_payload, comm::recv_options{.timeout = o_.timeout});
+    try {
+      payload.wait();
+    } catch (const comm::size_error& e) {
+      refuse_job();
+      throw comm::size_error("heterograd: worker_client: job payload", e);
+    }
     slot_ ^= 1;
     post();  // the next job (or a stop, or an interruption) may come at any time
     return true;
@@ -617,6 +709,19 @@ class worker_client {
     if (h[4] == 0) refuse("batch 0 (a job's batch must be > 0)");
     const double t = detail::double_of(h[3]);
     if (!std::isfinite(t) || t < 0) refuse("start time " + std::to_string(t) + " (must be finite and >= 0)");
+  }
+
+  // Tells the server that this worker cannot take its jobs (kind 3, with this worker's dim),
+  // so that the server names the cause too instead of waiting for a result.
+  void refuse_job() {
+    const std::array<std::uint64_t, 4> h{3, 0, 0, dim_};
+    try {
+      t_.send(span<const std::uint64_t>(h.data(), h.size()), server_, tags_.result_header,
+              comm::send_options{.timeout = o_.timeout})
+          .wait();
+    } catch (const comm::comm_error&) {
+      // The server is gone: this worker's own error says why.
+    }
   }
 
   void post() {

@@ -47,6 +47,20 @@ inline void check_rows(const std::string& key, std::int64_t rows, std::size_t wi
   require(opt.max_rows == 0 || static_cast<std::uint64_t>(rows) <= opt.max_rows, key, rows,
           "must be at most pipeline_options.max_rows (" + std::to_string(opt.max_rows) + ")");
 }
+/// Receives exactly `buf` from `peer` (comm refuses a message of another size or type and
+/// writes nothing); a refusal is rethrown with the field in front ("pipeline.x: message from
+/// rank 0 ... has 4 bytes ...").
+template <class Transport, class T>
+void receive_field(const Transport& t, span<T> buf, int peer, int tag, const comm::recv_options& ro,
+                   const char* field) {
+  try {
+    t.recv(buf, peer, tag, ro).wait();
+  } catch (const comm::size_error& e) {
+    throw comm::size_error(field, e);
+  } catch (const comm::mismatch_error& e) {
+    throw comm::mismatch_error(std::string(field) + ": " + e.what(), e.source());
+  }
+}
 /// Rank k runs module k: the transport has one rank per module.
 template <class Transport, class LL>
 void check_one_rank_per_module(const Transport& t, const LL& ll) {
@@ -85,7 +99,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       ll.check_input("pipeline.batch.x", in.x.size(), in.y.size());
     } else {
       std::int64_t header[3] = {0, 0, 0};  // position in this run, the batch's iteration, rows
-      t.recv(span<std::int64_t>(header, 3), prev, detail::header_tag, ro).wait();
+      detail::receive_field(t, span<std::int64_t>(header, 3), prev, detail::header_tag, ro, "pipeline.header");
       // The previous rank's word, checked before it sizes anything: batches arrive in order,
       // and rows x width floats must be a size this process can name.
       require(header[0] == static_cast<std::int64_t>(it), "pipeline.header.position", header[0],
@@ -95,8 +109,10 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
       in.iteration = static_cast<std::size_t>(header[1]);
       in.x.resize(rows * ll.chain().input_width(k));
       in.y.resize(rows);
-      t.recv(span<float>(in.x), prev, detail::x_tag, ro).wait();
-      t.recv(span<std::int32_t>(in.y), prev, detail::y_tag, ro).wait();
+      // Exactly the header's rows of activations and labels: a longer, shorter or other-typed
+      // message is refused by the transport before a byte of it is written.
+      detail::receive_field(t, span<float>(in.x), prev, detail::x_tag, ro, "pipeline.x");
+      detail::receive_field(t, span<std::int32_t>(in.y), prev, detail::y_tag, ro, "pipeline.y");
       t.send(span<const std::int64_t>(&credit, 1), prev, detail::credit_tag, so).wait();
     }
     const float* x = in.x.data();
@@ -108,7 +124,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
     const auto r = detail::timed_step(ll, k, x, span<const std::int32_t>(in.y), report);
     if (k + 1 < K) {
       if (sent - credits >= opt.queue_capacity) {  // wait for the consumer to free a slot
-        t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
+        detail::receive_field(t, span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro, "pipeline.credit");
         ++credits;
       }
       const std::int64_t header[3] = {static_cast<std::int64_t>(it), static_cast<std::int64_t>(in.iteration),
@@ -127,7 +143,7 @@ pipeline_report run_pipeline_over(const Transport& t, local_learning<Opt, Chain,
     }
   }
   for (; credits < sent; ++credits)  // leave no message behind
-    t.recv(span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro).wait();
+    detail::receive_field(t, span<std::int64_t>(&credit, 1), next, detail::credit_tag, ro, "pipeline.credit");
   return report;
 }
 
@@ -193,10 +209,10 @@ void gather_modules(const Transport& t, local_learning<Opt, Chain, Memory>& ll, 
   auto receive = [&](auto to, int from, int tag) {
     if constexpr (staged) {
       std::vector<float> h(to.size());
-      t.recv(span<float>(h), from, tag, ro).wait();
+      detail::receive_field(t, span<float>(h), from, tag, ro, "pipeline.gather");
       memory.upload(std::span<const float>(h), to);
     } else {
-      t.recv(to, from, tag, ro).wait();
+      detail::receive_field(t, to, from, tag, ro, "pipeline.gather");
     }
   };
   auto send = [&](auto from, int tag) {

@@ -169,14 +169,16 @@ class communicator {
   }
 
   /// Tagged receive; source may be any_source and tag any_tag. The request's status() says
-  /// who sent the message, its tag and its size.
+  /// who sent the message, its tag and its size. The message must have the buffer's element
+  /// type and size (at most that size with o.up_to): else a mismatch_error or size_error,
+  /// the message consumed and nothing written.
   template <element T>
   request recv(span<T> data, int source, int tag, const recv_options& o = {}) const {
     comm::detail::check_recv(*this, source, tag, comm::detail::unbounded_tag, o);
     if (g_->world->is_aborted()) return request::failed(std::make_exception_ptr(g_->world->error()));
     auto st = std::make_shared<detail::p2p_state>(g_, ctx_, rank_, detail::p2p_state::role::recv,
                                                   source, tag, dtype_of_v<T>, data.data(),
-                                                  data.size() * sizeof(T));
+                                                  data.size() * sizeof(T), o.up_to);
     st->set_deadline(g_->world->clock, o.timeout, g_->world->policy);
     detail::mailbox& mb = g_->box(ctx_, rank_);
     {

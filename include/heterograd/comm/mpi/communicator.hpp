@@ -21,6 +21,7 @@
 #include "heterograd/comm/executor.hpp"
 #include "heterograd/comm/mpi/detail/comm_state.hpp"
 #include "heterograd/comm/mpi/detail/error.hpp"
+#include "heterograd/comm/mpi/detail/matched_receive.hpp"
 #include "heterograd/comm/mpi/detail/node.hpp"
 #include "heterograd/comm/mpi/detail/op_state.hpp"
 #include "heterograd/comm/mpi/detail/p2p_allreduce.hpp"
@@ -80,9 +81,6 @@ class communicator {
     s->policy = s->polite      ? comm::detail::wait_policy{8, 2}
                 : s->mpi_yields ? comm::detail::wait_policy{8, 0}
                                 : comm::detail::wait_policy{256, 0};
-    detail::check(MPI_Irecv(s->abort_msg, sizeof(s->abort_msg) - 1, MPI_CHAR, MPI_ANY_SOURCE,
-                            detail::comm_state::abort_tag, s->coll, &s->abort_req),
-                  "MPI_Irecv");
     s->inner = std::make_shared<detail::comm_state>();
     s->inner->comm = s->coll;
     s->inner->owns = false;
@@ -298,17 +296,24 @@ class communicator {
     return request(std::move(st));
   }
 
+  /// Tagged receive (source may be any_source, tag any_tag). The message must have the
+  /// buffer's size in bytes (at most that with o.up_to): else a size_error, nothing written.
+  /// MPI does not carry element types: a message of another type with the same byte count is
+  /// taken (inproc refuses it with a mismatch_error).
   template <element T>
   request recv(span<T> data, int source, int tag, const recv_options& o = {}) const {
     comm::detail::check_recv(*this, source, tag, max_tag, o);
     if (s_->is_failed_cheap()) return request::failed(std::make_exception_ptr(s_->error()));
     auto st = make_state("receive", data.size(), source, false, o.timeout);
     st->is_recv_ = true;
-    st->stats_.resize(1);
-    detail::check(MPI_Irecv(data.data(), static_cast<int>(data.size()), detail::datatype<T>(),
-                            source == any_source ? MPI_ANY_SOURCE : source,
-                            tag == any_tag ? MPI_ANY_TAG : tag, s_->comm, st->add_request()),
-                  "MPI_Irecv");
+    // Matched, never posted blind (detail/matched_receive.hpp): nothing is written unless the
+    // message has the size this receive takes.
+    const detail::receive_target to{data.data(), data.size() * sizeof(T), detail::datatype<T>(),
+                                    sizeof(T), dtype_of_v<T>, o.up_to};
+    st->set_gate([comm = s_->comm, src = source == any_source ? MPI_ANY_SOURCE : source,
+                  tg = tag == any_tag ? MPI_ANY_TAG : tag, to](detail::op_state& s) {
+      return detail::poll_matched_receive(comm, src, tg, to, [&s] { return s.add_request(); });
+    });
     return request(std::move(st));
   }
 

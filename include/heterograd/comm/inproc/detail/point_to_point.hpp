@@ -26,9 +26,9 @@ class p2p_state : public request_state, public std::enable_shared_from_this<p2p_
  public:
   enum class role { send, recv };
   p2p_state(std::shared_ptr<group_state> g, int ctx, int rank, role k, int peer, int tag,
-            dtype dt, void* buf, std::size_t bytes)
+            dtype dt, void* buf, std::size_t bytes, bool up_to = false)
       : g_(std::move(g)), ctx_(ctx), r_(rank), role_(k), peer_(peer), tag_(tag), dt_(dt),
-        buf_(buf), bytes_(bytes) {}
+        buf_(buf), bytes_(bytes), up_to_(up_to) {}
 
   // Set under the owning mailbox's lock; read by the waiting thread.
   std::atomic<int> outcome{0};  // 0 pending, 1 done, 2 failed
@@ -41,6 +41,8 @@ class p2p_state : public request_state, public std::enable_shared_from_this<p2p_
   dtype dt() const { return dt_; }
   void* buffer() const { return buf_; }
   std::size_t bytes() const { return bytes_; }
+  /// A receive that takes a message shorter than its buffer (recv_options::up_to).
+  bool up_to() const { return up_to_; }
 
   /// Removes this operation from its mailbox if it is still unmatched.
   void cancel() override {
@@ -107,6 +109,7 @@ class p2p_state : public request_state, public std::enable_shared_from_this<p2p_
   dtype dt_;
   void* buf_;
   std::size_t bytes_;
+  bool up_to_ = false;
 };
 
 inline bool matches(int want_src, int want_tag, int src, int tag) {
@@ -114,7 +117,9 @@ inline bool matches(int want_src, int want_tag, int src, int tag) {
 }
 
 /// Delivers message `m` into receive `r` (under the receiver's mailbox lock). Both sides
-/// learn about a truncation or an element-type mismatch.
+/// learn about an element-type mismatch or a size the receive does not take (exactly its
+/// buffer's, or at most that with recv_options::up_to); the message is consumed then and
+/// nothing is written into the buffer.
 inline void deliver(message& m, p2p_state& r, notifier& note) {
   // The sender (rendezvous) and the receiver each get their own exception object: one object
   // rethrown and released in two threads is legal, but its reference count lives in the
@@ -124,12 +129,10 @@ inline void deliver(message& m, p2p_state& r, notifier& note) {
       return std::make_exception_ptr(mismatch_error(
           "heterograd: comm: message from rank " + std::to_string(m.source) + " (tag " +
           std::to_string(m.tag) + ") holds " + std::string(dtype_name(m.dt)) +
-          " elements, the receive expects " + std::string(dtype_name(r.dt()))));
-    if (m.bytes > r.bytes())
-      return std::make_exception_ptr(truncation_error(
-          "heterograd: comm: message from rank " + std::to_string(m.source) + " (tag " +
-          std::to_string(m.tag) + ") has " + std::to_string(m.bytes) +
-          " bytes, the receive buffer only " + std::to_string(r.bytes())));
+          " elements, the receive expects " + std::string(dtype_name(r.dt())) +
+          "; refused, nothing written", m.source));
+    if (!comm::detail::size_accepted(r.bytes(), m.bytes, r.up_to()))
+      return comm::detail::size_error_ptr(m.source, m.tag, r.bytes(), m.bytes, r.dt(), r.up_to());
     return {};
   };
   std::exception_ptr e = fail();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "heterograd/comm/detail/frontend.hpp"
+#include "heterograd/comm/mpi/detail/matched_receive.hpp"
 #include "heterograd/comm/mpi/detail/shape_check.hpp"
 #include "heterograd/comm/request.hpp"
 #include "heterograd/comm/schedule.hpp"
@@ -24,6 +25,8 @@ namespace heterograd::comm::mpi {
 namespace detail {
 
 using comm::detail::wait_policy;
+
+class op_state;
 
 /// Shared by all copies of a handle.
 struct comm_state {
@@ -57,11 +60,19 @@ struct comm_state {
   // unfinished one does, until the next call of its type replaces it).
   std::shared_ptr<comm::detail::request_state> spare[8];
   bool owns = true;                  // frees comm and coll when destroyed
-  // Abort notices from peers: one any-source receive on coll, tag abort_tag.
+  // Abort notices from peers: matched any-source receives on coll, tag abort_tag (a notice's
+  // text is the peer's: its size is learnt before it is read, matched_receive.hpp).
   static constexpr int abort_tag = 32767;
   static_assert(comm::detail::schedule_tag_end <= abort_tag, "schedules never send an abort notice's tag");
-  MPI_Request abort_req = MPI_REQUEST_NULL;
-  char abort_msg[256] = {};
+  static constexpr std::size_t notice_limit = 255;  // characters of a notice that are kept
+  // Matched receives (matched_receive.hpp) still waiting for their message, in posting order.
+  // Every operation on this communicator polls them as it progresses (op_state::progress), as
+  // MPI progresses posted receives: two ranks that each wait on a rendezvous send to the other
+  // before they wait on their receives would deadlock if a receive were taken only when its
+  // own request is polled.
+  std::mutex gate_m;
+  std::vector<op_state*> gated;
+  std::atomic<std::size_t> gated_count{0};
   comm_state* outer = nullptr;       // the internal state's owner: failures propagate there
   std::shared_ptr<comm_state> inner;  // the state of the internal communicator
 
@@ -70,10 +81,6 @@ struct comm_state {
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
-    if (abort_req != MPI_REQUEST_NULL) {
-      MPI_Cancel(&abort_req);
-      MPI_Wait(&abort_req, MPI_STATUS_IGNORE);
-    }
     if (!orphans.empty()) {
       // An abandoned operation still references them, and a withdrawn receive that did not
       // complete may still write into its buffer: both are leaked on purpose.
@@ -136,16 +143,24 @@ struct comm_state {
   /// Checks for an abort notice from a peer (see communicator::abort).
   bool poll_abort() {
     comm_state* o = outer ? outer : this;
-    if (o->abort_req == MPI_REQUEST_NULL) return false;
+    if (o->abort_rank >= 0 || o->coll == MPI_COMM_NULL) return false;  // one notice is enough
     int flag = 0;
+    MPI_Message msg = MPI_MESSAGE_NULL;
     MPI_Status st;
-    if (MPI_Test(&o->abort_req, &flag, &st) != MPI_SUCCESS || !flag) return false;
-    o->abort_req = MPI_REQUEST_NULL;
-    int len = 0;
-    MPI_Get_count(&st, MPI_CHAR, &len);
+    if (MPI_Improbe(MPI_ANY_SOURCE, abort_tag, o->coll, &flag, &msg, &st) != MPI_SUCCESS || !flag)
+      return false;
+    const std::size_t bytes = message_bytes(st);
+    std::string text;
+    if (bytes <= drain_limit_bytes) {
+      text.resize(bytes);
+      MPI_Mrecv(text.data(), static_cast<int>(bytes), MPI_CHAR, &msg, MPI_STATUS_IGNORE);
+      text.resize(std::min(bytes, notice_limit));
+    } else {
+      set_aside(msg, bytes);
+      text = "(a notice of " + std::to_string(bytes) + " bytes, not read)";
+    }
     std::lock_guard<std::mutex> l(o->m);
-    o->failure = "aborted by rank " + std::to_string(st.MPI_SOURCE) + ": " +
-                 std::string(o->abort_msg, static_cast<std::size_t>(std::max(0, len)));
+    o->failure = "aborted by rank " + std::to_string(st.MPI_SOURCE) + ": " + text;
     o->abort_rank = st.MPI_SOURCE;
     o->failed.store(true);
     return true;

@@ -4,6 +4,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "heterograd/comm/mpi/detail/comm_state.hpp"
@@ -25,6 +28,10 @@ namespace detail {
 using comm::detail::real_clock;
 using comm::detail::request_state;
 
+/// Polls the matched receives still waiting on `c` (and on its internal or owning state), in
+/// posting order.
+void poll_gates(comm_state& c);
+
 /// A posted MPI operation: one or more MPI requests, then an optional next stage (a shape
 /// check is followed by the operation itself) and a completion step (averaging).
 class op_state final : public request_state {
@@ -35,6 +42,7 @@ class op_state final : public request_state {
   op_state(std::shared_ptr<comm_state> c, const char* what, std::size_t count, int peer, bool collective)
       : c_(std::move(c)), what_(what), count_(count), peer_(peer), collective_(collective) {}
   ~op_state() override {
+    ungate();
     for (auto& r : reqs_) {
       if (r == MPI_REQUEST_NULL) continue;
       int fin = 0;
@@ -55,6 +63,30 @@ class op_state final : public request_state {
   std::function<void()> done_;
   bool is_recv_ = false;
 
+  /// A step polled before the first stage's requests until it returns true (a matched receive:
+  /// it posts its request once the message is there and its size is known). Registered with
+  /// the communicator, whose every operation polls it (comm_state::gated).
+  void set_gate(std::function<bool(op_state&)> g) {
+    std::lock_guard<std::mutex> l(c_->gate_m);
+    gate_ = std::move(g);
+    gated_.store(true, std::memory_order_release);
+    c_->gated.push_back(this);
+    c_->gated_count.fetch_add(1);
+  }
+  /// Runs the gate once (under the communicator's gate_m): true when it is done, with its
+  /// request posted or its error kept for progress() to throw.
+  bool run_gate() noexcept {
+    try {
+      if (!gate_(*this)) return false;
+    } catch (...) {
+      gate_error_ = std::current_exception();
+    }
+    gate_ = nullptr;
+    stats_.resize(reqs_.size());
+    gated_.store(false, std::memory_order_release);
+    return true;
+  }
+
   /// A new MPI request slot of the current stage, for an MPI_I* call to fill in.
   MPI_Request* add_request() {
     reqs_.push_back(MPI_REQUEST_NULL);
@@ -63,6 +95,7 @@ class op_state final : public request_state {
 
   void cancel() override {
     if (!is_recv_) return;
+    ungate();
     for (auto& r : reqs_) {
       if (r == MPI_REQUEST_NULL) continue;
       MPI_Cancel(&r);
@@ -80,6 +113,9 @@ class op_state final : public request_state {
 
   bool progress() override {
     if ((++polls_ & 63) == 0 && c_->poll_abort()) throw c_->error();
+    poll_gates(*c_);
+    if (gated_.load(std::memory_order_acquire)) return false;
+    if (gate_error_) std::rethrow_exception(std::exchange(gate_error_, nullptr));
     for (;;) {
       for (std::size_t i = 0; i < reqs_.size(); ++i) {
         if (reqs_[i] == MPI_REQUEST_NULL) continue;
@@ -156,6 +192,23 @@ class op_state final : public request_state {
   }
 
  private:
+  // Withdraws a gate that has not run to its end (a timeout, or the request dropped).
+  void ungate() {
+    if (!gated_.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> l(c_->gate_m);
+    auto& g = c_->gated;
+    const auto it = std::find(g.begin(), g.end(), this);
+    if (it != g.end()) {
+      g.erase(it);
+      c_->gated_count.fetch_sub(1);
+    }
+    gate_ = nullptr;
+    gated_.store(false, std::memory_order_release);
+  }
+
+  std::function<bool(op_state&)> gate_;
+  std::atomic<bool> gated_{false};
+  std::exception_ptr gate_error_;
   std::shared_ptr<comm_state> c_;
   const char* what_;
   std::size_t count_;
@@ -166,6 +219,28 @@ class op_state final : public request_state {
   real_clock::time_point idle_since_{};
   unsigned polls_ = 0;
 };
+
+namespace gates_detail {
+inline void poll_one(comm_state& c) {
+  if (c.gated_count.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> l(c.gate_m);
+  auto& g = c.gated;
+  for (std::size_t i = 0; i < g.size();) {
+    if (g[i]->run_gate()) {
+      g.erase(g.begin() + static_cast<std::ptrdiff_t>(i));
+      c.gated_count.fetch_sub(1);
+    } else {
+      ++i;
+    }
+  }
+}
+}  // namespace gates_detail
+
+inline void poll_gates(comm_state& c) {
+  gates_detail::poll_one(c);
+  if (c.outer) gates_detail::poll_one(*c.outer);
+  if (c.inner) gates_detail::poll_one(*c.inner);
+}
 
 }  // namespace detail
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "heterograd/comm/mpi/detail/error.hpp"
+#include "heterograd/comm/mpi/detail/matched_receive.hpp"
 #include "heterograd/comm/partial.hpp"
 #include "heterograd/comm/reduce.hpp"
 #include "heterograd/comm/request.hpp"
@@ -151,15 +152,10 @@ class partial_engine {
   }
 
   void loop() {
-    // Coordinator: one ARRIVE receive always posted. Others: one FIRE receive.
+    // Coordinator: ARRIVE messages. Others: FIRE messages. Matched receives of exactly one
+    // int64 (matched_receive.hpp): a peer's message of another size fails the engine.
     std::int64_t in_msg = 0;
-    MPI_Request in_req = MPI_REQUEST_NULL;
-    auto post_in = [&] {
-      check(MPI_Irecv(&in_msg, 1, MPI_INT64_T, MPI_ANY_SOURCE, rank_ == 0 ? tag_arrive : tag_fire,
-                      comm_, &in_req),
-            "MPI_Irecv");
-    };
-    post_in();
+    const int in_tag = rank_ == 0 ? tag_arrive : tag_fire;
     std::map<std::int64_t, std::set<int>> arrivals;  // coordinator
     std::map<std::int64_t, seconds> first;           // coordinator
     std::set<std::int64_t> flush_rounds;             // coordinator
@@ -174,10 +170,8 @@ class partial_engine {
     while (!stopping()) {
       bool busy = false;
       // 1. Incoming control messages.
-      int flag = 0;
       MPI_Status st;
-      check(MPI_Test(&in_req, &flag, &st), "MPI_Test");
-      if (flag) {
+      if (take_if_there(comm_, MPI_ANY_SOURCE, in_tag, &in_msg, 1, st)) {
         if (rank_ == 0) {
           const std::int64_t r = in_msg >> 1;
           if (r >= fired_by_coord) {
@@ -188,7 +182,6 @@ class partial_engine {
         } else {
           fire_seen = std::max(fire_seen, in_msg + 1);
         }
-        post_in();
         busy = true;
       }
       // 2. The user's arrival for round t.
@@ -262,11 +255,6 @@ class partial_engine {
       } else {
         pause(idle);
       }
-    }
-    if (in_req != MPI_REQUEST_NULL) {
-      MPI_Cancel(&in_req);
-      MPI_Status s2;
-      MPI_Wait(&in_req, &s2);
     }
   }
 
