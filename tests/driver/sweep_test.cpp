@@ -125,6 +125,20 @@ BOOST_AUTO_TEST_CASE(a_bad_sweep_is_refused_naming_its_key) {
   BOOST_TEST(error_at(R"({"methods": [{"sweep": {"lr": {"from": 1, "to": 2, "points": 2, "step": 1}}}]})") ==
              "methods[0].sweep.lr.step");
   BOOST_TEST(error_at(R"({"methods": [{"sweep": {"a[x]": [1]}}]})") == "methods[0].sweep.a[x]");
+  // An empty key or text after an index would name another key ("optimizer..lr" is not
+  // optimizer.lr): refused, naming the sweep key.
+  for (const char* key : {"optimizer..lr", ".lr", "optimizer.", "local_steps[0]x", "[0].lr"})
+    BOOST_TEST(error_at(json{{"sweep", {{key, {0.1, 1}}}}, {"methods", {json::object()}}}.dump()) ==
+                   "sweep." + std::string(key),
+               key);
+  try {
+    (void)hgrun::sweep_grids(json::parse(R"({"sweep": {"optimizer..lr": [0.1, 1]}, "methods": [{}]})"));
+    BOOST_FAIL("optimizer..lr was accepted");
+  } catch (const hgrun::config_error& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "config error at 'sweep.optimizer..lr': expected a key path of non-empty keys joined by '.', each "
+               "followed by any [N] (workers.count, methods[1].threshold), got an empty key at offset 10");
+  }
   // 101^2 = 10201 settings: over the bound.
   json big = json::parse(R"({"methods": [{}]})");
   for (const char* k : {"a", "b"}) {

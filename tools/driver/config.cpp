@@ -1303,18 +1303,23 @@ json resolve(const json& raw) {
 }
 
 namespace {
-// Splits "a.b[2].c" into {"a", "b", 2, "c"}.
+// Splits "a.b[2].c" into {"a", "b", 2, "c"}: keys joined by '.', each followed by any [N]
+// indices. Whatever else would name another key than the text says is refused: an empty key
+// ("optimizer..lr" is not optimizer.lr; ".a", "a.", "a.[0]"), an index with no key before it
+// ("[0].a"), text right after an index ("a[0]b").
 std::vector<json> split_path(const std::string& p) {
+  const std::string shown_path = p.size() > 60 ? p.substr(0, 57) + "..." : p;
+  auto malformed = [&](const std::string& why) {
+    return config_error(shown_path, "expected a key path of non-empty keys joined by '.', each followed by any [N] "
+                                    "(workers.count, methods[1].threshold), got " + why);
+  };
   std::vector<json> parts;
-  std::string cur;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    const char ch = p[i];
-    if (ch == '.') {
-      if (!cur.empty()) parts.emplace_back(cur);
-      cur.clear();
-    } else if (ch == '[') {
-      if (!cur.empty()) parts.emplace_back(cur);
-      cur.clear();
+  std::size_t i = 0;
+  while (true) {
+    const auto end = std::min(p.find_first_of(".[", i), p.size());
+    if (end == i) throw malformed("an empty key at offset " + std::to_string(i));
+    parts.emplace_back(p.substr(i, end - i));
+    for (i = end; i < p.size() && p[i] == '[';) {
       const auto close = p.find(']', i);
       if (close == std::string::npos) throw config_error(p, "expected a closing ']' in the key path");
       const std::string idx = p.substr(i + 1, close - i - 1);
@@ -1325,17 +1330,15 @@ std::vector<json> split_path(const std::string& p) {
       if (r.ec != std::errc() || r.ptr != idx.data() + idx.size())
         throw config_error(p, "expected an array index [N] below 2^64, got [" + idx + "]");
       parts.emplace_back(n);
-      i = close;
-    } else {
-      cur += ch;
+      i = close + 1;
     }
+    if (parts.size() > max_config_depth)
+      throw config_error(p.substr(0, 60) + "...", "expected a key path of at most " + std::to_string(max_config_depth) +
+                                                 " keys, got more");
+    if (i == p.size()) return parts;
+    if (p[i] != '.') throw malformed("'" + p.substr(i, 1) + "' after an index at offset " + std::to_string(i));
+    ++i;
   }
-  if (!cur.empty()) parts.emplace_back(cur);
-  if (parts.empty()) throw config_error(p, "expected a key path such as workers.count");
-  if (parts.size() > max_config_depth)
-    throw config_error(p.substr(0, 60) + "...", "expected a key path of at most " + std::to_string(max_config_depth) +
-                                               " keys, got " + std::to_string(parts.size()));
-  return parts;
 }
 
 // Nesting depth of v (bounded: v came from parse_limited).
