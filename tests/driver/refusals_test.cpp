@@ -28,6 +28,8 @@ std::string error_of(F&& f) {
   return hg_test::message_of<hgrun::config_error>(f);
 }
 
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 // A small simulated experiment on the scalar quadratics (no dataset files needed).
 json quadratics() {
   return json::parse(R"({
@@ -37,9 +39,93 @@ json quadratics() {
     "methods": [{"label": "ASGD", "algorithm": "asgd"}]})");
 }
 
+// The same cluster on Fashion-MNIST (resolve() reads no dataset file).
+json fashion() {
+  json j = quadratics();
+  j["data"] = {{"dataset", "fashion_mnist"}};
+  j["target"] = {{"metric", "accuracy"}};
+  return j;
+}
+
+// The resolve() error of `base` with `patch` merged ("" when it resolves).
+std::string refusal(json base, const std::string& patch) {
+  base.merge_patch(json::parse(patch));
+  return error_of([&] { (void)hgrun::resolve(base); });
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(refusals, *boost::unit_test::timeout(120))
+
+// The schema's "applies when" rule: a key given where the dataset or the model does not read
+// it is refused by name; the same key where it applies is accepted.
+BOOST_AUTO_TEST_CASE(a_key_the_dataset_or_the_model_does_not_read_is_refused_naming_it_and_where_it_applies) {
+  json text = quadratics();
+  text["data"] = {{"dataset", "text"}};
+  text["model"] = {{"kind", "torch"}, {"preset", "transformer"}};
+  text["target"] = {{"metric", "loss"}};
+  json worst = quadratics();
+  worst["data"] = {{"dataset", "worst_case_quadratic"}};
+  const json torch = json::parse(R"({"model": {"kind": "torch", "preset": "lenet5"}})");
+  struct bad {
+    json base;
+    std::string patch, path, rule;
+  };
+  const std::vector<bad> cases{
+      // the issue's three
+      {fashion(), R"({"data": {"noise_model": "shared"}})", "'data.noise_model'",
+       R"(not used with data.dataset "fashion_mnist": the key applies when data.dataset is "worst_case_quadratic"; got "shared")"},
+      {fashion(), R"({"data": {"start": "sqrt_d_e1"}})", "'data.start'",
+       R"(the key applies when data.dataset is "worst_case_quadratic"; got "sqrt_d_e1")"},
+      {fashion(), R"({"model": {"kind": "torch", "preset": "resnet8", "hidden": [64]}})", "'model.hidden'",
+       R"(not used with model.kind "torch": the key applies when data.dataset is one of "fashion_mnist", "text" and model.kind is "mlp"; got [64])"},
+      // the class: data keys of other datasets and partitions
+      {fashion(), R"({"data": {"dim": 10}})", "'data.dim'", "applies when data.dataset is \"worst_case_quadratic\""},
+      {fashion(), R"({"data": {"centers": [1, 2, 3, 4]}})", "'data.centers'", "applies when data.dataset is \"scalar_quadratics\""},
+      {fashion(), R"({"data": {"noise": 0.1}})", "'data.noise'", "one of \"scalar_quadratics\", \"worst_case_quadratic\""},
+      {fashion(), R"({"data": {"alpha": 0.5}})", "'data.alpha'", "not used with data.partition \"iid\""},
+      {fashion(), R"({"data": {"partition": "dirichlet", "labels_per_worker": 3}})", "'data.labels_per_worker'",
+       "not used with data.partition \"dirichlet\""},
+      {quadratics(), R"({"data": {"train_samples": 100}})", "'data.train_samples'",
+       "not used with data.dataset \"scalar_quadratics\""},
+      {quadratics(), R"({"data": {"path": "/tmp"}})", "'data.path'", "one of \"fashion_mnist\", \"text\""},
+      {quadratics(), R"({"data": {"smoothness": 2}})", "'data.smoothness'", "\"worst_case_quadratic\""},
+      {worst, R"({"data": {"partition": "iid"}})", "'data.partition'", "not used with data.dataset \"worst_case_quadratic\""},
+      // model keys of other datasets, kinds and presets
+      {quadratics(), R"({"model": {"hidden": [8]}})", "'model.hidden'", "not used with data.dataset \"scalar_quadratics\""},
+      {worst, R"({"model": {"kind": "mlp"}})", "'model.kind'", "not used with data.dataset \"worst_case_quadratic\""},
+      {fashion(), R"({"model": {"kind": "softmax", "hidden": [8]}})", "'model.hidden'", "not used with model.kind \"softmax\""},
+      {fashion(), R"({"model": {"threads": 2}})", "'model.threads'", "not used with model.kind \"mlp\""},
+      {fashion(), R"({"model": {"preset": "resnet8"}})", "'model.preset'", "not used with model.kind \"mlp\""},
+      {fashion(), R"({"model": {"input": [1, 28, 28]}})", "'model.input'", "not used with model.kind \"mlp\""},
+      {fashion(), R"({"model": {"kind": "torch", "width": 64}})", "'model.width'",
+       "not used with model.preset \"lenet5\": the key applies when data.dataset is one of \"fashion_mnist\", \"text\" and "
+       "model.kind is \"torch\" and model.preset is \"transformer\""},
+      {text, R"({"model": {"input": [1, 28, 28]}})", "'model.input'",
+       "model.preset is one of \"lenet5\", \"resnet8\""},
+      {text, R"({"model": {"label_smoothing": 0.1}})", "'model.label_smoothing'", "not used with data.dataset \"text\""},
+  };
+  for (const auto& c : cases) {
+    const std::string e = refusal(c.base, c.patch);
+    BOOST_TEST(has(e, "config error at " + c.path + ": "), c.patch << " -> " << e);
+    BOOST_TEST(has(e, c.rule), c.patch << " -> " << e);
+    BOOST_TEST(has(e, "(remove it)"), c.patch << " -> " << e);
+  }
+  // Where they apply, the same keys are accepted; left out, a key's default is not refused.
+  BOOST_TEST(refusal(worst, R"({"data": {"noise": 0.1, "noise_model": "shared", "start": "sqrt_d_e1", "dim": 9}})") == "");
+  BOOST_TEST(refusal(fashion(), R"({"data": {"partition": "dirichlet", "alpha": 0.5}, "model": {"hidden": [8]}})") == "");
+  BOOST_TEST(refusal(fashion(), R"({"model": {"kind": "torch", "preset": "resnet8", "input": [1, 28, 28], "threads": 1}})") == "");
+  BOOST_TEST(refusal(fashion(), torch.dump()) == "");
+  BOOST_TEST(refusal(text, R"({"model": {"context": 32, "width": 32, "heads": 2}})") == "");
+  BOOST_TEST(refusal(quadratics(), R"({"model": {}})") == "");  // an empty object sets nothing
+  // The rule is in --schema and --schema=json, made from the same conditions.
+  BOOST_TEST(has(hgrun::schema_markdown(),
+                 "| `data.noise_model` | one of \"per_coordinate\", \"shared\", \"multiplicative\" | \"per_coordinate\" |"));
+  BOOST_TEST(has(hgrun::schema_markdown(), "(applies when data.dataset is \"worst_case_quadratic\") |"));
+  const json s = hgrun::schema_json();
+  BOOST_TEST(has(s["properties"]["model"]["properties"]["hidden"]["description"].get<std::string>(),
+                 "(applies when model.kind is \"mlp\")"));
+}
 
 // Key paths (--set, sweep keys): an empty part would name another key than the text says.
 BOOST_AUTO_TEST_CASE(a_key_path_with_an_empty_key_or_text_after_an_index_is_refused_not_read_as_another_key) {

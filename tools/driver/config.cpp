@@ -209,6 +209,58 @@ json check(const spec& s, const json& v, const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Keys that apply (spec::applies): a key the document gives is refused where its conditions, or
+// those of an object it is in, do not hold in the resolved document (a Fashion-MNIST run does
+// not read data.noise_model); a key left out keeps its default, unread.
+
+// The value at a dotted path from the root of `doc` (null when there is none).
+const json& value_at(const json& doc, const std::string& key) {
+  static const json none;
+  const json* cur = &doc;
+  for (std::size_t begin = 0; begin <= key.size();) {
+    const auto end = std::min(key.find('.', begin), key.size());
+    const std::string k = key.substr(begin, end - begin);
+    if (!cur->is_object() || !cur->contains(k)) return none;
+    cur = &(*cur)[k];
+    begin = end + 1;
+  }
+  return *cur;
+}
+
+// "data.dataset is \"text\" and model.kind is one of \"mlp\", \"softmax\"".
+std::string applies_text(const std::vector<condition>& all) {
+  std::string t;
+  for (const auto& c : all) {
+    t += (t.empty() ? "" : " and ") + c.key + (c.values.size() == 1 ? " is " : " is one of ");
+    for (std::size_t i = 0; i < c.values.size(); ++i) t += (i ? ", " : "") + c.values[i].dump();
+  }
+  return t;
+}
+
+// Checks the keys `given` holds (the document as written, below `path`) against `resolved`;
+// `inherited`: the conditions of the objects above.
+void check_applies(const spec& s, const json& given, const json& resolved, const std::string& path,
+                   const std::vector<condition>& inherited) {
+  if (s.k != kind::object || s.free_form || !given.is_object()) return;
+  for (const auto& [k, f] : s.fields) {
+    if (!given.contains(k)) continue;
+    const std::string p = path.empty() ? k : path + "." + k;
+    std::vector<condition> all = inherited;
+    all.insert(all.end(), f.applies.begin(), f.applies.end());
+    if (f.k == kind::object && !f.free_form) {
+      check_applies(f, given[k], resolved, p, all);
+      continue;
+    }
+    for (const auto& c : all) {
+      const json& v = value_at(resolved, c.key);
+      if (std::find(c.values.begin(), c.values.end(), v) == c.values.end())
+        throw config_error(p, "not used with " + c.key + " " + shown(v) + ": the key applies when " +
+                                  applies_text(all) + "; got " + shown(given[k]) + " (remove it)");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Parsing: nlohmann's own parser builds the document without recursion, but dump(), copies and
 // the checks recurse, so the depth is limited here, while parsing; and it keeps the last of
 // two equal keys silently, so keys are checked here too. A SAX handler builds the document
@@ -492,7 +544,24 @@ spec run_key(const std::string& name) {
   throw std::logic_error("run_key: run_settings describes no field '" + name + "'");
 }
 
+// The model's keys (model_settings' description), each applying to the kinds and presets
+// that read it.
+std::vector<std::pair<std::string, spec>> model_fields() {
+  auto f = described_fields(model_settings{});
+  const condition torch{"model.kind", {"torch"}};
+  set_applies(f, "hidden", {{"model.kind", {"mlp"}}});
+  set_applies(f, "label_smoothing", {{"data.dataset", {"fashion_mnist"}}});  // (the classifiers' loss)
+  set_applies(f, "preset", {torch});
+  set_applies(f, "input", {torch, {"model.preset", {"lenet5", "resnet8"}}});
+  set_applies(f, "threads", {torch});
+  for (const char* k : {"context", "layers", "width", "heads"})
+    set_applies(f, k, {torch, {"model.preset", {"transformer"}}});
+  return f;
+}
+
 spec root_spec() {
+  const condition real_data{"data.dataset", {"fashion_mnist", "text"}};
+  const condition worst_case{"data.dataset", {"worst_case_quadratic"}};
   return object(
       "an experiment",
       {{"name", required(string("experiment name", nullptr))},
@@ -516,35 +585,45 @@ spec root_spec() {
                {{"dataset", required(choice("dataset", nullptr,
                                             {"fashion_mnist", "text", "scalar_quadratics",
                                              "worst_case_quadratic"}))},
-                {"path", string("fashion_mnist: directory of the IDX files (default: Debian's); text: directory "
+                {"path", applies_when(string("fashion_mnist: directory of the IDX files (default: Debian's); text: directory "
                                 "whose .py files are the corpus (default: the Python standard library of "
                                 "/usr/lib/python3.N, the newest N)",
-                                "")},
-                {"train_samples", integer("training samples used (0: all; text: sequences of model.context bytes)", 0, 0)},
-                {"test_samples", integer("test samples used (0: all; text: validation sequences)", 0, 0)},
-                {"partition", choice("how training samples are split over workers", "iid",
-                                     {"iid", "dirichlet", "labels"})},
-                {"alpha", positive("Dirichlet concentration", 0.1)},
-                {"labels_per_worker", integer("labels partition: classes per worker", 2, 1)},
+                                ""), {real_data})},
+                {"train_samples",
+                 applies_when(integer("training samples used (0: all; text: sequences of model.context bytes)", 0, 0),
+                              {real_data})},
+                {"test_samples",
+                 applies_when(integer("test samples used (0: all; text: validation sequences)", 0, 0), {real_data})},
+                {"partition", applies_when(choice("how training samples are split over workers", "iid",
+                                                  {"iid", "dirichlet", "labels"}),
+                                           {real_data})},
+                {"alpha", applies_when(positive("Dirichlet concentration", 0.1),
+                                       {real_data, {"data.partition", {"dirichlet"}}})},
+                {"labels_per_worker", applies_when(integer("labels partition: classes per worker", 2, 1),
+                                                   {real_data, {"data.partition", {"labels"}}})},
                 {"batch", integer("per-worker mini-batch", 32, 1)},
                 {"precision", choice("the model's and gradients' floating point: float32, or float64 (the "
                                      "synthetic problems under the asynchronous server methods on runtime sim)",
                                      "float32", {"float32", "float64"})},
-                {"centers", array("scalar_quadratics: c_i of f_i = (x - c_i)^2 / 2, one per worker",
-                                  number("c_i", nullptr), json::array())},
-                {"dim", integer("worst_case_quadratic: dimension", 200, 1)},
-                {"smoothness", positive("worst_case_quadratic: L", 1.0)},
-                {"noise", number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0)},
+                {"centers", applies_when(array("scalar_quadratics: c_i of f_i = (x - c_i)^2 / 2, one per worker",
+                                               number("c_i", nullptr), json::array()),
+                                         {{"data.dataset", {"scalar_quadratics"}}})},
+                {"dim", applies_when(integer("worst_case_quadratic: dimension", 200, 1), {worst_case})},
+                {"smoothness", applies_when(positive("worst_case_quadratic: L", 1.0), {worst_case})},
+                {"noise", applies_when(number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0),
+                                       {{"data.dataset", {"scalar_quadratics", "worst_case_quadratic"}}})},
                 {"noise_model",
-                 choice("worst_case_quadratic: how the noise enters a gradient: per_coordinate (an "
+                 applies_when(choice("worst_case_quadratic: how the noise enters a gradient: per_coordinate (an "
                         "independent N(0, sigma^2) per coordinate), shared (one N(0, sigma^2) scalar "
                         "added to every coordinate, as the authors' simulator does), multiplicative (the "
                         "gradient times 1 + sigma xi, one xi ~ N(0, 1) a gradient)",
-                        "per_coordinate", {"per_coordinate", "shared", "multiplicative"})},
-                {"start", choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as the "
-                                 "papers start)",
-                                 "zero", {"zero", "sqrt_d_e1"})}})},
-       {"model", object("model (fashion_mnist, text)", described_fields(model_settings{}))},
+                        "per_coordinate", {"per_coordinate", "shared", "multiplicative"}),
+                              {worst_case})},
+                {"start", applies_when(choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as "
+                                              "the papers start)",
+                                              "zero", {"zero", "sqrt_d_e1"}),
+                                       {worst_case})}})},
+       {"model", applies_when(object("model (fashion_mnist, text)", model_fields()), {real_data})},
        {"optimizer", optimizer_spec()},
        {"workers",
         object("the cluster", {{"count", required(integer("number of workers", nullptr, 1, 1 << 22))},
@@ -1118,17 +1197,22 @@ void check_bounds(const json& c) {
   }
 }
 
+// " (applies when ...)": the rule check_applies() holds a given key to, for the docs.
+std::string applies_note(const spec& s) {
+  return s.applies.empty() ? "" : " (applies when " + applies_text(s.applies) + ")";
+}
+
 void doc_rows(const spec& s, const std::string& path, std::string& out) {
   for (const auto& [k, f] : s.fields) {
     const std::string p = path.empty() ? k : path + "." + k;
     if (f.k == kind::object && !f.fields.empty()) {
-      out += "| `" + p + "` | object | | " + f.doc + " |\n";
+      out += "| `" + p + "` | object | | " + f.doc + applies_note(f) + " |\n";
       doc_rows(f, p, out);
       continue;
     }
     std::string d = f.required ? "required" : (f.def.is_null() ? "" : f.def.dump());
     if (d.size() > 40) d = d.substr(0, 37) + "...";
-    out += "| `" + p + "` | " + expected(f) + " | " + d + " | " + f.doc + " |\n";
+    out += "| `" + p + "` | " + expected(f) + " | " + d + " | " + f.doc + applies_note(f) + " |\n";
   }
 }
 
@@ -1298,6 +1382,7 @@ json resolve(const json& raw) {
                                        "methods[" + std::to_string(i) + "].optimizer");
   }
   check_cross(out);
+  check_applies(root, in, out, "", {});
   check_bounds(out);
   return out;
 }
@@ -1488,7 +1573,7 @@ namespace {
 // meanings the checker uses, so an editor or a validator sees what resolve() accepts.
 json json_schema_of(const spec& s) {
   json j = json::object();
-  if (!s.doc.empty()) j["description"] = s.doc;
+  if (!s.doc.empty()) j["description"] = s.doc + applies_note(s);
   auto bounds = [&](json& n) {
     if (std::isfinite(s.lo)) n[s.lo_open ? "exclusiveMinimum" : "minimum"] = s.lo;
     if (std::isfinite(s.hi)) n[s.hi_open ? "exclusiveMaximum" : "maximum"] = s.hi;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -25,6 +26,13 @@ namespace hgrun::schema {
 
 enum class kind { integer, number, boolean, string, choice, object, array, count_or_inf };
 
+/// A condition on the resolved document: the key at `key` (a dotted path from the root,
+/// "model.kind") holds one of `values`.
+struct condition {
+  std::string key;
+  std::vector<json> values;
+};
+
 struct spec {
   kind k = kind::number;
   std::string doc;
@@ -39,6 +47,9 @@ struct spec {
   std::size_t min_items = 0;
   std::size_t max_items = std::numeric_limits<std::size_t>::max();
   bool free_form = false;  // object: any keys (checked elsewhere)
+  // The key applies to a document when all of these hold (and its object's conditions do): a
+  // document that gives it otherwise is refused, naming the key (config.cpp's check_applies).
+  std::vector<condition> applies;
   // Out of line: `fields` holds specs, a complete type only after this brace (clang with
   // libstdc++ refuses vector<pair<string, spec>> members generated inside the class).
   spec();
@@ -140,6 +151,22 @@ inline spec required(spec s) {
 inline spec optional(spec s) {  // absent means "not set" (no default written)
   s.def = nullptr;
   return s;
+}
+/// `s`, applying only where every condition holds.
+inline spec applies_when(spec s, std::vector<condition> c) {
+  s.applies = std::move(c);
+  return s;
+}
+/// The field `key` of `fields` applying only where every condition holds (a field made from
+/// a description, whose spec is not written out here).
+inline void set_applies(std::vector<std::pair<std::string, spec>>& fields, const std::string& key,
+                        std::vector<condition> c) {
+  for (auto& [k, s] : fields)
+    if (k == key) {
+      s.applies = std::move(c);
+      return;
+    }
+  throw std::logic_error("schema: no field '" + key + "' to set a condition on");
 }
 
 // A member struct whose fields are keys of their own (`<member>_<field>`).
