@@ -127,6 +127,17 @@ BOOST_AUTO_TEST_CASE(a_key_the_dataset_or_the_model_does_not_read_is_refused_nam
                  "(applies when model.kind is \"mlp\")"));
 }
 
+BOOST_AUTO_TEST_CASE(fashion_mnist_sample_counts_above_its_sets_are_refused_naming_the_sets_size) {
+  BOOST_TEST(refusal(fashion(), R"({"data": {"train_samples": 1e12}})") ==
+             "config error at 'data.train_samples': expected at most 60000 (Fashion-MNIST's training set; 0: all of "
+             "it), got 1000000000000");
+  BOOST_TEST(refusal(fashion(), R"({"data": {"test_samples": 10001}})") ==
+             "config error at 'data.test_samples': expected at most 10000 (Fashion-MNIST's test set; 0: all of it), "
+             "got 10001");
+  BOOST_TEST(refusal(fashion(), R"({"data": {"train_samples": 60000, "test_samples": 10000}})") == "");
+  BOOST_TEST(refusal(fashion(), R"({"data": {"train_samples": 0, "test_samples": 0}})") == "");
+}
+
 // Key paths (--set, sweep keys): an empty part would name another key than the text says.
 BOOST_AUTO_TEST_CASE(a_key_path_with_an_empty_key_or_text_after_an_index_is_refused_not_read_as_another_key) {
   const std::string rule =

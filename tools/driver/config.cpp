@@ -590,10 +590,14 @@ spec root_spec() {
                                 "/usr/lib/python3.N, the newest N)",
                                 ""), {real_data})},
                 {"train_samples",
-                 applies_when(integer("training samples used (0: all; text: sequences of model.context bytes)", 0, 0),
+                 applies_when(integer("training samples used (0: all; fashion_mnist: at most its 60000; text: "
+                                      "sequences of model.context bytes)",
+                                      0, 0),
                               {real_data})},
-                {"test_samples",
-                 applies_when(integer("test samples used (0: all; text: validation sequences)", 0, 0), {real_data})},
+                {"test_samples", applies_when(integer("test samples used (0: all; fashion_mnist: at most its 10000; "
+                                                      "text: validation sequences)",
+                                                      0, 0),
+                                              {real_data})},
                 {"partition", applies_when(choice("how training samples are split over workers", "iid",
                                                   {"iid", "dirichlet", "labels"}),
                                            {real_data})},
@@ -740,6 +744,22 @@ void check_model(const json& c) {
                                           c["model"]["input"].dump() + " = " + std::to_string(features));
 }
 
+// Fashion-MNIST's training and test sets (Xiao et al. 2017): data.train_samples and
+// test_samples count up to them (0: all), so a larger count is refused rather than taken as all.
+constexpr std::size_t fashion_mnist_train = 60000, fashion_mnist_test = 10000;
+
+void check_samples(const json& d) {
+  if (d["dataset"] != "fashion_mnist") return;
+  const std::pair<const char*, std::size_t> sets[] = {{"train_samples", fashion_mnist_train},
+                                                      {"test_samples", fashion_mnist_test}};
+  for (const auto& [key, size] : sets)
+    if (d[key].get<double>() > static_cast<double>(size))
+      throw config_error(std::string("data.") + key,
+                         "expected at most " + std::to_string(size) + " (Fashion-MNIST's " +
+                             (size == fashion_mnist_train ? "training" : "test") + " set; 0: all of it), got " +
+                             d[key].dump());
+}
+
 // clock and workers.placement: real time needs real workers; a placement lists one set of
 // cores this process may run on per worker. (real_scale is read by real-clock runs only, so
 // that one configuration runs both ways: --set clock=virtual is its simulated prediction.)
@@ -833,6 +853,7 @@ void check_cross(json& c) {
     throw config_error("horizon", "expected exactly one of time, epochs, updates; got " + std::to_string(set));
   const json& d = c["data"];
   check_model(c);
+  check_samples(d);
   if (d["dataset"] == "scalar_quadratics" && d["centers"].size() != n)
     throw config_error("data.centers", "expected " + std::to_string(n) + " centers (one per worker), got " +
                                            std::to_string(d["centers"].size()));
@@ -1141,7 +1162,7 @@ void check_bounds(const json& c) {
       // Each redraw hands every worker shuffle_rounds x H_i x batch samples, the slow workers
       // disjoint ones: both must fit the training set (biased_config::validate, checked here
       // with the keys). speed_proportional H_i are at most the largest configured one.
-      const double samples = train > 0 ? train : 60000.0;  // Fashion-MNIST's training set
+      const double samples = train > 0 ? train : static_cast<double>(fashion_mnist_train);
       const double per_step = m["shuffle_rounds"].get<double>() * m["batch"].get<double>();
       double slow = 0, most = 0;
       const auto& h = m["local_steps"];
