@@ -53,6 +53,24 @@ std::string refusal(json base, const std::string& patch) {
   return error_of([&] { (void)hgrun::resolve(base); });
 }
 
+fs::path scratch(const std::string& name) {
+  const auto p = fs::temp_directory_path() / ("hg-refusals-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// heterograd-run's exit status and stderr+stdout for `args`.
+std::pair<int, std::string> run_exe(const std::string& args) {
+  const std::string cmd = std::string(HG_RUN_EXE) + " " + args + " 2>&1";
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  const int status = f ? pclose(f) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(refusals, *boost::unit_test::timeout(120))
@@ -136,6 +154,35 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_sample_counts_above_its_sets_are_refused_nami
              "got 10001");
   BOOST_TEST(refusal(fashion(), R"({"data": {"train_samples": 60000, "test_samples": 10000}})") == "");
   BOOST_TEST(refusal(fashion(), R"({"data": {"train_samples": 0, "test_samples": 0}})") == "");
+}
+
+// A job an outage stops is paced until the outage's end: (end - begin) x real_scale wall seconds,
+// which the pacer bounds by 1e6 (runtime/pacing.hpp); --check refuses it now, naming the end.
+BOOST_AUTO_TEST_CASE(an_outage_the_real_clock_cannot_pace_is_refused_by_check_naming_its_end_and_real_scale) {
+  json real = quadratics();
+  real.merge_patch(json::parse(R"({"runtime": "threads", "clock": "real", "real_scale": 0.5,
+      "workers": {"time": {"outages": [{"worker": 1, "begin": 2, "end": 5}, {"worker": 2, "begin": 0, "end": 1e300}]}}})"));
+  const std::string want =
+      "config error at 'workers.time.outages[1].end': expected (end - begin) x real_scale of at most 1000000 wall "
+      "seconds with clock \"real\" (a job the outage stops is paced until its end, and a paced job lasts at most "
+      "that), got (1e+300 - 0) x 0.5 = 5e+299; lower the end or real_scale";
+  BOOST_TEST(error_of([&] { (void)hgrun::resolve(real); }) == want);
+  // At the bound, accepted; on the simulator's clock, or without real_scale, nothing is paced.
+  BOOST_TEST(refusal(real, R"({"workers": {"time": {"outages": [{"worker": 2, "begin": 1, "end": 2000001}]}}})") == "");
+  BOOST_TEST(has(refusal(real, R"({"workers": {"time": {"outages": [{"worker": 2, "begin": 1, "end": 2000004}]}}})"),
+                 "config error at 'workers.time.outages[0].end': expected (end - begin) x real_scale of at most "
+                 "1000000 wall seconds with clock \"real\""));
+  BOOST_TEST(refusal(real, R"({"clock": "virtual", "runtime": "sim"})") == "");
+  json unpaced = real;
+  unpaced.erase("real_scale");
+  BOOST_TEST(error_of([&] { (void)hgrun::resolve(unpaced); }) == "");
+  // Through the executable: --check exits 2 with that message.
+  const auto dir = scratch("outage");
+  std::ofstream(dir / "real.json") << real.dump();
+  const auto [rc, out] = run_exe("'" + (dir / "real.json").string() + "' --check");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, want), out);
+  fs::remove_all(dir);
 }
 
 // Key paths (--set, sweep keys): an empty part would name another key than the text says.

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "files.hpp"
+#include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
@@ -760,6 +761,25 @@ void check_samples(const json& d) {
                              d[key].dump());
 }
 
+// Outages on clock "real" with real_scale: a job an outage stops waits for its end, so the
+// outage's length x real_scale is a paced job's wall time; past the pacer's bound
+// (runtime/pacing.hpp) the run would fail in the middle, naming the pacer.
+void check_paced_outages(const json& c) {
+  if (c["clock"] != "real" || !c.contains("real_scale")) return;
+  const double scale = c["real_scale"].get<double>();
+  const double most = heterograd::runtime::job_pacer::max_job_seconds;
+  const json& ws = c["workers"]["time"]["outages"];
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    const double begin = ws[i]["begin"].get<double>(), end = ws[i]["end"].get<double>();
+    if (!((end - begin) * scale <= most))
+      throw config_error("workers.time.outages[" + std::to_string(i) + "].end",
+                         "expected (end - begin) x real_scale of at most " + fmt(most) +
+                             " wall seconds with clock \"real\" (a job the outage stops is paced until its end, and "
+                             "a paced job lasts at most that), got (" + fmt(end) + " - " + fmt(begin) + ") x " +
+                             fmt(scale) + " = " + fmt((end - begin) * scale) + "; lower the end or real_scale");
+  }
+}
+
 // clock and workers.placement: real time needs real workers; a placement lists one set of
 // cores this process may run on per worker. (real_scale is read by real-clock runs only, so
 // that one configuration runs both ways: --set clock=virtual is its simulated prediction.)
@@ -955,6 +975,7 @@ void check_cross(json& c) {
   }
   check_precision(c);
   check_real_clock(c, n);
+  check_paced_outages(c);
   if (c["runtime"] != "sim" && c["clock"] != "real" && c["checkpoint_every"].get<std::uint64_t>() > 0)
     throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() + " and clock " +
                                                c["clock"].dump() +
