@@ -417,7 +417,9 @@ BOOST_AUTO_TEST_CASE(the_command_line_refuses_overflowing_seeds_a_missing_tiny_b
   const auto dir = scratch("cli");
   auto [rc, out] = run_exe("demo --check --seeds 1,99999999999999999999999");
   BOOST_TEST(rc == 2);
-  BOOST_TEST(has(out, "config error at '--seeds': expected comma-separated integers in [0, 2^64), got \"99999999999999999999999\""), out);
+  BOOST_TEST(has(out, "config error at '--seeds': expected comma-separated integers in [0, 1000000000000000] (a seed's "
+                      "bound, as the configuration's), got \"99999999999999999999999\""),
+             out);
   {
     json q = quadratics();
     std::ofstream(dir / "no_tiny.json") << q.dump();

@@ -185,6 +185,19 @@ BOOST_AUTO_TEST_CASE(an_outage_the_real_clock_cannot_pace_is_refused_by_check_na
   fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(a_seed_listed_twice_is_refused_naming_the_second_in_either_list) {
+  BOOST_TEST(refusal(quadratics(), R"({"tuning": {"seeds": [9, 9]}})") ==
+             "config error at 'tuning.seeds[1]': expected distinct items (each value once), got 9 again (as "
+             "tuning.seeds[0])");
+  BOOST_TEST(refusal(quadratics(), R"({"seeds": [3, 1, 3]})") ==
+             "config error at 'seeds[2]': expected distinct items (each value once), got 3 again (as seeds[0])");
+  BOOST_TEST(refusal(quadratics(), R"({"seeds": [3, 1], "tuning": {"seeds": [9, 8]}})") == "");
+  // The JSON Schema says it too.
+  const json s = hgrun::schema_json();
+  BOOST_TEST(s["properties"]["tuning"]["properties"]["seeds"]["uniqueItems"] == true);
+  BOOST_TEST(s["properties"]["seeds"]["uniqueItems"] == true);
+}
+
 // Key paths (--set, sweep keys): an empty part would name another key than the text says.
 BOOST_AUTO_TEST_CASE(a_key_path_with_an_empty_key_or_text_after_an_index_is_refused_not_read_as_another_key) {
   const std::string rule =

@@ -47,7 +47,7 @@ std::string range_text(const spec& s) {
   const bool has_lo = std::isfinite(s.lo), has_hi = std::isfinite(s.hi);
   // The default upper bound of integers keeps counts exact in a double; say it, since values
   // above it are refused.
-  if (has_lo && has_hi && s.k == kind::integer && s.hi >= 1e15) return " in [" + fmt(s.lo) + ", 1e15]";
+  if (has_lo && has_hi && s.k == kind::integer && s.hi >= max_config_integer) return " in [" + fmt(s.lo) + ", 1e15]";
   if (has_lo && has_hi)
     return std::string(" in ") + (s.lo_open ? "(" : "[") + fmt(s.lo) + ", " + fmt(s.hi) +
            (s.hi_open ? ")" : "]");
@@ -77,7 +77,7 @@ std::string expected(const spec& s) {
     }
     case kind::array:
       return "an array" + (s.min_items ? " of at least " + std::to_string(s.min_items) : std::string()) +
-             " of " + expected(*s.item);
+             (s.unique_items ? " of distinct items" : "") + " of " + expected(*s.item);
   }
   return "?";
 }
@@ -201,8 +201,15 @@ json check(const spec& s, const json& v, const std::string& path) {
     case kind::array: {
       if (!v.is_array() || v.size() < s.min_items) fail(path, s, v);
       json out = json::array();
-      for (std::size_t i = 0; i < v.size(); ++i)
-        out.push_back(check(*s.item, v[i], path + "[" + std::to_string(i) + "]"));
+      std::map<json, std::size_t> first;  // an item's value -> its first index (unique_items)
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string p = path + "[" + std::to_string(i) + "]";
+        out.push_back(check(*s.item, v[i], p));
+        if (!s.unique_items) continue;
+        if (const auto [it, fresh] = first.emplace(out.back(), i); !fresh)
+          throw config_error(p, "expected distinct items (each value once), got " + shown(v[i]) + " again (as " +
+                                    path + "[" + std::to_string(it->second) + "])");
+      }
       return out;
     }
   }
@@ -653,9 +660,9 @@ spec root_spec() {
                            "method, else the first)",
                            "")},
        {"checkpoint_every", run_key("checkpoint_every")},
-       {"seeds", array("evaluation seeds: every method runs once with each, and the table gives their mean, "
+       {"seeds", distinct(array("evaluation seeds: every method runs once with each, and the table gives their mean, "
                        "standard deviation and 95% interval (empty: seed; --seeds overrides)",
-                       integer("a seed", nullptr), json::array())},
+                       integer("a seed", nullptr), json::array()))},
        {"sweep", free_object("a grid over method keys, tried for every method: {\"optimizer.lr\": [0.1, 0.01], "
                              "\"batch\": {\"from\": 8, \"to\": 64, \"points\": 4, \"scale\": \"log\"}}; a "
                              "method's own sweep adds or replaces keys. Each method's best setting (tuning) "
@@ -666,9 +673,9 @@ spec root_spec() {
                                      "mean time to it (no setting reaching it: the best final metric); final: "
                                      "the best mean final target metric",
                                      "time_to_target", {"time_to_target", "final"})},
-                {"seeds", array("tuning seeds, disjoint from the evaluation seeds (empty: the largest "
-                                "evaluation seed + 1)",
-                                integer("a seed", nullptr), json::array())}})},
+                {"seeds", distinct(array("tuning seeds, disjoint from the evaluation seeds (empty: the largest "
+                                         "evaluation seed + 1)",
+                                         integer("a seed", nullptr), json::array()))}})},
        {"tiny", free_object("overrides for --tiny (a merge patch, checked after merging)")},
        {"methods", array("the methods compared", method_common(), nullptr, 1)}});
 }
@@ -1652,6 +1659,7 @@ json json_schema_of(const spec& s) {
       j["type"] = "array";
       j["items"] = json_schema_of(*s.item);
       if (s.min_items) j["minItems"] = s.min_items;
+      if (s.unique_items) j["uniqueItems"] = true;
       break;
   }
   if (!s.def.is_null() && s.k != kind::object) j["default"] = s.def;

@@ -813,31 +813,16 @@ int main(int argc, char** argv) {
       if (!base_kept) cfg["baseline"] = kept[0]["label"];
     }
     const hgrun::experiment settings = experiment_of(cfg);
-    // Evaluation seeds: --seeds, else the configuration's seeds, else its seed.
-    std::vector<std::uint64_t> seeds{settings.run.seed};
-    if (!cfg["seeds"].empty()) seeds = cfg["seeds"].get<std::vector<std::uint64_t>>();
-    if (!seeds_text.empty()) {
-      seeds.clear();
-      std::stringstream ss(seeds_text);
-      for (std::string t; std::getline(ss, t, ',');) {
-        std::uint64_t v = 0;
-        const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-        if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
-          throw config_error("--seeds", "expected comma-separated integers in [0, 2^64), got \"" + t + "\"");
-        seeds.push_back(v);
-      }
-    }
-    for (std::size_t i = 0; i < seeds.size(); ++i)
-      for (std::size_t j = 0; j < i; ++j)
-        if (seeds[i] == seeds[j])
-          throw config_error(seeds_text.empty() ? "seeds" : "--seeds",
-                             "expected distinct seeds, got " + std::to_string(seeds[i]) + " twice");
     // A sweep: each method's grid. With more than one setting somewhere, tuning runs first.
     const std::vector<sweep_grid> grids = sweep_grids(raw);
     const bool sweeping = std::any_of(grids.begin(), grids.end(), [](const sweep_grid& g) { return g.size() > 1; });
+    // Evaluation seeds: --seeds, else the configuration's seeds, else its seed; tuning seeds.
+    const run_seeds all_seeds =
+        seeds_of(cfg, grids, seeds_text.empty() ? std::vector<std::uint64_t>{} : parse_seeds(seeds_text));
+    const std::vector<std::uint64_t>& seeds = all_seeds.evaluation;
     json tuning_cfg;
     std::vector<expanded_method> expanded;
-    std::vector<std::uint64_t> tuning_seeds;
+    const std::vector<std::uint64_t>& tuning_seeds = all_seeds.tuning;
     if (sweeping) {
       if (settings.runtime == "mpi")
         throw config_error("sweep", "not available with runtime \"mpi\" (every rank would have to agree on the "
@@ -848,13 +833,6 @@ int main(int argc, char** argv) {
           throw config_error("methods[" + std::to_string(m) + "].label",
                              "expected a label whose folder name is not \"tuning\" (a sweep's tuning runs are in "
                              "the tuning folder beside the methods' folders)");
-      tuning_seeds = cfg["tuning"]["seeds"].get<std::vector<std::uint64_t>>();
-      if (tuning_seeds.empty()) tuning_seeds = {*std::max_element(seeds.begin(), seeds.end()) + 1};
-      for (auto t : tuning_seeds)
-        if (std::find(seeds.begin(), seeds.end(), t) != seeds.end())
-          throw config_error("tuning.seeds", "expected seeds disjoint from the evaluation seeds (a setting chosen on "
-                                             "a seed must be evaluated on fresh ones), got " +
-                                                 std::to_string(t) + " in both");
       tuning_cfg = resolve_expanded(expand_methods(raw, grids, expanded), raw, grids, expanded);
       preflight(tuning_cfg);
     } else if (std::any_of(grids.begin(), grids.end(), [](const sweep_grid& g) { return !g.keys.empty(); })) {

@@ -47,6 +47,7 @@ struct spec {
   std::size_t min_items = 0;
   std::size_t max_items = std::numeric_limits<std::size_t>::max();
   bool free_form = false;  // object: any keys (checked elsewhere)
+  bool unique_items = false;  // array: no item twice
   // The key applies to a document when all of these hold (and its object's conditions do): a
   // document that gives it otherwise is refused, naming the key (config.cpp's check_applies).
   std::vector<condition> applies;
@@ -66,7 +67,7 @@ inline spec& spec::operator=(const spec&) = default;
 inline spec& spec::operator=(spec&&) noexcept = default;
 inline spec::~spec() = default;
 
-inline spec integer(std::string doc, json def, double lo = 0, double hi = 1e15) {
+inline spec integer(std::string doc, json def, double lo = 0, double hi = max_config_integer) {
   spec s;
   s.k = kind::integer;
   s.doc = std::move(doc);
@@ -152,6 +153,10 @@ inline spec optional(spec s) {  // absent means "not set" (no default written)
   s.def = nullptr;
   return s;
 }
+inline spec distinct(spec s) {  // an array whose items differ
+  s.unique_items = true;
+  return s;
+}
 /// `s`, applying only where every condition holds.
 inline spec applies_when(spec s, std::vector<condition> c) {
   s.applies = std::move(c);
@@ -173,10 +178,10 @@ inline void set_applies(std::vector<std::pair<std::string, spec>>& fields, const
 template <class M>
 concept nested_fields = heterograd::described<M> && !heterograd::self_validating<M>;
 
-// An integer field's bounds as the schema's closed ones (an unbounded end: [0, 1e15]).
+// An integer field's bounds as the schema's closed ones (an unbounded end: [0, max_config_integer]).
 inline std::pair<double, double> integer_bounds(const heterograd::bounds& r) {
   const double lo = !r.has_lo() ? 0 : r.lo_open ? std::floor(r.lo) + 1 : std::ceil(r.lo);
-  const double hi = !r.has_hi() ? 1e15 : r.hi_open ? std::ceil(r.hi) - 1 : std::floor(r.hi);
+  const double hi = !r.has_hi() ? max_config_integer : r.hi_open ? std::ceil(r.hi) - 1 : std::floor(r.hi);
   return {lo, hi};
 }
 
