@@ -224,4 +224,35 @@ BOOST_AUTO_TEST_CASE(a_key_path_with_an_empty_key_or_text_after_an_index_is_refu
   BOOST_TEST(j["workers"]["time"]["tau"][2] == json(5.5));
 }
 
+BOOST_AUTO_TEST_CASE(a_methods_name_that_matches_no_method_is_refused_listing_the_labels) {
+  json raw = quadratics();
+  raw["methods"] = json::parse(R"([{"label": "vanilla ASGD", "algorithm": "asgd"},
+                                    {"label": "Ringmaster", "algorithm": "ringmaster"},
+                                    {"label": "Rennala SGD", "algorithm": "rennala"}])");
+  raw["baseline"] = "vanilla ASGD";
+  json typo = raw;
+  BOOST_TEST(error_of([&] { hgrun::select_methods(typo, "vanila ASGD,Ringmaster"); }) ==
+             "config error at '--methods': expected comma-separated labels of the experiment's methods (or their "
+             "folder names), got \"vanila ASGD\", which is none of \"vanilla ASGD\", \"Ringmaster\", \"Rennala SGD\"");
+  BOOST_TEST(typo == raw);
+  BOOST_TEST(has(error_of([&] { hgrun::select_methods(typo, "Ringmaster,"); }), "got \"\", which is none of"));
+  // Labels or folder names, in the experiment's order; a baseline left out is dropped.
+  json kept = raw;
+  hgrun::select_methods(kept, "rennala-sgd,Ringmaster");
+  BOOST_TEST(kept["methods"].size() == 2u);
+  BOOST_TEST(kept["methods"][0]["label"] == "Ringmaster");
+  BOOST_TEST(kept["methods"][1]["label"] == "Rennala SGD");
+  BOOST_TEST(!kept.contains("baseline"));
+  BOOST_TEST(hgrun::resolve(kept)["baseline"] == "Ringmaster");
+  // Through the executable.
+  const auto dir = scratch("methods");
+  std::ofstream(dir / "q.json") << raw.dump();
+  const auto [rc, out] = run_exe("'" + (dir / "q.json").string() + "' --check --methods 'vanila ASGD,Ringmaster'");
+  BOOST_TEST(rc == 2);
+  BOOST_TEST(has(out, "config error at '--methods': expected comma-separated labels of the experiment's methods (or "
+                      "their folder names), got \"vanila ASGD\""),
+             out);
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1539,6 +1539,41 @@ void apply_override(json& doc, const std::string& assignment) {
   set_key(doc, path, parsed ? std::move(*parsed) : json(text), "");
 }
 
+void select_methods(json& raw, const std::string& names) {
+  std::vector<std::string> wanted;
+  for (std::size_t begin = 0;;) {
+    const auto end = std::min(names.find(',', begin), names.size());
+    wanted.push_back(names.substr(begin, end - begin));
+    if (end == names.size()) break;
+    begin = end + 1;
+  }
+  if (!raw.is_object() || !raw.contains("methods") || !raw["methods"].is_array()) return;  // resolve() says why
+  auto label_of = [](const json& m) {
+    return m.is_object() && m.contains("label") && m["label"].is_string() ? m["label"].get<std::string>() : std::string();
+  };
+  auto picked = [&](const std::string& name, const json& m) {
+    const std::string l = label_of(m);
+    return !l.empty() && (name == l || name == slug(l));
+  };
+  for (const auto& name : wanted)
+    if (std::none_of(raw["methods"].begin(), raw["methods"].end(), [&](const json& m) { return picked(name, m); })) {
+      std::string labels;
+      for (const auto& m : raw["methods"])
+        if (!label_of(m).empty()) labels += (labels.empty() ? "" : ", ") + shown(m["label"]);
+      throw config_error("--methods", "expected comma-separated labels of the experiment's methods (or their folder "
+                                      "names), got " + shown(json(name)) + ", which is none of " + labels);
+    }
+  json kept = json::array();
+  for (const auto& m : raw["methods"])
+    if (std::any_of(wanted.begin(), wanted.end(), [&](const std::string& name) { return picked(name, m); }))
+      kept.push_back(m);
+  raw["methods"] = std::move(kept);
+  if (raw.contains("baseline") && raw["baseline"].is_string() &&
+      std::none_of(raw["methods"].begin(), raw["methods"].end(),
+                   [&](const json& m) { return m["label"] == raw["baseline"]; }))
+    raw.erase("baseline");
+}
+
 std::filesystem::path experiments_dir() {
   // An installed heterograd-run (<prefix>/bin) finds them in <prefix>/share/heterograd.
   return shipped_path("HG_EXPERIMENTS_DIR", HG_INSTALL_EXPERIMENTS, "examples/experiments");

@@ -78,6 +78,12 @@ void apply_override(json& doc, const std::string& assignment);
 /// given, else the path.
 void set_key(json& doc, const std::string& path, json value, const std::string& error_key);
 
+/// --methods: keeps the methods of `raw` whose label, or its folder name (slug()), is one of the
+/// comma-separated `names`, in the experiment's order, and drops a baseline left out (resolve()
+/// then picks one). A name that matches no method is a config_error naming "--methods", the
+/// name and the methods' labels.
+void select_methods(json& raw, const std::string& names);
+
 /// A JSON file by path, or a named experiment from the experiments directory (HG_EXPERIMENTS_DIR,
 /// else the source tree's examples/experiments).
 json load_experiment(const std::string& name_or_path);

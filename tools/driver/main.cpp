@@ -775,43 +775,11 @@ int main(int argc, char** argv) {
     if (checkpoint_every) raw["checkpoint_every"] = checkpoint_every;
     if (seed) raw["seed"] = seed;
     if (!out.empty()) raw["output"] = out;
-    std::vector<std::string> keep;
-    {
-      std::stringstream ss(methods);
-      for (std::string t; std::getline(ss, t, ',');) keep.push_back(t);
-    }
-    auto kept_label = [&](const std::string& l) {
-      return std::find(keep.begin(), keep.end(), l) != keep.end() ||
-             std::find(keep.begin(), keep.end(), slug(l)) != keep.end();
-    };
     // --methods selects before the checks, so that the methods left out do not have to pass
     // the checks that depend on the others (e.g. runtime "threads" for a sim-only method).
-    if (!methods.empty() && raw.contains("methods") && raw["methods"].is_array()) {
-      json kept = json::array();
-      for (const auto& m : raw["methods"])
-        if (m.is_object() && m.contains("label") && m["label"].is_string() && kept_label(m["label"])) kept.push_back(m);
-      if (!kept.empty()) {
-        raw["methods"] = kept;
-        if (raw.contains("baseline") && raw["baseline"].is_string()) {
-          bool base_kept = false;
-          for (const auto& m : kept) base_kept = base_kept || m["label"] == raw["baseline"];
-          if (!base_kept) raw.erase("baseline");
-        }
-      }
-    }
+    if (!methods.empty()) select_methods(raw, methods);
     json cfg = resolve(raw);
     seen = cfg;
-    if (!methods.empty()) {
-      json kept = json::array();
-      for (const auto& m : cfg["methods"]) {
-        if (kept_label(m["label"].get<std::string>())) kept.push_back(m);
-      }
-      if (kept.empty()) throw config_error("--methods", "expected labels of the experiment's methods, got \"" + methods + "\"");
-      cfg["methods"] = kept;
-      bool base_kept = false;
-      for (const auto& m : kept) base_kept = base_kept || m["label"] == cfg["baseline"];
-      if (!base_kept) cfg["baseline"] = kept[0]["label"];
-    }
     const hgrun::experiment settings = experiment_of(cfg);
     // A sweep: each method's grid. With more than one setting somewhere, tuning runs first.
     const std::vector<sweep_grid> grids = sweep_grids(raw);
