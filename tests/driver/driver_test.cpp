@@ -361,7 +361,7 @@ BOOST_AUTO_TEST_CASE(config_errors_name_the_users_key_for_overflowing_numbers_li
   BOOST_TEST(has(e, "config error at 'data.labels_per_worker': got 11: must be in [1, classes]"), e);
   BOOST_TEST(!has(e, "partition_k_labels"), e);
   // (and the training set's real size bounds the mini-batch: train_samples 0 is all of it)
-  e = refusal_with(fm, R"({"data": {"partition": "iid", "train_samples": 0, "batch": 60001}})");
+  e = refusal_with(fm, R"({"data": {"partition": "iid", "labels_per_worker": null, "train_samples": 0, "batch": 60001}})");
   BOOST_TEST(has(e, "config error at 'data.batch': expected a mini-batch of at most the training set's 60000 samples, got 60001"), e);
   // A batch that reaches the problem from a peer (a server's job header under MPI) is held to
   // the same rule: 1..the training set, refused before anything is drawn or allocated.
@@ -417,7 +417,9 @@ BOOST_AUTO_TEST_CASE(the_command_line_refuses_overflowing_seeds_a_missing_tiny_b
   const auto dir = scratch("cli");
   auto [rc, out] = run_exe("demo --check --seeds 1,99999999999999999999999");
   BOOST_TEST(rc == 2);
-  BOOST_TEST(has(out, "config error at '--seeds': expected comma-separated integers in [0, 2^64), got \"99999999999999999999999\""), out);
+  BOOST_TEST(has(out, "config error at '--seeds': expected comma-separated integers in [0, 1000000000000000] (a seed's "
+                      "bound, as the configuration's), got \"99999999999999999999999\""),
+             out);
   {
     json q = quadratics();
     std::ofstream(dir / "no_tiny.json") << q.dump();
@@ -605,6 +607,7 @@ BOOST_AUTO_TEST_CASE(a_run_killed_after_a_checkpoint_and_resumed_gives_the_unint
   json raw = minimal();
   raw["methods"] = json::array({json{{"label", "test ASGD"}, {"algorithm", "asgd"}}});
   raw["data"] = json::parse(R"({"dataset": "scalar_quadratics", "centers": [0, 1, 2, 3]})");
+  raw.erase("model");  // (the quadratics have none)
   raw["workers"] = json::parse(R"({"count": 4, "time": {"base": "linear", "noise": "half_normal",
                                    "outages": [{"worker": 2, "begin": 30, "end": 55}]}})");
   raw["data"]["noise"] = 0.5;  // random gradients: the RNG counters must be restored too
@@ -877,7 +880,7 @@ BOOST_AUTO_TEST_CASE(float64_is_refused_naming_data_precision_where_it_is_not_of
   refused("{" + quad + R"(, "methods": [{"label": "a", "algorithm": "asgd"}, {"label": "b", "algorithm": "bsp"}]})",
           "methods[1].algorithm \"bsp\"");
   refused(R"({"data": {"precision": "double"}})", "expected one of \"float32\", \"float64\"");
-  BOOST_TEST(error_of([&] { resolved_with("{" + quad + R"(, "methods": [{"label": "a", "algorithm": "rennala"}]})"); })
+  BOOST_TEST(error_of([&] { resolved_with("{" + quad + R"(, "model": null, "methods": [{"label": "a", "algorithm": "rennala"}]})"); })
                  .empty());
 }
 

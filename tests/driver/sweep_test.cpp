@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 
 #include "config.hpp"
 #include "files.hpp"
+#include "messages.hpp"
 #include "sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -125,6 +128,20 @@ BOOST_AUTO_TEST_CASE(a_bad_sweep_is_refused_naming_its_key) {
   BOOST_TEST(error_at(R"({"methods": [{"sweep": {"lr": {"from": 1, "to": 2, "points": 2, "step": 1}}}]})") ==
              "methods[0].sweep.lr.step");
   BOOST_TEST(error_at(R"({"methods": [{"sweep": {"a[x]": [1]}}]})") == "methods[0].sweep.a[x]");
+  // An empty key or text after an index would name another key ("optimizer..lr" is not
+  // optimizer.lr): refused, naming the sweep key.
+  for (const char* key : {"optimizer..lr", ".lr", "optimizer.", "local_steps[0]x", "[0].lr"})
+    BOOST_TEST(error_at(json{{"sweep", {{key, {0.1, 1}}}}, {"methods", {json::object()}}}.dump()) ==
+                   "sweep." + std::string(key),
+               key);
+  try {
+    (void)hgrun::sweep_grids(json::parse(R"({"sweep": {"optimizer..lr": [0.1, 1]}, "methods": [{}]})"));
+    BOOST_FAIL("optimizer..lr was accepted");
+  } catch (const hgrun::config_error& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "config error at 'sweep.optimizer..lr': expected a key path of non-empty keys joined by '.', each "
+               "followed by any [N] (workers.count, methods[1].threshold), got an empty key at offset 10");
+  }
   // 101^2 = 10201 settings: over the bound.
   json big = json::parse(R"({"methods": [{}]})");
   for (const char* k : {"a", "b"}) {
@@ -262,6 +279,23 @@ BOOST_AUTO_TEST_CASE(sweep_and_seed_errors_name_the_key) {
   BOOST_TEST(bad.rc == 2);
   BOOST_TEST(bad.out.find("'sweep.optimizer.lr'") != std::string::npos, bad.out);
   BOOST_TEST(bad.out.find("optimizer.lr=x") != std::string::npos, bad.out);
+  const auto repeated = run(base + "--set tuning.seeds=[9,9]", dir / "l6");
+  BOOST_TEST(repeated.rc == 2);
+  BOOST_TEST(repeated.out.find("config error at 'tuning.seeds[1]': expected distinct items (each value once), got 9 "
+                               "again (as tuning.seeds[0])") != std::string::npos,
+             repeated.out);
+  const auto wrapped = run(base + "--seeds 18446744073709551615", dir / "l7");
+  BOOST_TEST(wrapped.rc == 2);
+  BOOST_TEST(wrapped.out.find("config error at '--seeds': expected comma-separated integers in [0, 1000000000000000] "
+                              "(a seed's bound, as the configuration's), got \"18446744073709551615\"") !=
+                 std::string::npos,
+             wrapped.out);
+  const auto top = run(base + "--seeds 1000000000000000", dir / "l8");
+  BOOST_TEST(top.rc == 2);
+  BOOST_TEST(top.out.find("config error at 'tuning.seeds'") != std::string::npos, top.out);
+  const auto empty_key = run(base + "--sweep optimizer..lr=0.1,1", dir / "l9");
+  BOOST_TEST(empty_key.rc == 2);
+  BOOST_TEST(empty_key.out.find("config error at 'sweep.optimizer..lr'") != std::string::npos, empty_key.out);
   const auto form = run(base + "--sweep optimizer.lr", dir / "l4");
   BOOST_TEST(form.rc == 2);
   BOOST_TEST(form.out.find("'--sweep'") != std::string::npos, form.out);
@@ -270,6 +304,101 @@ BOOST_AUTO_TEST_CASE(sweep_and_seed_errors_name_the_key) {
   const auto cli = run(base + "--sweep optimizer.lr=0.5,1 --check", dir / "l5");
   BOOST_TEST(cli.rc == 0, cli.out);
   BOOST_TEST(cli.out.find("2 settings x 1 tuning seed(s)") != std::string::npos, cli.out);
+  fs::remove_all(dir);
+}
+
+// Seeds enter from seed, seeds, tuning.seeds and --seeds, each held to max_seed (the schema's
+// integer bound, 1e15); the default tuning seed (the largest evaluation seed + 1) is refused
+// past it, never wrapped to 0.
+BOOST_AUTO_TEST_CASE(every_seed_is_at_most_1e15_wherever_it_enters_and_no_derived_seed_wraps) {
+  auto cli_error = [](const std::string& t) {
+    return hg_test::message_of<hgrun::config_error>([&] { (void)hgrun::parse_seeds(t); });
+  };
+  const std::string rule = "config error at '--seeds': expected comma-separated integers in [0, 1000000000000000] "
+                           "(a seed's bound, as the configuration's), got ";
+  BOOST_TEST(cli_error("1,18446744073709551615") == rule + "\"18446744073709551615\"");
+  BOOST_TEST(cli_error("1000000000000001") == rule + "\"1000000000000001\"");
+  BOOST_TEST(cli_error("99999999999999999999999") == rule + "\"99999999999999999999999\"");
+  BOOST_TEST(cli_error("1,") == rule + "\"\"");
+  BOOST_TEST(cli_error("-1") == rule + "\"-1\"");
+  BOOST_TEST(cli_error("4,5,4") == "config error at '--seeds': expected distinct seeds, got 4 twice");
+  BOOST_TEST(hgrun::parse_seeds("1000000000000000,0,7") == (std::vector<std::uint64_t>{hgrun::max_seed, 0, 7}),
+             boost::test_tools::per_element());
+  // The configuration's: the same bound.
+  for (const char* patch : {R"({"seed": 1000000000000001})", R"({"seeds": [1000000000000001]})",
+                            R"({"tuning": {"seeds": [1000000000000001]}})"}) {
+    json raw = one_quadratic();
+    raw.merge_patch(json::parse(patch));
+    const std::string e = hg_test::message_of<hgrun::config_error>([&] { (void)hgrun::resolve(raw); });
+    BOOST_TEST(e.find("expected an integer in [0, 1e15], got 1000000000000001") != std::string::npos, patch << " -> " << e);
+  }
+  // Derived: the largest evaluation seed + 1, up to the bound.
+  const json raw = one_quadratic();  // seeds [1, 2], a sweep of 4 settings, no tuning seeds
+  const json c = hgrun::resolve(raw);
+  const auto g = hgrun::sweep_grids(raw);
+  auto s = hgrun::seeds_of(c, g, {});
+  BOOST_TEST(s.evaluation == (std::vector<std::uint64_t>{1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(s.tuning == (std::vector<std::uint64_t>{3}), boost::test_tools::per_element());
+  s = hgrun::seeds_of(c, g, {hgrun::max_seed - 1});
+  BOOST_TEST(s.tuning == (std::vector<std::uint64_t>{hgrun::max_seed}), boost::test_tools::per_element());
+  const std::string past = "config error at 'tuning.seeds': expected tuning seeds with a sweep whose largest "
+                           "evaluation seed is ";
+  BOOST_TEST(hg_test::message_of<hgrun::config_error>([&] { (void)hgrun::seeds_of(c, g, {hgrun::max_seed}); }) ==
+             past + "1000000000000000: the default, that seed + 1, passes a seed's bound 1000000000000000; list "
+                    "tuning.seeds");
+  // (a program's seed past the bound does not wrap to 0 either)
+  BOOST_TEST(hg_test::message_of<hgrun::config_error>([&] {
+               (void)hgrun::seeds_of(c, g, {std::numeric_limits<std::uint64_t>::max()});
+             }).rfind(past, 0) == 0u);
+  // Without a sweep no tuning seed is derived, so the bound itself is a seed.
+  json plain = raw;
+  plain.erase("sweep");
+  BOOST_TEST(hgrun::seeds_of(hgrun::resolve(plain), hgrun::sweep_grids(plain), {hgrun::max_seed}).tuning.empty());
+}
+
+// Each run's work is bounded (config.hpp); an invocation's runs, over its seeds and sweep
+// points, are at most max_runs, so its work is too. The error names the key with the larger count.
+BOOST_AUTO_TEST_CASE(an_invocations_runs_over_its_seeds_and_sweep_points_are_at_most_max_runs) {
+  auto refusal = [](const json& raw, const std::vector<std::uint64_t>& cli) {
+    return hg_test::message_of<hgrun::config_error>(
+        [&] { (void)hgrun::seeds_of(hgrun::resolve(raw), hgrun::sweep_grids(raw), cli); });
+  };
+  const std::string rule = "expected at most 10000 runs in all (each run's work is bounded, and so is an "
+                           "invocation's), got ";
+  json raw = one_quadratic();
+  raw.erase("sweep");
+  json many = raw;
+  many["seeds"] = json::array();
+  for (int i = 0; i < 100000; ++i) many["seeds"].push_back(i);
+  BOOST_TEST(refusal(many, {}) ==
+             "config error at 'seeds': " + rule + "1 method(s) x 100000 evaluation seed(s) (seeds) = 100000");
+  // 2 methods x 5000 seeds is the bound; one seed more is past it.
+  many["methods"].push_back({{"label", "R"}, {"algorithm", "ringmaster"}});
+  many["seeds"] = json::array();
+  for (int i = 0; i < 5000; ++i) many["seeds"].push_back(i);
+  BOOST_TEST(refusal(many, {}) == "");
+  many["seeds"].push_back(5000);
+  BOOST_TEST(refusal(many, {}) == "config error at 'seeds': " + rule + "2 method(s) x 5001 evaluation seed(s) (seeds) = 10002");
+  std::string text;
+  for (int i = 0; i < 10001; ++i) text += (i ? "," : "") + std::to_string(i);
+  BOOST_TEST(refusal(raw, hgrun::parse_seeds(text)) ==
+             "config error at '--seeds': " + rule + "1 method(s) x 10001 evaluation seed(s) (--seeds) = 10001");
+  // A sweep: 100 x 50 settings x 2 tuning seeds + 1 method x 2 evaluation seeds.
+  json swept = raw;
+  for (int i = 0; i < 100; ++i) swept["sweep"]["optimizer.lr"].push_back(0.001 * (i + 1));
+  for (int i = 0; i < 50; ++i) swept["sweep"]["batch"].push_back(i + 1);
+  swept["tuning"]["seeds"] = {7, 8};
+  BOOST_TEST(refusal(swept, {}) ==
+             "config error at 'sweep': " + rule + "1 method(s) x 2 evaluation seed(s) (seeds) + 5000 setting(s) of the "
+                                                  "methods' grids (sweep) x 2 tuning seed(s) (tuning.seeds) = 10002");
+  swept["tuning"]["seeds"] = {7};
+  BOOST_TEST(refusal(swept, {}) == "");
+  // --check refuses it, before anything runs.
+  const auto dir = scratch("runs");
+  const auto cfg = write(dir, raw);
+  const auto r = run(q(cfg) + " --check --seeds " + text, dir / "log");
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.out.find("config error at '--seeds': " + rule + "1 method(s) x 10001") != std::string::npos, r.out);
   fs::remove_all(dir);
 }
 

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "files.hpp"
+#include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
@@ -46,7 +47,7 @@ std::string range_text(const spec& s) {
   const bool has_lo = std::isfinite(s.lo), has_hi = std::isfinite(s.hi);
   // The default upper bound of integers keeps counts exact in a double; say it, since values
   // above it are refused.
-  if (has_lo && has_hi && s.k == kind::integer && s.hi >= 1e15) return " in [" + fmt(s.lo) + ", 1e15]";
+  if (has_lo && has_hi && s.k == kind::integer && s.hi >= max_config_integer) return " in [" + fmt(s.lo) + ", 1e15]";
   if (has_lo && has_hi)
     return std::string(" in ") + (s.lo_open ? "(" : "[") + fmt(s.lo) + ", " + fmt(s.hi) +
            (s.hi_open ? ")" : "]");
@@ -76,7 +77,7 @@ std::string expected(const spec& s) {
     }
     case kind::array:
       return "an array" + (s.min_items ? " of at least " + std::to_string(s.min_items) : std::string()) +
-             " of " + expected(*s.item);
+             (s.unique_items ? " of distinct items" : "") + " of " + expected(*s.item);
   }
   return "?";
 }
@@ -200,12 +201,71 @@ json check(const spec& s, const json& v, const std::string& path) {
     case kind::array: {
       if (!v.is_array() || v.size() < s.min_items) fail(path, s, v);
       json out = json::array();
-      for (std::size_t i = 0; i < v.size(); ++i)
-        out.push_back(check(*s.item, v[i], path + "[" + std::to_string(i) + "]"));
+      std::map<json, std::size_t> first;  // an item's value -> its first index (unique_items)
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string p = path + "[" + std::to_string(i) + "]";
+        out.push_back(check(*s.item, v[i], p));
+        if (!s.unique_items) continue;
+        if (const auto [it, fresh] = first.emplace(out.back(), i); !fresh)
+          throw config_error(p, "expected distinct items (each value once), got " + shown(v[i]) + " again (as " +
+                                    path + "[" + std::to_string(it->second) + "])");
+      }
       return out;
     }
   }
   return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys that apply (spec::applies): a key the document gives is refused where its conditions, or
+// those of an object it is in, do not hold in the resolved document (a Fashion-MNIST run does
+// not read data.noise_model); a key left out keeps its default, unread.
+
+// The value at a dotted path from the root of `doc` (null when there is none).
+const json& value_at(const json& doc, const std::string& key) {
+  static const json none;
+  const json* cur = &doc;
+  for (std::size_t begin = 0; begin <= key.size();) {
+    const auto end = std::min(key.find('.', begin), key.size());
+    const std::string k = key.substr(begin, end - begin);
+    if (!cur->is_object() || !cur->contains(k)) return none;
+    cur = &(*cur)[k];
+    begin = end + 1;
+  }
+  return *cur;
+}
+
+// "data.dataset is \"text\" and model.kind is one of \"mlp\", \"softmax\"".
+std::string applies_text(const std::vector<condition>& all) {
+  std::string t;
+  for (const auto& c : all) {
+    t += (t.empty() ? "" : " and ") + c.key + (c.values.size() == 1 ? " is " : " is one of ");
+    for (std::size_t i = 0; i < c.values.size(); ++i) t += (i ? ", " : "") + c.values[i].dump();
+  }
+  return t;
+}
+
+// Checks the keys `given` holds (the document as written, below `path`) against `resolved`;
+// `inherited`: the conditions of the objects above.
+void check_applies(const spec& s, const json& given, const json& resolved, const std::string& path,
+                   const std::vector<condition>& inherited) {
+  if (s.k != kind::object || s.free_form || !given.is_object()) return;
+  for (const auto& [k, f] : s.fields) {
+    if (!given.contains(k)) continue;
+    const std::string p = path.empty() ? k : path + "." + k;
+    std::vector<condition> all = inherited;
+    all.insert(all.end(), f.applies.begin(), f.applies.end());
+    if (f.k == kind::object && !f.free_form) {
+      check_applies(f, given[k], resolved, p, all);
+      continue;
+    }
+    for (const auto& c : all) {
+      const json& v = value_at(resolved, c.key);
+      if (std::find(c.values.begin(), c.values.end(), v) == c.values.end())
+        throw config_error(p, "not used with " + c.key + " " + shown(v) + ": the key applies when " +
+                                  applies_text(all) + "; got " + shown(given[k]) + " (remove it)");
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,7 +552,24 @@ spec run_key(const std::string& name) {
   throw std::logic_error("run_key: run_settings describes no field '" + name + "'");
 }
 
+// The model's keys (model_settings' description), each applying to the kinds and presets
+// that read it.
+std::vector<std::pair<std::string, spec>> model_fields() {
+  auto f = described_fields(model_settings{});
+  const condition torch{"model.kind", {"torch"}};
+  set_applies(f, "hidden", {{"model.kind", {"mlp"}}});
+  set_applies(f, "label_smoothing", {{"data.dataset", {"fashion_mnist"}}});  // (the classifiers' loss)
+  set_applies(f, "preset", {torch});
+  set_applies(f, "input", {torch, {"model.preset", {"lenet5", "resnet8"}}});
+  set_applies(f, "threads", {torch});
+  for (const char* k : {"context", "layers", "width", "heads"})
+    set_applies(f, k, {torch, {"model.preset", {"transformer"}}});
+  return f;
+}
+
 spec root_spec() {
+  const condition real_data{"data.dataset", {"fashion_mnist", "text"}};
+  const condition worst_case{"data.dataset", {"worst_case_quadratic"}};
   return object(
       "an experiment",
       {{"name", required(string("experiment name", nullptr))},
@@ -516,35 +593,49 @@ spec root_spec() {
                {{"dataset", required(choice("dataset", nullptr,
                                             {"fashion_mnist", "text", "scalar_quadratics",
                                              "worst_case_quadratic"}))},
-                {"path", string("fashion_mnist: directory of the IDX files (default: Debian's); text: directory "
+                {"path", applies_when(string("fashion_mnist: directory of the IDX files (default: Debian's); text: directory "
                                 "whose .py files are the corpus (default: the Python standard library of "
                                 "/usr/lib/python3.N, the newest N)",
-                                "")},
-                {"train_samples", integer("training samples used (0: all; text: sequences of model.context bytes)", 0, 0)},
-                {"test_samples", integer("test samples used (0: all; text: validation sequences)", 0, 0)},
-                {"partition", choice("how training samples are split over workers", "iid",
-                                     {"iid", "dirichlet", "labels"})},
-                {"alpha", positive("Dirichlet concentration", 0.1)},
-                {"labels_per_worker", integer("labels partition: classes per worker", 2, 1)},
+                                ""), {real_data})},
+                {"train_samples",
+                 applies_when(integer("training samples used (0: all; fashion_mnist: at most its 60000; text: "
+                                      "sequences of model.context bytes)",
+                                      0, 0),
+                              {real_data})},
+                {"test_samples", applies_when(integer("test samples used (0: all; fashion_mnist: at most its 10000; "
+                                                      "text: validation sequences)",
+                                                      0, 0),
+                                              {real_data})},
+                {"partition", applies_when(choice("how training samples are split over workers", "iid",
+                                                  {"iid", "dirichlet", "labels"}),
+                                           {real_data})},
+                {"alpha", applies_when(positive("Dirichlet concentration", 0.1),
+                                       {real_data, {"data.partition", {"dirichlet"}}})},
+                {"labels_per_worker", applies_when(integer("labels partition: classes per worker", 2, 1),
+                                                   {real_data, {"data.partition", {"labels"}}})},
                 {"batch", integer("per-worker mini-batch", 32, 1)},
                 {"precision", choice("the model's and gradients' floating point: float32, or float64 (the "
                                      "synthetic problems under the asynchronous server methods on runtime sim)",
                                      "float32", {"float32", "float64"})},
-                {"centers", array("scalar_quadratics: c_i of f_i = (x - c_i)^2 / 2, one per worker",
-                                  number("c_i", nullptr), json::array())},
-                {"dim", integer("worst_case_quadratic: dimension", 200, 1)},
-                {"smoothness", positive("worst_case_quadratic: L", 1.0)},
-                {"noise", number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0)},
+                {"centers", applies_when(array("scalar_quadratics: c_i of f_i = (x - c_i)^2 / 2, one per worker",
+                                               number("c_i", nullptr), json::array()),
+                                         {{"data.dataset", {"scalar_quadratics"}}})},
+                {"dim", applies_when(integer("worst_case_quadratic: dimension", 200, 1), {worst_case})},
+                {"smoothness", applies_when(positive("worst_case_quadratic: L", 1.0), {worst_case})},
+                {"noise", applies_when(number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0),
+                                       {{"data.dataset", {"scalar_quadratics", "worst_case_quadratic"}}})},
                 {"noise_model",
-                 choice("worst_case_quadratic: how the noise enters a gradient: per_coordinate (an "
+                 applies_when(choice("worst_case_quadratic: how the noise enters a gradient: per_coordinate (an "
                         "independent N(0, sigma^2) per coordinate), shared (one N(0, sigma^2) scalar "
                         "added to every coordinate, as the authors' simulator does), multiplicative (the "
                         "gradient times 1 + sigma xi, one xi ~ N(0, 1) a gradient)",
-                        "per_coordinate", {"per_coordinate", "shared", "multiplicative"})},
-                {"start", choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as the "
-                                 "papers start)",
-                                 "zero", {"zero", "sqrt_d_e1"})}})},
-       {"model", object("model (fashion_mnist, text)", described_fields(model_settings{}))},
+                        "per_coordinate", {"per_coordinate", "shared", "multiplicative"}),
+                              {worst_case})},
+                {"start", applies_when(choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as "
+                                              "the papers start)",
+                                              "zero", {"zero", "sqrt_d_e1"}),
+                                       {worst_case})}})},
+       {"model", applies_when(object("model (fashion_mnist, text)", model_fields()), {real_data})},
        {"optimizer", optimizer_spec()},
        {"workers",
         object("the cluster", {{"count", required(integer("number of workers", nullptr, 1, 1 << 22))},
@@ -569,9 +660,9 @@ spec root_spec() {
                            "method, else the first)",
                            "")},
        {"checkpoint_every", run_key("checkpoint_every")},
-       {"seeds", array("evaluation seeds: every method runs once with each, and the table gives their mean, "
+       {"seeds", distinct(array("evaluation seeds: every method runs once with each, and the table gives their mean, "
                        "standard deviation and 95% interval (empty: seed; --seeds overrides)",
-                       integer("a seed", nullptr), json::array())},
+                       integer("a seed", nullptr), json::array()))},
        {"sweep", free_object("a grid over method keys, tried for every method: {\"optimizer.lr\": [0.1, 0.01], "
                              "\"batch\": {\"from\": 8, \"to\": 64, \"points\": 4, \"scale\": \"log\"}}; a "
                              "method's own sweep adds or replaces keys. Each method's best setting (tuning) "
@@ -582,9 +673,9 @@ spec root_spec() {
                                      "mean time to it (no setting reaching it: the best final metric); final: "
                                      "the best mean final target metric",
                                      "time_to_target", {"time_to_target", "final"})},
-                {"seeds", array("tuning seeds, disjoint from the evaluation seeds (empty: the largest "
-                                "evaluation seed + 1)",
-                                integer("a seed", nullptr), json::array())}})},
+                {"seeds", distinct(array("tuning seeds, disjoint from the evaluation seeds (empty: the largest "
+                                         "evaluation seed + 1)",
+                                         integer("a seed", nullptr), json::array()))}})},
        {"tiny", free_object("overrides for --tiny (a merge patch, checked after merging)")},
        {"methods", array("the methods compared", method_common(), nullptr, 1)}});
 }
@@ -659,6 +750,41 @@ void check_model(const json& c) {
   if (d == "fashion_mnist" && features != 784)
     throw config_error("model.input", "expected channels x height x width = 784 (Fashion-MNIST's 28 x 28 pixels), got " +
                                           c["model"]["input"].dump() + " = " + std::to_string(features));
+}
+
+// Fashion-MNIST's training and test sets (Xiao et al. 2017): data.train_samples and
+// test_samples count up to them (0: all), so a larger count is refused rather than taken as all.
+constexpr std::size_t fashion_mnist_train = 60000, fashion_mnist_test = 10000;
+
+void check_samples(const json& d) {
+  if (d["dataset"] != "fashion_mnist") return;
+  const std::pair<const char*, std::size_t> sets[] = {{"train_samples", fashion_mnist_train},
+                                                      {"test_samples", fashion_mnist_test}};
+  for (const auto& [key, size] : sets)
+    if (d[key].get<double>() > static_cast<double>(size))
+      throw config_error(std::string("data.") + key,
+                         "expected at most " + std::to_string(size) + " (Fashion-MNIST's " +
+                             (size == fashion_mnist_train ? "training" : "test") + " set; 0: all of it), got " +
+                             d[key].dump());
+}
+
+// Outages on clock "real" with real_scale: a job an outage stops waits for its end, so the
+// outage's length x real_scale is a paced job's wall time; past the pacer's bound
+// (runtime/pacing.hpp) the run would fail in the middle, naming the pacer.
+void check_paced_outages(const json& c) {
+  if (c["clock"] != "real" || !c.contains("real_scale")) return;
+  const double scale = c["real_scale"].get<double>();
+  const double most = heterograd::runtime::job_pacer::max_job_seconds;
+  const json& ws = c["workers"]["time"]["outages"];
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    const double begin = ws[i]["begin"].get<double>(), end = ws[i]["end"].get<double>();
+    if (!((end - begin) * scale <= most))
+      throw config_error("workers.time.outages[" + std::to_string(i) + "].end",
+                         "expected (end - begin) x real_scale of at most " + fmt(most) +
+                             " wall seconds with clock \"real\" (a job the outage stops is paced until its end, and "
+                             "a paced job lasts at most that), got (" + fmt(end) + " - " + fmt(begin) + ") x " +
+                             fmt(scale) + " = " + fmt((end - begin) * scale) + "; lower the end or real_scale");
+  }
 }
 
 // clock and workers.placement: real time needs real workers; a placement lists one set of
@@ -754,6 +880,7 @@ void check_cross(json& c) {
     throw config_error("horizon", "expected exactly one of time, epochs, updates; got " + std::to_string(set));
   const json& d = c["data"];
   check_model(c);
+  check_samples(d);
   if (d["dataset"] == "scalar_quadratics" && d["centers"].size() != n)
     throw config_error("data.centers", "expected " + std::to_string(n) + " centers (one per worker), got " +
                                            std::to_string(d["centers"].size()));
@@ -855,6 +982,7 @@ void check_cross(json& c) {
   }
   check_precision(c);
   check_real_clock(c, n);
+  check_paced_outages(c);
   if (c["runtime"] != "sim" && c["clock"] != "real" && c["checkpoint_every"].get<std::uint64_t>() > 0)
     throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() + " and clock " +
                                                c["clock"].dump() +
@@ -1062,7 +1190,7 @@ void check_bounds(const json& c) {
       // Each redraw hands every worker shuffle_rounds x H_i x batch samples, the slow workers
       // disjoint ones: both must fit the training set (biased_config::validate, checked here
       // with the keys). speed_proportional H_i are at most the largest configured one.
-      const double samples = train > 0 ? train : 60000.0;  // Fashion-MNIST's training set
+      const double samples = train > 0 ? train : static_cast<double>(fashion_mnist_train);
       const double per_step = m["shuffle_rounds"].get<double>() * m["batch"].get<double>();
       double slow = 0, most = 0;
       const auto& h = m["local_steps"];
@@ -1118,17 +1246,22 @@ void check_bounds(const json& c) {
   }
 }
 
+// " (applies when ...)": the rule check_applies() holds a given key to, for the docs.
+std::string applies_note(const spec& s) {
+  return s.applies.empty() ? "" : " (applies when " + applies_text(s.applies) + ")";
+}
+
 void doc_rows(const spec& s, const std::string& path, std::string& out) {
   for (const auto& [k, f] : s.fields) {
     const std::string p = path.empty() ? k : path + "." + k;
     if (f.k == kind::object && !f.fields.empty()) {
-      out += "| `" + p + "` | object | | " + f.doc + " |\n";
+      out += "| `" + p + "` | object | | " + f.doc + applies_note(f) + " |\n";
       doc_rows(f, p, out);
       continue;
     }
     std::string d = f.required ? "required" : (f.def.is_null() ? "" : f.def.dump());
     if (d.size() > 40) d = d.substr(0, 37) + "...";
-    out += "| `" + p + "` | " + expected(f) + " | " + d + " | " + f.doc + " |\n";
+    out += "| `" + p + "` | " + expected(f) + " | " + d + " | " + f.doc + applies_note(f) + " |\n";
   }
 }
 
@@ -1298,23 +1431,29 @@ json resolve(const json& raw) {
                                        "methods[" + std::to_string(i) + "].optimizer");
   }
   check_cross(out);
+  check_applies(root, in, out, "", {});
   check_bounds(out);
   return out;
 }
 
 namespace {
-// Splits "a.b[2].c" into {"a", "b", 2, "c"}.
+// Splits "a.b[2].c" into {"a", "b", 2, "c"}: keys joined by '.', each followed by any [N]
+// indices. Whatever else would name another key than the text says is refused: an empty key
+// ("optimizer..lr" is not optimizer.lr; ".a", "a.", "a.[0]"), an index with no key before it
+// ("[0].a"), text right after an index ("a[0]b").
 std::vector<json> split_path(const std::string& p) {
+  const std::string shown_path = p.size() > 60 ? p.substr(0, 57) + "..." : p;
+  auto malformed = [&](const std::string& why) {
+    return config_error(shown_path, "expected a key path of non-empty keys joined by '.', each followed by any [N] "
+                                    "(workers.count, methods[1].threshold), got " + why);
+  };
   std::vector<json> parts;
-  std::string cur;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    const char ch = p[i];
-    if (ch == '.') {
-      if (!cur.empty()) parts.emplace_back(cur);
-      cur.clear();
-    } else if (ch == '[') {
-      if (!cur.empty()) parts.emplace_back(cur);
-      cur.clear();
+  std::size_t i = 0;
+  while (true) {
+    const auto end = std::min(p.find_first_of(".[", i), p.size());
+    if (end == i) throw malformed("an empty key at offset " + std::to_string(i));
+    parts.emplace_back(p.substr(i, end - i));
+    for (i = end; i < p.size() && p[i] == '[';) {
       const auto close = p.find(']', i);
       if (close == std::string::npos) throw config_error(p, "expected a closing ']' in the key path");
       const std::string idx = p.substr(i + 1, close - i - 1);
@@ -1325,17 +1464,15 @@ std::vector<json> split_path(const std::string& p) {
       if (r.ec != std::errc() || r.ptr != idx.data() + idx.size())
         throw config_error(p, "expected an array index [N] below 2^64, got [" + idx + "]");
       parts.emplace_back(n);
-      i = close;
-    } else {
-      cur += ch;
+      i = close + 1;
     }
+    if (parts.size() > max_config_depth)
+      throw config_error(p.substr(0, 60) + "...", "expected a key path of at most " + std::to_string(max_config_depth) +
+                                                 " keys, got more");
+    if (i == p.size()) return parts;
+    if (p[i] != '.') throw malformed("'" + p.substr(i, 1) + "' after an index at offset " + std::to_string(i));
+    ++i;
   }
-  if (!cur.empty()) parts.emplace_back(cur);
-  if (parts.empty()) throw config_error(p, "expected a key path such as workers.count");
-  if (parts.size() > max_config_depth)
-    throw config_error(p.substr(0, 60) + "...", "expected a key path of at most " + std::to_string(max_config_depth) +
-                                               " keys, got " + std::to_string(parts.size()));
-  return parts;
 }
 
 // Nesting depth of v (bounded: v came from parse_limited).
@@ -1400,6 +1537,41 @@ void apply_override(json& doc, const std::string& assignment) {
   std::string why;
   auto parsed = parse_limited(text, path, why);
   set_key(doc, path, parsed ? std::move(*parsed) : json(text), "");
+}
+
+void select_methods(json& raw, const std::string& names) {
+  std::vector<std::string> wanted;
+  for (std::size_t begin = 0;;) {
+    const auto end = std::min(names.find(',', begin), names.size());
+    wanted.push_back(names.substr(begin, end - begin));
+    if (end == names.size()) break;
+    begin = end + 1;
+  }
+  if (!raw.is_object() || !raw.contains("methods") || !raw["methods"].is_array()) return;  // resolve() says why
+  auto label_of = [](const json& m) {
+    return m.is_object() && m.contains("label") && m["label"].is_string() ? m["label"].get<std::string>() : std::string();
+  };
+  auto picked = [&](const std::string& name, const json& m) {
+    const std::string l = label_of(m);
+    return !l.empty() && (name == l || name == slug(l));
+  };
+  for (const auto& name : wanted)
+    if (std::none_of(raw["methods"].begin(), raw["methods"].end(), [&](const json& m) { return picked(name, m); })) {
+      std::string labels;
+      for (const auto& m : raw["methods"])
+        if (!label_of(m).empty()) labels += (labels.empty() ? "" : ", ") + shown(m["label"]);
+      throw config_error("--methods", "expected comma-separated labels of the experiment's methods (or their folder "
+                                      "names), got " + shown(json(name)) + ", which is none of " + labels);
+    }
+  json kept = json::array();
+  for (const auto& m : raw["methods"])
+    if (std::any_of(wanted.begin(), wanted.end(), [&](const std::string& name) { return picked(name, m); }))
+      kept.push_back(m);
+  raw["methods"] = std::move(kept);
+  if (raw.contains("baseline") && raw["baseline"].is_string() &&
+      std::none_of(raw["methods"].begin(), raw["methods"].end(),
+                   [&](const json& m) { return m["label"] == raw["baseline"]; }))
+    raw.erase("baseline");
 }
 
 std::filesystem::path experiments_dir() {
@@ -1485,7 +1657,7 @@ namespace {
 // meanings the checker uses, so an editor or a validator sees what resolve() accepts.
 json json_schema_of(const spec& s) {
   json j = json::object();
-  if (!s.doc.empty()) j["description"] = s.doc;
+  if (!s.doc.empty()) j["description"] = s.doc + applies_note(s);
   auto bounds = [&](json& n) {
     if (std::isfinite(s.lo)) n[s.lo_open ? "exclusiveMinimum" : "minimum"] = s.lo;
     if (std::isfinite(s.hi)) n[s.hi_open ? "exclusiveMaximum" : "maximum"] = s.hi;
@@ -1522,6 +1694,7 @@ json json_schema_of(const spec& s) {
       j["type"] = "array";
       j["items"] = json_schema_of(*s.item);
       if (s.min_items) j["minItems"] = s.min_items;
+      if (s.unique_items) j["uniqueItems"] = true;
       break;
   }
   if (!s.def.is_null() && s.k != kind::object) j["default"] = s.def;

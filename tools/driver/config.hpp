@@ -4,6 +4,8 @@
 // every default filled in. Errors name the key path (`methods[2].threshold`) and the
 // expected form, and are raised before anything runs.
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -37,6 +39,11 @@ inline constexpr double max_evaluations = 1e6;                 ///< evaluations 
 inline constexpr double max_gradients = 1e9;                   ///< gradient computations of one run
 inline constexpr std::size_t max_slug_bytes = 96;              ///< a method's folder name
 inline constexpr std::size_t max_thread_workers = 1024;        ///< workers.count with runtime "threads"
+/// An integer key's largest value unless its rule says less (counts stay exact in a double).
+inline constexpr double max_config_integer = 1e15;
+/// A seed's largest value, wherever it enters (seed, seeds, tuning.seeds, --seed, --seeds) or
+/// is derived (the default tuning seed): max_config_integer, so that no seed wraps.
+inline constexpr std::uint64_t max_seed = static_cast<std::uint64_t>(max_config_integer);
 
 /// Parses configuration text (comments allowed): nesting deeper than max_config_depth and an
 /// object with two equal keys are config_errors naming the key path, as is text that is not
@@ -70,6 +77,12 @@ void apply_override(json& doc, const std::string& assignment);
 /// missing objects on the way; an array element must exist. Errors name `error_key` when it is
 /// given, else the path.
 void set_key(json& doc, const std::string& path, json value, const std::string& error_key);
+
+/// --methods: keeps the methods of `raw` whose label, or its folder name (slug()), is one of the
+/// comma-separated `names`, in the experiment's order, and drops a baseline left out (resolve()
+/// then picks one). A name that matches no method is a config_error naming "--methods", the
+/// name and the methods' labels.
+void select_methods(json& raw, const std::string& names);
 
 /// A JSON file by path, or a named experiment from the experiments directory (HG_EXPERIMENTS_DIR,
 /// else the source tree's examples/experiments).

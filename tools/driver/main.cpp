@@ -775,69 +775,22 @@ int main(int argc, char** argv) {
     if (checkpoint_every) raw["checkpoint_every"] = checkpoint_every;
     if (seed) raw["seed"] = seed;
     if (!out.empty()) raw["output"] = out;
-    std::vector<std::string> keep;
-    {
-      std::stringstream ss(methods);
-      for (std::string t; std::getline(ss, t, ',');) keep.push_back(t);
-    }
-    auto kept_label = [&](const std::string& l) {
-      return std::find(keep.begin(), keep.end(), l) != keep.end() ||
-             std::find(keep.begin(), keep.end(), slug(l)) != keep.end();
-    };
     // --methods selects before the checks, so that the methods left out do not have to pass
     // the checks that depend on the others (e.g. runtime "threads" for a sim-only method).
-    if (!methods.empty() && raw.contains("methods") && raw["methods"].is_array()) {
-      json kept = json::array();
-      for (const auto& m : raw["methods"])
-        if (m.is_object() && m.contains("label") && m["label"].is_string() && kept_label(m["label"])) kept.push_back(m);
-      if (!kept.empty()) {
-        raw["methods"] = kept;
-        if (raw.contains("baseline") && raw["baseline"].is_string()) {
-          bool base_kept = false;
-          for (const auto& m : kept) base_kept = base_kept || m["label"] == raw["baseline"];
-          if (!base_kept) raw.erase("baseline");
-        }
-      }
-    }
+    if (!methods.empty()) select_methods(raw, methods);
     json cfg = resolve(raw);
     seen = cfg;
-    if (!methods.empty()) {
-      json kept = json::array();
-      for (const auto& m : cfg["methods"]) {
-        if (kept_label(m["label"].get<std::string>())) kept.push_back(m);
-      }
-      if (kept.empty()) throw config_error("--methods", "expected labels of the experiment's methods, got \"" + methods + "\"");
-      cfg["methods"] = kept;
-      bool base_kept = false;
-      for (const auto& m : kept) base_kept = base_kept || m["label"] == cfg["baseline"];
-      if (!base_kept) cfg["baseline"] = kept[0]["label"];
-    }
     const hgrun::experiment settings = experiment_of(cfg);
-    // Evaluation seeds: --seeds, else the configuration's seeds, else its seed.
-    std::vector<std::uint64_t> seeds{settings.run.seed};
-    if (!cfg["seeds"].empty()) seeds = cfg["seeds"].get<std::vector<std::uint64_t>>();
-    if (!seeds_text.empty()) {
-      seeds.clear();
-      std::stringstream ss(seeds_text);
-      for (std::string t; std::getline(ss, t, ',');) {
-        std::uint64_t v = 0;
-        const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-        if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
-          throw config_error("--seeds", "expected comma-separated integers in [0, 2^64), got \"" + t + "\"");
-        seeds.push_back(v);
-      }
-    }
-    for (std::size_t i = 0; i < seeds.size(); ++i)
-      for (std::size_t j = 0; j < i; ++j)
-        if (seeds[i] == seeds[j])
-          throw config_error(seeds_text.empty() ? "seeds" : "--seeds",
-                             "expected distinct seeds, got " + std::to_string(seeds[i]) + " twice");
     // A sweep: each method's grid. With more than one setting somewhere, tuning runs first.
     const std::vector<sweep_grid> grids = sweep_grids(raw);
     const bool sweeping = std::any_of(grids.begin(), grids.end(), [](const sweep_grid& g) { return g.size() > 1; });
+    // Evaluation seeds: --seeds, else the configuration's seeds, else its seed; tuning seeds.
+    const run_seeds all_seeds =
+        seeds_of(cfg, grids, seeds_text.empty() ? std::vector<std::uint64_t>{} : parse_seeds(seeds_text));
+    const std::vector<std::uint64_t>& seeds = all_seeds.evaluation;
     json tuning_cfg;
     std::vector<expanded_method> expanded;
-    std::vector<std::uint64_t> tuning_seeds;
+    const std::vector<std::uint64_t>& tuning_seeds = all_seeds.tuning;
     if (sweeping) {
       if (settings.runtime == "mpi")
         throw config_error("sweep", "not available with runtime \"mpi\" (every rank would have to agree on the "
@@ -848,13 +801,6 @@ int main(int argc, char** argv) {
           throw config_error("methods[" + std::to_string(m) + "].label",
                              "expected a label whose folder name is not \"tuning\" (a sweep's tuning runs are in "
                              "the tuning folder beside the methods' folders)");
-      tuning_seeds = cfg["tuning"]["seeds"].get<std::vector<std::uint64_t>>();
-      if (tuning_seeds.empty()) tuning_seeds = {*std::max_element(seeds.begin(), seeds.end()) + 1};
-      for (auto t : tuning_seeds)
-        if (std::find(seeds.begin(), seeds.end(), t) != seeds.end())
-          throw config_error("tuning.seeds", "expected seeds disjoint from the evaluation seeds (a setting chosen on "
-                                             "a seed must be evaluated on fresh ones), got " +
-                                                 std::to_string(t) + " in both");
       tuning_cfg = resolve_expanded(expand_methods(raw, grids, expanded), raw, grids, expanded);
       preflight(tuning_cfg);
     } else if (std::any_of(grids.begin(), grids.end(), [](const sweep_grid& g) { return !g.keys.empty(); })) {

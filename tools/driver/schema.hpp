@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -25,6 +26,13 @@ namespace hgrun::schema {
 
 enum class kind { integer, number, boolean, string, choice, object, array, count_or_inf };
 
+/// A condition on the resolved document: the key at `key` (a dotted path from the root,
+/// "model.kind") holds one of `values`.
+struct condition {
+  std::string key;
+  std::vector<json> values;
+};
+
 struct spec {
   kind k = kind::number;
   std::string doc;
@@ -39,6 +47,10 @@ struct spec {
   std::size_t min_items = 0;
   std::size_t max_items = std::numeric_limits<std::size_t>::max();
   bool free_form = false;  // object: any keys (checked elsewhere)
+  bool unique_items = false;  // array: no item twice
+  // The key applies to a document when all of these hold (and its object's conditions do): a
+  // document that gives it otherwise is refused, naming the key (config.cpp's check_applies).
+  std::vector<condition> applies;
   // Out of line: `fields` holds specs, a complete type only after this brace (clang with
   // libstdc++ refuses vector<pair<string, spec>> members generated inside the class).
   spec();
@@ -55,7 +67,7 @@ inline spec& spec::operator=(const spec&) = default;
 inline spec& spec::operator=(spec&&) noexcept = default;
 inline spec::~spec() = default;
 
-inline spec integer(std::string doc, json def, double lo = 0, double hi = 1e15) {
+inline spec integer(std::string doc, json def, double lo = 0, double hi = max_config_integer) {
   spec s;
   s.k = kind::integer;
   s.doc = std::move(doc);
@@ -141,15 +153,35 @@ inline spec optional(spec s) {  // absent means "not set" (no default written)
   s.def = nullptr;
   return s;
 }
+inline spec distinct(spec s) {  // an array whose items differ
+  s.unique_items = true;
+  return s;
+}
+/// `s`, applying only where every condition holds.
+inline spec applies_when(spec s, std::vector<condition> c) {
+  s.applies = std::move(c);
+  return s;
+}
+/// The field `key` of `fields` applying only where every condition holds (a field made from
+/// a description, whose spec is not written out here).
+inline void set_applies(std::vector<std::pair<std::string, spec>>& fields, const std::string& key,
+                        std::vector<condition> c) {
+  for (auto& [k, s] : fields)
+    if (k == key) {
+      s.applies = std::move(c);
+      return;
+    }
+  throw std::logic_error("schema: no field '" + key + "' to set a condition on");
+}
 
 // A member struct whose fields are keys of their own (`<member>_<field>`).
 template <class M>
 concept nested_fields = heterograd::described<M> && !heterograd::self_validating<M>;
 
-// An integer field's bounds as the schema's closed ones (an unbounded end: [0, 1e15]).
+// An integer field's bounds as the schema's closed ones (an unbounded end: [0, max_config_integer]).
 inline std::pair<double, double> integer_bounds(const heterograd::bounds& r) {
   const double lo = !r.has_lo() ? 0 : r.lo_open ? std::floor(r.lo) + 1 : std::ceil(r.lo);
-  const double hi = !r.has_hi() ? 1e15 : r.hi_open ? std::ceil(r.hi) - 1 : std::floor(r.hi);
+  const double hi = !r.has_hi() ? max_config_integer : r.hi_open ? std::ceil(r.hi) - 1 : std::floor(r.hi);
   return {lo, hi};
 }
 

@@ -1,6 +1,7 @@
 #include "sweep.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -208,6 +209,91 @@ json resolve_expanded(const json& expanded, const json& raw, const std::vector<s
     if (colon != std::string::npos) what = what.substr(colon + 3);
     throw config_error(where, "method " + label + " with setting " + setting_text(g, s) + ": " + what);
   }
+}
+
+std::vector<std::uint64_t> parse_seeds(const std::string& text) {
+  std::vector<std::uint64_t> seeds;
+  std::set<std::uint64_t> seen;
+  for (std::size_t begin = 0;;) {
+    const auto end = std::min(text.find(',', begin), text.size());
+    const std::string t = text.substr(begin, end - begin);
+    std::uint64_t v = 0;
+    const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size() || v > max_seed)
+      throw config_error("--seeds", "expected comma-separated integers in [0, " + std::to_string(max_seed) +
+                                        "] (a seed's bound, as the configuration's), got " + shown(json(t)));
+    if (!seen.insert(v).second)
+      throw config_error("--seeds", "expected distinct seeds, got " + std::to_string(v) + " twice");
+    seeds.push_back(v);
+    if (end == text.size()) return seeds;
+    begin = end + 1;
+  }
+}
+
+namespace {
+
+// tuning.seeds, else the largest evaluation seed + 1 (refused past max_seed: no seed wraps),
+// disjoint from the evaluation seeds.
+std::vector<std::uint64_t> tuning_seeds_of(const json& c, const std::vector<std::uint64_t>& evaluation) {
+  std::vector<std::uint64_t> t = c["tuning"]["seeds"].get<std::vector<std::uint64_t>>();
+  if (t.empty()) {
+    const std::uint64_t top = *std::max_element(evaluation.begin(), evaluation.end());
+    if (top >= max_seed)
+      throw config_error("tuning.seeds", "expected tuning seeds with a sweep whose largest evaluation seed is " +
+                                             std::to_string(top) + ": the default, that seed + 1, passes a seed's bound " +
+                                             std::to_string(max_seed) + "; list tuning.seeds");
+    t = {top + 1};
+  }
+  const std::set<std::uint64_t> eval(evaluation.begin(), evaluation.end());
+  for (const auto x : t)
+    if (eval.count(x))
+      throw config_error("tuning.seeds", "expected seeds disjoint from the evaluation seeds (a setting chosen on "
+                                         "a seed must be evaluated on fresh ones), got " +
+                                             std::to_string(x) + " in both");
+  return t;
+}
+
+// At most max_runs runs: `methods` x `seeds` evaluation runs, `settings` x `tuning` tuning runs.
+// The key named is the one with the larger count in the larger part.
+void check_runs(std::size_t methods, std::size_t seeds, const std::string& seeds_key, std::size_t settings,
+                std::size_t tuning) {
+  const double eval = static_cast<double>(methods) * static_cast<double>(seeds);
+  const double tune = static_cast<double>(settings) * static_cast<double>(tuning);
+  if (eval + tune <= static_cast<double>(max_runs)) return;
+  const std::string key = eval >= tune ? (seeds >= methods ? seeds_key : "methods")
+                                       : (tuning > settings ? "tuning.seeds" : "sweep");
+  std::string what = std::to_string(methods) + " method(s) x " + std::to_string(seeds) + " evaluation seed(s) (" +
+                     seeds_key + ")";
+  if (tuning > 0)
+    what += " + " + std::to_string(settings) + " setting(s) of the methods' grids (sweep) x " +
+            std::to_string(tuning) + " tuning seed(s) (tuning.seeds)";
+  char total[32];
+  std::snprintf(total, sizeof total, "%.0f", eval + tune);
+  throw config_error(key, "expected at most " + std::to_string(max_runs) +
+                              " runs in all (each run's work is bounded, and so is an invocation's), got " + what +
+                              " = " + total);
+}
+
+}  // namespace
+
+run_seeds seeds_of(const json& c, const std::vector<sweep_grid>& grids, const std::vector<std::uint64_t>& cli) {
+  // (resolve() held seed, seeds and tuning.seeds to max_seed and each list to distinct seeds;
+  // parse_seeds() held --seeds to the same.)
+  run_seeds s;
+  const bool listed = !c["seeds"].empty();
+  const std::string key = !cli.empty() ? "--seeds" : listed ? "seeds" : "seed";
+  s.evaluation = !cli.empty() ? cli
+                 : listed     ? c["seeds"].get<std::vector<std::uint64_t>>()
+                              : std::vector<std::uint64_t>{c["seed"].get<std::uint64_t>()};
+  std::size_t settings = 0;
+  bool sweeping = false;
+  for (const auto& g : grids) {
+    settings += g.size();
+    sweeping = sweeping || g.size() > 1;
+  }
+  if (sweeping) s.tuning = tuning_seeds_of(c, s.evaluation);
+  check_runs(c["methods"].size(), s.evaluation.size(), key, settings, s.tuning.size());
+  return s;
 }
 
 double t975(std::size_t df) {

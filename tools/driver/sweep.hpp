@@ -18,6 +18,11 @@ namespace hgrun {
 inline constexpr std::size_t max_sweep_settings = 10000;
 /// Most values one key of a sweep may list.
 inline constexpr std::size_t max_sweep_values = 1000;
+/// Most runs one invocation may start: the methods x the evaluation seeds, and with a sweep
+/// every setting of every method's grid x the tuning seeds. Each run's work is bounded
+/// (max_gradients, max_evaluations: config.hpp); this bounds the invocation's, over all its
+/// seeds and sweep points.
+inline constexpr std::size_t max_runs = 10000;
 
 /// One method's grid: the swept keys (paths inside a method object, "optimizer.lr") and
 /// every setting of the cartesian product, values in the keys' order (alphabetical: a JSON
@@ -58,6 +63,24 @@ json apply_settings(const json& raw, const std::vector<sweep_grid>& grids, const
 /// sweep (method, setting and key) that made method k.
 json resolve_expanded(const json& expanded, const json& raw, const std::vector<sweep_grid>& grids,
                       const std::vector<expanded_method>& which);
+
+/// --seeds: comma-separated integers in [0, max_seed] (config.hpp), each once. Throws
+/// config_error naming "--seeds", the value and the rule.
+std::vector<std::uint64_t> parse_seeds(const std::string& text);
+
+/// The seeds of an invocation's runs.
+struct run_seeds {
+  std::vector<std::uint64_t> evaluation;
+  std::vector<std::uint64_t> tuning;  ///< empty without a sweep
+};
+
+/// The seeds of resolved configuration `c` (its methods those --methods kept) with the grids
+/// of sweep_grids(): evaluation seeds `cli` (--seeds) when given, else c's "seeds", else its
+/// "seed"; with a sweep (a grid of more than one setting) tuning seeds c's "tuning.seeds", else
+/// the largest evaluation seed + 1, disjoint from the evaluation seeds. Every seed is at most
+/// max_seed, a derived one included (none wraps), and the runs are at most max_runs. Throws
+/// config_error naming the key (or --seeds), the value and the rule.
+run_seeds seeds_of(const json& c, const std::vector<sweep_grid>& grids, const std::vector<std::uint64_t>& cli);
 
 /// The Student t quantile t_{0.975, df} (exact to 1e-6 for df <= 30 by table, Cornish-Fisher
 /// above); df >= 1.
