@@ -9,10 +9,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -62,8 +66,10 @@ struct outcome {
 
 // Runs heterograd-run with `args`; with `fsize` > 0 under RLIMIT_FSIZE = fsize bytes (what a
 // full disk looks like to write(2): EFBIG part-way). Its output comes back through a pipe,
-// which the limit does not cut short.
-outcome run_exe(const std::vector<std::string>& args, rlim_t fsize = 0) {
+// which the limit does not cut short. `env`: NAME=value settings added to its environment;
+// `limit_s` > 0: SIGALRM ends it after that many seconds (a hang fails the test, not CTest).
+outcome run_exe(const std::vector<std::string>& args, rlim_t fsize = 0, const std::vector<std::string>& env = {},
+                unsigned limit_s = 0) {
   std::vector<std::string> a{HG_RUN_EXE};
   a.insert(a.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -82,6 +88,8 @@ outcome run_exe(const std::vector<std::string>& args, rlim_t fsize = 0) {
       const rlimit lim{fsize, fsize};
       if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(121);
     }
+    for (const auto& e : env) ::putenv(::strdup(e.c_str()));
+    if (limit_s > 0) ::alarm(limit_s);  // (kept across exec)
     ::execv(argv[0], argv.data());
     ::_exit(122);
   }
@@ -108,6 +116,37 @@ std::vector<std::string> tiny_e1(const fs::path& out, bool plots = false) {
                              "--out", out.string()};
   if (!plots) a.push_back("--no-plots");
   return a;
+}
+
+// A stand-in for the Python that heterograd-run looks for (HG_PYTHON): it answers the probe
+// (-c "import matplotlib") and runs the plotting program (HG_PLOT_SCRIPT), here the shell
+// script `script`. Returns the environment that points heterograd-run at both, with
+// HG_PLOT_TIMEOUT = `timeout` when it is given.
+std::vector<std::string> fake_plotter(const fs::path& dir, const std::string& script, const std::string& timeout = "") {
+  const auto py = dir / "python", plot = dir / "plot.sh";
+  hgrun::write_file(py, "#!/bin/sh\nif [ \"$1\" = -c ]; then exit 0; fi\nexec /bin/sh \"$@\"\n");
+  fs::permissions(py, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  hgrun::write_file(plot, script);
+  std::vector<std::string> env{"HG_PYTHON=" + py.string(), "HG_PLOT_SCRIPT=" + plot.string()};
+  if (!timeout.empty()) env.push_back("HG_PLOT_TIMEOUT=" + timeout);
+  return env;
+}
+
+// Whether process `pid` runs (a zombie does not).
+bool alive(pid_t pid) {
+  std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(st)), {});
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// Whether the process whose pid the file `pid_file` holds has ended within 5 s.
+bool ends_within_5s(const fs::path& pid_file) {
+  const pid_t pid = static_cast<pid_t>(std::stol(hgrun::read_file(pid_file)));
+  for (int k = 0; k < 250 && alive(pid); ++k) ::usleep(20000);
+  if (!alive(pid)) return true;
+  ::kill(pid, SIGKILL);  // (a failing test leaves nothing running)
+  return false;
 }
 
 std::map<std::string, std::uintmax_t> files_under(const fs::path& d) {
@@ -298,6 +337,75 @@ BOOST_AUTO_TEST_CASE(a_rerun_over_its_own_output_replaces_it_and_an_empty_folder
   fs::remove_all(dir);
 }
 
+// The root of heterograd-run's folder holds the user's figures too: a fresh run (--no-plots or
+// not) deletes only the charts that its charts.json lists, as plain files in the folder with
+// the plotting program's names. A hostile charts.json (paths out of the folder, links, folders,
+// other names, a damaged file) deletes nothing else.
+BOOST_AUTO_TEST_CASE(a_fresh_run_keeps_the_users_figures_and_deletes_only_the_charts_its_charts_json_lists) {
+  const auto dir = scratch("user-charts");
+  const auto out = dir / "out";
+  BOOST_TEST_REQUIRE(run_exe(tiny_e1(out)).code == 0);
+  const auto victim = dir / "victim.png";
+  hgrun::write_file(victim, "the user's");
+  for (const char* f : {"metric.png", "tuning.svg"}) hgrun::write_file(out / f, "an earlier chart");
+  for (const char* f : {"figure.png", "paper.pdf", "diagram.svg", "staleness.pdf"}) hgrun::write_file(out / f, "mine");
+  fs::create_symlink(victim, out / "utilisation.png");
+  fs::create_directories(out / "sim_vs_real.png");
+  hgrun::write_file(out / "sim_vs_real.png" / "inside.txt", "mine");
+  const json listed = json::array({json{{"file", "metric.png"}}, json{{"file", "tuning.svg"}}, json{{"file", "figure.png"}},
+                                   json{{"file", "utilisation.png"}}, json{{"file", "sim_vs_real.png"}},
+                                   json{{"file", "../victim.png"}}, json{{"file", victim.string()}},
+                                   json{{"file", "metric.png/../../victim.png"}}, json{{"file", 7}}, 42, "metric.png"});
+  hgrun::write_file(out / "charts.json", listed.dump());
+  const auto r = run_exe(tiny_e1(out));
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(!fs::exists(out / "metric.png"));
+  BOOST_TEST(!fs::exists(out / "tuning.svg"));
+  for (const char* f : {"figure.png", "paper.pdf", "diagram.svg", "staleness.pdf"})
+    BOOST_TEST(hgrun::read_file(out / f) == "mine", f);
+  BOOST_TEST(fs::is_symlink(out / "utilisation.png"));
+  BOOST_TEST(hgrun::read_file(victim) == "the user's");
+  BOOST_TEST(hgrun::read_file(out / "sim_vs_real.png" / "inside.txt") == "mine");
+  // A damaged charts.json names nothing: a chart-named file stays.
+  hgrun::write_file(out / "charts.json", "[{\"file\": \"metric.png\"");
+  hgrun::write_file(out / "metric.png", "mine now");
+  BOOST_TEST_REQUIRE(run_exe(tiny_e1(out)).code == 0);
+  BOOST_TEST(hgrun::read_file(out / "metric.png") == "mine now");
+  fs::remove_all(dir);
+}
+
+// A method folder or a seed folder replaced by a link to an empty folder elsewhere is refused
+// by name, by a fresh run and by --resume, and the folder it points to stays empty (it was
+// adopted and filled).
+BOOST_AUTO_TEST_CASE(a_method_or_seed_folder_replaced_by_a_link_is_refused_by_name_and_nothing_lands_where_it_points) {
+  const auto dir = scratch("linked-method");
+  const auto out = dir / "out", elsewhere = dir / "elsewhere";
+  fs::create_directories(elsewhere);
+  BOOST_TEST_REQUIRE(run_exe(tiny_e1(out)).code == 0);
+  auto seeds = tiny_e1(dir / "seeds");
+  seeds.insert(seeds.end(), {"--seeds", "1,2"});
+  BOOST_TEST_REQUIRE(run_exe(seeds).code == 0);
+  fs::remove_all(out / "rescaled-asgd");
+  fs::create_symlink(elsewhere, out / "rescaled-asgd");
+  fs::remove_all(dir / "seeds" / "seed-2");
+  fs::create_symlink(elsewhere, dir / "seeds" / "seed-2");
+  auto resumed = tiny_e1(out);
+  resumed.push_back("--resume");
+  auto seeds_resumed = seeds;
+  seeds_resumed.push_back("--resume");
+  const std::vector<std::pair<std::vector<std::string>, fs::path>> runs{
+      {tiny_e1(out), out / "rescaled-asgd"}, {resumed, out / "rescaled-asgd"},
+      {seeds, dir / "seeds" / "seed-2"}, {seeds_resumed, dir / "seeds" / "seed-2"}};
+  for (const auto& [args, link] : runs) {
+    const auto r = run_exe(args);
+    BOOST_TEST(r.code == 1, r.err);
+    BOOST_TEST(r.err.find("cannot write " + link.string() + ": it is a symbolic link") != std::string::npos, r.err);
+    BOOST_TEST(fs::is_symlink(link));
+    BOOST_TEST(fs::is_empty(elsewhere));
+  }
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(writes, *boost::unit_test::timeout(60))
@@ -356,6 +464,132 @@ BOOST_AUTO_TEST_CASE(a_file_size_limit_fails_the_run_naming_the_file_and_leaves_
   for (const char* f : {".heterograd-run", "config.json", "evaluations.csv", "run.json"}) BOOST_TEST(failed.count(f), f);
   if (plots) BOOST_TEST(failed.count("metric.png"));
   fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The plotting program heterograd-run runs at the end (report.cpp: make_plots), stood in for
+// by a shell script (fake_plotter): its time limit, its log, and the names of its charts.
+BOOST_AUTO_TEST_SUITE(plotting_program, *boost::unit_test::timeout(120))
+
+// A plotting program that hangs (and has started a program of its own) is killed with its
+// process group at HG_PLOT_TIMEOUT; the run fails as a failed plot does (status 1) naming
+// charts.log, and its results are written.
+BOOST_AUTO_TEST_CASE(a_hung_plotting_program_is_killed_at_its_time_limit_with_what_it_started_and_the_results_stay) {
+  const auto dir = scratch("hung-plot");
+  const auto out = dir / "out";
+  const auto env = fake_plotter(dir,
+                                "echo drawing\nsleep 300 &\necho $! > '" + (dir / "child.pid").string() +
+                                    "'\necho $$ > '" + (dir / "plotter.pid").string() + "'\nwait\n",
+                                "1");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_exe(tiny_e1(out, true), 0, env, 90);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(r.code == 1, r.err);
+  BOOST_TEST(r.err.find("did not finish within 1 s (HG_PLOT_TIMEOUT)") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find((out / "charts.log").string()) != std::string::npos, r.err);
+  BOOST_TEST(took < 60.0);
+  for (const char* f : {"table.md", "summary.json", "runs.json", "vanilla-asgd/summary.json"})
+    BOOST_TEST(fs::exists(out / f), f);
+  BOOST_TEST(hgrun::read_file(out / "charts.log").find("drawing") != std::string::npos);
+  BOOST_TEST_REQUIRE(fs::exists(dir / "child.pid"));
+  BOOST_TEST(ends_within_5s(dir / "plotter.pid"));
+  BOOST_TEST(ends_within_5s(dir / "child.pid"));
+  fs::remove_all(dir);
+}
+
+// heterograd-run interrupted (SIGTERM, or Ctrl-C's SIGINT, which a program in a process group
+// of its own does not get) while it waits for the plotting program: the program's group ends
+// first, then heterograd-run, by the same signal.
+BOOST_AUTO_TEST_CASE(an_interrupted_run_ends_the_plotting_program_it_waits_for) {
+  const auto dir = scratch("interrupted-plot");
+  const auto env = fake_plotter(dir, "echo $$ > '" + (dir / "plotter.pid").string() + "'\nsleep 300\n");
+  auto args = tiny_e1(dir / "out", true);
+  args.insert(args.begin(), HG_RUN_EXE);
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    for (const auto& e : env) ::putenv(::strdup(e.c_str()));
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::alarm(90);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(122);
+  }
+  for (int k = 0; k < 3000 && !fs::exists(dir / "plotter.pid"); ++k) ::usleep(20000);
+  BOOST_TEST_REQUIRE(fs::exists(dir / "plotter.pid"));
+  ::usleep(100000);  // (the pid written: the file is complete)
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_TEST(WIFSIGNALED(status));
+  BOOST_TEST((WIFSIGNALED(status) ? WTERMSIG(status) : 0) == SIGTERM);
+  BOOST_TEST(ends_within_5s(dir / "plotter.pid"));
+  fs::remove_all(dir);
+}
+
+// --resume over a run whose charts.log was replaced by a link to a file of the user's: the
+// plotting program's messages go to a new charts.log; the file the link named is untouched.
+BOOST_AUTO_TEST_CASE(a_link_planted_as_charts_log_is_replaced_and_the_file_it_points_to_is_untouched) {
+  const auto dir = scratch("charts-log-link");
+  const auto out = dir / "out";
+  const auto env = fake_plotter(dir, "echo the plotter ran\n");
+  BOOST_TEST_REQUIRE(run_exe(tiny_e1(out, true), 0, env).code == 0);
+  BOOST_TEST_REQUIRE(hgrun::read_file(out / "charts.log") == "the plotter ran\n");
+  const auto victim = dir / "thesis.tex";
+  hgrun::write_file(victim, "years of work");
+  fs::remove(out / "charts.log");
+  fs::create_symlink(victim, out / "charts.log");
+  auto resumed = tiny_e1(out, true);
+  resumed.push_back("--resume");
+  const auto r = run_exe(resumed, 0, env);
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(hgrun::read_file(victim) == "years of work");
+  BOOST_TEST(!fs::is_symlink(out / "charts.log"));
+  BOOST_TEST(hgrun::read_file(out / "charts.log") == "the plotter ran\n");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_plot_time_limit_that_is_not_a_positive_number_is_refused_naming_it) {
+  ::unsetenv("HG_PLOT_TIMEOUT");
+  BOOST_TEST(hgrun::plot_timeout() == 600.0);
+  ::setenv("HG_PLOT_TIMEOUT", "2.5", 1);
+  BOOST_TEST(hgrun::plot_timeout() == 2.5);
+  for (const char* bad : {"", "abc", "0", "-3", "5s", "nan", "inf"}) {
+    ::setenv("HG_PLOT_TIMEOUT", bad, 1);
+    BOOST_CHECK_EXCEPTION(hgrun::plot_timeout(), std::runtime_error, [&](const std::runtime_error& e) {
+      return std::string(e.what()).find("HG_PLOT_TIMEOUT is \"" + std::string(bad) + "\"") != std::string::npos;
+    });
+  }
+  ::unsetenv("HG_PLOT_TIMEOUT");
+}
+
+// What a fresh run may delete as a chart (is_chart_name) is what the plotting program writes:
+// its CHART_NAMES in each of its --format choices, and nothing with a path.
+BOOST_AUTO_TEST_CASE(the_chart_names_are_the_plotting_programs) {
+  const std::string py = hgrun::read_file(hgrun::plot_script());
+  std::smatch names, formats;
+  BOOST_TEST_REQUIRE(std::regex_search(py, names, std::regex(R"(CHART_NAMES = \(([^)]*)\))")));
+  BOOST_TEST_REQUIRE(std::regex_search(py, formats, std::regex(R"(--format", choices=\[([^\]]*)\])")));
+  const auto quoted = [](const std::string& text) {
+    std::vector<std::string> out;
+    const std::regex q("\"([^\"]*)\"");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), q); it != std::sregex_iterator(); ++it)
+      out.push_back((*it)[1]);
+    return out;
+  };
+  const auto charts = quoted(names[1]), exts = quoted(formats[1]);
+  BOOST_TEST(charts.size() == 5u);
+  BOOST_TEST(exts.size() == 3u);
+  for (const auto& c : charts)
+    for (const auto& f : exts) BOOST_TEST(hgrun::is_chart_name(c + "." + f), c + "." + f);
+  for (const char* no : {"figure.png", "metric.png.bak", "../metric.png", "/tmp/metric.png", "metric", "metric.jpg",
+                         "x/metric.png", ""})
+    BOOST_TEST(!hgrun::is_chart_name(no), no);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -308,6 +308,28 @@ BOOST_AUTO_TEST_CASE(resume_reports_a_truncated_or_unparsable_summary_of_the_ear
   BOOST_TEST(results(out) == reference());
 }
 
+// A method's log.txt (a child's messages under --jobs 2) replaced by a link to a file of the
+// user's, and a hard link: --jobs 2 --resume gives the child a new log.txt and truncates
+// neither file (it used to open the name with O_TRUNC, through the link).
+BOOST_AUTO_TEST_CASE(resume_with_jobs_2_replaces_a_linked_log_and_never_truncates_the_file_it_points_to) {
+  const auto d = scratch("log-link");
+  const auto out = d / "out";
+  const auto cfg = write_config(d, tiny_experiment());
+  BOOST_TEST_REQUIRE(run(args_of(cfg, out, 2, {"--halt-after", "3"}), d / "log.txt").rc == 3);
+  const auto victim = d / "thesis.tex";
+  hgrun::write_file(victim, "years of work");
+  fs::remove(out / "asgd" / "log.txt");
+  fs::create_symlink(victim, out / "asgd" / "log.txt");
+  fs::remove(out / "bsp" / "log.txt");
+  BOOST_TEST_REQUIRE(::link(victim.c_str(), (out / "bsp" / "log.txt").c_str()) == 0);
+  const auto o = run(args_of(cfg, out, 2, {"--resume"}), d / "log.txt");
+  BOOST_TEST_REQUIRE(o.rc == 0, o.log);
+  BOOST_TEST(hgrun::read_file(victim) == "years of work");
+  BOOST_TEST(!fs::is_symlink(out / "asgd" / "log.txt"));
+  BOOST_TEST(fs::hard_link_count(victim) == 1u);
+  BOOST_TEST(results(out) == reference());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // Run by name (disabled by default): 20 trials each, about 30 s on an idle 2-core machine.

@@ -3,6 +3,13 @@
 // (each carries a marker file, `.heterograd-run`) or that were empty when it came; it deletes
 // only folders that carry the marker. A folder of the user's (`--out ~`, a method folder the
 // user filled) is refused with an output_error naming it, before anything in it is touched.
+//
+// Which folders are heterograd-run's: the output folder once it carries the marker, and every
+// folder under it (seed-N, tuning, the method folders and theirs). None of those may be a
+// symbolic link (a link there would make heterograd-run write into, fill or delete a folder
+// elsewhere): each is checked with lstat before it is used and refused by name
+// (refuse_planted_link, files.hpp). The output folder itself and its parents are the user's
+// choice: `--out` may name a link, which is followed.
 
 #include <filesystem>
 #include <string>
@@ -12,13 +19,11 @@
 
 namespace hgrun {
 
-/// The marker file in every folder heterograd-run made.
-inline constexpr const char* folder_marker = ".heterograd-run";
-
-/// Whether `dir` is a folder that carries heterograd-run's marker.
+/// Whether `dir` is a folder that carries heterograd-run's marker (a plain file, not a link).
 inline bool is_our_folder(const std::filesystem::path& dir) {
   std::error_code ec;
-  return std::filesystem::is_directory(dir, ec) && std::filesystem::is_regular_file(dir / folder_marker, ec);
+  return std::filesystem::is_directory(dir, ec) &&
+         std::filesystem::symlink_status(dir / folder_marker, ec).type() == std::filesystem::file_type::regular;
 }
 
 /// Whether `name` is the temporary that write_file() makes for the marker (".<marker>.tmp-<pid>"):
@@ -30,10 +35,11 @@ inline bool is_marker_temporary(const std::string& name) {
 }
 
 /// Throws output_error naming `dir` unless heterograd-run may write into it: it is missing, an
-/// empty folder (or one holding only a marker's temporary) or a folder with the marker.
-/// Makes nothing.
+/// empty folder (or one holding only a marker's temporary) or a folder with the marker, and
+/// not a link inside a folder of heterograd-run's. Makes nothing.
 inline void check_folder(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
+  refuse_planted_link(dir);
   std::error_code ec;
   const auto st = fs::status(dir, ec);
   if (!fs::exists(st)) return;
@@ -41,7 +47,7 @@ inline void check_folder(const std::filesystem::path& dir) {
   if (is_our_folder(dir)) return;
   auto it = fs::directory_iterator(dir, ec);
   if (ec) throw output_error(dir, ec.message());
-  while (it != fs::directory_iterator() && it->is_regular_file(ec) &&
+  while (it != fs::directory_iterator() && it->symlink_status(ec).type() == fs::file_type::regular &&
          is_marker_temporary(it->path().filename().string()))
     it.increment(ec);
   if (ec) throw output_error(dir, ec.message());
@@ -73,6 +79,7 @@ inline void claim_folder(const std::filesystem::path& dir) {
 /// carries the marker, then claims it again (a folder without the marker is claimed or
 /// refused as claim_folder() does, and nothing in it is deleted).
 inline void reset_folder(const std::filesystem::path& dir) {
+  refuse_planted_link(dir);  // (remove_all would remove the link alone: refused all the same)
   if (is_our_folder(dir)) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

@@ -196,9 +196,12 @@ void write_progress(const std::filesystem::path& dir, const progress_info& p) {
 }
 
 std::optional<progress_info> read_progress(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "progress.json");
-  if (!in) return std::nullopt;
-  const json j = json::parse(in, nullptr, false);
+  json j;
+  try {
+    j = json::parse(read_file(dir / "progress.json"), nullptr, false);  // (a regular file only: a FIFO would block)
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
   if (j.is_discarded()) return std::nullopt;
   progress_info p;
   p.label = j.value("label", "");
@@ -477,47 +480,185 @@ void check_stage_folders(const stage& st) {
 }
 
 // A fresh run empties what an earlier run left in its folder: heterograd-run's own subfolders
-// (they carry the marker) and the files it writes there. Anything else stays.
+// (they carry the marker), the files it writes there and the charts that its charts.json lists
+// (listed_charts: plain files with the plotting program's names). Anything else stays: the
+// user's own .png, .pdf and .svg files, and every link (only the name of a plain file or of a
+// folder of heterograd-run's is removed, never what a link points to).
 void clear_earlier_outputs(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
   std::error_code ec;
   if (!is_our_folder(root)) return;
   static const std::set<std::string> ours{"config.json", "table.md",     "summary.json", "runs.json",
                                           "charts.json", "charts.log",   "sim_vs_real.md"};
-  std::vector<std::filesystem::path> gone;
-  for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
-    const bool chart = e.path().extension() == ".png" || e.path().extension() == ".pdf" || e.path().extension() == ".svg";
-    if (is_our_folder(e.path()) || (e.is_regular_file(ec) && (ours.count(n) || chart))) gone.push_back(e.path());
+  std::vector<fs::path> gone = listed_charts(root);
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const auto type = e.symlink_status(ec).type();
+    const bool folder = type == fs::file_type::directory && is_our_folder(e.path());
+    if (folder || (type == fs::file_type::regular && ours.count(e.path().filename().string())))
+      gone.push_back(e.path());
   }
+  if (ec) throw output_error(root, "cannot list the previous run's outputs: " + ec.message());
   for (const auto& p : gone) {
-    std::filesystem::remove_all(p, ec);
+    fs::remove_all(p, ec);
     if (ec) throw output_error(p, "cannot remove the previous run's output: " + ec.message());
   }
+}
+
+// Starts a unit of a stage as a child process of --jobs N: `args` without a shell, its
+// standard error to <unit>/log.txt, a new file (an earlier one, or a link planted in its
+// place, is replaced, never written through or truncated).
+pid_t start_child(std::vector<std::string>& args, const std::filesystem::path& dir) {
+  std::vector<char*> av;
+  for (auto& a : args) av.push_back(a.data());
+  av.push_back(nullptr);
+  const int log = create_fresh(dir / "log.txt");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, log, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(log);
+  if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+// --resume continues the run recorded in config.json, never another one: the results already
+// there would be reported as this configuration's.
+void check_resumed_config(const stage& st) {
+  const auto cfg_path = st.root / "config.json";
+  if (!std::filesystem::exists(cfg_path)) return;
+  const json saved = json::parse(read_file(cfg_path), nullptr, false);
+  if (saved.is_discarded() || !saved.is_object())
+    throw std::runtime_error("cannot resume: " + cfg_path.string() +
+                             " is not a JSON object (damaged); run without --resume to start again");
+  const json before = result_inputs(saved), now = result_inputs(st.resolved);
+  if (before != now)
+    throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
+                                       differences_text(before, now) +
+                                       "); resume with the same configuration, or run without --resume "
+                                       "(another --out keeps these results)");
+}
+
+// The units of a stage left to run, each in its folder (claimed; emptied on a fresh run):
+// --resume skips those whose summary.json is there (checked: it is what the table reports).
+std::vector<std::size_t> units_to_run(const stage& st, const run_options& o, display& disp) {
+  std::vector<std::size_t> todo;
+  for (std::size_t i = 0; i < st.units.size(); ++i) {
+    // A fresh run deletes a method folder only when it carries heterograd-run's marker.
+    if (o.writer) o.resume ? claim_folder(st.units[i].dir) : reset_folder(st.units[i].dir);
+    const auto sp = st.units[i].dir / "summary.json";
+    if (o.resume && std::filesystem::exists(sp)) {
+      const json s = json::parse(read_file(sp), nullptr, false);
+      if (s.is_discarded() || !s.is_object() || !s.contains("trace_hash") || !s.contains("final"))
+        throw std::runtime_error("cannot resume: " + sp.string() +
+                                 " from the earlier run is damaged (truncated or not a summary); delete it "
+                                 "to run that method again");
+      disp.skipped(i);
+      continue;
+    }
+    todo.push_back(i);
+  }
+  return todo;
+}
+
+// Unit i of a tolerant stage failed: why, in st.failed and its failed.txt.
+void record_failure(stage& st, const run_options& o, std::size_t i, const std::string& why) {
+  st.failed[i] = why.empty() ? std::string("failed") : why;
+  if (o.writer) write_file(st.units[i].dir / "failed.txt", st.failed[i] + "\n");
+}
+
+// Runs the units `todo` in this process, one after the other.
+void run_in_process(stage& st, const run_options& o, bool tolerate, const std::vector<std::size_t>& todo,
+                    display& disp) {
+  for (auto i : todo) {
+    // `resolved`, as the children of --jobs N read it from config.json: a checkpoint's
+    // digest (the code revision included) is the same either way.
+    run_request req{st.resolved, st.units[i].method, st.units[i].seed, st.units[i].dir, o.resume, o.halt_after,
+                    [&disp, i](const progress_info& p) { disp.update(i, p); }, o.writer};
+    try {
+      run_method(req);
+    } catch (const halted&) {
+      ++st.halts;
+    } catch (const config_error&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (!tolerate) throw;
+      record_failure(st, o, i, e.what());
+    }
+  }
+}
+
+// Unit i's child process ended with `rc`: a halt is counted, a failure recorded (tolerated)
+// or reported with its log.txt. Returns 1 for a failure that fails the run, else 0.
+int child_ended(stage& st, const run_options& o, bool tolerate, std::size_t i, int rc) {
+  if (rc == 3) ++st.halts;
+  if (rc == 0 || rc == 3) return 0;
+  std::string why;
+  try {
+    why = read_file(st.units[i].dir / "log.txt");
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  // A configuration error is the user's, whatever the stage (exit status 2).
+  if (tolerate && rc != 2) {
+    record_failure(st, o, i, why);
+    return 0;
+  }
+  std::fprintf(stderr, "heterograd-run: %s (seed %llu) failed:\n%s\n",
+               st.resolved["methods"][st.units[i].method]["label"].get<std::string>().c_str(),
+               static_cast<unsigned long long>(st.units[i].seed), why.c_str());
+  return 1;
+}
+
+// Runs the units `todo` in child processes, --jobs at a time; each reports through its
+// progress.json. Returns how many failed the run.
+int run_in_processes(stage& st, const run_options& o, bool tolerate, const std::vector<std::size_t>& todo,
+                     display& disp) {
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe");
+  std::map<pid_t, std::size_t> running;
+  std::size_t next = 0;
+  int failures = 0;
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && running.size() < o.jobs) {
+      const unit& u = st.units[todo[next]];
+      std::vector<std::string> args{exe.string(), (st.root / "config.json").string(), "--child", "--method-index",
+                                    std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
+                                    u.dir.string(), "--parent-pid", std::to_string(::getpid())};
+      if (o.resume) args.push_back("--resume");
+      if (o.halt_after) {
+        args.push_back("--halt-after");
+        args.push_back(std::to_string(o.halt_after));
+      }
+      running[start_child(args, u.dir)] = todo[next++];
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    for (auto it = running.begin(); it != running.end();) {
+      const std::size_t i = it->second;
+      if (auto p = read_progress(st.units[i].dir)) disp.update(i, *p);
+      int status = 0;
+      if (waitpid(it->first, &status, WNOHANG) != it->first) {
+        ++it;
+        continue;
+      }
+      if (auto p = read_progress(st.units[i].dir)) disp.update(i, *p);
+      failures += child_ended(st, o, tolerate, i, WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+      it = running.erase(it);
+    }
+  }
+  return failures;
 }
 
 // Runs a stage's units (in parallel processes with --jobs), skipping those --resume finds done.
 // `tolerate`: a unit that fails is recorded in st.failed (a sweep's diverging setting is a
 // result) instead of failing the run.
 void run_stage(stage& st, const run_options& o, bool tolerate) {
-  const auto cfg_path = st.root / "config.json";
   if (o.writer) {
     claim_folder(st.root);
     check_stage_folders(st);
   }
-  // --resume continues the run recorded in config.json, never another one: the results
-  // already there would be reported as this configuration's.
-  if (o.resume && o.writer && std::filesystem::exists(cfg_path)) {
-    const json saved = json::parse(read_file(cfg_path), nullptr, false);
-    if (saved.is_discarded() || !saved.is_object())
-      throw std::runtime_error("cannot resume: " + cfg_path.string() +
-                               " is not a JSON object (damaged); run without --resume to start again");
-    const json before = result_inputs(saved), now = result_inputs(st.resolved);
-    if (before != now)
-      throw config_error("--resume", "the configuration differs from the one in " + cfg_path.string() + " (" +
-                                         differences_text(before, now) +
-                                         "); resume with the same configuration, or run without --resume "
-                                         "(another --out keeps these results)");
-  }
+  if (o.resume && o.writer) check_resumed_config(st);
   if (o.writer && st.seeds.size() > 1)
     for (auto s : st.seeds) claim_folder(st.root / ("seed-" + std::to_string(s)));
   const json& cfg = st.resolved;
@@ -531,109 +672,11 @@ void run_stage(stage& st, const run_options& o, bool tolerate) {
                  cfg["name"].get<std::string>().c_str(), st.name.empty() ? "" : (", " + st.name).c_str(),
                  cfg["methods"].size(), st.seeds.size(), o.jobs, st.root.c_str());
   st.failed.assign(st.units.size(), "");
-  std::vector<std::size_t> todo;
-  for (std::size_t i = 0; i < st.units.size(); ++i) {
-    // A fresh run deletes a method folder only when it carries heterograd-run's marker.
-    if (o.writer) o.resume ? claim_folder(st.units[i].dir) : reset_folder(st.units[i].dir);
-    if (o.resume && std::filesystem::exists(st.units[i].dir / "summary.json")) {
-      // A finished unit is skipped, and its summary is what the table reports: check it.
-      const auto sp = st.units[i].dir / "summary.json";
-      const json s = json::parse(read_file(sp), nullptr, false);
-      if (s.is_discarded() || !s.is_object() || !s.contains("trace_hash") || !s.contains("final"))
-        throw std::runtime_error("cannot resume: " + sp.string() +
-                                 " from the earlier run is damaged (truncated or not a summary); delete it "
-                                 "to run that method again");
-      disp.skipped(i);
-      continue;
-    }
-    todo.push_back(i);
-  }
-  if (o.writer) write_file(cfg_path, st.resolved.dump(2) + "\n");
-  auto record_failure = [&](std::size_t i, const std::string& why) {
-    st.failed[i] = why.empty() ? std::string("failed") : why;
-    if (o.writer) write_file(st.units[i].dir / "failed.txt", st.failed[i] + "\n");
-  };
+  const std::vector<std::size_t> todo = units_to_run(st, o, disp);
+  if (o.writer) write_file(st.root / "config.json", st.resolved.dump(2) + "\n");
   int failures = 0;
-  if (o.jobs == 1) {
-    for (auto i : todo) {
-      // `resolved`, as the children of --jobs N read it from config.json: a checkpoint's
-      // digest (the code revision included) is the same either way.
-      run_request req{st.resolved, st.units[i].method, st.units[i].seed, st.units[i].dir, o.resume, o.halt_after,
-                      [&disp, i](const progress_info& p) { disp.update(i, p); }, o.writer};
-      try {
-        run_method(req);
-      } catch (const halted&) {
-        ++st.halts;
-      } catch (const config_error&) {
-        throw;
-      } catch (const std::exception& e) {
-        if (!tolerate) throw;
-        record_failure(i, e.what());
-      }
-    }
-  } else {
-    // Parallel processes: each runs one unit and reports through its progress.json.
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe");
-    std::map<pid_t, std::size_t> running;
-    std::size_t next = 0;
-    while (next < todo.size() || !running.empty()) {
-      while (next < todo.size() && running.size() < o.jobs) {
-        const unit& u = st.units[todo[next]];
-        std::filesystem::create_directories(u.dir);
-        std::vector<std::string> args{exe.string(), cfg_path.string(), "--child", "--method-index",
-                                      std::to_string(u.method), "--seed", std::to_string(u.seed), "--dir",
-                                      u.dir.string(), "--parent-pid", std::to_string(::getpid())};
-        if (o.resume) args.push_back("--resume");
-        if (o.halt_after) {
-          args.push_back("--halt-after");
-          args.push_back(std::to_string(o.halt_after));
-        }
-        std::vector<char*> av;
-        for (auto& a : args) av.push_back(a.data());
-        av.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        const auto log = (u.dir / "log.txt").string();
-        posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        pid_t pid = 0;
-        if (posix_spawn(&pid, av[0], &fa, nullptr, av.data(), environ) != 0)
-          throw std::runtime_error("cannot start " + args[0]);
-        posix_spawn_file_actions_destroy(&fa);
-        running[pid] = todo[next++];
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      for (auto it = running.begin(); it != running.end();) {
-        const std::size_t i = it->second;
-        if (auto p = read_progress(st.units[i].dir)) disp.update(i, *p);
-        int status = 0;
-        if (waitpid(it->first, &status, WNOHANG) == it->first) {
-          const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-          if (auto p = read_progress(st.units[i].dir)) disp.update(i, *p);
-          if (rc == 3) {
-            ++st.halts;
-          } else if (rc != 0) {
-            std::ifstream lf(st.units[i].dir / "log.txt");
-            std::stringstream ls;
-            ls << lf.rdbuf();
-            std::string why = ls.str();
-            while (!why.empty() && why.back() == '\n') why.pop_back();
-            // A configuration error is the user's, whatever the stage (exit status 2).
-            if (tolerate && rc != 2) {
-              record_failure(i, why);
-            } else {
-              ++failures;
-              std::fprintf(stderr, "heterograd-run: %s (seed %llu) failed:\n%s\n",
-                           cfg["methods"][st.units[i].method]["label"].get<std::string>().c_str(),
-                           static_cast<unsigned long long>(st.units[i].seed), why.c_str());
-            }
-          }
-          it = running.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-  }
+  if (o.jobs == 1) run_in_process(st, o, tolerate, todo, disp);
+  else failures = run_in_processes(st, o, tolerate, todo, disp);
   disp.finish();
   if (failures) throw run_failed{};
 }

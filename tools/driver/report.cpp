@@ -1,12 +1,15 @@
 #include "report.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "files.hpp"
 #include "folders.hpp"
@@ -224,80 +228,218 @@ std::filesystem::path plot_script() {
   return shipped_path("HG_PLOT_SCRIPT", HG_INSTALL_PLOT, "tools/plot/heterograd_plot.py");
 }
 
+double plot_timeout() {
+  const char* e = std::getenv("HG_PLOT_TIMEOUT");
+  if (!e) return 600;
+  char* end = nullptr;
+  const double s = std::strtod(e, &end);
+  if (end == e || *end != '\0' || !std::isfinite(s) || !(s > 0))
+    throw std::runtime_error(std::string("HG_PLOT_TIMEOUT is \"") + e +
+                             "\": expected the plotting program's time limit in seconds, a number > 0 (unset: 600)");
+  return s;
+}
+
+bool is_chart_name(const std::string& file) {
+  // tools/plot/heterograd_plot.py's CHART_NAMES and --format choices (outputs_test compares).
+  for (const char* c : {"metric", "utilisation", "staleness", "sim_vs_real", "tuning"})
+    for (const char* f : {".png", ".pdf", ".svg"})
+      if (file == std::string(c) + f) return true;
+  return false;
+}
+
+std::vector<std::filesystem::path> listed_charts(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> out;
+  const auto list = root / "charts.json";
+  std::error_code ec;
+  if (fs::symlink_status(list, ec).type() != fs::file_type::regular || fs::file_size(list, ec) > (1u << 20) || ec)
+    return out;
+  json j;
+  try {
+    j = json::parse(read_file(list), nullptr, false);
+  } catch (const std::exception&) {
+    return out;  // (unreadable: names nothing)
+  }
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    if (!e.is_object() || !e.contains("file") || !e["file"].is_string()) continue;
+    const std::string name = e["file"].get<std::string>();
+    if (is_chart_name(name) && fs::symlink_status(root / name, ec).type() == fs::file_type::regular)
+      out.push_back(root / name);
+  }
+  return out;
+}
+
 namespace {
 
-// Runs argv (no shell: no path or text reaches a command line) with its standard input from
-// /dev/null and its output to `log` (or /dev/null). Returns the exit status, -1 when it cannot
-// be started, 128 + N when signal N ended it.
-int run_program(const std::vector<std::string>& args, const std::string& log) {
+// The signal that interrupted heterograd-run while it waited for a program (0: none).
+volatile std::sig_atomic_t interrupted_by = 0;
+extern "C" void note_interrupt(int sig) { interrupted_by = sig; }
+
+// While it lives, SIGINT, SIGTERM and SIGHUP (those not ignored) are noted instead of ending
+// heterograd-run: a program in a process group of its own does not get the terminal's Ctrl-C,
+// so heterograd-run ends it first. At the end the noted signal is raised again, as it came.
+class interrupts_noted {
+ public:
+  interrupts_noted() {
+    interrupted_by = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_interrupt;
+    sigemptyset(&sa.sa_mask);
+    for (std::size_t i = 0; i < 3; ++i) {
+      ::sigaction(signals_[i], nullptr, &old_[i]);
+      set_[i] = old_[i].sa_handler != SIG_IGN && ::sigaction(signals_[i], &sa, nullptr) == 0;
+    }
+  }
+  interrupts_noted(const interrupts_noted&) = delete;
+  interrupts_noted& operator=(const interrupts_noted&) = delete;
+  ~interrupts_noted() {
+    for (std::size_t i = 0; i < 3; ++i)
+      if (set_[i]) ::sigaction(signals_[i], &old_[i], nullptr);
+    if (interrupted_by) ::raise(interrupted_by);
+  }
+
+ private:
+  static constexpr int signals_[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3] {};
+  bool set_[3] = {false, false, false};
+};
+
+// How a program ended: its exit status (-1: it could not be started; 128 + N: signal N ended
+// it), and whether it ran past its time limit (then killed with its process group).
+struct program_end {
+  int status = -1;
+  bool timed_out = false;
+};
+
+// Starts argv (no shell: no path or text reaches a command line) in a process group of its
+// own, its standard input from /dev/null, its output to `out` (/dev/null when -1). -1 when it
+// cannot be started.
+pid_t start_program(const std::vector<std::string>& args, int out) {
   std::vector<std::string> argv_s = args;
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
   if (posix_spawn_file_actions_init(&fa) != 0) return -1;
-  const char* out = log.empty() ? "/dev/null" : log.c_str();
+  if (posix_spawnattr_init(&at) != 0) {
+    posix_spawn_file_actions_destroy(&fa);
+    return -1;
+  }
   int rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (rc == 0)
+    rc = out >= 0 ? posix_spawn_file_actions_adddup2(&fa, out, 1)
+                  : posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  if (rc == 0) rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  if (rc == 0) rc = posix_spawnattr_setpgroup(&at, 0);
   pid_t pid = 0;
-  if (rc == 0) rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  if (rc == 0) rc = posix_spawnp(&pid, argv[0], &fa, &at, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
+  posix_spawnattr_destroy(&at);
+  return rc == 0 ? pid : -1;
+}
+
+int exit_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// Runs argv as start_program() does and waits for it, at most `limit` seconds: then (or when
+// heterograd-run is interrupted meanwhile) its process group is killed, the program and
+// whatever it started.
+program_end run_program(const std::vector<std::string>& args, int out, double limit) {
+  program_end end;
+  interrupts_noted noted;  // (before the start: a Ctrl-C in between is not lost)
+  const pid_t pid = start_program(args, out);
+  if (pid < 0) return end;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+  auto nap = std::chrono::milliseconds(1);
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return end;
+    if (interrupted_by || std::chrono::steady_clock::now() >= until) {
+      end.timed_out = interrupted_by == 0;
+      ::kill(-pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(nap);  // (1 ms, doubling to 50 ms: a quick program is not held up)
+    nap = std::min(nap * 2, std::chrono::milliseconds(50));
+  }
+  end.status = exit_status(status);
+  return end;
+}
+
 // The first Python 3 that imports matplotlib: HG_PYTHON, python3 on the PATH, /usr/bin/python3
-// (Debian's python3-matplotlib is for the system Python; a PATH may put another first).
-std::string plotting_python() {
-  static const std::string found = [] {
+// (Debian's python3-matplotlib is for the system Python; a PATH may put another first). A
+// candidate that does not answer within the plotting program's time limit is passed over.
+std::string plotting_python(double limit) {
+  static const std::string found = [limit] {
     std::vector<std::string> c;
     if (const char* e = std::getenv("HG_PYTHON")) c.push_back(e);
     c.push_back("python3");
     c.push_back("/usr/bin/python3");
     for (const auto& p : c)
-      if (run_program({p, "-c", "import matplotlib"}, "") == 0) return p;
+      if (run_program({p, "-c", "import matplotlib"}, -1, limit).status == 0) return p;
     return std::string();
   }();
   return found;
+}
+
+// The plotting program's failure as an output_error: the file it could not write, as it names
+// it ("cannot write <path>: <why>"), else the folder with the end of its messages.
+output_error plot_failure(const std::filesystem::path& root, const std::filesystem::path& log, int rc,
+                          std::string text) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("cannot write ");
+    const auto colon = at == std::string::npos ? at : line.find(": ", at + 13);
+    if (colon != std::string::npos)
+      return output_error(line.substr(at + 13, colon - at - 13),
+                          line.substr(colon + 2) + " (the plotting program; its messages are in " + log.string() + ")");
+  }
+  if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
+  return output_error(root, "the plotting program " + plot_script().string() +
+                                (rc < 0 ? std::string(" could not be started") : " exited with status " + std::to_string(rc)) +
+                                " (its messages, in " + log.string() + "):\n" + text);
 }
 
 }  // namespace
 
 std::vector<std::filesystem::path> make_plots(const std::filesystem::path& root, std::string& why) {
   std::vector<std::filesystem::path> charts;
-  const std::string py = plotting_python();
+  const double limit = plot_timeout();
+  const std::string py = plotting_python(limit);
   if (py.empty()) {
     why = "no Python 3 with matplotlib found (Debian package python3-matplotlib: ./hg deps; or set HG_PYTHON); "
           "no charts";
     return charts;
   }
+  // A new file (an earlier charts.log, or a link planted in its place, is replaced, never
+  // written through), which the program writes as it runs.
   const auto log = root / "charts.log";
-  const int rc = run_program({py, plot_script().string(), root.string()}, log.string());
+  const int fd = create_fresh(log);
+  const program_end end = run_program({py, plot_script().string(), root.string()}, fd, limit);
+  ::close(fd);
   std::string text;
   try {
     text = read_file(log);
   } catch (const std::exception&) {
   }
-  if (rc != 0) {
-    // A file the program could not write, as it names it ("cannot write <path>: <why>").
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) {
-      const auto at = line.find("cannot write ");
-      const auto colon = at == std::string::npos ? at : line.find(": ", at + 13);
-      if (colon != std::string::npos)
-        throw output_error(line.substr(at + 13, colon - at - 13),
-                           line.substr(colon + 2) + " (the plotting program; its messages are in " + log.string() + ")");
-    }
-    if (text.size() > 4000) text = "..." + text.substr(text.size() - 4000);
-    throw output_error(root, "the plotting program " + plot_script().string() +
-                                 (rc < 0 ? std::string(" could not be started") : " exited with status " + std::to_string(rc)) +
-                                 " (its messages, in " + log.string() + "):\n" + text);
+  if (end.timed_out) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", limit);
+    throw output_error(root, std::string("the plotting program ") + plot_script().string() + " did not finish within " +
+                                 secs + " s (HG_PLOT_TIMEOUT) and was stopped with its process group (its messages, in " +
+                                 log.string() + "); the results are written: draw the charts later with " + py + " " +
+                                 plot_script().string() + " " + root.string());
   }
+  if (end.status != 0) throw plot_failure(root, log, end.status, std::move(text));
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (line.rfind("chart: ", 0) == 0) charts.emplace_back(line.substr(7));

@@ -54,11 +54,26 @@ std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& p);
 /// (<prefix>/share/heterograd/heterograd_plot.py), else the source tree's tools/plot.
 std::filesystem::path plot_script();
 
+/// How long the plotting program may run, in seconds: HG_PLOT_TIMEOUT, else 600. Throws
+/// std::runtime_error naming the variable and its value unless it is a number > 0.
+double plot_timeout();
+
 /// Draws the charts of the run folder `root` (its runs.json) with the plotting program, run
 /// without a shell by a Python 3 that has matplotlib (HG_PYTHON, else python3, else
-/// /usr/bin/python3). Returns the charts written; when no such Python is found, none, and
-/// `why` says so. Throws output_error naming the chart (or the folder) when the program fails,
-/// with its messages.
+/// /usr/bin/python3), its messages in root/charts.log (a new file). Returns the charts
+/// written; when no such Python is found, none, and `why` says so. Throws output_error naming
+/// the chart (or the folder) when the program fails, with its messages; and naming charts.log
+/// when it runs past plot_timeout() (it is killed with its process group).
 std::vector<std::filesystem::path> make_plots(const std::filesystem::path& root, std::string& why);
+
+/// Whether `file` is a name the plotting program gives a chart: <chart>.png, .pdf or .svg, for
+/// <chart> among tools/plot/heterograd_plot.py's CHART_NAMES.
+bool is_chart_name(const std::string& file);
+
+/// The charts that the charts.json in `root` (the plotting program's list of what it drew)
+/// names and that a fresh run may delete: plain files in `root` (no link, no folder) whose
+/// names are chart names (is_chart_name: no path, nothing outside `root`). A charts.json that
+/// is missing, a link, over 1 MiB or not such a list names none.
+std::vector<std::filesystem::path> listed_charts(const std::filesystem::path& root);
 
 }  // namespace hgrun
