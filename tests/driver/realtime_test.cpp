@@ -6,6 +6,7 @@
 // clock, and that a paced run never gets ahead of the simulator's prediction (each job lasts
 // at least its model time, so a worker finishes no more jobs than in the simulated run).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "config.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/runtime/placement.hpp"
+#include "realtime.hpp"
 #include "report.hpp"
 #include "run.hpp"
 
@@ -556,6 +558,30 @@ BOOST_AUTO_TEST_CASE(a_killed_real_run_resumes_from_the_saved_model_at_a_consist
     const csv ev(d / "evaluations.csv");
     BOOST_TEST(ev.rows.size() == 13u, label);  // t = 0, 5, ..., 60: none lost or repeated
     BOOST_TEST(!fs::exists(d / "checkpoint.bin"), label);  // a finished run drops it
+  }
+}
+
+// A checkpoint at every evaluation makes the evaluation loop fall behind the wall clock (each
+// waits for a cut, up to a round). A loop behind a method that ended at its horizon still
+// evaluates the grid's times left, on the final model (before, it took the end for one by no
+// rule and dropped them, the horizon's evaluation with them); a method that ended before its
+// horizon by no rule (every worker held) still leaves nothing to evaluate.
+BOOST_AUTO_TEST_CASE(an_evaluation_loop_behind_a_method_that_ended_at_its_horizon_evaluates_up_to_it) {
+  namespace w = hgrun::wall;
+  const json cfg = hgrun::resolve(experiment());  // horizon 60 model units of 4 ms
+  auto prob = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 1);
+  hgrun::context ctx{cfg, cfg["methods"][0], 1, scratch("behind"), *prob, false, 0, {}};
+  const auto units = [](double t) {
+    return std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(t * 0.004));
+  };
+  for (const double end : {61.0, 20.0}) {  // the model time at which the method ended
+    w::shared_run s;
+    s.origin = w::clock::now() - units(70);  // the wall clock is at 70, the loop at 50
+    s.finished = true;
+    s.ended = s.origin + units(end);
+    auto h = w::hooks(ctx, s, [] { return std::vector<float>(); }, [] { return false; });
+    BOOST_TEST(h.advance(50.0) == (end > 60.0), "ended at " << end);
+    BOOST_TEST(h.advance(60.0), "ended at " << end);  // the horizon's: the final model
   }
 }
 

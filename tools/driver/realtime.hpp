@@ -87,6 +87,7 @@ struct shared_run {
   std::mutex m;
   std::condition_variable cv;
   bool finished = false;
+  clock::time_point ended{};  ///< when finished became true
   std::exception_ptr error;
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> updates{0}, events{0};
@@ -160,7 +161,10 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
     }
     if (s.error) std::rethrow_exception(s.error);
     // A run that ended before t by no rule (every worker held) has nothing left to evaluate.
-    return !(s.finished && t < t_end && !reached());
+    // One that ended at its horizon while this loop lagged behind (each evaluation waiting for
+    // a cut, a round, to write its checkpoint) has: its final model, at the grid's times left.
+    const bool at_horizon = s.finished && std::chrono::duration<double>(s.ended - s.origin).count() >= t_end * unit;
+    return !(s.finished && t < t_end && !reached() && !at_horizon);
   };
   h.params = [&s, copy] {
     std::lock_guard l(s.model);
@@ -187,6 +191,7 @@ class runner {
       }
       std::lock_guard l(s_.m);
       s_.finished = true;
+      s_.ended = clock::now();
       s_.cv.notify_all();
     });
   }
