@@ -125,9 +125,9 @@ struct shared_run {
     at_cut();  // what the checkpoint needs from the method's thread
     paused = true;
     cv.notify_all();
-    // Bounded without a deadline of its own: the evaluation loop lets go once the checkpoint
-    // is written or fails (evaluation_loop's save() releases in a destructor), and
-    // runner::join lets go too; in between is one file write.
+    // Bounded without a deadline of its own: the evaluation loop lets go once the state is
+    // copied for the checkpoint, or the copy fails (evaluation_loop's save() releases in a
+    // destructor, before the file is written), and runner::join lets go too.
     cv.wait(l, [&] { return !pause; });
     paused = false;
   }
