@@ -5,14 +5,21 @@
 // result handed to the policy has exactly one outcome, per worker), the evaluations' wall
 // clock, and that a paced run never gets ahead of the simulator's prediction (each job lasts
 // at least its model time, so a worker finishes no more jobs than in the simulated run).
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -20,6 +27,7 @@
 #include "config.hpp"
 #include "heterograd/data/idx.hpp"
 #include "heterograd/runtime/placement.hpp"
+#include "realtime.hpp"
 #include "report.hpp"
 #include "run.hpp"
 
@@ -133,6 +141,66 @@ void common_invariants(const json& s, const fs::path& dir, double scale) {
     BOOST_TEST(rw.at(w, "violations") <= rw.at(w, "jobs"), m);
     BOOST_TEST(rw.at(w, "paced_seconds") >= 0.0, m);
   }
+}
+
+
+// heterograd-run on the configuration `raw` (written beside `out`), under `launcher` (mpirun
+// and its flags) when given, with `args`; killed after 90 s (coreutils timeout: a run that
+// hangs fails the case, and leaves no process behind). Its exit status and output.
+struct exe_run {
+  int status;
+  std::string log;
+};
+exe_run run_exe(const json& raw, const fs::path& out, const std::string& args, const std::string& launcher = "") {
+  json j = raw;
+  j["output"] = out.string();
+  const fs::path cfg = out.string() + ".json", log = out.string() + "." + std::to_string(std::hash<std::string>{}(args)) + ".log";
+  std::ofstream(cfg) << j.dump(2);
+  const std::string cmd = "timeout -k 5 90 " + launcher + " " + HG_RUN_EXE + " " + cfg.string() + " --quiet --no-plots " +
+                          args + " > " + log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::stringstream text;
+  text << std::ifstream(log).rdbuf();
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, cmd + "\n" + text.str()};
+}
+
+// checkpoint_every 1, halted after the first evaluation (its checkpoint the first cut) and
+// resumed: `methods` of `raw`, each in out/<slug>. What the resumed run must show: it went on
+// from exactly the cut (resumed == cuts[0]), which is the initial model (version 0 at time 0,
+// the same parameters for every method: the cut was taken before the method started); a cut
+// at every later evaluation but the last, versions never going back; no evaluation lost or
+// repeated (t = 0, 5, ..., 60); the target reached; the finished run's checkpoint dropped.
+std::vector<json> halt_at_the_first_cut_and_resume(json raw, const fs::path& out, const std::string& launcher = "") {
+  raw["checkpoint_every"] = 1;
+  const exe_run halted = run_exe(raw, out, "--halt-after 1", launcher);
+  BOOST_TEST_REQUIRE(halted.log.find("halted after 1 evaluations") != std::string::npos, halted.log);
+  for (const auto& m : raw["methods"]) BOOST_TEST_REQUIRE(fs::exists(out / hgrun::slug(m["label"]) / "checkpoint.bin"), m);
+  const exe_run resumed = run_exe(raw, out, "--resume", launcher);
+  BOOST_TEST_REQUIRE(resumed.status == 0, resumed.log);
+  std::vector<json> all;
+  for (const auto& m : raw["methods"]) {
+    const std::string label = m["label"];
+    const auto d = out / hgrun::slug(label);
+    std::ifstream in(d / "summary.json");
+    const json s = json::parse(in);
+    const json& cuts = s["extra"]["cuts"];
+    BOOST_TEST_MESSAGE(label << ": resumed " << s["extra"]["resumed"] << ", " << cuts.size() << " cuts");
+    BOOST_TEST_REQUIRE(cuts.size() == 12u, label);
+    BOOST_TEST(s["extra"]["resumed"] == cuts[0], label);
+    BOOST_TEST(cuts[0]["version"].get<std::uint64_t>() == 0u, label);
+    BOOST_TEST(cuts[0]["time"].get<double>() == 0.0, label);
+    if (!all.empty()) BOOST_TEST(cuts[0]["params_hash"] == all[0]["extra"]["cuts"][0]["params_hash"], label);
+    for (std::size_t k = 1; k < cuts.size(); ++k)
+      BOOST_TEST(cuts[k]["version"].get<std::uint64_t>() >= cuts[k - 1]["version"].get<std::uint64_t>(), label << " cut " << k);
+    const csv ev(d / "evaluations.csv");
+    BOOST_TEST_REQUIRE(ev.rows.size() == 13u, label);
+    for (std::size_t r = 0; r < ev.rows.size(); ++r) BOOST_TEST(ev.at(r, "time") == 5.0 * static_cast<double>(r), label);
+    BOOST_TEST(!s["time_to_target"].is_null(), label);
+    BOOST_TEST(!fs::exists(d / "checkpoint.bin"), label);
+    common_invariants(s, d, raw["real_scale"]);
+    all.push_back(s);
+  }
+  return all;
 }
 
 }  // namespace
@@ -557,6 +625,136 @@ BOOST_AUTO_TEST_CASE(a_killed_real_run_resumes_from_the_saved_model_at_a_consist
     BOOST_TEST(ev.rows.size() == 13u, label);  // t = 0, 5, ..., 60: none lost or repeated
     BOOST_TEST(!fs::exists(d / "checkpoint.bin"), label);  // a finished run drops it
   }
+}
+
+// checkpoint_every 1: the first evaluation's checkpoint is asked for before the method's
+// threads start (they start at the first advance), so the hold waited for a cut that nothing
+// would reach and the run never ended. Now it is the initial state, and the run resumes from
+// it; for every family that checkpoints on the real clock (servers: Ringmaster, SSP, whose
+// holds are the server's; round methods: BSP, local SGD), through the executable. Eager-SGD
+// and local learning do not checkpoint on the real clock: refused at once, naming the key.
+BOOST_AUTO_TEST_CASE(real_runs_with_a_checkpoint_at_every_evaluation_end_and_resume_from_the_first_cut,
+                     *boost::unit_test::timeout(240)) {
+  const auto dir = scratch("checkpoint-every-evaluation");
+  json raw = experiment();
+  raw["real_scale"] = 0.01;  // (as the mpirun resume test: the target on a loaded machine)
+  raw["methods"] = json::parse(R"([{"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2},
+                                   {"label": "SSP", "algorithm": "ssp", "staleness": 1},
+                                   {"label": "BSP", "algorithm": "bsp"},
+                                   {"label": "local SGD", "algorithm": "local_sgd", "local_steps": [3, 2, 2, 1]}])");
+  (void)halt_at_the_first_cut_and_resume(raw, dir / "out");
+  json eager = experiment(), local = experiment();
+  eager["checkpoint_every"] = local["checkpoint_every"] = 1;
+  eager["methods"] = json::parse(R"([{"label": "eager", "algorithm": "eager"}])");
+  local["methods"] = json::parse(R"([{"label": "local", "algorithm": "local_learning"}])");
+  local["data"] = {{"dataset", "fashion_mnist"}};
+  for (const auto& [j, key] : {std::pair{eager, "'checkpoint_every'"}, std::pair{local, "methods[0].algorithm"}}) {
+    std::string e;
+    try {
+      hgrun::resolve(j);
+    } catch (const hgrun::config_error& x) {
+      e = x.what();
+    }
+    BOOST_TEST(e.find(key) != std::string::npos, key << ": " << e);
+  }
+}
+
+// A checkpoint at every evaluation makes the evaluation loop fall behind the wall clock (each
+// waits for a cut, up to a round). A loop behind a method that ended at its horizon still
+// evaluates the grid's times left, on the final model (before, it took the end for one by no
+// rule and dropped them, the horizon's evaluation with them); a method that ended before its
+// horizon by no rule (every worker held) still leaves nothing to evaluate.
+BOOST_AUTO_TEST_CASE(an_evaluation_loop_behind_a_method_that_ended_at_its_horizon_evaluates_up_to_it) {
+  namespace w = hgrun::wall;
+  const json cfg = hgrun::resolve(experiment());  // horizon 60 model units of 4 ms
+  auto prob = hgrun::make_problem(hgrun::experiment_of(cfg), cfg, 1);
+  hgrun::context ctx{cfg, cfg["methods"][0], 1, scratch("behind"), *prob, false, 0, {}};
+  const auto units = [](double t) {
+    return std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(t * 0.004));
+  };
+  for (const double end : {61.0, 20.0}) {  // the model time at which the method ended
+    w::shared_run s;
+    s.started = true;
+    s.origin = w::clock::now() - units(70);  // the wall clock is at 70, the loop at 50
+    s.finished = true;
+    s.ended = s.origin + units(end);
+    auto h = w::hooks(ctx, s, [] { return std::vector<float>(); }, [] { return false; });
+    BOOST_TEST(h.advance(50.0) == (end > 60.0), "ended at " << end);
+    BOOST_TEST(h.advance(60.0), "ended at " << end);  // the horizon's: the final model
+  }
+}
+
+// The hold's deadline: a method that never reaches a cut (an injected stall), or whose
+// workers' gradients in flight never end, fails the hold once its limit has passed, naming
+// what it waited for and the limit, and lets the method go on to its stop. (The limit is
+// runtime_timeout_s, minutes; the stall is checked against half a second.)
+BOOST_AUTO_TEST_CASE(a_hold_that_cannot_complete_fails_at_its_limit_naming_what_it_waited_for,
+                     *boost::unit_test::timeout(60)) {
+  namespace w = hgrun::wall;
+  for (const bool at_cuts : {false, true}) {
+    w::shared_run s;
+    s.limit_s = 0.5;
+    std::optional<w::runner> method;
+    method.emplace(s, [&] {
+      while (!s.stop) {
+        if (at_cuts) s.cut();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    s.started = true;
+    const auto begin = std::chrono::steady_clock::now();
+    std::string what;
+    try {
+      (void)s.hold([&] { return !at_cuts; });
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    BOOST_TEST_MESSAGE("waited " << waited << " s: " << what);
+    BOOST_TEST(waited >= 0.5, at_cuts);
+    BOOST_TEST(what.find("waited 0.5 s") != std::string::npos, what);
+    BOOST_TEST(what.find(at_cuts ? "gradients in flight" : "consistent cut") != std::string::npos, what);
+    BOOST_TEST(!s.pause_requested.load(), at_cuts);  // let go: no later cut halts it
+    method.reset();                                   // stops and joins it
+    BOOST_TEST(s.finished);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Under mpirun: the CTest entry driver_realtime_mpi (label mpi) sets HG_RUNTIME_TEST_MPIEXEC
+// and the process-count flag from CMake's FindMPI variables; elsewhere the suite is skipped.
+namespace {
+boost::test_tools::assertion_result mpi_available(boost::unit_test::test_unit_id) {
+  return std::getenv("HG_RUNTIME_TEST_MPIEXEC") != nullptr;
+}
+std::string mpirun(int np) {
+  return std::string(std::getenv("HG_RUNTIME_TEST_MPIEXEC")) + " " + std::getenv("HG_RUNTIME_TEST_NP_FLAG") + " " +
+         std::to_string(np) + " --oversubscribe " + std::getenv("HG_RUNTIME_TEST_PREFLAGS");
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(real_clock_mpi, *boost::unit_test::precondition(mpi_available))
+
+// The same under mpirun, on two workers: a server's workers are ranks 1 and 2 (they wait for
+// rank 0's streams before the method starts), a round method's ranks wait for their parts of
+// the checkpoint (a fresh run's: empty); every rank goes on from round 0. Halted at the first
+// evaluation, rank 0 still starts its method, stopped, so that the other ranks' first
+// collectives are met.
+BOOST_AUTO_TEST_CASE(real_runs_under_mpirun_with_a_checkpoint_at_every_evaluation_end_and_resume_from_the_first_cut,
+                     *boost::unit_test::timeout(270)) {
+  const auto dir = scratch("mpi-checkpoint-every-evaluation");
+  json raw = experiment();
+  raw["runtime"] = "mpi";
+  raw["real_scale"] = 0.01;
+  raw["workers"] = json::parse(R"({"count": 2, "time": {"base": "linear", "noise": "half_normal"}})");
+  json servers = raw, rounds = raw;
+  servers["methods"] = json::parse(R"([{"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2}])");
+  rounds["methods"] = json::parse(R"([{"label": "BSP", "algorithm": "bsp"},
+                                      {"label": "local SGD", "algorithm": "local_sgd", "local_steps": [2, 1]}])");
+  (void)halt_at_the_first_cut_and_resume(servers, dir / "servers", mpirun(3));
+  for (const json& s : halt_at_the_first_cut_and_resume(rounds, dir / "rounds", mpirun(2)))
+    BOOST_TEST(s["extra"]["resumed_rounds_per_rank"] == json::array({0, 0}), s["label"]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

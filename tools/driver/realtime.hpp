@@ -87,6 +87,7 @@ struct shared_run {
   std::mutex m;
   std::condition_variable cv;
   bool finished = false;
+  clock::time_point ended{};  ///< when finished became true
   std::exception_ptr error;
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> updates{0}, events{0};
@@ -96,12 +97,20 @@ struct shared_run {
   /// Starts the method's threads (at the first advance: after a checkpoint is loaded); the
   /// clock starts then (a fresh run's origin is reset there, a resumed run's was set by the load).
   std::function<void()> start;
+  bool started = false;  ///< start ran (the evaluation loop's thread alone reads and writes it)
   bool resumed = false;
   void start_clock() {
     if (!resumed) origin = clock::now();
   }
   bool pause = false, paused = false;
   std::atomic<bool> pause_requested{false};  ///< pause, readable without the lock
+  /// How long a hold waits for the method's next cut, and the evaluation loop for the method's
+  /// end past its horizon: runtime_timeout_s, the deadline of every receive of the runtimes.
+  /// A cut is one arrival (servers) or one round (round methods) away, and the runtime waits
+  /// at most that long for each message of either (a receive past it fails the run), so a
+  /// method that reached neither its cut nor its end within it will not. (A member: a test
+  /// stalls a method against a shorter one.)
+  double limit_s = runtime_timeout_s;
 
   double model_now(double unit) const { return seconds_since(origin) / unit; }
   /// The method's thread at a consistent cut (a round's end; a server between two
@@ -116,27 +125,51 @@ struct shared_run {
     at_cut();  // what the checkpoint needs from the method's thread
     paused = true;
     cv.notify_all();
+    // Bounded without a deadline of its own: the evaluation loop lets go once the state is
+    // copied for the checkpoint, or the copy fails (evaluation_loop's save() releases in a
+    // destructor, before the file is written), and runner::join lets go too.
     cv.wait(l, [&] { return !pause; });
     paused = false;
   }
   /// The evaluation loop: stops the method at its next cut (and until `quiet()`, when given);
-  /// the returned function lets it go on.
+  /// the returned function lets it go on. Neither wait outlasts limit_s: past it the run fails
+  /// with an error naming what was waited for and the limit.
   std::function<void()> hold(const std::function<bool()>& quiet = {}) {
-    {
-      std::unique_lock l(m);
-      pause = true;
-      pause_requested.store(true, std::memory_order_release);
-      cv.notify_all();
-      cv.wait(l, [&] { return paused || finished; });
-    }
-    if (quiet)
-      while (!quiet()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return [this] {
+    // Before the method's threads start (a checkpoint at the first evaluation; they start at
+    // the first advance) nothing runs on this rank: the state is the initial one (a fresh
+    // run's, or the loaded checkpoint's), a consistent cut as it is, with no result in flight
+    // and no job started. Waiting for a cut there would wait for threads that do not exist.
+    if (!started) return [] {};
+    const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(limit_s));
+    auto release = [this] {
       std::lock_guard l(m);
       pause = false;
       pause_requested.store(false, std::memory_order_release);
       cv.notify_all();
     };
+    // Past the limit the method goes on (to its stop) instead of halting at a cut nobody saves.
+    auto fail = [&](const char* what) {
+      release();
+      std::ostringstream o;
+      o << "heterograd-run: a checkpoint waited " << limit_s << " s (the runtimes' receive deadline) for " << what
+        << ", which did not happen";
+      throw std::runtime_error(o.str());
+    };
+    bool at_cut = false;
+    {
+      std::unique_lock l(m);
+      pause = true;
+      pause_requested.store(true, std::memory_order_release);
+      cv.notify_all();
+      at_cut = cv.wait_until(l, deadline, [&] { return paused || finished; });
+    }
+    if (!at_cut) fail("the method to reach a consistent cut (a server between two arrivals, a round's end)");
+    if (quiet)
+      while (!quiet()) {
+        if (clock::now() >= deadline) fail("the workers' gradients in flight to end at the cut");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    return release;
   }
 };
 
@@ -149,9 +182,15 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
   const double t_end = ctx.exp.horizon.time.value_or(std::numeric_limits<double>::infinity());
   loop_hooks h;
   h.advance = [&s, unit, t_end, reached](double t) {
-    if (s.start) std::exchange(s.start, nullptr)();
+    if (!s.started) s.start();
     std::unique_lock l(s.m);
-    // The horizon's evaluation is the final model's: wait there for the run to end.
+    // The horizon's evaluation is the final model's: wait there for the run to end. Bounded
+    // without a deadline of its own, which could not tell a stall from a long end (a server's
+    // shutdown waits up to remote_options::shutdown_grace for a worker's last computation):
+    // the method ends by its own rule at its horizon (a server at the first arrival past it,
+    // a round method at the agreement after the round that passed it, eager-SGD at the flush
+    // round after its vote), and every wait inside it has a deadline (runtime_timeout_s for a
+    // message, shutdown_grace for the goodbyes), past which it fails, which ends it too.
     if (t >= t_end) {
       s.cv.wait(l, [&] { return s.finished; });
     } else {
@@ -160,7 +199,10 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
     }
     if (s.error) std::rethrow_exception(s.error);
     // A run that ended before t by no rule (every worker held) has nothing left to evaluate.
-    return !(s.finished && t < t_end && !reached());
+    // One that ended at its horizon while this loop lagged behind (each evaluation waiting for
+    // a cut, a round, to write its checkpoint) has: its final model, at the grid's times left.
+    const bool at_horizon = s.finished && std::chrono::duration<double>(s.ended - s.origin).count() >= t_end * unit;
+    return !(s.finished && t < t_end && !reached() && !at_horizon);
   };
   h.params = [&s, copy] {
     std::lock_guard l(s.model);
@@ -170,7 +212,7 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
   h.events = [&s] { return s.events.load(); };
   h.epochs_done = [&s] { return s.epochs.load(); };
   h.now = [&s, unit] { return s.finished ? s.last.load() : s.model_now(unit); };
-  h.wall = [&s] { return s.start ? 0.0 : std::max(0.0, seconds_since(s.origin)); };  // 0 before the start
+  h.wall = [&s] { return s.started ? std::max(0.0, seconds_since(s.origin)) : 0.0; };  // 0 before the start
   return h;
 }
 
@@ -187,12 +229,16 @@ class runner {
       }
       std::lock_guard l(s_.m);
       s_.finished = true;
+      s_.ended = clock::now();
       s_.cv.notify_all();
     });
   }
   runner(const runner&) = delete;
   runner& operator=(const runner&) = delete;
-  /// Asks the method to stop (at its next arrival or round) and waits for it.
+  /// Asks the method to stop (at its next arrival or round) and waits for it. Bounded as the
+  /// horizon's wait is (hooks): the method reads `stop` at its next arrival (a server), at the
+  /// agreement before its next round (round methods) or in its vote (eager-SGD), and every
+  /// wait in between has a deadline.
   void join() {
     s_.stop = true;
     {
@@ -226,12 +272,27 @@ inline std::vector<float> evaluate_running(context& ctx, shared_run& s, sim::rec
     s.start = [&] {
       s.start_clock();
       r.emplace(s, body);
+      s.started = true;
+    };
+    // A loop that ends before the first advance (halted, or failed, at the first evaluation)
+    // still runs the method, stopped at once, under MPI: the other ranks' first collectives
+    // (the checkpoint's parts, the workers' streams, the first agreement) wait for this one's.
+    auto start_stopped = [&] {
+      if (s.started || ctx.runtime() != "mpi") return;
+      s.stop = true;
+      s.start();
     };
     auto h = hooks(ctx, s, std::move(copy), [&] {
       return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
     });
     if (adjust) adjust(h);
-    x = std::get<std::vector<float>>(evaluation_loop(ctx, evals, h));
+    try {
+      x = std::get<std::vector<float>>(evaluation_loop(ctx, evals, h));
+    } catch (...) {
+      start_stopped();
+      throw;
+    }
+    start_stopped();
     if (r) r->join();
   }
   if (s.error) std::rethrow_exception(s.error);
@@ -1008,6 +1069,9 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
   sim::recorder evals(n);
   auto hooks = [&](loop_hooks& h) {
     h.hold = [&] {
+      // Before the start (the first evaluation's checkpoint) the other ranks wait for their
+      // parts: a fresh run's are empty (scatter_parts: "" starts a rank fresh), one per rank.
+      if (!s.started && ctx.runtime() == "mpi" && parts.empty()) parts.assign(n - 1, std::string());
       auto release = s.hold();
       cut_time = s.last.load();
       ctx.extra["cuts"].push_back(w::cut_record(published_rounds, params(), cut_time));

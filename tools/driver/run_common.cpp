@@ -595,20 +595,23 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
 
   std::uint64_t e = 0;  // evaluations done
   auto save = [&] {
-    // A real-clock run is held at a consistent cut while its state is written.
-    struct release {
-      std::function<void()> f;
-      ~release() {
-        if (f) f();
-      }
-    } held{h.hold ? h.hold() : nullptr};
     heterograd::archive_writer w;
-    w(checkpoint_digest(ctx), e);
-    const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
-    w(wall, target, ctx.extra.dump());
-    w(rec);
-    ctx.prob.serialize(w);
-    h.save(w);
+    {
+      // A real-clock run is held at a consistent cut while its state is copied into `w` (not
+      // while the file is written: the wall clock runs on while it is held).
+      struct release {
+        std::function<void()> f;
+        ~release() {
+          if (f) f();
+        }
+      } held{h.hold ? h.hold() : nullptr};
+      w(checkpoint_digest(ctx), e);
+      const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
+      w(wall, target, ctx.extra.dump());
+      w(rec);
+      ctx.prob.serialize(w);
+      h.save(w);
+    }
     // Temporary file, fsync, rename (files.hpp): a kill leaves the previous checkpoint or this one.
     const std::string sealed = heterograd::seal_checkpoint(w.bytes());
     hgrun::write_file(ckpt, sealed);
