@@ -6,6 +6,7 @@
 #include "heterograd/runtime/async_threads.hpp"
 #include "heterograd/runtime/concepts.hpp"
 #include "heterograd/runtime/pacing.hpp"
+#include "heterograd/runtime/parts.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/recording.hpp"
 #include "heterograd/runtime/server.hpp"

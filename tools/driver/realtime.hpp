@@ -42,6 +42,7 @@
 #include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/runtime/pacing.hpp"
+#include "heterograd/runtime/parts.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/runtime/server.hpp"
@@ -497,57 +498,14 @@ inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::commun
   return out;
 }
 
-/// Checkpoints of round methods under MPI: every rank's part of the state as bytes. gather:
-/// rank 0 gets ranks 1.. size - 1's parts (in rank order), the others get {}. scatter: rank 0
-/// hands rank k parts[k - 1] (none: a fresh run, every rank gets "") and gets "" itself.
-/// Collective over c; the parts' sizes go first (one allreduce or broadcast of size u64).
+/// Checkpoints of round methods under MPI: every rank's part of the state as bytes, gathered
+/// on rank 0 and handed back on a resume (runtime/parts.hpp). A part's announced size is
+/// checked before anything is sized by it: at most twice this rank's own part's size (every
+/// rank saves the same structure) and 1 MiB.
 constexpr int parts_tag = 29000;
-inline std::vector<std::string> gather_parts(const hg::comm::mpi::communicator& c, const std::string& mine) {
-  const auto size = static_cast<std::size_t>(c.size()), me = static_cast<std::size_t>(c.rank());
-  std::vector<std::uint64_t> sizes(size, 0);
-  sizes[me] = mine.size();
-  hg::comm::allreduce_options o;
-  o.op = hg::comm::reduce_op::sum;
-  o.timeout = hg::seconds{runtime_timeout_s};
-  c.allreduce(hg::span<std::uint64_t>(sizes.data(), sizes.size()), o).wait();
-  const hg::seconds t{runtime_timeout_s};
-  if (me != 0) {
-    const auto* b = reinterpret_cast<const std::uint8_t*>(mine.data());
-    c.send(hg::span<const std::uint8_t>(b, mine.size()), 0, parts_tag, hg::comm::send_options{.timeout = t}).wait();
-    return {};
-  }
-  std::vector<std::string> out(size - 1);
-  for (std::size_t k = 1; k < size; ++k) {
-    out[k - 1].resize(sizes[k]);
-    auto* b = reinterpret_cast<std::uint8_t*>(out[k - 1].data());
-    c.recv(hg::span<std::uint8_t>(b, sizes[k]), static_cast<int>(k), parts_tag, hg::comm::recv_options{.timeout = t})
-        .wait();
-  }
-  return out;
-}
-inline std::string scatter_parts(const hg::comm::mpi::communicator& c, const std::vector<std::string>& parts) {
-  const auto size = static_cast<std::size_t>(c.size()), me = static_cast<std::size_t>(c.rank());
-  std::vector<std::uint64_t> sizes(size, 0);
-  if (me == 0)
-    for (std::size_t k = 1; k < size && k - 1 < parts.size(); ++k) sizes[k] = parts[k - 1].size();
-  const hg::seconds t{runtime_timeout_s};
-  c.broadcast(hg::span<std::uint64_t>(sizes.data(), sizes.size()), 0, hg::comm::broadcast_options{.timeout = t}).wait();
-  if (me == 0) {
-    for (std::size_t k = 1; k < size; ++k) {
-      if (sizes[k] == 0) continue;
-      const auto* b = reinterpret_cast<const std::uint8_t*>(parts[k - 1].data());
-      c.send(hg::span<const std::uint8_t>(b, sizes[k]), static_cast<int>(k), parts_tag,
-             hg::comm::send_options{.timeout = t})
-          .wait();
-    }
-    return {};
-  }
-  std::string mine(sizes[me], '\0');
-  if (!mine.empty())
-    c.recv(hg::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(mine.data()), mine.size()), 0, parts_tag,
-           hg::comm::recv_options{.timeout = t})
-        .wait();
-  return mine;
+inline hr::parts_options parts_options_for(std::size_t own_part_bytes) {
+  return {.limit = 2 * own_part_bytes + (std::size_t{1} << 20), .timeout = hg::seconds{runtime_timeout_s},
+          .tag = parts_tag};
 }
 #endif
 
@@ -980,12 +938,20 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
     s.last = cut_time;
     s.resumed = true;
   };
+  // This rank's part of a checkpoint under MPI: its state and its sample streams.
+  auto own_part = [&] {
+    heterograd::archive_writer ar;
+    save_state(ar);
+    ctx.prob.serialize(ar);
+    const auto& bytes = ar.bytes();
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  };
   std::vector<std::string> parts;  // rank 0: ranks 1.. n - 1's parts of the checkpoint (MPI)
   std::vector<std::uint64_t> resumed_rounds;  // MPI: the round each rank went on from
   auto body = [&] {
 #ifdef HG_HAS_MPI
     if (world) {  // a resumed run: rank 0 hands every rank its part (empty: a fresh run)
-      const std::string mine = w::scatter_parts(*world, parts);
+      const std::string mine = hr::scatter_parts(*world, parts, w::parts_options_for(own_part().size()));
       if (!mine.empty()) {
         const auto* b = reinterpret_cast<const std::byte*>(mine.data());
         heterograd::archive_reader ar(std::span<const std::byte>(b, mine.size()));
@@ -1041,15 +1007,9 @@ json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd:
         // request that came after the agreement waits for the next round's).
         if (!a.checkpoint) continue;
         cut_time = end;
-        std::string mine;  // (rank 0's own state goes into the checkpoint by h.save)
-        if (world->rank() != 0) {
-          heterograd::archive_writer ar;
-          save_state(ar);
-          ctx.prob.serialize(ar);
-          const auto& bytes = ar.bytes();
-          mine.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-        }
-        parts = w::gather_parts(*world, mine);
+        // (rank 0's own state goes into the checkpoint by h.save; its part's size bounds the others')
+        const std::string own = own_part();
+        parts = hr::gather_parts(*world, world->rank() != 0 ? own : std::string(), w::parts_options_for(own.size()));
       }
 #endif
       s.cut();  // a round boundary: a checkpoint may be written here
