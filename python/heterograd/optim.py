@@ -49,6 +49,11 @@ _ADAGRAD = _core.AdagradConfig()
 _LAMB = _core.LAMBConfig()
 
 
+def _inference(name: str) -> str:
+    return (f"heterograd: invalid argument '{name}' = an inference tensor: must be writable "
+            "(inference tensors are read-only outside torch.inference_mode)")
+
+
 def _lr(value: Any) -> Any:
     """A group's learning rate as the configs take it: a Schedule, or a number."""
     if isinstance(value, Schedule):
@@ -142,6 +147,8 @@ class _Fused(torch.optim.Optimizer):
         try:
             self._checked_config(group, self._where(i))
             for j, p in enumerate(group["params"]):
+                if p.is_inference():
+                    raise ValueError(_inference(f"{self._where(i)}.params[{j}]"))
                 # Flat mode copies the tensors into its buffers: any layout will do.
                 t = p.detach().contiguous() if self._flat else p.detach()
                 _core.check_array(t, f"{self._where(i)}.params[{j}]", True)
@@ -241,9 +248,7 @@ class _Fused(torch.optim.Optimizer):
     def _check_tensor(self, i: int, j: int, p: torch.Tensor) -> None:
         # What DLPack does not tell the C++ side: torch's own read-only tensors and sparse grads.
         if p.is_inference():
-            raise ValueError(f"heterograd: invalid argument '{self._where(i)}.params[{j}]' = an "
-                             "inference tensor: must be writable (inference tensors are "
-                             "read-only outside torch.inference_mode)")
+            raise ValueError(_inference(f"{self._where(i)}.params[{j}]"))
         if p.grad.is_sparse:
             raise ValueError(f"heterograd: invalid argument '{self._where(i)}.grads[{j}]' = a "
                              "sparse tensor: must be dense")
@@ -277,9 +282,7 @@ class _Fused(torch.optim.Optimizer):
                 f"must keep the {flat.sizes[j]} elements of {flat.flat_params.dtype} laid out at "
                 "construction (a parameter cannot change size)")
         if p.is_inference():
-            raise ValueError(f"heterograd: invalid argument '{name}' = an inference tensor: must "
-                             "be writable (inference tensors are read-only outside "
-                             "torch.inference_mode)")
+            raise ValueError(_inference(name))
         if p.device.type != "cpu":
             raise ValueError(f"heterograd: invalid argument '{name}' = on {p.device}: must be in "
                              "host memory: this build of heterograd runs on the CPU only (built "
