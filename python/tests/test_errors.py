@@ -101,6 +101,18 @@ def test_the_configuration_and_the_step_index_are_checked():
         hgo.SGD(make_params(), lr=0.1, nesterov=True)
 
 
+def test_lamb_tensor_sizes_must_tile_the_one_flat_array():
+    p = np.ones(10, np.float32)
+    z = [np.zeros(10, np.float32)]
+    with pytest.raises(ValueError, match=r"'LAMB.tensor_sizes \(sum\)' = 9: must equal the size"):
+        core.plan_lamb([p], [p.copy()], z, [z[0].copy()], core.LAMBConfig(tensor_sizes=[4, 5]), 1,
+                       where="LAMB")
+    with pytest.raises(ValueError, match=r"'LAMB.tensor_sizes \(count\)' = 2: must be empty"):
+        core.plan_lamb([p, p.copy()], [p.copy(), p.copy()], z * 2, z * 2,
+                       core.LAMBConfig(tensor_sizes=[5, 5]), 1, where="LAMB")
+    assert np.array_equal(p, np.ones(10, np.float32))
+
+
 def plan_error_step0():
     a = [np.ones(4, np.float32)]
     core.plan_adam(a, a, [np.zeros(4, np.float32)], [np.zeros(4, np.float32)], core.AdamConfig(),
