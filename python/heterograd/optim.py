@@ -129,11 +129,15 @@ class _Fused(torch.optim.Optimizer):
     def _where(self, i: int) -> str:
         return f"{type(self).__name__}.param_groups[{i}]"
 
-    def _checked_config(self, group: Dict[str, Any], where: str) -> Any:
+    @staticmethod
+    def _refuse_torch_options(group: Dict[str, Any], where: str) -> None:
         for key in ("amsgrad", "maximize", "differentiable", "capturable", "fused"):
             if group.get(key):
                 raise ValueError(f"heterograd: invalid argument '{where}.{key}' = True: not "
                                  "available in heterograd's optimizers (torch.optim's option)")
+
+    def _checked_config(self, group: Dict[str, Any], where: str) -> Any:
+        self._refuse_torch_options(group, where)
         config = self._config(group)
         config.validate(where)
         return config
@@ -184,7 +188,8 @@ class _Fused(torch.optim.Optimizer):
             work = [self._collect(i, g) for i, g in enumerate(self.param_groups)]
             plans = []
             for i, (group, items) in enumerate(zip(self.param_groups, work)):
-                config = self._checked_config(group, self._where(i))
+                self._refuse_torch_options(group, self._where(i))
+                config = self._config(group)  # validated by the plan, naming the group
                 for index, params, grads, slots, step in items:
                     plans.append(self._plan(i, group, config, index, params, grads, slots, step))
         except BaseException:
@@ -270,8 +275,9 @@ class _Fused(torch.optim.Optimizer):
         names = self._slots(group)
         for name in names:
             self._ensure_flat_slot(group, flat, name)
-        return [(None, [flat.flat_params], [flat.flat_grads],
-                 [[flat.slots[name]] for name in names], flat.step + 1)]
+        pack = _to_dlpack
+        return [(None, [pack(flat.flat_params)], [pack(flat.flat_grads)],
+                 [[pack(flat.slots[name])] for name in names], flat.step + 1)]
 
     def _check_moved(self, i: int, j: int, p: torch.Tensor, flat: _Flat) -> None:
         """A tensor that left the flat buffers may come back only as it was laid out."""

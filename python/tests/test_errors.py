@@ -198,3 +198,20 @@ def test_state_made_for_a_refused_step_is_unmade():
         opt.step()
     assert fresh not in opt.state and len(opt.state) == 0
     assert torch.equal(fresh.detach(), torch.zeros(2))
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["tensors", "flat"])
+def test_settings_changed_after_construction_are_checked_at_the_step(flat):
+    a, b, opt = two_groups(flat)
+    before = snapshot(a + b, opt)
+    for key, value, rule in (("lr", -1.0, "lr' = -1: must be finite and >= 0"),
+                             ("betas", (0.9, 1.0), "beta2' = 1: must be in [0, 1)"),
+                             ("amsgrad", True, "amsgrad' = True: not available")):
+        saved = dict(opt.param_groups[1])
+        opt.param_groups[1][key] = value
+        with pytest.raises(ValueError) as e:
+            opt.step()
+        assert "'Adam.param_groups[1]." + rule in str(e.value), str(e.value)
+        opt.param_groups[1].clear()
+        opt.param_groups[1].update(saved)
+        assert_unchanged(before, a + b, opt)
