@@ -12,10 +12,13 @@
 
 #include <nanobind/nanobind.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,7 +121,7 @@ inline plan make_plan(const char* kernel, lists&& l, std::function<void()> launc
   return p;
 }
 
-inline plan plan_sgd(nb::handle params, nb::handle grads, const hk::sgd_config<schedule>& c,
+inline plan plan_sgd(nb::sequence params, nb::sequence grads, const hk::sgd_config<schedule>& c,
                      std::int64_t step, const std::string& where, nb::object index) {
   check_common(c, step, where);
   lists l = take_lists(params, grads, {}, namer{where, std::move(index)});
@@ -135,7 +138,7 @@ inline plan plan_sgd(nb::handle params, nb::handle grads, const hk::sgd_config<s
   return make_plan("sgd", std::move(l), std::move(launch));
 }
 
-inline plan plan_momentum(nb::handle params, nb::handle grads, nb::handle velocity,
+inline plan plan_momentum(nb::sequence params, nb::sequence grads, nb::sequence velocity,
                           const hk::momentum_config<schedule>& c, std::int64_t step,
                           bool nesterov, const std::string& where, nb::object index) {
   check_common(c, step, where);
@@ -153,7 +156,7 @@ inline plan plan_momentum(nb::handle params, nb::handle grads, nb::handle veloci
   return make_plan(nesterov ? "nesterov" : "momentum", std::move(l), std::move(launch));
 }
 
-inline plan plan_adam(nb::handle params, nb::handle grads, nb::handle m, nb::handle v,
+inline plan plan_adam(nb::sequence params, nb::sequence grads, nb::sequence m, nb::sequence v,
                       const hk::adam_config<schedule>& c, std::int64_t step, bool decoupled,
                       const std::string& where, nb::object index) {
   check_common(c, step, where);
@@ -172,7 +175,7 @@ inline plan plan_adam(nb::handle params, nb::handle grads, nb::handle m, nb::han
   return make_plan(decoupled ? "adamw" : "adam", std::move(l), std::move(launch));
 }
 
-inline plan plan_adagrad(nb::handle params, nb::handle grads, nb::handle sum_sq,
+inline plan plan_adagrad(nb::sequence params, nb::sequence grads, nb::sequence sum_sq,
                          const hk::adagrad_config<schedule>& c, std::int64_t step,
                          const std::string& where, nb::object index) {
   check_common(c, step, where);
@@ -209,7 +212,7 @@ inline void check_lamb_sizes(const hk::lamb_config<schedule>& c, const lists& l,
   heterograd::require_same_size(name + " (sum)", total, "params[0]", l.params[0].size);
 }
 
-inline plan plan_lamb(nb::handle params, nb::handle grads, nb::handle m, nb::handle v,
+inline plan plan_lamb(nb::sequence params, nb::sequence grads, nb::sequence m, nb::sequence v,
                       const hk::lamb_config<schedule>& c, std::int64_t step,
                       const std::string& where, nb::object index) {
   check_common(c, step, where);

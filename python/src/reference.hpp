@@ -50,7 +50,7 @@ std::int64_t run_named(nb::handle config, const array_ref& params,
 
 /// reference_run(kind, config, params, grads, slots): see the header comment.
 inline std::int64_t reference_run(const std::string& kind, nb::handle config, nb::handle params,
-                                  nb::handle grads, nb::handle slots) {
+                                  nb::sequence grads, nb::sequence slots) {
   const namer name{"reference_run", nb::none()};
   std::vector<array_ref> p;
   p.push_back(take_array(params, "reference_run.params", true));
