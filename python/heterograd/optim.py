@@ -24,7 +24,7 @@ CPU (this build has no CUDA; CUDA tensors are refused by name).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import torch
 import torch.utils.dlpack

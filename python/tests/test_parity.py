@@ -9,7 +9,7 @@ import torch
 
 import heterograd._core as core
 import heterograd.optim as hgo
-from helpers import (CASES, SHAPES, TORCH_CASES, assert_bitwise, flat_of, make_grads,
+from helpers import (CASES, TORCH_CASES, assert_bitwise, flat_of, make_grads,
                      make_params, run)
 
 DTYPES = [torch.float32, torch.float64]
