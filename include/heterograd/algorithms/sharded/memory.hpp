@@ -12,8 +12,10 @@
 // gradient exists (backward), both freed (reused) before the next layer. Activations and the
 // model's own workspace are the caller's (Cephalo's reserved and per-sample bytes).
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 #include "heterograd/algorithms/sharded/layout.hpp"

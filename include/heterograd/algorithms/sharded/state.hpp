@@ -140,7 +140,8 @@ class sharded_state {
   const optim::state<float>& optimizer_state() const { return state_; }
 
   /// Posts the gather of bucket b's parameters into `out` (bucket_size(b) elements, a buffer
-  /// the caller reuses for every bucket: FSDP's free after use). Collective.
+  /// the caller reuses for every bucket: FSDP's free after use). Collective. The request reads
+  /// this rank's shard: wait for it before apply().
   template <class Transport>
   [[nodiscard]] comm::request post_gather(const Transport& t, std::size_t b, span<float> out,
                                           const step_options& o = {}) const {
