@@ -1,6 +1,6 @@
 #pragma once
 // The transport layer: the concept, requests and options, collective schedules, the inproc
-// transport, partial collectives; the mpi transport when the mpi component is linked
+// transport, partial collectives, collectives with uneven counts; the mpi transport when the mpi component is linked
 // (HG_HAS_MPI). The nccl transport (heterograd/comm/nccl.cuh) is CUDA-only: include it under nvcc.
 #include "heterograd/comm/concepts.hpp"
 #include "heterograd/comm/executor.hpp"
@@ -12,6 +12,7 @@
 #include "heterograd/comm/request.hpp"
 #include "heterograd/comm/schedule.hpp"
 #include "heterograd/comm/types.hpp"
+#include "heterograd/comm/uneven.hpp"
 #if defined(HG_HAS_MPI)
 #include "heterograd/comm/mpi.hpp"
 #include "heterograd/comm/mpi_partial.hpp"

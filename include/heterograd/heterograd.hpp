@@ -13,6 +13,7 @@
 #include "heterograd/algorithms/decoupled.hpp"
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/sync.hpp"
+#include "heterograd/algorithms/sharded.hpp"
 #include "heterograd/runtime/round_threads.hpp"
 #if defined(HG_HAS_MPI)
 #include "heterograd/runtime/round_mpi.hpp"

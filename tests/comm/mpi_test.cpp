@@ -1,10 +1,12 @@
 // The mpi transport under mpirun -np 2..4: every collective against a reference, the
-// schedule algorithms over MPI point-to-point, any-source receives, split, and partial
-// collectives (same result everywhere, nothing lost, staleness within the bound).
+// schedule algorithms over MPI point-to-point, any-source receives, split, partial
+// collectives (same result everywhere, nothing lost, staleness within the bound), and the
+// uneven-count collectives of comm/uneven.hpp over MPI's send/recv.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -14,6 +16,7 @@
 
 #include "comm_test_support.hpp"
 #include "heterograd/comm/mpi_partial.hpp"
+#include "heterograd/comm/uneven.hpp"
 #include "hg_mpi.hpp"
 
 namespace hg = heterograd;
@@ -397,6 +400,77 @@ BOOST_AUTO_TEST_CASE(majority_and_quorum_keep_every_invariant_with_random_latene
   }
   auto rec2 = run_rounds(hc::partial_policy::quorum(1), 10, 3, [&](int r, int t) { return (r + t) % n != 0; });
   check_invariants(rec2, 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(mpi_uneven_collectives)
+
+// Counts with zeros and a piece past OpenMPI's shared-memory eager limit (~4 KiB).
+std::vector<std::size_t> uneven_counts(int n) {
+  std::vector<std::size_t> c(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) c[static_cast<std::size_t>(r)] = r == 1 ? 0 : r == 0 ? 3000 : 7 * static_cast<std::size_t>(r);
+  return c;
+}
+
+BOOST_AUTO_TEST_CASE(allgather_v_and_reduce_scatter_v_with_uneven_counts_equal_the_rank_ordered_reference_bitwise) {
+  auto& c = mpi_test::world();
+  const auto seed = shared_seed();
+  const int n = c.size(), r = c.rank();
+  const auto counts = uneven_counts(n);
+  std::vector<std::size_t> off(static_cast<std::size_t>(n) + 1, 0);
+  for (int q = 0; q < n; ++q) off[static_cast<std::size_t>(q) + 1] = off[static_cast<std::size_t>(q)] + counts[static_cast<std::size_t>(q)];
+  const std::size_t total = off.back(), mine = counts[static_cast<std::size_t>(r)];
+  // allgather_v: every rank's piece, in rank order.
+  std::vector<float> expected;
+  for (int q = 0; q < n; ++q) {
+    const auto p = comm_test::real_input<float>(seed, q, counts[static_cast<std::size_t>(q)]);
+    expected.insert(expected.end(), p.begin(), p.end());
+  }
+  const auto piece = comm_test::real_input<float>(seed, r, mine);
+  std::vector<float> all(total, hg_test::poison<float>());
+  hc::allgather_v(c, hg::span<const float>(piece), hg::span<float>(all), counts).wait();
+  BOOST_TEST((std::memcmp(all.data(), expected.data(), total * sizeof(float)) == 0));
+  // reduce_scatter_v: x_0 + x_1 + ... in rank order, then / n for avg.
+  for (auto op : {hc::reduce_op::sum, hc::reduce_op::avg}) {
+    std::vector<float> sum = comm_test::real_input<float>(seed, 100, total);
+    for (int q = 1; q < n; ++q) {
+      const auto x = comm_test::real_input<float>(seed, 100 + q, total);
+      for (std::size_t i = 0; i < total; ++i) sum[i] += x[i];
+    }
+    if (op == hc::reduce_op::avg)
+      for (auto& v : sum) v = v / static_cast<float>(n);
+    const auto in = comm_test::real_input<float>(seed, 100 + r, total);
+    std::vector<float> out(mine, hg_test::poison<float>());
+    hc::uneven_options o;
+    o.op = op;
+    hc::reduce_scatter_v(c, hg::span<const float>(in), hg::span<float>(out), counts, o).wait();
+    BOOST_TEST((mine == 0 || std::memcmp(out.data(), sum.data() + off[static_cast<std::size_t>(r)], mine * sizeof(float)) == 0),
+               "op " << hc::reduce_op_name(op));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(uneven_counts_that_differ_across_ranks_are_a_mismatch_on_every_rank) {
+  auto& c = mpi_test::world();
+  const int n = c.size(), r = c.rank();
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n), 2);
+  if (r == n - 1) {
+    counts[0] = 3;
+    counts[static_cast<std::size_t>(n - 1)] = 1;
+  }
+  std::vector<double> piece(counts[static_cast<std::size_t>(r)], 1.0), all(2 * static_cast<std::size_t>(n));
+  bool threw = false;
+  try {
+    hc::allgather_v(c, hg::span<const double>(piece), hg::span<double>(all), counts).wait();
+  } catch (const hc::mismatch_error& e) {
+    threw = std::string(e.what()).find("counts must be the same on every rank") != std::string::npos;
+  }
+  BOOST_TEST(threw);
+  // Nothing moved: the communicator still works.
+  const std::vector<std::size_t> good(static_cast<std::size_t>(n), 2);
+  std::vector<double> two(2, static_cast<double>(r));
+  hc::allgather_v(c, hg::span<const double>(two), hg::span<double>(all), good).wait();
+  BOOST_TEST(all.back() == static_cast<double>(n - 1));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

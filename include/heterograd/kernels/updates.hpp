@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "heterograd/core/config.hpp"
@@ -433,6 +434,32 @@ void adagrad(const Policy& policy, span<T, Space> params,
                   params.data());
 }
 
+namespace detail {
+
+/// LAMB's per-call coefficients (in T) and learning rate of 1-based step `step`.
+template <class T, class Lr>
+std::pair<lamb_coeffs<T>, double> make_lamb_coeffs(const lamb_config<Lr>& a, std::int64_t step) {
+  const double t = static_cast<double>(step);
+  const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
+  const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
+  return {lamb_coeffs<T>{static_cast<T>(a.beta1),  static_cast<T>(1.0 - a.beta1),
+                         static_cast<T>(a.beta2),  static_cast<T>(1.0 - a.beta2),
+                         static_cast<T>(1.0 / c1), static_cast<T>(1.0 / c2),
+                         static_cast<T>(a.eps),    static_cast<T>(a.weight_decay)},
+          lr_at(a.lr, step)};
+}
+
+}  // namespace detail
+
+/// The squared norms of a tensor's parameters (p2) and of its LAMB direction (r2).
+using lamb_norms = detail::norm_pair;
+
+/// LAMB's trust ratio ||p|| / ||r|| (1 when either norm is 0).
+inline double lamb_trust_ratio(const lamb_norms& n) {
+  const double pn = std::sqrt(n.p2), rn = std::sqrt(n.r2);
+  return (pn > 0.0 && rn > 0.0) ? pn / rn : 1.0;
+}
+
 /// LAMB over a packed buffer of tensors of sizes `a.tensor_sizes` (empty: one tensor), each
 /// with its own trust ratio. Two passes (the ratio needs the norm of the whole direction
 /// first): 10*sizeof(T) bytes per element in all. Norms use the deterministic reduction.
@@ -454,14 +481,7 @@ void lamb(const Policy& policy, span<T, Space> params,
   require_same_size("lamb.tensor_sizes (sum)", total, "lamb.params", params.size());
   if (!ratios_out.empty())
     require_same_size("lamb.ratios_out", ratios_out.size(), "lamb.tensor_sizes", sizes.size());
-  const double lr = detail::lr_at(a.lr, o.step);
-  const double t = static_cast<double>(o.step);
-  const double c1 = a.bias_correction ? 1.0 - std::pow(a.beta1, t) : 1.0;
-  const double c2 = a.bias_correction ? 1.0 - std::pow(a.beta2, t) : 1.0;
-  const detail::lamb_coeffs<T> c{static_cast<T>(a.beta1),  static_cast<T>(1.0 - a.beta1),
-                                 static_cast<T>(a.beta2),  static_cast<T>(1.0 - a.beta2),
-                                 static_cast<T>(1.0 / c1), static_cast<T>(1.0 / c2),
-                                 static_cast<T>(a.eps),    static_cast<T>(a.weight_decay)};
+  const auto [c, lr] = detail::make_lamb_coeffs<T>(a, o.step);
   std::vector<detail::tensor_task<detail::lamb_apply_body<T>>> tasks;
   tasks.reserve(sizes.size());
   std::size_t off = 0;
@@ -472,14 +492,64 @@ void lamb(const Policy& policy, span<T, Space> params,
     T* vk = v.data() + off;
     const auto norms = detail::reduce_fixed_tree(
         policy, n, detail::lamb_moments_r<T>{p, grads.data() + off, mk, vk, c});
-    const double pn = std::sqrt(norms.p2), rn = std::sqrt(norms.r2);
-    const double ratio = (pn > 0.0 && rn > 0.0) ? pn / rn : 1.0;
+    const double ratio = lamb_trust_ratio(norms);
     if (!ratios_out.empty()) ratios_out[k] = ratio;
     tasks.push_back({{p, mk, vk, c, static_cast<T>(lr * ratio)}, n, detail::line_offset_of(p)});
     off += n;
   }
   detail::launch_multi(policy, std::span<const detail::tensor_task<detail::lamb_apply_body<T>>>(
                                    tasks.data(), tasks.size()));
+}
+
+// LAMB with a tensor split across ranks (algorithms/sharded/): each rank runs the two passes
+// on its piece, the ranks exchange the per-chunk norms of pass 1, and every rank combines a
+// tensor's chunks with the fixed tree. When every piece starts at a multiple of `lamb_chunk`
+// elements from its tensor's start, the chunks are those of kernels::lamb over the whole
+// tensor, so norms, ratio and parameters equal it bitwise.
+
+/// The reduction chunk of LAMB's norms (kernels/detail/reduce_impl.hpp).
+inline constexpr std::size_t lamb_chunk = detail::reduce_chunk;
+
+/// LAMB pass 1 over a piece of one tensor (6*sizeof(T) bytes per element): the moments in
+/// place, and the squared norms of p and r of each chunk of lamb_chunk elements from the
+/// piece's start, appended to `chunks` in order. `params` is only read.
+template <class Policy, class T, class Space, class Lr = double>
+void lamb_moments(const Policy& policy, span<T, Space> params,
+                  std::type_identity_t<span<const T, Space>> grads, span<T, Space> m,
+                  span<T, Space> v, const lamb_config<Lr>& a, const lamb_options& o,
+                  std::vector<lamb_norms>& chunks) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("lamb_moments.grads", grads.size(), "lamb_moments.params", params.size());
+  require_same_size("lamb_moments.m", m.size(), "lamb_moments.params", params.size());
+  require_same_size("lamb_moments.v", v.size(), "lamb_moments.params", params.size());
+  require(o.step >= 1, "lamb_moments.step", o.step, "must be >= 1");
+  const auto c = detail::make_lamb_coeffs<T>(a, o.step).first;
+  const auto part = detail::reduce_partials(
+      policy, params.size(), detail::lamb_moments_r<T>{params.data(), grads.data(), m.data(), v.data(), c});
+  chunks.insert(chunks.end(), part.begin(), part.end());
+}
+
+/// The norms of a tensor from its chunks' (in order): the fixed tree of kernels::lamb.
+inline lamb_norms lamb_tree(std::span<const lamb_norms> chunks) {
+  if (chunks.empty()) return {0.0, 0.0};
+  return detail::tree<detail::lamb_moments_r<float>>(chunks.data(), chunks.size());
+}
+
+/// LAMB pass 2 over a piece (4*sizeof(T) bytes per element): p <- p - lr(step) ratio r.
+template <class Policy, class T, class Space, class Lr = double>
+void lamb_apply(const Policy& policy, span<T, Space> params,
+                std::type_identity_t<span<const T, Space>> m,
+                std::type_identity_t<span<const T, Space>> v, const lamb_config<Lr>& a,
+                const lamb_options& o, double ratio) {
+  detail::check_policy_space<Policy, Space>();
+  require_same_size("lamb_apply.m", m.size(), "lamb_apply.params", params.size());
+  require_same_size("lamb_apply.v", v.size(), "lamb_apply.params", params.size());
+  require(o.step >= 1, "lamb_apply.step", o.step, "must be >= 1");
+  const auto [c, lr] = detail::make_lamb_coeffs<T>(a, o.step);
+  kernels::launch(policy, params.size(),
+                  detail::lamb_apply_body<T>{params.data(), m.data(), v.data(), c,
+                                             static_cast<T>(lr * ratio)},
+                  params.data());
 }
 
 }  // namespace heterograd::kernels

@@ -65,11 +65,11 @@ typename R::acc_type tree(const typename R::acc_type* v, std::size_t count) {
   return R::combine(tree<R>(v, left), tree<R>(v + left, count - left));
 }
 
-/// The chunked, fixed-tree reduction of R over [0, n) on the policy's backend.
+/// The results of R's chunks of [0, n), in chunk order, on the policy's backend.
 template <class Policy, class R>
-typename R::acc_type reduce_fixed_tree(const Policy& policy, std::size_t n, const R& r) {
+std::vector<typename R::acc_type> reduce_partials(const Policy& policy, std::size_t n, const R& r) {
   using A = typename R::acc_type;
-  if (n == 0) return r.identity();
+  if (n == 0) return {};
   const std::size_t chunks = chunk_count(n);
   const chunk_reducer<R> body{r, n};
   std::vector<A> partial(chunks);
@@ -90,7 +90,15 @@ typename R::acc_type reduce_fixed_tree(const Policy& policy, std::size_t n, cons
                       thrust::counting_iterator<std::size_t>(chunks), dev.data(), body);
     copy_to_host(policy, dev.data(), chunks, partial.data());
   }
-  return tree<R>(partial.data(), chunks);
+  return partial;
+}
+
+/// The chunked, fixed-tree reduction of R over [0, n) on the policy's backend.
+template <class Policy, class R>
+typename R::acc_type reduce_fixed_tree(const Policy& policy, std::size_t n, const R& r) {
+  if (n == 0) return r.identity();
+  const auto partial = reduce_partials(policy, n, r);
+  return tree<R>(partial.data(), partial.size());
 }
 
 }  // namespace heterograd::kernels::detail

@@ -1,0 +1,445 @@
+// Sharded training state with uneven shards (algorithms/sharded/): the layout's cuts, a
+// sharded step against the replicated step (every rank allreduces the full gradient over the
+// inproc transport, in rank order, and applies the optimizer to the full vector) bitwise for
+// 2-5 ranks, equal and uneven fractions (with ranks of fraction 0) and every shardable
+// optimizer; checkpoint and resume onto another layout against the uninterrupted run; the
+// memory a layout needs and its refusal over a budget; hostile inputs.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "heterograd/algorithms/sharded.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/core/archive.hpp"
+#include "heterograd/core/rng.hpp"
+#include "hg_test.hpp"
+
+namespace hg = heterograd;
+namespace hc = heterograd::comm;
+namespace hi = heterograd::comm::inproc;
+namespace hs = heterograd::algorithms::sharded;
+namespace ho = heterograd::optim;
+
+namespace {
+
+std::vector<float> real_vector(std::uint64_t seed, std::uint64_t stream, std::size_t n) {
+  const hg::counter_rng rng(seed, stream);
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(rng.uniform(i, -1.0, 1.0));
+  return v;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+/// Weights normalised to fractions: equal, uneven, and uneven with ranks of fraction 0 (one
+/// inside, one last).
+std::vector<std::vector<double>> fraction_sets(int n) {
+  const double uneven[] = {1, 3, 2, 5, 4}, zeros[] = {2, 0, 1, 3, 0};
+  std::vector<std::vector<double>> sets(3);
+  for (int r = 0; r < n; ++r) {
+    sets[0].push_back(1.0);
+    sets[1].push_back(uneven[r]);
+    sets[2].push_back(r == n - 1 && n > 2 ? 0.0 : zeros[r]);
+  }
+  for (auto& s : sets) {
+    double sum = 0;
+    for (double w : s) sum += w;
+    for (double& w : s) w /= sum;
+  }
+  return sets;
+}
+
+// Buckets for the element-wise optimizers (a 1-element bucket, one past a chunk) and for
+// LAMB (tensors of more than one lamb_chunk, so that cuts fall inside them).
+const std::vector<std::size_t> kBuckets = {1000, 37, 2500, 1, 9000};
+const std::vector<std::size_t> kLambBuckets = {20000, 300, 17000};
+
+/// Every optimizer sharded_state takes (the element-wise ones and LAMB), with weight decay
+/// and momentum switched on so that every term of each update runs.
+auto every_optimizer() {
+  return std::make_tuple(
+      ho::sgd({.lr = 0.05, .weight_decay = 0.01}),
+      ho::momentum({.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}),
+      ho::nesterov({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}),
+      ho::adam({.lr = 0.01, .weight_decay = 0.01}), ho::adamw({.lr = 0.01, .weight_decay = 0.05}),
+      ho::adagrad({.lr = 0.05, .weight_decay = 0.01, .lr_decay = 0.01, .initial_accumulator = 0.1}),
+      ho::lamb({.lr = 0.01, .weight_decay = 0.01, .tensor_sizes = kLambBuckets}));
+}
+
+template <class O>
+hs::layout layout_for(const std::vector<double>& fractions) {
+  if constexpr (std::is_same_v<O, ho::lamb>)
+    return hs::layout({fractions, kLambBuckets, hs::lamb_granularity});
+  else
+    return hs::layout({fractions, kBuckets, 1});
+}
+
+/// Rank r's gradient at step t: a function of the full parameters (so that a wrong parameter
+/// changes every later step), different on every rank.
+std::vector<float> gradient(std::uint64_t seed, int t, int r, const std::vector<float>& p) {
+  auto g = real_vector(seed, 100 + 10 * static_cast<std::uint64_t>(t) + static_cast<std::uint64_t>(r), p.size());
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] += 0.5f * p[i];
+  return g;
+}
+
+struct failures {
+  std::mutex m;
+  std::vector<std::string> list;
+  void add(const std::string& s) {
+    std::lock_guard<std::mutex> l(m);
+    list.push_back(s);
+  }
+};
+
+/// The state slots of a shard against the slices of the replicated state's.
+bool same_state(const hs::layout& l, int r, const ho::state<float>& shard, const ho::state<float>& full) {
+  if (shard.kind != full.kind || shard.count != full.count || shard.slots.size() != full.slots.size())
+    return false;
+  for (std::size_t k = 0; k < full.slots.size(); ++k) {
+    for (const auto& s : l.segments(r)) {
+      if (!same_bits(std::span<const float>(shard.slots[k].data() + s.local, s.count),
+                     std::span<const float>(full.slots[k].data() + s.global, s.count)))
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Runs `steps` sharded steps (per bucket, backward order, with a gather before each
+/// bucket's reduction; or whole-model steps) next to the replicated run, on every rank.
+template <class Backend, class O>
+void check_against_replicated(const O& opt, const hs::layout& l, int steps, bool per_bucket,
+                              failures& f, const std::string& label) {
+  const auto seed = hg_test::seed();
+  const auto policy = Backend::policy();
+  hi::spawn(l.ranks(), [&](hi::communicator c) {
+    const int r = c.rank();
+    std::vector<float> rep = real_vector(seed, 7, l.size());
+    hs::sharded_state<O> sh(opt, l, r, rep);
+    auto rst = opt.init(policy, hg::span<const float>(rep.data(), rep.size()));
+    std::vector<float> full(l.size(), std::nanf("")), bucket(l.largest_bucket());
+    for (int t = 0; t < steps; ++t) {
+      sh.gather_all(c, hg::span<float>(full.data(), full.size()));
+      if (!same_bits(full, rep)) f.add(label + ": parameters differ before step " + std::to_string(t));
+      auto g = gradient(seed, t, r, full);
+      if (per_bucket) {
+        for (std::size_t b = l.buckets(); b-- > 0;) {
+          const hg::span<float> out(bucket.data(), l.bucket_size(b));
+          std::fill(out.begin(), out.end(), std::nanf(""));
+          sh.gather(c, b, out);  // the backward's gather, into the one reused buffer
+          if (!same_bits(std::span<const float>(out.data(), out.size()),
+                         std::span<const float>(rep.data() + l.bucket_offset(b), l.bucket_size(b))))
+            f.add(label + ": bucket " + std::to_string(b) + " gathered wrong");
+          sh.reduce_gradients(c, b, hg::span<const float>(g.data() + l.bucket_offset(b), l.bucket_size(b)));
+        }
+        sh.apply(policy, c);
+      } else {
+        sh.step(policy, c, hg::span<const float>(g.data(), g.size()));
+      }
+      c.allreduce(hg::span<float>(g.data(), g.size()), {.op = hc::reduce_op::avg}).wait();
+      opt.update(policy, hg::span<const float>(g.data(), g.size()), rst, hg::span<float>(rep.data(), rep.size()));
+      if (!same_state(l, r, sh.optimizer_state(), rst))
+        f.add(label + ": optimizer state of rank " + std::to_string(r) + " differs after step " + std::to_string(t));
+    }
+    sh.gather_all(c, hg::span<float>(full.data(), full.size()));
+    if (!same_bits(full, rep)) f.add(label + ": parameters differ at the end on rank " + std::to_string(r));
+    if (sh.steps() != steps) f.add(label + ": step count");
+  });
+}
+
+/// A dyadic gradient (k/64, |k| <= 64) of sample j at step t: sums of such values are exact in
+/// float in any order, so the summed gradient is the same bits for any number of ranks.
+std::vector<float> sample_gradient(std::uint64_t seed, int t, int j, std::size_t n) {
+  const hg::counter_rng rng(seed, 5000 + 100 * static_cast<std::uint64_t>(t) + static_cast<std::uint64_t>(j));
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) g[i] = static_cast<float>(static_cast<int>(rng.below(i, 129)) - 64) / 64.0f;
+  return g;
+}
+
+constexpr int kSamples = 12;
+
+/// Steps [from, to) of a run whose rank r of n sums the gradients of samples j = r mod n;
+/// returns every rank's shard at the end.
+template <class O>
+std::vector<hs::shard> run_steps(const O& opt, std::vector<hs::shard> start, int from, int to) {
+  const auto seed = hg_test::seed();
+  const int n = start[0].shard_layout.ranks();
+  std::vector<hs::shard> end(static_cast<std::size_t>(n));
+  hi::spawn(n, [&](hi::communicator c) {
+    hs::sharded_state<O> sh(opt, start[static_cast<std::size_t>(c.rank())]);
+    const std::size_t size = sh.shard_layout().size();
+    for (int t = from; t < to; ++t) {
+      std::vector<float> g(size, 0.0f);
+      for (int j = c.rank(); j < kSamples; j += n) {
+        const auto s = sample_gradient(seed, t, j, size);
+        for (std::size_t i = 0; i < size; ++i) g[i] += s[i];
+      }
+      sh.step(thrust::cpp::par, c, hg::span<const float>(g.data(), g.size()), {.op = hc::reduce_op::sum});
+    }
+    end[static_cast<std::size_t>(c.rank())] = sh.save();
+  });
+  return end;
+}
+
+/// A shard through a sealed checkpoint file's bytes and back.
+hs::shard through_checkpoint(const hs::shard& s) {
+  hg::archive_writer w;
+  w(s);
+  const std::string file = hg::seal_checkpoint(w.bytes());
+  const auto payload = hg::open_checkpoint("shard.ckpt", file);
+  hs::shard back;
+  hg::archive_reader rd(payload);
+  rd(back);
+  BOOST_TEST(rd.done());
+  return back;
+}
+
+/// The shards of a run, all on one rank (the full vectors), to compare runs of any layout.
+hs::shard whole(const std::vector<hs::shard>& shards) {
+  const hs::layout one({{1.0}, {shards[0].shard_layout.size()}, 1});
+  return hs::reshard(shards, one, 0);
+}
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(sharded)
+
+BOOST_AUTO_TEST_CASE(layout_cuts_every_bucket_in_rank_order_by_the_fractions) {
+  const hs::layout l({{0.5, 0.0, 0.25, 0.25, 0.0}, {10, 7, 1}, 1});
+  BOOST_TEST(l.size() == 18u);
+  BOOST_TEST(l.counts(0) == (std::vector<std::size_t>{5, 0, 2, 3, 0}), boost::test_tools::per_element());
+  BOOST_TEST(l.counts(1) == (std::vector<std::size_t>{3, 0, 2, 2, 0}), boost::test_tools::per_element());
+  BOOST_TEST(l.counts(2) == (std::vector<std::size_t>{0, 0, 0, 1, 0}), boost::test_tools::per_element());
+  BOOST_TEST(l.shard_size(0) == 8u);
+  BOOST_TEST(l.shard_size(1) == 0u);
+  BOOST_TEST(l.shard_size(3) == 6u);
+  BOOST_TEST(l.shard_size(4) == 0u);  // a last rank of fraction 0 gets nothing
+  BOOST_TEST(l.shard_offset(1, 3) == 3u);
+  BOOST_TEST(l.piece_offset(1, 3) == 5u);
+  // Granularity: cuts inside a bucket at multiples of it.
+  const hs::layout g({{0.3, 0.3, 0.4}, {100, 5}, 16});
+  BOOST_TEST(g.counts(0) == (std::vector<std::size_t>{16, 32, 52}), boost::test_tools::per_element());
+  BOOST_TEST(g.counts(1) == (std::vector<std::size_t>{0, 0, 5}), boost::test_tools::per_element());
+  // Every element once, for every fraction set of 1-5 ranks.
+  for (int n = 1; n <= 5; ++n) {
+    for (const auto& fr : fraction_sets(n)) {
+      const hs::layout x({fr, kBuckets, 1});
+      std::vector<int> hits(x.size(), 0);
+      for (int r = 0; r < n; ++r)
+        for (const auto& s : x.segments(r))
+          for (std::size_t i = 0; i < s.count; ++i) ++hits[s.global + i];
+      BOOST_TEST(std::count(hits.begin(), hits.end(), 1) == static_cast<long>(x.size()));
+      for (int r = 0; r < n; ++r)
+        if (fr[static_cast<std::size_t>(r)] == 0.0) BOOST_TEST(x.shard_size(r) == 0u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_cephalo_plan_becomes_a_layout_of_its_shard_units) {
+  hg::balance::cephalo_plan plan;
+  plan.devices.resize(3);
+  plan.devices[0].shard_units = 600;
+  plan.devices[1].shard_units = 0;
+  plan.devices[2].shard_units = 400;
+  const auto l = hs::layout::from_plan(plan, {1000, 10});
+  BOOST_TEST(l.counts(0) == (std::vector<std::size_t>{600, 0, 400}), boost::test_tools::per_element());
+  BOOST_TEST(l.counts(1) == (std::vector<std::size_t>{6, 0, 4}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_sharded_step_equals_the_replicated_step_bitwise_for_2_to_5_ranks_and_every_optimizer,
+                              Backend, hg_test::backends) {
+  failures f;
+  std::apply(
+      [&](const auto&... opts) {
+        const auto one = [&](const auto& opt) {
+          using O = std::remove_cvref_t<decltype(opt)>;
+          for (int n = 2; n <= 5; ++n) {
+            const auto sets = fraction_sets(n);
+            for (std::size_t k = 0; k < sets.size(); ++k) {
+              const auto l = layout_for<O>(sets[k]);
+              const std::string label = std::string(O::name()) + " " + Backend::name + " n=" +
+                                        std::to_string(n) + " fractions #" + std::to_string(k);
+              check_against_replicated<Backend>(opt, l, 3, k != 1, f, label + " per bucket");
+              if (k == 1) check_against_replicated<Backend>(opt, l, 3, false, f, label + " whole model");
+            }
+          }
+        };
+        (one(opts), ...);
+      },
+      every_optimizer());
+  BOOST_TEST(f.list.empty(), f.list.size() << " mismatches; first: " << (f.list.empty() ? "" : f.list.front()));
+}
+
+BOOST_AUTO_TEST_CASE(lamb_cut_inside_its_tensors_exchanges_norms_and_equals_kernels_lamb_bitwise) {
+  // The cuts of kLambBuckets with these fractions fall inside the first and last tensors: the
+  // sharded trust ratios need the exchanged chunk norms (a rank's own norms alone differ).
+  const auto l = layout_for<ho::lamb>({0.45, 0.45, 0.1});
+  BOOST_TEST(l.piece_count(0, 0) == 8192u);
+  BOOST_TEST(l.piece_count(2, 1) == 8192u);
+  failures f;
+  check_against_replicated<hg_test::cpp_backend>(std::get<6>(every_optimizer()), l, 4, true, f, "lamb");
+  BOOST_TEST(f.list.empty(), (f.list.empty() ? "" : f.list.front()));
+}
+
+BOOST_AUTO_TEST_CASE(resume_onto_another_layout_equals_the_uninterrupted_run_bitwise) {
+  // 3 uneven ranks for 3 steps, checkpointed (sealed bytes), then resumed on 4 ranks with
+  // other fractions and buckets, and on 2 ranks with one of fraction 0, for 3 more steps;
+  // the uninterrupted run takes 6 steps on the first layout. Gradients are dyadic, so their
+  // sum is the same bits for any number of ranks.
+  std::apply(
+      [&](const auto&... opts) {
+        const auto one = [&](const auto& opt) {
+          using O = std::remove_cvref_t<decltype(opt)>;
+          const bool lamb = std::is_same_v<O, ho::lamb>;
+          const auto a = layout_for<O>({0.5, 0.2, 0.3});
+          const auto b = lamb ? layout_for<O>({0.1, 0.4, 0.25, 0.25})
+                              : hs::layout({{0.1, 0.4, 0.25, 0.25}, {5000, 7538}, 1});
+          const auto c = layout_for<O>({0.0, 1.0});
+          std::vector<float> init = real_vector(hg_test::seed(), 9, a.size());
+          std::vector<hs::shard> start;
+          for (int r = 0; r < a.ranks(); ++r) start.push_back(hs::sharded_state<O>(opt, a, r, init).save());
+          const auto mid = run_steps(opt, start, 0, 3);
+          const auto straight = whole(run_steps(opt, mid, 3, 6));
+          std::vector<hs::shard> saved;
+          for (const auto& s : mid) saved.push_back(through_checkpoint(s));
+          for (const auto* to : {&b, &c}) {
+            std::vector<hs::shard> resumed;
+            for (int r = 0; r < to->ranks(); ++r) resumed.push_back(hs::reshard(saved, *to, r));
+            const auto end = whole(run_steps(opt, resumed, 3, 6));
+            BOOST_TEST(end.steps == 6);
+            BOOST_TEST(same_bits(end.params, straight.params), O::name() << " onto " << to->ranks() << " ranks: parameters");
+            BOOST_TEST((end.state == straight.state), O::name() << " onto " << to->ranks() << " ranks: optimizer state");
+          }
+        };
+        (one(opts), ...);
+      },
+      every_optimizer());
+}
+
+BOOST_AUTO_TEST_CASE(reshard_refuses_shards_that_are_not_one_consistent_cut) {
+  const hs::layout l({{0.5, 0.5}, {10}, 1});
+  const std::vector<float> init(10, 1.0f);
+  const ho::adam opt;
+  std::vector<hs::shard> s = {hs::sharded_state<ho::adam>(opt, l, 0, init).save(),
+                              hs::sharded_state<ho::adam>(opt, l, 1, init).save()};
+  s[1].steps = 4;
+  BOOST_TEST(error_of<std::invalid_argument>([&] { (void)hs::reshard(s, l, 0); }).find("reshard.shards[1].steps") !=
+             std::string::npos);
+  s[1].steps = 0;
+  s[1].rank = 0;
+  BOOST_TEST(error_of<std::invalid_argument>([&] { (void)hs::reshard(s, l, 0); }).find("each once") != std::string::npos);
+  s[1].rank = 1;
+  BOOST_TEST(error_of<std::invalid_argument>([&] { (void)hs::reshard(std::span<const hs::shard>(s.data(), 1), l, 0); })
+                 .find("reshard.shards (size)") != std::string::npos);
+  BOOST_TEST(error_of<std::invalid_argument>([&] { (void)hs::reshard(s, hs::layout({{1.0}, {11}, 1}), 0); })
+                 .find("reshard.to (size)") != std::string::npos);
+  s[0].state.slots[0].pop_back();
+  BOOST_TEST(error_of<std::invalid_argument>([&] { (void)hs::reshard(s, l, 0); }).find("state.slots[] (size)") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(memory_per_rank_counts_shards_the_gathered_bucket_and_scratch_and_a_budget_refuses_by_name) {
+  const hs::layout l({{0.5, 0.25, 0.25}, {1000, 3000}, 1});
+  // Rank 0: 500 + 1500 elements; adam has 2 slots; the largest bucket is 3000 elements; its
+  // largest piece (1500) is received from 2 peers in the reduce-scatter.
+  const auto m = hs::memory_of<ho::adam>(l, 0);
+  BOOST_TEST(m.parameters == 8000u);
+  BOOST_TEST(m.gradients == 8000u);
+  BOOST_TEST(m.optimizer_state == 16000u);
+  BOOST_TEST(m.gathered == 12000u);
+  BOOST_TEST(m.gradient_bucket == 12000u);
+  BOOST_TEST(m.scratch == 12000u);
+  BOOST_TEST(m.total() == 68000u);
+  BOOST_TEST(hs::memory_of<ho::lamb>(l, 0).scratch == 12000u + 16000u);  // LAMB's slot copies
+  const std::vector<hs::memory_budget> ok = {{"gpu-a", 68000}, {"gpu-b", 1 << 20}, {"gpu-c", 1 << 20}};
+  hs::require_within_budget(l, ho::adam::state_slots, ok);
+  const std::vector<hs::memory_budget> tight = {{"gpu-a", 67999}, {"gpu-b", 1 << 20}, {"gpu-c", 1 << 20}};
+  const auto e = error_of<std::invalid_argument>([&] { hs::require_within_budget(l, ho::adam::state_slots, tight); });
+  BOOST_TEST(e.find("memory_budgets[0] (worker 'gpu-a', bytes)' = 67999") != std::string::npos, e);
+  BOOST_TEST(e.find("needs 68000 bytes") != std::string::npos, e);
+  BOOST_TEST(e.find("by 1 bytes") != std::string::npos, e);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_layouts_and_calls_are_refused_naming_field_value_and_rule) {
+  const auto refused = [](auto&& f, const std::string& field) {
+    const auto e = error_of<std::invalid_argument>(f);
+    BOOST_TEST(e.find(field) != std::string::npos, "expected '" << field << "' in: " << e);
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  refused([&] { hs::layout({{0.5, nan, 0.5}, {10}, 1}); }, "layout.fractions[1]' = nan");
+  refused([&] { hs::layout({{0.5, -0.1, 0.6}, {10}, 1}); }, "layout.fractions[1]");
+  refused([&] { hs::layout({{0.5, 0.4}, {10}, 1}); }, "layout.fractions (sum)' = 0.9");
+  refused([&] { hs::layout({{}, {10}, 1}); }, "layout.fractions (size)");
+  refused([&] { hs::layout({{1.0}, {10, 0}, 1}); }, "layout.bucket_sizes[1]");
+  refused([&] { hs::layout({{1.0}, {}, 1}); }, "layout.bucket_sizes (size)");
+  refused([&] { hs::layout({{1.0}, {10}, 0}); }, "layout.granularity");
+  const hs::layout l({{0.5, 0.5}, {10, 6}, 1});
+  const std::vector<float> init(16, 0.5f);
+  refused([&] { hs::sharded_state<ho::sgd>(ho::sgd{}, l, 2, init); }, "sharded_state.rank");
+  refused([&] { hs::sharded_state<ho::sgd>(ho::sgd{}, l, 0, std::vector<float>(15)); }, "sharded_state.initial");
+  // LAMB: its tensors must be the buckets, cut at multiples of lamb_chunk.
+  refused([&] { hs::sharded_state<ho::lamb>(ho::lamb{}, l, 0, init); }, "lamb.tensor_sizes");
+  refused([&] { hs::sharded_state<ho::lamb>(ho::lamb({.tensor_sizes = {10, 6}}), l, 0, init); },
+          "cut of bucket 0 before rank 1");
+  // Another optimizer's state in a shard.
+  auto s = hs::sharded_state<ho::adam>(ho::adam{}, l, 0, init).save();
+  refused([&] { hs::sharded_state<ho::sgd>(ho::sgd{}, s); }, "sharded_state.shard.state.kind");
+  // Steps out of order, on one rank: nothing changes when refused.
+  hi::spawn(1, [&](hi::communicator c) {
+    const hs::layout one({{1.0}, {10, 6}, 1});
+    hs::sharded_state<ho::adam> st(ho::adam{}, one, 0, init);
+    const auto before = st.save();
+    const std::vector<float> g(10, 1.0f);
+    st.reduce_gradients(c, 0, hg::span<const float>(g.data(), 10));
+    refused([&] { st.apply(thrust::cpp::par, c); }, "sharded_state.apply (bucket 1)");
+    refused([&] { st.reduce_gradients(c, 0, hg::span<const float>(g.data(), 10)); }, "already reduced");
+    refused([&] { st.reduce_gradients(c, 1, hg::span<const float>(g.data(), 10)); }, "reduce_scatter_v.in");
+    refused([&] { st.reduce_gradients(c, 2, hg::span<const float>(g.data(), 10)); }, "sharded_state.reduce_gradients.bucket");
+    refused([&] { (void)st.save(); }, "between steps");
+    refused([&] { st.reduce_gradients(c, 1, hg::span<const float>(g.data(), 6), {.op = hc::reduce_op::max}); },
+            "step_options.op");
+    BOOST_TEST((st.optimizer_state() == before.state));
+    BOOST_TEST(same_bits(st.params(), before.params));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(ranks_whose_layouts_differ_fail_on_every_rank_with_a_mismatch) {
+  // Rank 1 was given other fractions: the gather's count check fails on every rank, no hang.
+  std::vector<int> threw(3, 0);
+  hi::spawn(3, [&](hi::communicator c) {
+    const hs::layout l({c.rank() == 1 ? std::vector<double>{0.4, 0.4, 0.2} : std::vector<double>{0.5, 0.3, 0.2},
+                        {100}, 1});
+    hs::sharded_state<ho::sgd> st(ho::sgd{}, l, c.rank(), std::vector<float>(100, 1.0f));
+    std::vector<float> out(100);
+    try {
+      st.gather(c, 0, hg::span<float>(out.data(), out.size()), {.timeout = hg::seconds{20}});
+    } catch (const hc::mismatch_error&) {
+      threw[static_cast<std::size_t>(c.rank())] = 1;
+    }
+  });
+  BOOST_TEST(threw == std::vector<int>(3, 1), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
