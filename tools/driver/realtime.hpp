@@ -41,9 +41,11 @@
 #include "files.hpp"
 #include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/comm/inproc.hpp"
+#include "heterograd/runtime/live.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/parts.hpp"
 #include "heterograd/runtime/placement.hpp"
+#include "heterograd/runtime/run.hpp"
 #include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/sim/recorder.hpp"
@@ -55,7 +57,7 @@
 namespace hgrun {
 
 /// Deadline of every receive of the real runtimes (a failing run ends instead of hanging).
-inline constexpr double runtime_timeout_s = 300.0;
+inline constexpr double runtime_timeout_s = heterograd::runtime::real_clock_timeout_s;
 
 namespace wall {
 
@@ -82,97 +84,8 @@ inline void pin(const context& ctx, std::size_t w) {
   pinned = w;
 }
 
-/// What the method's threads share with the evaluation loop.
-struct shared_run {
-  std::mutex model;  ///< held while the model changes and while it is copied
-  std::mutex m;
-  std::condition_variable cv;
-  bool finished = false;
-  clock::time_point ended{};  ///< when finished became true
-  std::exception_ptr error;
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> updates{0}, events{0};
-  std::atomic<double> epochs{0}, last{0};  ///< passes so far; model time of the last event
-  /// Model time 0 on the wall clock; a resumed run moves it back by the saved time.
-  clock::time_point origin = clock::now();
-  /// Starts the method's threads (at the first advance: after a checkpoint is loaded); the
-  /// clock starts then (a fresh run's origin is reset there, a resumed run's was set by the load).
-  std::function<void()> start;
-  bool started = false;  ///< start ran (the evaluation loop's thread alone reads and writes it)
-  bool resumed = false;
-  void start_clock() {
-    if (!resumed) origin = clock::now();
-  }
-  bool pause = false, paused = false;
-  std::atomic<bool> pause_requested{false};  ///< pause, readable without the lock
-  /// How long a hold waits for the method's next cut, and the evaluation loop for the method's
-  /// end past its horizon: runtime_timeout_s, the deadline of every receive of the runtimes.
-  /// A cut is one arrival (servers) or one round (round methods) away, and the runtime waits
-  /// at most that long for each message of either (a receive past it fails the run), so a
-  /// method that reached neither its cut nor its end within it will not. (A member: a test
-  /// stalls a method against a shorter one.)
-  double limit_s = runtime_timeout_s;
-
-  double model_now(double unit) const { return seconds_since(origin) / unit; }
-  /// The method's thread at a consistent cut (a round's end; a server between two
-  /// arrivals): waits there while a checkpoint is written.
-  template <class AtCut = void (*)()>
-  void cut(AtCut at_cut = [] {}) {
-    // Every server arrival passes here: no lock unless a checkpoint waits (a request seen
-    // one arrival late is taken at the next cut).
-    if (!pause_requested.load(std::memory_order_acquire)) return;
-    std::unique_lock l(m);
-    if (!pause) return;
-    at_cut();  // what the checkpoint needs from the method's thread
-    paused = true;
-    cv.notify_all();
-    // Bounded without a deadline of its own: the evaluation loop lets go once the state is
-    // copied for the checkpoint, or the copy fails (evaluation_loop's save() releases in a
-    // destructor, before the file is written), and runner::join lets go too.
-    cv.wait(l, [&] { return !pause; });
-    paused = false;
-  }
-  /// The evaluation loop: stops the method at its next cut (and until `quiet()`, when given);
-  /// the returned function lets it go on. Neither wait outlasts limit_s: past it the run fails
-  /// with an error naming what was waited for and the limit.
-  std::function<void()> hold(const std::function<bool()>& quiet = {}) {
-    // Before the method's threads start (a checkpoint at the first evaluation; they start at
-    // the first advance) nothing runs on this rank: the state is the initial one (a fresh
-    // run's, or the loaded checkpoint's), a consistent cut as it is, with no result in flight
-    // and no job started. Waiting for a cut there would wait for threads that do not exist.
-    if (!started) return [] {};
-    const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(limit_s));
-    auto release = [this] {
-      std::lock_guard l(m);
-      pause = false;
-      pause_requested.store(false, std::memory_order_release);
-      cv.notify_all();
-    };
-    // Past the limit the method goes on (to its stop) instead of halting at a cut nobody saves.
-    auto fail = [&](const char* what) {
-      release();
-      std::ostringstream o;
-      o << "heterograd-run: a checkpoint waited " << limit_s << " s (the runtimes' receive deadline) for " << what
-        << ", which did not happen";
-      throw std::runtime_error(o.str());
-    };
-    bool at_cut = false;
-    {
-      std::unique_lock l(m);
-      pause = true;
-      pause_requested.store(true, std::memory_order_release);
-      cv.notify_all();
-      at_cut = cv.wait_until(l, deadline, [&] { return paused || finished; });
-    }
-    if (!at_cut) fail("the method to reach a consistent cut (a server between two arrivals, a round's end)");
-    if (quiet)
-      while (!quiet()) {
-        if (clock::now() >= deadline) fail("the workers' gradients in flight to end at the cut");
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    return release;
-  }
-};
+/// What the method's threads share with the evaluation loop (runtime/live.hpp).
+using shared_run = hr::live_run;
 
 /// The evaluation loop's hooks for a run on the wall clock: advance(t) sleeps until model
 /// time t (or the run's end), params() copies the model under the lock.
@@ -218,44 +131,7 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
 }
 
 /// Runs `body` on a thread of its own; its end (or error) wakes the evaluation loop.
-class runner {
- public:
-  runner(shared_run& s, std::function<void()> body) : s_(s) {
-    t_ = std::thread([this, b = std::move(body)] {
-      try {
-        b();
-      } catch (...) {
-        std::lock_guard l(s_.m);
-        s_.error = std::current_exception();
-      }
-      std::lock_guard l(s_.m);
-      s_.finished = true;
-      s_.ended = clock::now();
-      s_.cv.notify_all();
-    });
-  }
-  runner(const runner&) = delete;
-  runner& operator=(const runner&) = delete;
-  /// Asks the method to stop (at its next arrival or round) and waits for it. Bounded as the
-  /// horizon's wait is (hooks): the method reads `stop` at its next arrival (a server), at the
-  /// agreement before its next round (round methods) or in its vote (eager-SGD), and every
-  /// wait in between has a deadline.
-  void join() {
-    s_.stop = true;
-    {
-      std::lock_guard l(s_.m);  // a method held at a cut goes on, to its end
-      s_.pause = false;
-      s_.pause_requested.store(false, std::memory_order_release);
-      s_.cv.notify_all();
-    }
-    if (t_.joinable()) t_.join();
-  }
-  ~runner() { join(); }
-
- private:
-  shared_run& s_;
-  std::thread t_;
-};
+using runner = hr::method_thread;
 
 /// Rank 0's side of a real run: the method (`body`) runs on a thread of its own from the
 /// first evaluation on, while this thread evaluates `copy()` on the wall-time grid into
@@ -304,6 +180,9 @@ inline std::vector<float> evaluate_running(context& ctx, shared_run& s, sim::rec
 /// summary's extra.cuts and extra.resumed): a resumed run shows it went on from the saved model.
 inline json cut_record(std::uint64_t version, std::span<const float> x, double time) {
   return {{"version", version}, {"params_hash", params_hash(x)}, {"time", time}};
+}
+inline json cut_record(const hr::cut_record& c) {
+  return {{"version", c.version}, {"params_hash", hex_of(c.params_hash)}, {"time", c.time}};
 }
 
 /// Per-worker accounting of a real run, in wall seconds (worker_report's fields: for round
@@ -666,179 +545,123 @@ class round_clock {
 
 }  // namespace wall
 
-/// An asynchronous server policy on real workers in real arrival order (clock "real").
-/// Checkpoints (threads): the server stops between two arrivals and the workers finish the
-/// gradient they are computing (their results, and those of jobs in flight, are dropped:
-/// after a resume every worker starts a new job at the saved model, recomputing them).
+namespace wall {
+
+/// The options of a real run (clock "real") from the experiment: the horizon's rules, the
+/// pacing, the evaluation grid, the batch and the samples a gradient draws, the timeout, and
+/// the driver's part of checkpoints (its identity, wall seconds, summary numbers, sample
+/// streams; checkpoint.bin sealed and written whole).
+inline hr::run_options real_run_options(context& ctx) {
+  const horizon_settings& hz = ctx.exp.horizon;
+  hr::run_options o;
+  if (hz.time) o.horizon = *hz.time;
+  if (hz.updates) o.max_updates = *hz.updates;
+  if (hz.epochs) o.max_epochs = *hz.epochs;
+  o.eval_interval = ctx.exp.run.eval_interval;
+  o.real_scale = ctx.exp.real_scale;
+  o.batch = ctx.batch();
+  o.train_samples = ctx.prob.train_size();
+  o.samples_per_gradient = [&ctx](std::size_t b) { return ctx.prob.samples_per_gradient(b); };
+  o.timeout = hg::seconds{runtime_timeout_s};
+  o.halt_after = ctx.halt_after;
+  o.thread_init = [] { single_threaded_here(); };
+  o.checkpoint.every = ctx.exp.run.checkpoint_every;
+  o.checkpoint.write = [&ctx](const std::vector<std::byte>& payload) { write_checkpoint(ctx, payload); };
+  o.checkpoint.save = [&ctx](hg::archive_writer& w) { save_client(ctx, w); };
+  o.checkpoint.load = [&ctx](hg::archive_reader& r) { load_client(ctx, r); };
+  o.checkpoint.seek = [&ctx](std::size_t w, std::uint64_t jobs, std::uint64_t drawn) { ctx.prob.seek(w, jobs, drawn); };
+  o.checkpoint.resume = checkpoint_to_resume(ctx);
+  const auto names = ctx.prob.metrics();
+  const auto it = std::find(names.begin(), names.end(), ctx.exp.target.metric);
+  if (it != names.end())
+    o.target = hr::target_rule{static_cast<std::size_t>(it - names.begin()), ctx.exp.target.value, ctx.exp.target.below};
+  return o;
+}
+
+/// The evaluation hook of a real run: the problem's metrics on the snapshot, then epochs,
+/// samples and updates (evaluations.csv's columns), and a progress report.
+inline std::function<std::vector<double>(const hr::snapshot&)> real_evaluation(context& ctx) {
+  auto best = std::make_shared<hr::target_times>();
+  return [&ctx, best](const hr::snapshot& s) {
+    auto v = evaluation_row(ctx, std::vector<float>(s.params.begin(), s.params.end()), s.epochs, s.updates);
+    const auto names = ctx.prob.metrics();
+    const auto it = std::find(names.begin(), names.end(), ctx.exp.target.metric);
+    if (it != names.end())
+      best->observe({0, ctx.exp.target.value, ctx.exp.target.below}, s.time, v[static_cast<std::size_t>(it - names.begin())]);
+    report_progress(ctx, {s.time, s.epochs, s.updates, s.events, best->best, false});
+    return v;
+  };
+}
+
+/// The summary's numbers of a real server run (extra.real, cuts, resumed, the target), its
+/// tables (real_jobs.csv, real_workers.csv) and its recorder: the server's update records, the
+/// evaluations, each worker's measured seconds in model units.
+inline json finish_real_server(context& ctx, const hr::run_report& r) {
+  const std::size_t n = ctx.workers();
+  for (const auto& c : r.cuts) ctx.extra["cuts"].push_back(cut_record(c));
+  if (r.resumed_from) ctx.extra["resumed"] = cut_record(*r.resumed_from);
+  std::vector<std::uint64_t> gradients(n);
+  for (std::size_t k = 0; k < n; ++k) gradients[k] = r.workers[k].jobs;
+  write_real_tables(ctx, r.workers, r.held, gradients, true, r.jobs, ctx.extra);
+  ctx.extra["real"]["wall_seconds"] = r.wall_seconds;
+  ctx.extra["real"]["dropped"] = r.dropped;
+  ctx.extra["real"]["abandoned"] = r.abandoned;
+  ctx.extra["real"]["mean_staleness"] = r.mean_staleness;  // per worker, of every result handed over
+  ctx.extra["evaluation_seconds"] = r.evaluation_seconds;
+  ctx.extra["epochs"] = r.epochs;
+  ctx.extra["time_to_target"] = r.target.first ? json(*r.target.first) : json(nullptr);
+  ctx.extra["best"] = r.target.best ? json(*r.target.best) : json(nullptr);
+  sim::recorder evals(n);
+  evals.set_metrics(evaluation_columns(ctx));
+  for (const auto& e : r.evaluations) evals.record_evaluation(e.time, e.values, e.wall_seconds);
+  const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.jobs_sent, r.results, r.held, r.end_time,
+                                     r.arrivals);
+  report_progress(ctx, {r.evaluations.empty() ? 0.0 : r.evaluations.back().time, r.epochs, r.updates_done, r.arrivals,
+                        r.target.best, true});
+  return finish(ctx, rec, r.params);
+}
+
+}  // namespace wall
+
+/// An asynchronous server policy on real workers in real arrival order (clock "real"): a
+/// client of runtime::run (runtime/run.hpp), which runs the server and its workers (threads, or
+/// the ranks of MPI_COMM_WORLD), the evaluation grid and the checkpoints at cuts between two
+/// arrivals; this adds the problem (gradients, metrics, sample streams) and the files.
 template <class Policy>
 json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_model& model) {
   namespace hr = heterograd::runtime;
   namespace sim = heterograd::sim;
-  namespace w = wall;
   static_assert(!requires { p.params_for(sim::worker_id{}); },
                 "a policy with per-worker replicas runs over the partial allreduce, not the server");
-  const std::size_t n = ctx.workers(), b = ctx.batch(), d = ctx.prob.dim();
-  const double unit = w::unit_of(ctx);
-  const horizon_settings& hz = ctx.exp.horizon;
-  hr::remote_options o;
-  o.order = hr::arrival_order::real_time;
-  o.timeout = heterograd::seconds{runtime_timeout_s};
-  o.time_scale = ctx.exp.real_scale;
-  o.batch = b;  // every job's, until a policy with per-worker batches sets a worker's
-  if (hz.updates) o.max_updates = *hz.updates;
-  const auto spg = static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(b));
-  if (hz.epochs && !per_worker_batches<Policy>)  // else the epochs rule alone stops the run
-    o.max_arrivals = static_cast<std::uint64_t>(
-        std::ceil(*hz.epochs * static_cast<double>(ctx.prob.train_size()) / static_cast<double>(spg)));
-  if (hz.time) o.horizon = *hz.time;
-  w::shared_run s;
-  o.stop = &s.stop;
-  w::locked_policy<Policy> lp{p, s, spg, ctx.prob.train_size()};
-  lp.prob = &ctx.prob;
-  // The worker-time model at each job's batch (o.batch, or the policy's set_batch).
-  const sim::any_time_model& timed = model;
-  problem* prob = &ctx.prob;
-  std::atomic<int> computing{0};  // workers inside a gradient (a checkpoint waits for none)
-  auto compute = [prob, d, &ctx, &computing](sim::worker_id wk, std::uint64_t, std::uint64_t, std::size_t b,
-                                             heterograd::span<const float> x, std::vector<float>& g) {
-    single_threaded_here();
-    w::pin(ctx, wk);
-    g.resize(d);
-    ++computing;
-    struct done {
-      std::atomic<int>& c;
-      ~done() { --c; }
-    } leave{computing};
-    prob->gradient(wk, b, std::span<const float>(x.data(), x.size()), std::span<float>(g.data(), g.size()));
-  };
-  std::vector<hr::worker_report> reports(n);
-  hr::remote_summary summary;
-  sim::recorder before(n);  // a resumed run: the server's update records up to its checkpoint
-  double resumed_at = 0;    // and its clock there
   ctx.extra["runtime"] = ctx.runtime();
   ctx.extra["clock"] = "real";
-  std::function<void()> body;
-  const std::uint64_t max_arrivals = o.max_arrivals;
-  if (ctx.runtime() == "threads") {
-    body = [&] {
-      o.start_time = resumed_at;  // a resumed run goes on with its clock and its epochs rule
-      if (max_arrivals != std::numeric_limits<std::uint64_t>::max())
-        o.max_arrivals = max_arrivals - std::min(max_arrivals, lp.arrivals);
-      heterograd::comm::inproc::spawn(static_cast<int>(n) + 1, [&](heterograd::comm::inproc::communicator c) {
-        single_threaded_here();
-        if (c.rank() == 0) summary = hr::serve<float>(lp, c, o, timed);
-        else reports[static_cast<std::size_t>(c.rank() - 1)] = hr::work<float>(c, d, compute, o, timed);
-      });
-    };
-  }
-#ifdef HG_HAS_MPI
-  // One communicator (its construction is a collective: every rank makes it once).
-  std::optional<heterograd::comm::mpi::communicator> world;
-#endif
-  if (ctx.runtime() != "threads") {
-#ifdef HG_HAS_MPI
-    const heterograd::comm::mpi::communicator& c = world.emplace(MPI_COMM_WORLD);
-    // Each worker's stream where the server's checkpoint says (a fresh run: at the start):
-    // rank 0 sends every worker's jobs and draws (one broadcast of 2n u64) once it has loaded.
-    auto streams = [&] {  // (body runs it after this block: no reference to `c` here)
-      std::vector<std::uint64_t> v(2 * n);
-      std::copy(lp.jobs_before.begin(), lp.jobs_before.end(), v.begin());
-      std::copy(lp.drawn_before.begin(), lp.drawn_before.end(), v.begin() + static_cast<std::ptrdiff_t>(n));
-      world->broadcast(heterograd::span<std::uint64_t>(v.data(), v.size()), 0,
-                       heterograd::comm::broadcast_options{.timeout = heterograd::seconds{runtime_timeout_s}})
-          .wait();
-      return v;
-    };
-    if (c.rank() != 0) {
-      single_threaded_here();
-      const auto me = static_cast<std::size_t>(c.rank() - 1);
-      w::pin(ctx, me);
-      const auto v = streams();
-      ctx.prob.seek(me, v[me], v[n + me]);
-      const auto r = hr::work<float>(c, d, compute, o, timed);
-      w::gather_reports(c, n, me, r);
-      return json();
-    }
-    body = [&, streams] {  // (streams by value: it is this block's)
-      (void)streams();
-      summary = hr::serve<float>(lp, *world, o, timed);
-    };
-#else
-    throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
-#endif
-  }
-  sim::recorder evals(n);
-  auto current = [&p] {
-    const auto v = p.params();
-    return std::vector<float>(v.begin(), v.end());
+  problem* prob = &ctx.prob;
+  const std::size_t d = ctx.prob.dim();
+  auto compute = [prob, d](sim::worker_id wk, std::uint64_t, std::uint64_t, std::size_t b,
+                           heterograd::span<const float> x, std::vector<float>& g) {
+    g.resize(d);
+    prob->gradient(wk, b, std::span<const float>(x.data(), x.size()), std::span<float>(g.data(), g.size()));
   };
-  double cut_time = 0;
-  auto hooks = [&](loop_hooks& h) {
-    h.hold = [&] {
-      auto release = s.hold([&] { return computing == 0; });
-      cut_time = s.last.load();  // the arrival the server stopped after
-      ctx.extra["cuts"].push_back(w::cut_record(lp.version(), p.params(), cut_time));
-      return release;
-    };
-    h.save = [&](heterograd::archive_writer& ar) {
-      detail::save_policy(ar, p);
-      lp.serialize(ar);
-      sim::recorder all = before;
-      all.merge_updates(lp.log_at_cut);
-      ar(cut_time, all);
-    };
-    h.load = [&](heterograd::archive_reader& ar) {
-      detail::load_policy(ar, p);
-      lp.serialize(ar);
-      // The workers' streams as after every job sent before the cut (the jobs in flight there
-      // were computed and dropped): on threads here, under MPI on each worker's rank.
-      for (std::size_t k = 0; k < n; ++k) ctx.prob.seek(k, lp.jobs_before[k], lp.drawn_before[k]);
-      ar(resumed_at, before);
-      s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(resumed_at * unit));
-      s.updates = lp.version();
-      s.events = lp.arrivals;
-      s.epochs = static_cast<double>(lp.samples) / static_cast<double>(ctx.prob.train_size());
-      s.last = resumed_at;
-      s.resumed = true;
-      ctx.extra["resumed"] = w::cut_record(lp.version(), p.params(), resumed_at);
-    };
-  };
-  std::vector<float> x;
+  hr::run_options o = wall::real_run_options(ctx);
+  o.evaluate = wall::real_evaluation(ctx);
+  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
+  hr::run_report r;
   try {
-    x = w::evaluate_running(ctx, s, evals, body, current, hooks);
-  } catch (const halted&) {
+    if (ctx.runtime() == "threads") {
+      r = hr::run(hr::served{p, compute}, hr::where::threads{placement, "workers.placement"}, o, model);
+    } else {
 #ifdef HG_HAS_MPI
-    if (world) (void)w::gather_reports(*world, n, n, {});  // the workers' last collective
+      const heterograd::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once
+      r = hr::run(hr::served{p, compute}, hr::where::mpi{world, placement, "workers.placement"}, o, model);
+#else
+      throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
 #endif
-    throw;
+    }
+  } catch (const hr::halted&) {
+    throw halted{};
   }
-#ifdef HG_HAS_MPI
-  if (world) reports = w::gather_reports(*world, n, n, {});
-#endif
-  const double wall_s = w::seconds_since(s.origin);
-  std::vector<std::uint64_t> gradients(n);
-  for (std::size_t k = 0; k < n; ++k) gradients[k] = reports[k].jobs;
-  w::write_real_tables(ctx, reports, summary.held, gradients, true, lp.jobs, ctx.extra);
-  ctx.extra["real"]["wall_seconds"] = wall_s;
-  ctx.extra["real"]["dropped"] = summary.dropped;
-  ctx.extra["real"]["abandoned"] = summary.abandoned;
-  std::vector<double> mean_delay(n, 0.0);
-  for (std::size_t k = 0; k < n; ++k)
-    if (lp.arrived[k] > 0) mean_delay[k] = lp.staleness_sum[k] / static_cast<double>(lp.arrived[k]);
-  ctx.extra["real"]["mean_staleness"] = mean_delay;  // per worker, of every result handed over
-  // A resumed run: the records before the checkpoint with those after; results handed over
-  // per worker are counted across both (jobs started: those handed over before the cut, whose
-  // jobs in flight were dropped, and every job sent after it).
-  sim::recorder updates = before;
-  updates.merge_updates(summary.log);
-  std::vector<std::uint64_t> sent(n);
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::uint64_t after = k < summary.jobs_finished.size() ? summary.jobs_finished[k] : 0;
-    sent[k] = lp.arrived[k] - std::min(lp.arrived[k], after) + (k < summary.jobs_sent.size() ? summary.jobs_sent[k] : 0);
-  }
-  const auto rec = w::measured_recorder(ctx, updates, evals, reports, sent, lp.arrived, summary.held,
-                                        summary.end_time, lp.arrivals);
-  return finish(ctx, rec, x);
+  if (!r.evaluating) return json();
+  return wall::finish_real_server(ctx, r);
 }
 
 /// A round method on real workers, rounds back to back on the wall clock (clock "real").

@@ -240,10 +240,33 @@ struct loop_hooks {
   /// while it is held); returns what lets it go on.
   std::function<std::function<void()>()> hold;
 };
+/// The evaluation loop's parts that a runtime::run client uses too: the columns of
+/// evaluations.csv (the problem's metrics, then epochs, samples, updates) and one row of them;
+/// the client's part of a checkpoint (its identity first: another run's checkpoint is refused
+/// naming the keys that differ, before anything of it is used; the wall seconds so far, the
+/// summary's extra numbers, the problem's sample streams); the checkpoint to resume from
+/// (checksums checked) and the write of one; a progress report.
+std::vector<std::string> evaluation_columns(const context& ctx);
+std::vector<double> evaluation_row(context& ctx, const model_vector& x, double passes, std::uint64_t updates);
+double wall_so_far(const context& ctx);
+void save_client(context& ctx, heterograd::archive_writer& w);
+void load_client(context& ctx, heterograd::archive_reader& r);
+std::optional<std::vector<std::byte>> checkpoint_to_resume(const context& ctx);
+void write_checkpoint(const context& ctx, const std::vector<std::byte>& payload);
+struct progress_point {
+  double time = 0, epochs = 0;
+  std::uint64_t updates = 0, events = 0;
+  std::optional<double> best;
+  bool done = false;
+};
+void report_progress(context& ctx, const progress_point& at);
+
 /// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
 model_vector evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs = false);
 
+/// 0x and 16 hex digits (the summary's hashes).
+std::string hex_of(std::uint64_t x);
 /// The summary's params_hash of a model (FNV-1a of its bytes, as 0x + 16 hex digits).
 std::string params_hash(std::span<const float> x);
 std::string params_hash(std::span<const double> x);

@@ -17,6 +17,7 @@
 #include "heterograd/kernels/gemm.hpp"
 #include "heterograd/nn/evaluate.hpp"
 #include "heterograd/nn/mlp.hpp"
+#include "heterograd/runtime/report.hpp"
 #include "heterograd/sim/network.hpp"
 #include "problems.hpp"
 #include "resume.hpp"
@@ -54,22 +55,18 @@ void problem::next_batch(std::size_t, std::size_t, std::vector<float>&, std::vec
 
 namespace {
 
-std::uint64_t fnv(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
+using heterograd::runtime::fnv1a;
 
-std::string hex(std::uint64_t x) {
+}  // namespace
+
+std::string hex_of(std::uint64_t x) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(x));
   return buf;
 }
 
-}  // namespace
-
-std::string params_hash(std::span<const float> x) { return hex(fnv(x.data(), x.size() * sizeof(float))); }
-std::string params_hash(std::span<const double> x) { return hex(fnv(x.data(), x.size() * sizeof(double))); }
+std::string params_hash(std::span<const float> x) { return hex_of(fnv1a(x.data(), x.size() * sizeof(float))); }
+std::string params_hash(std::span<const double> x) { return hex_of(fnv1a(x.data(), x.size() * sizeof(double))); }
 std::string params_hash(const model_vector& x) {
   return std::visit([](const auto& v) { return params_hash(std::span(v.data(), v.size())); }, x);
 }
@@ -574,6 +571,78 @@ stop_rule stop_rule_of(const context& ctx) {
   return r;
 }
 
+std::vector<std::string> evaluation_columns(const context& ctx) {
+  auto columns = ctx.prob.metrics();
+  for (const char* c : {"epochs", "samples", "updates"}) columns.emplace_back(c);
+  return columns;
+}
+
+std::vector<double> evaluation_row(context& ctx, const model_vector& x, double passes, std::uint64_t updates) {
+  auto v = ctx.root ? ctx.prob.evaluate(x) : std::vector<double>(ctx.prob.metrics().size(), 0.0);
+  v.push_back(passes);
+  v.push_back(std::round(passes * static_cast<double>(ctx.prob.train_size())));
+  v.push_back(static_cast<double>(updates));
+  return v;
+}
+
+double wall_so_far(const context& ctx) {
+  return ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
+}
+
+void save_client(context& ctx, heterograd::archive_writer& w) {
+  w(checkpoint_digest(ctx));
+  w(wall_so_far(ctx), ctx.extra.dump());
+  ctx.prob.serialize(w);
+}
+
+void load_client(context& ctx, heterograd::archive_reader& r) {
+  const auto ckpt = ctx.dir / "checkpoint.bin";
+  std::string digest, extra;
+  r(digest);
+  if (digest != checkpoint_digest(ctx)) {
+    const json saved = json::parse(digest, nullptr, false);
+    throw heterograd::checkpoint_error(ckpt, "written by a run with other inputs (" +
+                                                 (saved.is_discarded() ? std::string("unreadable record")
+                                                                       : differences_text(saved, json::parse(checkpoint_digest(ctx)))) +
+                                                 ")");
+  }
+  r(ctx.wall_before, extra);
+  ctx.extra = json::parse(extra);
+  ctx.prob.serialize(r);
+}
+
+std::optional<std::vector<std::byte>> checkpoint_to_resume(const context& ctx) {
+  const auto ckpt = ctx.dir / "checkpoint.bin";
+  // Every checksum is checked before a byte is used (a flipped byte in the parameters would
+  // otherwise resume to a different run without a word).
+  if (!ctx.resume || !std::filesystem::exists(ckpt)) return std::nullopt;
+  return heterograd::open_checkpoint(ckpt, read_file(ckpt));
+}
+
+void write_checkpoint(const context& ctx, const std::vector<std::byte>& payload) {
+  // Temporary file, fsync, rename (files.hpp): a kill leaves the previous checkpoint or this one.
+  hgrun::write_file(ctx.dir / "checkpoint.bin", heterograd::seal_checkpoint(payload));
+}
+
+void report_progress(context& ctx, const progress_point& at) {
+  if (!ctx.progress) return;
+  const horizon_settings& hz = ctx.exp.horizon;
+  progress_info p;
+  p.label = ctx.method["label"];
+  p.virtual_time = at.time;
+  double f = 0;
+  if (hz.time) f = at.time / *hz.time;
+  else if (hz.epochs) f = at.epochs / *hz.epochs;
+  else if (hz.updates) f = static_cast<double>(at.updates) / static_cast<double>(*hz.updates);
+  p.fraction = std::clamp(f, 0.0, 1.0);
+  p.has_best = at.best.has_value();
+  p.best = at.best.value_or(0);
+  p.events = at.events;
+  p.wall_seconds = wall_so_far(ctx);
+  p.done = at.done;
+  ctx.progress(p);
+}
+
 model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks& h,
                                    bool time_is_epochs) {
   const horizon_settings& hz = ctx.exp.horizon;
@@ -582,16 +651,12 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
   const double epochs = hz.epochs.value_or(std::numeric_limits<double>::infinity());
   const std::uint64_t updates = hz.updates.value_or(~std::uint64_t{0});
   const std::uint64_t every = ctx.exp.run.checkpoint_every;
-  const auto ckpt = ctx.dir / "checkpoint.bin";
   target_tracker target;
   target.init(ctx.exp.target, ctx.prob.metrics());
   // evaluations.csv: the problem's metrics, then where the run was at each evaluation: passes
   // over the training set, samples whose gradients were computed, and the model's updates
   // (server steps; rounds for the round methods), beside time (and wall_seconds on the real clock).
-  auto columns = ctx.prob.metrics();
-  const std::size_t metric_count = columns.size();
-  for (const char* c : {"epochs", "samples", "updates"}) columns.emplace_back(c);
-  rec.set_metrics(columns);
+  rec.set_metrics(evaluation_columns(ctx));
 
   std::uint64_t e = 0;  // evaluations done
   auto save = [&] {
@@ -605,58 +670,26 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
           if (f) f();
         }
       } held{h.hold ? h.hold() : nullptr};
-      w(checkpoint_digest(ctx), e);
-      const double wall = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
-      w(wall, target, ctx.extra.dump());
-      w(rec);
-      ctx.prob.serialize(w);
+      save_client(ctx, w);
+      w(e, target, rec);
       h.save(w);
     }
-    // Temporary file, fsync, rename (files.hpp): a kill leaves the previous checkpoint or this one.
-    const std::string sealed = heterograd::seal_checkpoint(w.bytes());
-    hgrun::write_file(ckpt, sealed);
+    write_checkpoint(ctx, w.bytes());
   };
-  if (ctx.resume && std::filesystem::exists(ckpt)) {
-    // Every checksum is checked before a byte is used (a flipped byte in the parameters would
-    // otherwise resume to a different run without a word).
-    const std::vector<std::byte> bytes = heterograd::open_checkpoint(ckpt, read_file(ckpt));
-    heterograd::archive_reader r(bytes);
-    std::string digest, extra;
-    r(digest);
-    if (digest != checkpoint_digest(ctx)) {
-      const json saved = json::parse(digest, nullptr, false);
-      throw heterograd::checkpoint_error(ckpt, "written by a run with other inputs (" +
-                                       (saved.is_discarded() ? std::string("unreadable record")
-                                                             : differences_text(saved, json::parse(checkpoint_digest(ctx)))) +
-                                       ")");
-    }
-    r(e, ctx.wall_before, target, extra);
-    ctx.extra = json::parse(extra);
-    r(rec);
-    ctx.prob.serialize(r);
+  if (const auto bytes = checkpoint_to_resume(ctx)) {
+    heterograd::archive_reader r(*bytes);
+    load_client(ctx, r);
+    r(e, target, rec);
     h.load(r);
-    if (!r.done()) throw heterograd::checkpoint_error(ckpt, "the payload has trailing bytes (another build's layout)");
+    if (!r.done())
+      throw heterograd::checkpoint_error(ctx.dir / "checkpoint.bin", "the payload has trailing bytes (another build's layout)");
   }
   auto epochs_done = [&] {
     return h.epochs_done ? h.epochs_done()
                          : static_cast<double>(ctx.prob.samples) / static_cast<double>(ctx.prob.train_size());
   };
   auto report = [&](double t, bool done) {
-    if (!ctx.progress) return;
-    progress_info p;
-    p.label = ctx.method["label"];
-    p.virtual_time = t;
-    double f = 0;
-    if (std::isfinite(t_end)) f = t / t_end;
-    else if (std::isfinite(epochs)) f = epochs_done() / epochs;
-    else f = static_cast<double>(h.updates()) / static_cast<double>(updates);
-    p.fraction = std::clamp(f, 0.0, 1.0);
-    p.has_best = target.best.has_value();
-    p.best = target.best.value_or(0);
-    p.events = h.events();
-    p.wall_seconds = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
-    p.done = done;
-    ctx.progress(p);
+    report_progress(ctx, {t, epochs_done(), h.updates(), h.events(), target.best, done});
   };
   // Evaluation e happens at virtual time min(e * dt, horizon); the method runs up to it first.
   // An evaluation at t sees every event at or before t and none after (sim::run's rule).
@@ -672,11 +705,7 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
     }
     const double wall = h.wall ? h.wall() : std::numeric_limits<double>::quiet_NaN();
     const auto eval_start = std::chrono::steady_clock::now();
-    auto v = ctx.root ? ctx.prob.evaluate(h.params()) : std::vector<double>(metric_count, 0.0);
-    const double passes = epochs_done();
-    v.push_back(passes);
-    v.push_back(std::round(passes * static_cast<double>(ctx.prob.train_size())));
-    v.push_back(static_cast<double>(h.updates()));
+    auto v = evaluation_row(ctx, h.params(), epochs_done(), h.updates());
     if (h.wall)  // a real-clock run: the evaluations' own wall time (the workers go on meanwhile)
       ctx.extra["evaluation_seconds"] =
           ctx.extra.value("evaluation_seconds", 0.0) +
@@ -750,7 +779,7 @@ json finish(context& ctx, const sim::recorder& run_rec, const model_vector& para
   s["time_to_target"] = ctx.extra["time_to_target"];
   s["best"] = ctx.extra["best"];
   s["events"] = rec.events();
-  s["trace_hash"] = hex(rec.trace_hash());
+  s["trace_hash"] = hex_of(rec.trace_hash());
   s["params_hash"] = params_hash(params);
   s["wall_seconds"] = ctx.wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.wall_start).count();
   json counts = json::object();

@@ -48,28 +48,13 @@
 
 #include "heterograd/core/error.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/options.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace heterograd::runtime {
 
-struct run_options {
-  /// Stop when the next event lies beyond this virtual time (the clock then reads horizon).
-  double horizon = sim::never;
-  /// Stop after this many delivered events.
-  std::uint64_t max_events = std::numeric_limits<std::uint64_t>::max();
-  /// Evaluate at start, start + interval, ... (0 = never). An evaluation at time T sees every
-  /// event with time <= T and none after.
-  double eval_interval = 0.0;
-
-  void validate() const {
-    require(!std::isnan(horizon) && horizon >= 0, "run_options.horizon", horizon,
-            "must be >= 0 (a negative time)");
-    require(std::isfinite(eval_interval) && eval_interval >= 0, "run_options.eval_interval",
-            eval_interval, "must be finite and >= 0 (a negative time)");
-  }
-};
 
 struct run_summary {
   std::uint64_t events = 0;

@@ -1,0 +1,459 @@
+#pragma once
+// runtime::run's server on the real clock (runtime/run.hpp): the policy behind the model's
+// lock, the method on a thread of its own, the evaluation grid on the calling thread, and
+// checkpoints at a cut between two arrivals.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/core/archive.hpp"
+#include "heterograd/runtime/evaluation.hpp"
+#include "heterograd/runtime/live.hpp"
+#include "heterograd/runtime/options.hpp"
+#include "heterograd/runtime/placement.hpp"
+#include "heterograd/runtime/report.hpp"
+#include "heterograd/runtime/server.hpp"
+#include "heterograd/sim/recorder.hpp"
+
+namespace heterograd::runtime::detail {
+
+/// A server policy as the real server runs it: each arrival changes the model under the live
+/// run's lock and moves the counters the evaluation loop reads; between two arrivals the
+/// server passes a cut (live_run::cut), where a checkpoint records the update log and every
+/// worker's stream position.
+template <class Policy>
+struct counted_policy {
+  Policy& p;
+  live_run& s;
+  const run_options& o;
+  std::uint64_t arrivals = 0, samples = 0;
+  std::vector<double> staleness_sum = std::vector<double>(p.workers(), 0.0);
+  std::vector<std::uint64_t> arrived = std::vector<std::uint64_t>(p.workers(), 0);
+  std::vector<sim::trace_row> jobs;
+  sim::recorder log_at_cut = sim::recorder(p.workers());
+  /// Per worker: jobs sent and the sum of their batches before this run's server (a resumed
+  /// run's, from its checkpoint) and at the last cut.
+  std::vector<std::uint64_t> jobs_before = std::vector<std::uint64_t>(p.workers(), 0);
+  std::vector<std::uint64_t> drawn_before = jobs_before, jobs_at_cut = jobs_before, drawn_at_cut = jobs_before;
+
+  std::size_t workers() const { return p.workers(); }
+  std::size_t dim() const { return p.dim(); }
+  std::uint64_t version() const { return static_cast<std::uint64_t>(p.version()); }
+  auto params() const { return p.params(); }  // the server's own thread: no lock needed
+  template <class Ctl>
+  void on_start(Ctl& c) {
+    std::lock_guard l(s.model);
+    if constexpr (requires { p.on_start(c); }) p.on_start(c);
+    else
+      for (std::size_t w = 0; w < c.workers(); ++w) c.restart(static_cast<worker_id>(w));
+  }
+  template <class Ctl, class A, class G>
+  void on_arrival(Ctl& c, const A& a, const G& g) {
+    staleness_sum.at(a.worker) += static_cast<double>(version() - a.version);
+    ++arrived[a.worker];
+    jobs.push_back({a.worker, a.start, std::max(0.0, a.time - a.start)});
+    std::size_t batch = o.batch;
+    if constexpr (requires { p.job_batch(a.worker); }) batch = p.job_batch(a.worker);  // before on_arrival starts the next
+    {
+      std::lock_guard l(s.model);
+      p.on_arrival(c, a, g);
+    }
+    ++arrivals;
+    samples += o.samples_of(batch);
+    s.updates = version();
+    s.events = arrivals;
+    s.epochs = o.train_samples ? static_cast<double>(samples) / static_cast<double>(o.train_samples) : 0.0;
+    s.last = a.time;
+    s.cut([&] {  // between two arrivals, with this one's update recorded
+      log_at_cut = c.outcome_log();
+      for (std::size_t w = 0; w < c.workers(); ++w) {
+        jobs_at_cut[w] = jobs_before[w] + c.jobs_sent(static_cast<worker_id>(w));
+        drawn_at_cut[w] = drawn_before[w] + c.batches_sent(static_cast<worker_id>(w));
+      }
+    });
+  }
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(arrivals, staleness_sum, arrived, samples, jobs_at_cut, drawn_at_cut);
+    if constexpr (std::is_same_v<Archive, archive_reader>) {
+      if (jobs_at_cut.size() != p.workers() || drawn_at_cut.size() != p.workers() || arrived.size() != p.workers() ||
+          staleness_sum.size() != p.workers())
+        throw archive_error(0, "heterograd: runtime: the checkpoint's per-worker counts are not one per worker (" +
+                            std::to_string(p.workers()) + ")");
+      jobs_before = jobs_at_cut;
+      drawn_before = drawn_at_cut;
+    }
+  }
+};
+
+/// Every worker's report to every rank (one allreduce of n x 7 doubles; each rank fills its
+/// own row: `mine` = n on the server rank, which has none).
+template <class Transport>
+std::vector<worker_report> gather_reports(const Transport& t, std::size_t n, std::size_t mine, const worker_report& r,
+                                          seconds timeout) {
+  std::vector<double> v(n * 7, 0.0);
+  if (mine < n) {
+    double* row = v.data() + mine * 7;
+    row[0] = static_cast<double>(r.jobs);
+    row[1] = r.pull_seconds;
+    row[2] = r.compute_seconds;
+    row[3] = r.paced_seconds;
+    row[4] = r.push_seconds;
+    row[5] = static_cast<double>(r.violations);
+    row[6] = r.overrun_seconds;
+  }
+  t.allreduce(span<double>(v.data(), v.size()), comm::allreduce_options{.op = comm::reduce_op::sum, .timeout = timeout})
+      .wait();
+  std::vector<worker_report> out(n);
+  for (std::size_t w = 0; w < n; ++w) {
+    const double* row = v.data() + w * 7;
+    out[w] = {static_cast<std::uint64_t>(row[0]), row[1], row[2], row[3], row[4], static_cast<std::uint64_t>(row[5]),
+              row[6]};
+  }
+  return out;
+}
+
+template <class Policy, class Compute, class Model>
+class real_server {
+ public:
+  real_server(Policy& p, Compute& compute, const run_options& o, const Model& model, placement_config placement,
+              std::string placement_key)
+      : p_(p), compute_(compute), o_(o), model_(model), placement_(std::move(placement)),
+        placement_key_(std::move(placement_key)), n_(p.workers()), counted_{p, s_, o_}, before_(p.workers()) {
+    s_.limit_s = o.timeout.count();
+    o.rule().validate();
+    placement_.validate(n_, placement_key_);
+  }
+
+  run_report run_threads() {
+    std::vector<worker_report> reports(n_);
+    remote_summary summary;
+    auto body = [&] {
+      auto ro = remote();
+      comm::inproc::spawn(static_cast<int>(n_) + 1, [&](comm::inproc::communicator c) {
+        if (o_.thread_init) o_.thread_init();
+        if (c.rank() == 0) summary = serve<float>(counted_, c, ro, model_);
+        else reports[static_cast<std::size_t>(c.rank() - 1)] = work<float>(c, p_.dim(), gradient(), ro, model_);
+      });
+    };
+    const bool mpi = false;
+    loop(body, mpi);
+    return report(summary, std::move(reports));
+  }
+
+  template <class Transport>
+  run_report run_ranks(const Transport& t) {
+    if (t.rank() != 0) return worker_rank(t);
+    remote_summary summary;
+    auto body = [&] {
+      if (o_.thread_init) o_.thread_init();
+      (void)streams(t);
+      summary = serve<float>(counted_, t, remote(), model_);
+    };
+    try {
+      loop(body, true);
+    } catch (const halted&) {
+      (void)gather_reports(t, n_, n_, {}, o_.timeout);  // the workers' last collective
+      throw;
+    }
+    return report(summary, gather_reports(t, n_, n_, {}, o_.timeout));
+  }
+
+ private:
+  remote_options remote() const {
+    remote_options ro;
+    ro.order = arrival_order::real_time;
+    ro.timeout = o_.timeout;
+    ro.time_scale = o_.real_scale;
+    ro.batch = o_.batch;
+    ro.max_updates = o_.max_updates;
+    ro.stop = &s_.stop;
+    ro.start_time = resumed_at_;
+    if (std::isfinite(o_.horizon)) ro.horizon = o_.horizon;
+    if (std::isfinite(o_.max_epochs) && !requires { p_.job_batch(worker_id{}); }) {  // else the epochs rule alone
+      const auto all = static_cast<std::uint64_t>(std::ceil(o_.max_epochs * static_cast<double>(o_.train_samples) /
+                                                            static_cast<double>(o_.samples_of(o_.batch))));
+      ro.max_arrivals = all - std::min(all, counted_.arrivals);  // a resumed run: those after its cut
+    }
+    return ro;
+  }
+
+  // The workers' gradient: pinned to their cores, counted while it runs (a checkpoint's cut
+  // waits for no gradient in flight).
+  auto gradient() {
+    return [this](worker_id w, std::uint64_t v, std::uint64_t k, std::size_t b, span<const float> x,
+                  std::vector<float>& g) {
+      pin(w);
+      ++computing_;
+      struct leave {
+        std::atomic<int>& c;
+        ~leave() { --c; }
+      } l{computing_};
+      if constexpr (requires { compute_(w, v, k, b, x, g); }) compute_(w, v, k, b, x, g);
+      else compute_(w, v, k, x, g);
+    };
+  }
+  void pin(std::size_t w) {
+    static thread_local const void* pinned_for = nullptr;
+    static thread_local std::size_t pinned = ~std::size_t{0};
+    if (placement_.workers.empty() || (pinned_for == this && pinned == w)) return;
+    placement_.pin(w, placement_key_);
+    pinned_for = this;
+    pinned = w;
+  }
+
+  // Each worker's stream where the server's checkpoint says (fresh: at the start): rank 0 sends
+  // every worker's jobs and draws (one broadcast of 2n u64) once it has loaded.
+  template <class Transport>
+  std::vector<std::uint64_t> streams(const Transport& t) {
+    std::vector<std::uint64_t> v(2 * n_);
+    std::copy(counted_.jobs_before.begin(), counted_.jobs_before.end(), v.begin());
+    std::copy(counted_.drawn_before.begin(), counted_.drawn_before.end(), v.begin() + static_cast<std::ptrdiff_t>(n_));
+    t.broadcast(span<std::uint64_t>(v.data(), v.size()), 0, comm::broadcast_options{.timeout = o_.timeout}).wait();
+    return v;
+  }
+
+  template <class Transport>
+  run_report worker_rank(const Transport& t) {
+    const auto me = static_cast<std::size_t>(t.rank() - 1);
+    if (o_.thread_init) o_.thread_init();
+    pin(me);
+    const auto v = streams(t);
+    if (o_.checkpoint.seek) o_.checkpoint.seek(me, v[me], v[n_ + me]);
+    const auto r = work<float>(t, p_.dim(), gradient(), remote(), model_);
+    run_report out;
+    out.evaluating = false;
+    out.workers = gather_reports(t, n_, me, r, o_.timeout);
+    return out;
+  }
+
+  void save_policy(archive_writer& w) {
+    if constexpr (requires { p_.serialize(w); }) p_.serialize(w);
+    else throw std::invalid_argument("heterograd: runtime: run_options.checkpoint.every is set, but this policy has no serialize(archive): it cannot be checkpointed");
+  }
+  void load_policy(archive_reader& r) {
+    if constexpr (requires { p_.serialize(r); }) p_.serialize(r);
+    else throw std::invalid_argument("heterograd: runtime: run_options.checkpoint.resume is set, but this policy has no serialize(archive): it cannot be resumed");
+  }
+  void loop(const std::function<void()>& body, bool mpi);
+  bool advance(double t);
+  void evaluate(const grid_point& g, std::vector<float>& x);
+  void save_checkpoint(std::uint64_t e);
+  void load_checkpoint(const std::vector<std::byte>& payload);
+  run_report report(const remote_summary& summary, std::vector<worker_report> reports);
+
+  Policy& p_;
+  Compute& compute_;
+  const run_options& o_;
+  const Model& model_;
+  placement_config placement_;
+  std::string placement_key_;
+  std::size_t n_;
+  live_run s_;
+  counted_policy<Policy> counted_;
+  std::atomic<int> computing_{0};
+  sim::recorder before_;  // a resumed run: the update records up to its cut
+  double resumed_at_ = 0, cut_time_ = 0;
+  std::vector<evaluation_record> evals_;
+  std::vector<cut_record> cuts_;
+  std::optional<cut_record> resumed_from_;
+  target_times target_;
+  double evaluation_seconds_ = 0;
+};
+
+template <class Policy>
+cut_record cut_of(const Policy& p, double time) {
+  const auto x = p.params();
+  return {static_cast<std::uint64_t>(p.version()), fnv1a(x.data(), x.size() * sizeof(float)), time};
+}
+
+// The evaluation grid on this thread while the method runs on its own (started at the first
+// advance, after a checkpoint is loaded). A loop that ends before its first advance (halted or
+// failed at the first evaluation) under MPI still starts the method, stopped at once: the
+// other ranks' first collectives wait for this one's.
+template <class Policy, class Compute, class Model>
+void real_server<Policy, Compute, Model>::loop(const std::function<void()>& body, bool mpi) {
+  std::uint64_t first = 0;
+  if (o_.checkpoint.resume) {
+    load_checkpoint(*o_.checkpoint.resume);
+    first = evals_.empty() ? 0 : evals_.back().index + 1;
+  }
+  std::optional<method_thread> method;
+  s_.start = [&] {
+    s_.start_clock();
+    method.emplace(s_, body);
+    s_.started = true;
+  };
+  auto start_stopped = [&] {
+    if (s_.started || !mpi) return;
+    s_.stop = true;
+    s_.start();
+  };
+  std::vector<float> x;
+  try {
+    const grid_hooks h{[this](double t) { return advance(t); }, [this] { return s_.updates.load(); },
+                       [this] { return s_.epochs.load(); },
+                       [this] { return s_.finished ? s_.last.load() : s_.model_now(o_.unit()); }};
+    evaluation_grid(o_.rule(), o_.eval_interval, first, h, [&](const grid_point& g) {
+      evaluate(g, x);
+      if (o_.checkpoint.every && (g.index + 1) % o_.checkpoint.every == 0 && !g.last) save_checkpoint(g.index);
+      if (o_.halt_after && g.index + 1 == o_.halt_after && !g.last) throw halted{};
+      return true;
+    });
+  } catch (...) {
+    start_stopped();
+    throw;
+  }
+  start_stopped();
+  if (method) method->join();
+  if (s_.error) std::rethrow_exception(s_.error);
+}
+
+// Sleeps until model time t (or the run's end). The horizon's evaluation is the final
+// model's: it waits there for the method to end by its own rule (every wait inside the method
+// has a deadline, past which it fails, which ends it too).
+template <class Policy, class Compute, class Model>
+bool real_server<Policy, Compute, Model>::advance(double t) {
+  if (!s_.started) s_.start();
+  std::unique_lock l(s_.m);
+  if (t >= o_.horizon) {
+    s_.cv.wait(l, [&] { return s_.finished; });
+  } else {
+    const auto until = s_.origin + std::chrono::duration_cast<live_run::clock::duration>(
+                                       std::chrono::duration<double>(t * o_.unit()));
+    s_.cv.wait_until(l, until, [&] { return s_.finished; });
+  }
+  if (s_.error) std::rethrow_exception(s_.error);
+  // A run that ended before t by no rule (every worker held) has nothing left to evaluate; one
+  // that ended at its horizon while the loop lagged (each evaluation waiting for a cut) has:
+  // its final model, at the grid's times left.
+  const bool reached = s_.updates >= o_.max_updates || s_.epochs >= o_.max_epochs;
+  const bool at_horizon =
+      s_.finished && std::chrono::duration<double>(s_.ended - s_.origin).count() >= o_.horizon * o_.unit();
+  return !(s_.finished && t < o_.horizon && !reached && !at_horizon);
+}
+
+template <class Policy, class Compute, class Model>
+void real_server<Policy, Compute, Model>::evaluate(const grid_point& g, std::vector<float>& x) {
+  {
+    std::lock_guard l(s_.model);
+    const auto v = p_.params();
+    x.assign(v.begin(), v.end());
+  }
+  snapshot at{g.index, g.time, s_.started ? std::max(0.0, s_.seconds_since_origin()) : 0.0, s_.updates.load(),
+              s_.events.load(), s_.epochs.load(), span<const float>(x.data(), x.size())};
+  const auto begin = live_run::clock::now();
+  evaluation_record r{g.index, g.time, at.wall_seconds, at.updates, at.epochs, {}};
+  if (o_.evaluate) r.values = o_.evaluate(at);
+  evaluation_seconds_ += std::chrono::duration<double>(live_run::clock::now() - begin).count();
+  if (o_.target && o_.target->metric < r.values.size()) target_.observe(*o_.target, g.time, r.values[o_.target->metric]);
+  evals_.push_back(std::move(r));
+}
+
+// A checkpoint: the server held between two arrivals with no gradient in flight while the
+// state is copied into the archive (not while the client stores it).
+template <class Policy, class Compute, class Model>
+void real_server<Policy, Compute, Model>::save_checkpoint(std::uint64_t) {
+  archive_writer w;
+  {
+    struct release {
+      std::function<void()> f;
+      ~release() {
+        if (f) f();
+      }
+    } held{s_.hold([this] { return computing_ == 0; })};
+    cut_time_ = s_.last.load();
+    cuts_.push_back(cut_of(p_, cut_time_));
+    if (o_.checkpoint.save) o_.checkpoint.save(w);  // first: a resume checks the client's identity first
+    save_policy(w);
+    counted_.serialize(w);
+    sim::recorder all = before_;
+    all.merge_updates(counted_.log_at_cut);
+    w(cut_time_, all, evaluation_seconds_, target_);
+    w(static_cast<std::uint64_t>(evals_.size()));
+    for (auto& e : evals_) w(e.index, e.time, e.wall_seconds, e.updates, e.epochs, e.values);
+    w(static_cast<std::uint64_t>(cuts_.size()));
+    for (auto& c : cuts_) w(c.version, c.params_hash, c.time);
+  }
+  if (o_.checkpoint.write) o_.checkpoint.write(w.bytes());
+}
+
+template <class Policy, class Compute, class Model>
+void real_server<Policy, Compute, Model>::load_checkpoint(const std::vector<std::byte>& payload) {
+  archive_reader r(payload);
+  if (o_.checkpoint.load) o_.checkpoint.load(r);
+  load_policy(r);
+  counted_.serialize(r);
+  r(resumed_at_, before_, evaluation_seconds_, target_);
+  std::uint64_t k = 0;
+  r(k);
+  evals_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(k, payload.size())));
+  for (auto& e : evals_) r(e.index, e.time, e.wall_seconds, e.updates, e.epochs, e.values);
+  r(k);
+  cuts_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(k, payload.size())));
+  for (auto& c : cuts_) r(c.version, c.params_hash, c.time);
+  if (!r.done()) throw archive_error(payload.size(), "heterograd: runtime: the checkpoint has trailing bytes (another build's layout)");
+  // The workers' streams as after every job sent before the cut (the jobs in flight there were
+  // computed and dropped): on threads here, under MPI on each worker's rank (run_ranks).
+  if (o_.checkpoint.seek)
+    for (std::size_t w = 0; w < n_; ++w) o_.checkpoint.seek(w, counted_.jobs_before[w], counted_.drawn_before[w]);
+  s_.resume_at(resumed_at_, o_.unit());
+  s_.updates = counted_.version();
+  s_.events = counted_.arrivals;
+  s_.epochs = o_.train_samples ? static_cast<double>(counted_.samples) / static_cast<double>(o_.train_samples) : 0.0;
+  resumed_from_ = cut_of(p_, resumed_at_);
+}
+
+template <class Policy, class Compute, class Model>
+run_report real_server<Policy, Compute, Model>::report(const remote_summary& summary,
+                                                       std::vector<worker_report> reports) {
+  run_report out;
+  out.wall_seconds = s_.seconds_since_origin();
+  out.evaluations = std::move(evals_);
+  out.updates = before_;
+  out.updates.merge_updates(summary.log);
+  out.workers = std::move(reports);
+  out.held = summary.held;
+  out.results = counted_.arrived;
+  out.jobs_sent.resize(n_);
+  out.mean_staleness.assign(n_, 0.0);
+  for (std::size_t w = 0; w < n_; ++w) {
+    // jobs started: those handed over before the cut (whose jobs in flight were dropped), and
+    // every job sent after it
+    const std::uint64_t after = w < summary.jobs_finished.size() ? summary.jobs_finished[w] : 0;
+    out.jobs_sent[w] = counted_.arrived[w] - std::min(counted_.arrived[w], after) +
+                       (w < summary.jobs_sent.size() ? summary.jobs_sent[w] : 0);
+    if (counted_.arrived[w] > 0) out.mean_staleness[w] = counted_.staleness_sum[w] / static_cast<double>(counted_.arrived[w]);
+  }
+  out.jobs = std::move(counted_.jobs);
+  out.arrivals = counted_.arrivals;
+  out.updates_done = counted_.version();
+  out.epochs = s_.epochs.load();
+  out.end_time = summary.end_time;
+  out.evaluation_seconds = evaluation_seconds_;
+  out.dropped = summary.dropped;
+  out.abandoned = summary.abandoned;
+  out.refused = summary.refused;
+  out.evicted = summary.evicted;
+  out.cuts = std::move(cuts_);
+  out.resumed_from = resumed_from_;
+  out.target = target_;
+  const auto x = p_.params();
+  out.params.assign(x.begin(), x.end());
+  return out;
+}
+
+}  // namespace heterograd::runtime::detail

@@ -1,0 +1,65 @@
+#pragma once
+// What runtime::run reports (runtime/run.hpp).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "heterograd/runtime/evaluation.hpp"
+#include "heterograd/runtime/server.hpp"
+#include "heterograd/sim/recorder.hpp"
+#include "heterograd/sim/worker_time.hpp"
+
+namespace heterograd::runtime {
+
+/// One evaluation: where on the grid, and the hook's values.
+struct evaluation_record {
+  std::uint64_t index = 0;
+  double time = 0;
+  double wall_seconds = 0;
+  std::uint64_t updates = 0;
+  double epochs = 0;
+  std::vector<double> values;
+};
+
+/// A checkpoint's cut (or the cut a resumed run went on from): the model's version, a hash of
+/// its parameters (FNV-1a of their bytes) and its model time.
+struct cut_record {
+  std::uint64_t version = 0;
+  std::uint64_t params_hash = 0;
+  double time = 0;
+};
+
+/// FNV-1a 64 of a buffer's bytes (a cut's identity: the same model hashes the same).
+inline std::uint64_t fnv1a(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+struct run_report {
+  bool evaluating = true;  ///< false on an MPI worker rank (it holds its own seconds only)
+  std::vector<evaluation_record> evaluations;
+  /// The server's update records: outcomes and staleness histograms, per worker too (a resumed
+  /// run's include those before its cut).
+  sim::recorder updates{1};
+  /// Per worker: measured wall seconds (pull, compute, paced sleep, push), violations of the
+  /// worker-time model; results handed over, jobs sent, seconds held (model units), mean
+  /// staleness of its results.
+  std::vector<worker_report> workers;
+  std::vector<std::uint64_t> results, jobs_sent;
+  std::vector<double> held, mean_staleness;
+  /// Every result handed over: its job's start and duration (model units; a trace).
+  std::vector<sim::trace_row> jobs;
+  std::uint64_t arrivals = 0, updates_done = 0;
+  double epochs = 0, end_time = 0, wall_seconds = 0, evaluation_seconds = 0;
+  std::uint64_t dropped = 0, abandoned = 0, refused = 0;
+  std::vector<std::string> evicted;
+  std::vector<cut_record> cuts;
+  std::optional<cut_record> resumed_from;
+  target_times target;  ///< when run_options::target is set
+  std::vector<float> params;  ///< the final model
+};
+
+}  // namespace heterograd::runtime

@@ -1,0 +1,108 @@
+#pragma once
+// One entry point for running a method, in the spirit of Thrust's dispatch on an execution
+// policy: the method says what runs, `where` says on what, the options say how.
+//
+//     auto report = runtime::run(runtime::served{policy, compute}, runtime::where::threads{}, options);
+//
+//   method   served{policy, compute}: an asynchronous server policy (runtime/concepts.hpp's
+//            server_policy) and the gradient its workers compute, compute(worker, version,
+//            job, batch, span<const float> params, std::vector<float>& grads)
+//   where    where::threads{placement}: the server and one thread per worker in this process
+//            (inproc transport; worker w pinned to placement[w] when given);
+//            where::mpi{communicator}: rank 0 serves, rank k runs worker k - 1
+//   options  run_options: the clock (real, paced to a worker-time model with real_scale),
+//            the horizon, the evaluation hook and its interval, checkpoints, the timeout
+//
+// On the real clock a server takes results as they arrive and the evaluation loop (the calling
+// thread, rank 0 under MPI) evaluates a copy of the model at each grid time while the workers
+// go on (runtime/live.hpp); checkpoints hold the server between two arrivals, with every
+// worker's stream position, and a resumed run goes on from that cut. The report carries the
+// evaluations, the server's update records, each worker's measured seconds, the jobs and the
+// cuts. Rounds, eager-SGD and local learning on this entry point come next (docs/architecture.md).
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/core/archive.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+#include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/detail/real_server.hpp"
+#include "heterograd/runtime/evaluation.hpp"
+#include "heterograd/runtime/live.hpp"
+#include "heterograd/runtime/options.hpp"
+#include "heterograd/runtime/report.hpp"
+#include "heterograd/runtime/placement.hpp"
+#include "heterograd/runtime/server.hpp"
+#include "heterograd/sim/recorder.hpp"
+#include "heterograd/sim/worker_time.hpp"
+
+namespace heterograd::runtime {
+
+/// Where a method runs.
+namespace where {
+/// The server and one thread per worker in this process (inproc transport). placement, when
+/// not empty, pins worker w to placement.workers[w] (runtime/placement.hpp); errors name
+/// `placement_key`[w].
+struct threads {
+  placement_config placement{};
+  std::string placement_key = "where::threads.placement";
+};
+/// One process per rank over `communicator` (any transport with tagged messages, allreduce
+/// and broadcast: comm::mpi): rank 0 serves, rank k is worker k - 1, pinned to
+/// placement.workers[k - 1] when given.
+template <class Transport>
+struct mpi {
+  const Transport& communicator;
+  placement_config placement{};
+  std::string placement_key = "where::mpi.placement";
+};
+template <class Transport>
+mpi(const Transport&) -> mpi<Transport>;
+template <class Transport>
+mpi(const Transport&, placement_config) -> mpi<Transport>;
+template <class Transport, class Key>
+mpi(const Transport&, placement_config, Key) -> mpi<Transport>;
+}  // namespace where
+
+/// An asynchronous server policy and its workers' gradient.
+template <class Policy, class Compute>
+struct served {
+  Policy& policy;
+  Compute compute;
+};
+template <class Policy, class Compute>
+served(Policy&, Compute) -> served<Policy, Compute>;
+
+/// Runs a server policy on real workers on the real clock (see the top of this file). Returns
+/// the report on the evaluating rank (rank 0; every rank on threads); a worker rank's report
+/// holds its own worker's seconds.
+template <class Policy, class Compute, optional_time_model Model = no_time_model>
+run_report run(served<Policy, Compute> m, const where::threads& w, const run_options& o, const Model& model = {}) {
+  o.validate();
+  detail::real_server<Policy, Compute, Model> r(m.policy, m.compute, o, model, w.placement, w.placement_key);
+  return r.run_threads();
+}
+
+template <class Policy, class Compute, class Transport, optional_time_model Model = no_time_model>
+run_report run(served<Policy, Compute> m, const where::mpi<Transport>& w, const run_options& o, const Model& model = {}) {
+  o.validate();
+  require(w.communicator.size() >= 2 && static_cast<std::size_t>(w.communicator.size()) == m.policy.workers() + 1,
+          "where::mpi.communicator.size", w.communicator.size(),
+          "must be the policy's workers + 1 (rank 0 serves, rank k runs worker k - 1)");
+  detail::real_server<Policy, Compute, Model> r(m.policy, m.compute, o, model, w.placement, w.placement_key);
+  return r.run_ranks(w.communicator);
+}
+
+}  // namespace heterograd::runtime
