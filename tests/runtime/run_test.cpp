@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(a_run_halted_after_a_checkpoint_resumes_from_its_cut, *boos
   o.evaluate = [](const hr::snapshot& s) { return std::vector<double>{distance_to(s.params, 2.0)}; };
   o.checkpoint.every = 1;
   std::optional<std::vector<std::byte>> saved;
-  o.checkpoint.write = [&](const std::vector<std::byte>& payload) { saved = payload; };
+  o.checkpoint.write = [&](const std::vector<std::byte>& payload, const hr::cut_record&) { saved = payload; };
   o.halt_after = 2;
   auto p = make();
   BOOST_CHECK_THROW(hr::run(hr::served{p, centres{d, &computed}}, hr::where::threads{}, o), hr::halted);

@@ -566,7 +566,7 @@ inline hr::run_options real_run_options(context& ctx) {
   o.halt_after = ctx.halt_after;
   o.thread_init = [] { single_threaded_here(); };
   o.checkpoint.every = ctx.exp.run.checkpoint_every;
-  o.checkpoint.write = [&ctx](const std::vector<std::byte>& payload) { write_checkpoint(ctx, payload); };
+  o.checkpoint.write = [&ctx](const std::vector<std::byte>& payload, const hr::cut_record&) { write_checkpoint(ctx, payload); };
   o.checkpoint.save = [&ctx](hg::archive_writer& w) { save_client(ctx, w); };
   o.checkpoint.load = [&ctx](hg::archive_reader& r) { load_client(ctx, r); };
   o.checkpoint.seek = [&ctx](std::size_t w, std::uint64_t jobs, std::uint64_t drawn) { ctx.prob.seek(w, jobs, drawn); };

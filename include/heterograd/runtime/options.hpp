@@ -36,16 +36,32 @@ struct snapshot {
   span<const float> params;
 };
 
+/// A checkpoint's cut (or the cut a resumed run went on from): the model's version, a hash of
+/// its parameters (FNV-1a of their bytes) and its model time.
+struct cut_record {
+  std::uint64_t version = 0;
+  std::uint64_t params_hash = 0;
+  double time = 0;
+};
+
+/// FNV-1a 64 of a buffer's bytes (a cut's identity: the same model hashes the same).
+inline std::uint64_t fnv1a(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
 /// Checkpoints at consistent cuts. After every `every`-th evaluation (not the last) the run is
 /// held at its next cut, its state is written into an archive after the client's (`save`: its
 /// identity first, so that `load` can refuse another run's checkpoint before anything is read), and
 /// `write` gets the payload (seal it with core/archive.hpp's seal_checkpoint and store it). A
 /// run given `resume` (an opened checkpoint's payload) loads it (`load` reads the client's
-/// part) and goes on from that cut; `seek(w, jobs, drawn)` moves worker w's sample stream to
+/// part) and goes on from that cut (write also gets the cut: the model's version, its hash
+/// and time); `seek(w, jobs, drawn)` moves worker w's sample stream to
 /// where it was at the cut (jobs sent, and the sum of their batches).
 struct checkpoint_options {
   std::uint64_t every = 0;
-  std::function<void(const std::vector<std::byte>& payload)> write;
+  std::function<void(const std::vector<std::byte>& payload, const cut_record& cut)> write;
   std::optional<std::vector<std::byte>> resume;
   std::function<void(archive_writer&)> save;
   std::function<void(archive_reader&)> load;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "heterograd/runtime/evaluation.hpp"
+#include "heterograd/runtime/options.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
@@ -22,21 +23,6 @@ struct evaluation_record {
   double epochs = 0;
   std::vector<double> values;
 };
-
-/// A checkpoint's cut (or the cut a resumed run went on from): the model's version, a hash of
-/// its parameters (FNV-1a of their bytes) and its model time.
-struct cut_record {
-  std::uint64_t version = 0;
-  std::uint64_t params_hash = 0;
-  double time = 0;
-};
-
-/// FNV-1a 64 of a buffer's bytes (a cut's identity: the same model hashes the same).
-inline std::uint64_t fnv1a(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
 
 struct run_report {
   bool evaluating = true;  ///< false on an MPI worker rank (it holds its own seconds only)

@@ -388,7 +388,7 @@ void real_server<Policy, Compute, Model>::save_checkpoint(std::uint64_t) {
     w(static_cast<std::uint64_t>(cuts_.size()));
     for (auto& c : cuts_) w(c.version, c.params_hash, c.time);
   }
-  if (o_.checkpoint.write) o_.checkpoint.write(w.bytes());
+  if (o_.checkpoint.write) o_.checkpoint.write(w.bytes(), cuts_.back());
 }
 
 template <class Policy, class Compute, class Model>
