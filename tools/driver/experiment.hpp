@@ -98,11 +98,11 @@ struct target_settings {
 
   /// target.window where the configuration gives none, in evaluation intervals (resolve()
   /// writes default_window_intervals x eval_interval into the resolved configuration). Two:
-  /// three evaluations in a row must reach the target, so that a curve hovering at it (each
-  /// evaluation reaching it with probability 1/2, say) passes by chance 1 time in 8, not 1 in
-  /// 2 as with the first crossing, while a curve that crossed for good is dated where it
-  /// crossed, found two intervals later; in intervals, so that it follows each experiment's
-  /// grid (virtual time, epochs or model units of the wall clock).
+  /// three evaluations in a row must reach the target. On a curve hovering at it (each
+  /// evaluation reaching it with probability 1/2, say) three given evaluations all reach it by
+  /// chance 1 time in 8, one alone (the first crossing) 1 time in 2; a curve that crossed for
+  /// good is still dated where it crossed (known two intervals later). In intervals, so that it
+  /// follows each experiment's grid (virtual time, epochs or model units of the wall clock).
   static constexpr double default_window_intervals = 2;
 };
 

@@ -310,6 +310,13 @@ int child_main(const std::string& config_path, std::size_t method, std::uint64_t
   return 0;
 }
 
+// A number as %g writes it with 6 digits (40, not 40.0).
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
 std::string seconds_text(const json& x) {
   if (!x.is_number()) return "not reached";
   char buf[32];
@@ -337,7 +344,7 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
                                  "gradient where the trace lacks a worker)."))
      << " Times to the target (" << resolved["target"]["metric"].get<std::string>()
      << (resolved["target"]["below"].get<bool>() ? " <= " : " >= ") << resolved["target"]["value"].dump()
-     << ", held for target.window " << resolved["target"]["window"].dump()
+     << ", held for target.window " << number_text(resolved["target"]["window"].get<double>())
      << " model units: the first evaluation after which every evaluation reaches it that long; measured and "
         "predicted alike) are wall seconds at the evaluation grid (eval_interval "
      << resolved["eval_interval"].dump() << " model units). Each run's first crossing is its summary.json's "
