@@ -212,9 +212,32 @@ BOOST_AUTO_TEST_CASE(tuning_prefers_reaching_on_more_seeds_then_less_time_and_a_
   BOOST_TEST(hgrun::best_candidate(none, "time_to_target", true) == 1u);
 }
 
+// Tuning ranks by the sustained time (time_to_target), never by the first crossing: a setting
+// whose noisy curve touched the target at 5 and held it from 50 loses to one holding it from 30.
+BOOST_AUTO_TEST_CASE(tuning_ranks_by_the_sustained_time_and_shows_the_first_crossings) {
+  auto summary = [](json t, json first) {
+    return json{{"time_to_target", t}, {"first_crossing", first}, {"final", {{"loss", 0.1}}}};
+  };
+  using hgrun::score_of;
+  const std::vector<hgrun::candidate_score> c{score_of({summary(50, 5), summary(60, 6)}, "loss"),
+                                              score_of({summary(30, 30), summary(40, 35)}, "loss"),
+                                              score_of({summary(nullptr, 1), summary(nullptr, 2)}, "loss")};
+  BOOST_TEST(hgrun::best_candidate(c, "time_to_target", true) == 1u);
+  BOOST_TEST(c[0].first.mean == 5.5);
+  BOOST_TEST(c[0].time.mean == 55.0);
+  BOOST_TEST(c[2].reached == 0u);
+  BOOST_TEST(c[2].crossed == 2u);  // crossed on both seeds, held on neither
+  BOOST_TEST(c[2].first.mean == 1.5);
+  BOOST_TEST(hgrun::score_json(c[0], "time_to_target")["mean"] == json(55.0));
+}
+
 BOOST_AUTO_TEST_CASE(a_sweep_chooses_the_step_size_theory_gives_and_evaluates_it_on_fresh_seeds) {
   const auto dir = scratch("choose");
-  const auto cfg = write(dir, one_quadratic());
+  json j = one_quadratic();
+  // One evaluation interval: lr = 0.5 reaches the target at 15 and holds it to the horizon, 20
+  // (a longer horizon would round its x to 2 in float32, tying with lr = 1 under "final").
+  j["target"]["window"] = 5;
+  const auto cfg = write(dir, j);
   const auto out = dir / "out";
   const auto r = run(q(cfg) + " --quiet --no-plots --out " + q(out), dir / "log");
   BOOST_TEST_REQUIRE(r.rc == 0, r.out);
@@ -424,11 +447,13 @@ BOOST_AUTO_TEST_CASE(the_seeds_summary_is_the_mean_sd_and_t_interval_of_the_seed
   BOOST_TEST_REQUIRE(s["methods"].size() == 2u);
   for (const auto& m : s["methods"]) {
     const std::string slug = hgrun::slug(m["label"]);
-    std::vector<double> v, t;
+    std::vector<double> v, t, first;
     for (int seed : {4, 5, 6}) {
       const json one = read_json(out / ("seed-" + std::to_string(seed)) / slug / "summary.json");
       v.push_back(one["final"]["grad_norm_sq"].get<double>());
       if (one["time_to_target"].is_number()) t.push_back(one["time_to_target"].get<double>());
+      if (one["first_crossing"].is_number()) first.push_back(one["first_crossing"].get<double>());
+      BOOST_TEST(m["per_seed"][seed - 4]["first_crossing"] == one["first_crossing"]);
     }
     const double mean = (v[0] + v[1] + v[2]) / 3;
     const double sd = std::sqrt(((v[0] - mean) * (v[0] - mean) + (v[1] - mean) * (v[1] - mean) +
@@ -440,6 +465,8 @@ BOOST_AUTO_TEST_CASE(the_seeds_summary_is_the_mean_sd_and_t_interval_of_the_seed
     BOOST_TEST(std::abs(f["ci95"].get<double>() - 4.302652729911275 * sd / std::sqrt(3.0)) <= 1e-8 * sd);
     BOOST_TEST(sd > 0);  // the seeds differ (noisy gradients)
     BOOST_TEST(m["reached"] == json(t.size()));
+    BOOST_TEST(m["crossed"] == json(first.size()));
+    BOOST_TEST(first.size() >= t.size());  // every seed that held the target crossed it
     BOOST_TEST(m["per_seed"].size() == 3u);
   }
   fs::remove_all(dir);

@@ -310,6 +310,13 @@ int child_main(const std::string& config_path, std::size_t method, std::uint64_t
   return 0;
 }
 
+// A number as %g writes it with 6 digits (40, not 40.0).
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
 std::string seconds_text(const json& x) {
   if (!x.is_number()) return "not reached";
   char buf[32];
@@ -337,8 +344,11 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
                                  "gradient where the trace lacks a worker)."))
      << " Times to the target (" << resolved["target"]["metric"].get<std::string>()
      << (resolved["target"]["below"].get<bool>() ? " <= " : " >= ") << resolved["target"]["value"].dump()
-     << ") are wall seconds at the evaluation grid (eval_interval " << resolved["eval_interval"].dump()
-     << " model units).\n\n"
+     << ", held for target.window " << number_text(resolved["target"]["window"].get<double>())
+     << " model units: the first evaluation after which every evaluation reaches it that long; measured and "
+        "predicted alike) are wall seconds at the evaluation grid (eval_interval "
+     << resolved["eval_interval"].dump() << " model units). Each run's first crossing is its summary.json's "
+        "first_crossing.\n\n"
      << "| method | seed | predicted time to target (s) | measured (s) | measured / predicted | predicted speed-up | "
         "measured speed-up | predicted updates | measured updates | wall (s) | communication (s/worker) | "
         "evaluation (s) | model violations |\n"
@@ -947,6 +957,8 @@ int main(int argc, char** argv) {
                            {"seeds", c.seeds},
                            {"failed", c.failed},
                            {"time_to_target", c.time.to_json()},
+                           {"crossed", c.crossed},
+                           {"first_crossing", c.first.to_json()},
                            {"final", c.final_.to_json()},
                            {"failures", failures}});
         }

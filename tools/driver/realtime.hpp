@@ -571,10 +571,7 @@ inline hr::run_options real_run_options(context& ctx) {
   o.checkpoint.load = [&ctx](hg::archive_reader& r) { load_client(ctx, r); };
   o.checkpoint.seek = [&ctx](std::size_t w, std::uint64_t jobs, std::uint64_t drawn) { ctx.prob.seek(w, jobs, drawn); };
   o.checkpoint.resume = checkpoint_to_resume(ctx);
-  const auto names = ctx.prob.metrics();
-  const auto it = std::find(names.begin(), names.end(), ctx.exp.target.metric);
-  if (it != names.end())
-    o.target = hr::target_rule{static_cast<std::size_t>(it - names.begin()), ctx.exp.target.value, ctx.exp.target.below};
+  o.target = target_rule_of(ctx);
   return o;
 }
 
@@ -582,12 +579,9 @@ inline hr::run_options real_run_options(context& ctx) {
 /// samples and updates (evaluations.csv's columns), and a progress report.
 inline std::function<std::vector<double>(const hr::snapshot&)> real_evaluation(context& ctx) {
   auto best = std::make_shared<hr::target_times>();
-  return [&ctx, best](const hr::snapshot& s) {
+  return [&ctx, best, rule = target_rule_of(ctx)](const hr::snapshot& s) {
     auto v = evaluation_row(ctx, std::vector<float>(s.params.begin(), s.params.end()), s.epochs, s.updates);
-    const auto names = ctx.prob.metrics();
-    const auto it = std::find(names.begin(), names.end(), ctx.exp.target.metric);
-    if (it != names.end())
-      best->observe({0, ctx.exp.target.value, ctx.exp.target.below}, s.time, v[static_cast<std::size_t>(it - names.begin())]);
+    if (rule) best->observe(*rule, s.time, v[rule->metric]);
     report_progress(ctx, {s.time, s.epochs, s.updates, s.events, best->best, false});
     return v;
   };
@@ -609,8 +603,7 @@ inline json finish_real_server(context& ctx, const hr::run_report& r) {
   ctx.extra["real"]["mean_staleness"] = r.mean_staleness;  // per worker, of every result handed over
   ctx.extra["evaluation_seconds"] = r.evaluation_seconds;
   ctx.extra["epochs"] = r.epochs;
-  ctx.extra["time_to_target"] = r.target.first ? json(*r.target.first) : json(nullptr);
-  ctx.extra["best"] = r.target.best ? json(*r.target.best) : json(nullptr);
+  record_target(ctx, r.target);
   sim::recorder evals(n);
   evals.set_metrics(evaluation_columns(ctx));
   for (const auto& e : r.evaluations) evals.record_evaluation(e.time, e.values, e.wall_seconds);

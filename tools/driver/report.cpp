@@ -42,15 +42,53 @@ std::string num(double x, int digits = 4) {
 
 std::string time_text(const json& t) { return t.is_null() ? "not reached" : num(t.get<double>(), 5); }
 
+// A summary's number under `key` (null when absent: summaries of older builds have no
+// first_crossing).
+json field(const json& s, const char* key) { return s.is_object() ? s.value(key, json(nullptr)) : json(nullptr); }
+
+// "accuracy >= 0.85 held for 600": the target and its window (target.window).
+std::string target_text(const json& c) {
+  const json& t = c["target"];
+  return t["metric"].get<std::string>() + (t["below"].get<bool>() ? " <= " : " >= ") + num(t["value"].get<double>()) +
+         " held for " + num(t.value("window", 0.0));
+}
+
+// The sustained time's cell: the time, "not held" (crossed, but never for the window) or
+// "not reached".
+std::string sustained_text(const json& s) {
+  const json t = field(s, "time_to_target");
+  if (t.is_null() && !field(s, "first_crossing").is_null()) return "not held";
+  return time_text(t);
+}
+
+// The speed-up of a run's sustained time t > 0 against a baseline that has none: a lower bound
+// from the time the baseline's could be at the earliest in a longer run. A streak of reaching
+// evaluations open at the end started after end_time - window (else it would have held) and
+// not before the first crossing; one not yet started starts after end_time.
+std::string bound_speedup(const json& base, double window, double t) {
+  const double end = base.value("end_time", 0.0);
+  const json first = field(base, "first_crossing");
+  if (first.is_null()) return "> " + num(end / t, 3) + "x";
+  return "≥ " + num(std::max(first.get<double>(), end - window) / t, 3) + "x";
+}
+
+std::string speedup_text(const json& s, const json* base, double window) {
+  const json t = field(s, "time_to_target");
+  if (t.is_null()) return "—";
+  if (!base) return "n/a";
+  if (&s == base) return "1.00x";
+  const json tb = field(*base, "time_to_target");
+  if (!(t.get<double>() > 0)) return "n/a";
+  if (tb.is_null()) return bound_speedup(*base, window, t.get<double>());
+  return num(tb.get<double>() / t.get<double>(), 3) + "x";
+}
 
 }  // namespace
 
 std::string markdown_table(const json& c, const std::vector<method_result>& results,
                            const std::vector<std::string>& settings) {
   const std::string metric = c["target"]["metric"];
-  const bool below = c["target"]["below"].get<bool>();
-  const std::string cmp = below ? " <= " : " >= ";
-  const std::string target = metric + cmp + num(c["target"]["value"].get<double>());
+  const double window = c["target"].value("window", 0.0);
   const std::string base = c["baseline"];
   const json* base_sum = nullptr;
   for (const auto& r : results)
@@ -59,28 +97,17 @@ std::string markdown_table(const json& c, const std::vector<method_result>& resu
   std::ostringstream os;
   const bool real = c.value("clock", "virtual") == "real";
   const bool tuned = !settings.empty();
-  os << "| method" << (tuned ? " | setting" : "") << " | time to " << target << (epochs ? " (epochs)" : real ? " (model time; sim_vs_real.md has wall seconds)" : " (virtual time)") << " | final " << metric
-     << " | speed-up vs " << base << " |\n";
-  os << (tuned ? "|---|---|---:|---:|---:|\n" : "|---|---:|---:|---:|\n");
+  os << "| method" << (tuned ? " | setting" : "") << " | time to " << target_text(c)
+     << (epochs ? " (epochs)" : real ? " (model time; sim_vs_real.md has wall seconds)" : " (virtual time)")
+     << " | first crossing | final " << metric << " | speed-up vs " << base << " |\n";
+  os << (tuned ? "|---|---|---:|---:|---:|---:|\n" : "|---|---:|---:|---:|---:|\n");
   for (std::size_t k = 0; k < results.size(); ++k) {
     const json& s = results[k].summary;
     os << "| " << s["label"].get<std::string>() << " | ";
     if (tuned) os << (k < settings.size() ? settings[k] : std::string()) << " | ";
-    os << time_text(s["time_to_target"]) << " | ";
+    os << sustained_text(s) << " | " << time_text(field(s, "first_crossing")) << " | ";
     os << (s["final"].contains(metric) ? num(s["final"][metric].get<double>()) : std::string("n/a")) << " | ";
-    std::string up = "n/a";
-    if (base_sum && !s["time_to_target"].is_null()) {
-      const double t = s["time_to_target"].get<double>();
-      const json& tb = (*base_sum)["time_to_target"];
-      if (&s == base_sum) up = "1.00x";
-      else if (!tb.is_null() && t > 0) up = num(tb.get<double>() / t, 3) + "x";
-      else if (tb.is_null() && t > 0) up = "> " + num((*base_sum).value("end_time", 0.0) / t, 3) + "x";
-    } else if (!s["time_to_target"].is_null() && !base_sum) {
-      up = "n/a";
-    } else {
-      up = "—";
-    }
-    os << up << " |\n";
+    os << speedup_text(s, base_sum, window) << " |\n";
   }
   return os.str();
 }
@@ -116,10 +143,12 @@ std::string mean_ci(const seed_stats& s) {
 }
 std::string sd_text(const seed_stats& s) { return s.n > 1 ? num(s.sd, 2) : "—"; }
 
-seed_stats time_stats(const std::vector<method_result>& rs) {
+// The statistics of the runs' `key` (time_to_target: the sustained times; first_crossing),
+// over the runs that have one, and how many do.
+seed_stats time_stats(const std::vector<method_result>& rs, const char* key = "time_to_target") {
   std::vector<double> t;
   for (const auto& r : rs)
-    if (r.summary["time_to_target"].is_number()) t.push_back(r.summary["time_to_target"].get<double>());
+    if (const json x = field(r.summary, key); x.is_number()) t.push_back(x.get<double>());
   return stats_of(t);
 }
 seed_stats final_stats(const std::vector<method_result>& rs, const std::string& metric) {
@@ -130,10 +159,19 @@ seed_stats final_stats(const std::vector<method_result>& rs, const std::string& 
                     : std::numeric_limits<double>::quiet_NaN());
   return stats_of(v);
 }
-std::size_t reached_count(const std::vector<method_result>& rs) {
+std::size_t reached_count(const std::vector<method_result>& rs, const char* key = "time_to_target") {
   std::size_t k = 0;
-  for (const auto& r : rs) k += r.summary["time_to_target"].is_number();
+  for (const auto& r : rs) k += field(r.summary, key).is_number();
   return k;
+}
+
+// The first crossings' cell: mean ± 95% CI, with how many seeds crossed where that differs from
+// how many held the target.
+std::string first_text(const std::vector<method_result>& rs) {
+  const std::size_t k = reached_count(rs, "first_crossing");
+  const std::string n =
+      k == reached_count(rs) ? "" : " (" + std::to_string(k) + " of " + std::to_string(rs.size()) + ")";
+  return mean_ci(time_stats(rs, "first_crossing")) + n;
 }
 
 }  // namespace
@@ -141,8 +179,6 @@ std::size_t reached_count(const std::vector<method_result>& rs) {
 std::string seeds_table(const json& c, const std::vector<std::vector<method_result>>& runs,
                         const std::vector<std::string>& settings) {
   const std::string metric = c["target"]["metric"];
-  const std::string target = metric + (c["target"]["below"].get<bool>() ? " <= " : " >= ") +
-                             num(c["target"]["value"].get<double>());
   const std::string base = c["baseline"];
   const bool tuned = !settings.empty();
   std::size_t b = runs.size();
@@ -150,10 +186,10 @@ std::string seeds_table(const json& c, const std::vector<std::vector<method_resu
     if (!runs[m].empty() && runs[m][0].summary["label"] == base) b = m;
   const seed_stats tb = b < runs.size() ? time_stats(runs[b]) : seed_stats{};
   std::ostringstream os;
-  os << "| method" << (tuned ? " | setting" : "") << " | reached " << target << " | time to it ("
-     << time_unit_text(c, runs) << "), mean ± 95% CI | sd | final " << metric << ", mean ± 95% CI | sd | speed-up vs "
-     << base << " (mean times) |\n"
-     << (tuned ? "|---|---|---:|---:|---:|---:|---:|---:|\n" : "|---|---:|---:|---:|---:|---:|---:|\n");
+  os << "| method" << (tuned ? " | setting" : "") << " | reached " << target_text(c) << " | time to it ("
+     << time_unit_text(c, runs) << "), mean ± 95% CI | sd | first crossing, mean ± 95% CI | final " << metric
+     << ", mean ± 95% CI | sd | speed-up vs " << base << " (mean times) |\n"
+     << (tuned ? "|---|---|---:|---:|---:|---:|---:|---:|---:|\n" : "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::size_t m = 0; m < runs.size(); ++m) {
     if (runs[m].empty()) continue;
     const seed_stats t = time_stats(runs[m]), f = final_stats(runs[m], metric);
@@ -163,9 +199,11 @@ std::string seeds_table(const json& c, const std::vector<std::vector<method_resu
     os << "| " << runs[m][0].summary["label"].get<std::string>() << " | ";
     if (tuned) os << (m < settings.size() ? settings[m] : std::string()) << " | ";
     os << reached_count(runs[m]) << " of " << runs[m].size() << " | " << mean_ci(t) << " | " << sd_text(t) << " | "
-       << mean_ci(f) << " | " << sd_text(f) << " | " << up << " |\n";
+       << first_text(runs[m]) << " | " << mean_ci(f) << " | " << sd_text(f) << " | " << up << " |\n";
   }
-  os << "\nTimes to the target are over the seeds that reached it; a 95% CI is t(0.975, n-1) sd / sqrt(n) "
+  os << "\nA seed reaches the target at the first evaluation after which every evaluation reaches it for "
+        "target.window; times to it are over the seeds that reached it, first crossings (its first evaluation "
+        "at the target) over the seeds that crossed it. A 95% CI is t(0.975, n-1) sd / sqrt(n) "
         "(Student t, n seeds). Each seed's runs are in its seed-N folder.\n";
   return os.str();
 }
@@ -183,6 +221,8 @@ json seeds_summary(const json& c, const std::vector<std::vector<method_result>>&
               {"runs", runs[m].size()},
               {"reached", reached_count(runs[m])},
               {"time_to_target", time_stats(runs[m]).to_json()},
+              {"crossed", reached_count(runs[m], "first_crossing")},
+              {"first_crossing", time_stats(runs[m], "first_crossing").to_json()},
               {"final", json::object()},
               {"per_seed", json::array()}};
     if (m < settings.size() && !settings[m].is_null()) j["setting"] = settings[m];
@@ -194,7 +234,8 @@ json seeds_summary(const json& c, const std::vector<std::vector<method_result>>&
     for (const auto& k : metrics) j["final"][k] = final_stats(runs[m], k).to_json();
     for (const auto& r : runs[m])
       j["per_seed"].push_back({{"seed", r.seed},
-                               {"time_to_target", r.summary["time_to_target"]},
+                               {"time_to_target", field(r.summary, "time_to_target")},
+                               {"first_crossing", field(r.summary, "first_crossing")},
                                {"final", r.summary["final"]}});
     out["methods"].push_back(std::move(j));
   }
@@ -460,12 +501,12 @@ std::string tuning_table(const json& c, const json& tuning) {
      << "Each method's settings, run on the tuning seeds; the chosen one (**bold**) is what the table above "
         "ran on the evaluation seeds. "
      << (criterion == "time_to_target"
-             ? "Chosen: the most seeds reaching the target, then the least mean time to it; without any setting "
-               "reaching it, the best mean final "
+             ? "Chosen: the most seeds reaching the target (" + target_text(c) + "), then the least mean time to "
+               "it (first crossings are shown, not ranked); without any setting reaching it, the best mean final "
              : "Chosen: the best mean final ")
      << metric << ". A failed run (e.g. diverged) ranks last.\n\n"
-     << "| method | setting | reached | time to target, mean ± 95% CI | final " << metric
-     << ", mean ± 95% CI | failed |\n|---|---|---:|---:|---:|---:|\n";
+     << "| method | setting | reached | time to target, mean ± 95% CI | first crossing, mean ± 95% CI | final "
+     << metric << ", mean ± 95% CI | failed |\n|---|---|---:|---:|---:|---:|---:|\n";
   auto stat_text = [](const json& s) {
     if (!s.is_object() || !s["mean"].is_number()) return std::string("—");
     return num(s["mean"].get<double>()) + (s["ci95"].is_number() ? " ± " + num(s["ci95"].get<double>(), 2) : "");
@@ -482,7 +523,8 @@ std::string tuning_table(const json& c, const json& tuning) {
       const std::string time = stat_text(cand["time_to_target"]);
       os << "| " << m["label"].get<std::string>() << " | " << (k == best ? "**" + setting + "**" : setting) << " | "
          << cand["reached"].dump() << " of " << cand["seeds"].dump() << " | " << time << " | "
-         << stat_text(cand["final"]) << " | " << cand["failed"].dump() << " |\n";
+         << stat_text(field(cand, "first_crossing")) << " | " << stat_text(cand["final"]) << " | "
+         << cand["failed"].dump() << " |\n";
     }
   }
   os << "\n";

@@ -23,6 +23,7 @@
 #include "experiment.hpp"
 #include "heterograd/algorithms/decoupled/chain.hpp"
 #include "heterograd/algorithms/nonfinite.hpp"
+#include "heterograd/runtime/evaluation.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -260,6 +261,11 @@ struct progress_point {
   bool done = false;
 };
 void report_progress(context& ctx, const progress_point& at);
+/// The experiment's target as the library's rule on the problem's metric column (none: the
+/// problem reports no such metric), and the summary's numbers from a run's times to it:
+/// time_to_target, the sustained time (target.window); first_crossing; best.
+std::optional<heterograd::runtime::target_rule> target_rule_of(const context& ctx);
+void record_target(context& ctx, const heterograd::runtime::target_times& t);
 
 /// Runs the loop; fills `rec` (evaluations) and returns the final parameters.
 model_vector evaluation_loop(context& ctx, heterograd::sim::recorder& rec, const loop_hooks& h,

@@ -533,28 +533,38 @@ sim::any_time_model with_exchange(sim::any_time_model model, double exchange) {
 
 namespace {
 
+// The run's times to its target (runtime::target_times, which the checkpoint carries), fed the
+// problem's metric column at every evaluation.
 struct target_tracker {
-  std::size_t column = 0;
-  bool present = false, below = false;
-  double value = 0;
-  std::optional<double> reached;  // virtual time it was first reached
-  std::optional<double> best;
-  void init(const target_settings& t, const std::vector<std::string>& metrics) {
-    const auto it = std::find(metrics.begin(), metrics.end(), t.metric);
-    present = it != metrics.end();
-    column = static_cast<std::size_t>(it - metrics.begin());
-    below = t.below;
-    value = t.value;
-  }
+  std::optional<heterograd::runtime::target_rule> rule;  // none: the problem has no such metric
+  heterograd::runtime::target_times times;
   void observe(double t, const std::vector<double>& v) {
-    if (!present) return;
-    const double x = v[column];
-    if (!best || (below ? x < *best : x > *best)) best = x;
-    if (!reached && (below ? x <= value : x >= value)) reached = t;
+    if (rule) times.observe(*rule, t, v[rule->metric]);
   }
-  void serialize(heterograd::archive_writer& w) { w(reached, best); }
-  void serialize(heterograd::archive_reader& r) { r(reached, best); }
+  template <class Archive>
+  void serialize(Archive& ar) {
+    times.serialize(ar);
+  }
 };
+
+}  // namespace
+
+std::optional<heterograd::runtime::target_rule> target_rule_of(const context& ctx) {
+  const auto names = ctx.prob.metrics();
+  const target_settings& t = ctx.exp.target;
+  const auto it = std::find(names.begin(), names.end(), t.metric);
+  if (it == names.end()) return std::nullopt;
+  return heterograd::runtime::target_rule{static_cast<std::size_t>(it - names.begin()), t.value, t.below, t.window};
+}
+
+void record_target(context& ctx, const heterograd::runtime::target_times& t) {
+  auto or_null = [](const std::optional<double>& x) { return x ? json(*x) : json(nullptr); };
+  ctx.extra["time_to_target"] = or_null(t.sustained);
+  ctx.extra["first_crossing"] = or_null(t.first);
+  ctx.extra["best"] = or_null(t.best);
+}
+
+namespace {
 
 // A checkpoint records what determines its run's results (resume.hpp's unit_inputs): the same
 // whether the run was started with --jobs 1 (the configuration main resolved) or in a child of
@@ -651,8 +661,7 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
   const double epochs = hz.epochs.value_or(std::numeric_limits<double>::infinity());
   const std::uint64_t updates = hz.updates.value_or(~std::uint64_t{0});
   const std::uint64_t every = ctx.exp.run.checkpoint_every;
-  target_tracker target;
-  target.init(ctx.exp.target, ctx.prob.metrics());
+  target_tracker target{target_rule_of(ctx), {}};
   // evaluations.csv: the problem's metrics, then where the run was at each evaluation: passes
   // over the training set, samples whose gradients were computed, and the model's updates
   // (server steps; rounds for the round methods), beside time (and wall_seconds on the real clock).
@@ -689,7 +698,7 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
                          : static_cast<double>(ctx.prob.samples) / static_cast<double>(ctx.prob.train_size());
   };
   auto report = [&](double t, bool done) {
-    report_progress(ctx, {t, epochs_done(), h.updates(), h.events(), target.best, done});
+    report_progress(ctx, {t, epochs_done(), h.updates(), h.events(), target.times.best, done});
   };
   // Evaluation e happens at virtual time min(e * dt, horizon); the method runs up to it first.
   // An evaluation at t sees every event at or before t and none after (sim::run's rule).
@@ -721,8 +730,7 @@ model_vector evaluation_loop(context& ctx, sim::recorder& rec, const loop_hooks&
   }
   (void)time_is_epochs;
   ctx.extra["epochs"] = epochs_done();  // passes over the training set (stop_rule's count)
-  ctx.extra["time_to_target"] = target.reached ? json(*target.reached) : json(nullptr);
-  ctx.extra["best"] = target.best ? json(*target.best) : json(nullptr);
+  record_target(ctx, target.times);
   report(rec.evaluations().empty() ? 0.0 : rec.evaluations().back().time, true);
   return h.params();
 }
@@ -777,6 +785,7 @@ json finish(context& ctx, const sim::recorder& run_rec, const model_vector& para
   }
   s["final"] = fin;
   s["time_to_target"] = ctx.extra["time_to_target"];
+  s["first_crossing"] = ctx.extra["first_crossing"];
   s["best"] = ctx.extra["best"];
   s["events"] = rec.events();
   s["trace_hash"] = hex_of(rec.trace_hash());
@@ -790,8 +799,7 @@ json finish(context& ctx, const sim::recorder& run_rec, const model_vector& para
   s["max_staleness"] = rec.max_staleness();
   if (json facts = ctx.prob.facts(); !facts.empty()) s["data"] = std::move(facts);
   json ex = ctx.extra;
-  ex.erase("time_to_target");
-  ex.erase("best");
+  for (const char* k : {"time_to_target", "first_crossing", "best"}) ex.erase(k);
   s["extra"] = ex;
   return s;
 }

@@ -338,7 +338,7 @@ seed_stats stats_of(const std::vector<double>& xs) {
 
 candidate_score score_of(const std::vector<json>& summaries, const std::string& metric) {
   candidate_score c;
-  std::vector<double> times, finals;
+  std::vector<double> times, firsts, finals;
   for (const auto& s : summaries) {
     ++c.seeds;
     if (s.is_null()) {
@@ -349,12 +349,17 @@ candidate_score score_of(const std::vector<json>& summaries, const std::string& 
       ++c.reached;
       times.push_back(s["time_to_target"].get<double>());
     }
+    if (s.contains("first_crossing") && s["first_crossing"].is_number()) {
+      ++c.crossed;
+      firsts.push_back(s["first_crossing"].get<double>());
+    }
     const bool has = s.contains("final") && s["final"].contains(metric) && s["final"][metric].is_number();
     const double v = has ? s["final"][metric].get<double>() : std::numeric_limits<double>::quiet_NaN();
     if (std::isfinite(v)) finals.push_back(v);
     else ++c.nonfinite;
   }
   c.time = stats_of(times);
+  c.first = stats_of(firsts);
   c.final_ = stats_of(finals);
   return c;
 }

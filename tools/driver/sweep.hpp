@@ -100,10 +100,15 @@ seed_stats stats_of(const std::vector<double>& xs);
 /// the seeds that reached it); when no setting reaches it, the best mean final value of the
 /// target metric. final: the best mean final value of the target metric. A run that failed
 /// (diverged) or ended with a non-finite metric ranks below every finite one. Ties go to the
-/// earlier setting of the grid.
+/// earlier setting of the grid. Reaching is the summaries' time_to_target, the sustained time
+/// (target.window), not the first crossing: a step size whose noisy curve touches the target
+/// early and falls back would win on first crossings, and the evaluation seeds would then
+/// report the sustained time of a setting chosen for a lucky evaluation.
 struct candidate_score {
   std::size_t seeds = 0, reached = 0, failed = 0;
+  std::size_t crossed = 0;  ///< seeds with a first crossing
   seed_stats time;    ///< of the seeds that reached the target
+  seed_stats first;   ///< first crossings, of the seeds that crossed it (shown, not ranked)
   seed_stats final_;  ///< of the final target metric (finite values)
   std::size_t nonfinite = 0;
 };

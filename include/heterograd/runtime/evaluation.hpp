@@ -5,9 +5,9 @@
 //                     runs up to each first; the updates and epochs rules end the run where
 //                     they hold (evaluated there), the horizon's evaluation is the last
 //   target_rule       a metric reaching a value (at or above it, or at or below with below)
-//   target_times      the first evaluation that reaches it, and the first after which it
-//                     stays reached for `window` model units (robust to one lucky evaluation
-//                     of a noisy curve)
+//   target_times      the first evaluation that reaches it (the first crossing), and the first
+//                     after which it stays reached for `window` model units (the sustained
+//                     time: robust to one lucky evaluation of a noisy curve)
 
 #include <algorithm>
 #include <cmath>
@@ -97,10 +97,18 @@ struct target_rule {
   bool reached(double v) const { return below ? v <= value : v >= value; }
 };
 
-/// Times to a target: `first`, the first evaluation that reaches it; `sustained`, the first
-/// evaluation after which every evaluation reaches it for `window` model units (the window
-/// must be covered: a run that ends inside it has no sustained time). Fed evaluation by
-/// evaluation (observe), so that a checkpoint can carry it.
+/// Times to a target, read off the evaluations in time order:
+///   first      the first evaluation that reaches the target (the raw first crossing);
+///   sustained  the first evaluation t that reaches it such that every evaluation from t up to
+///              and including the first one at or after t + window reaches it too: the curve
+///              is seen reached over a span of at least `window` model units. Evaluations are
+///              the only knowledge of the curve, so a window between grid points is rounded up
+///              to the next one (interval I, window 2I: t, t + I and t + 2I all reach it). A
+///              run whose evaluations end before t + window has no sustained time for t; a
+///              NaN never reaches the target. window 0: sustained = first.
+/// Grid times are products e * interval: a span is compared with the window up to a relative
+/// 1e-9 (0.8 - 6 x 0.1 is 0.19999999999999996, two intervals of 0.1 all the same). Fed
+/// evaluation by evaluation (observe), so that a checkpoint can carry it.
 struct target_times {
   std::optional<double> first, sustained;
   std::optional<double> best;
@@ -114,7 +122,8 @@ struct target_times {
     }
     if (!first) first = time;
     if (!candidate) candidate = time;
-    if (!sustained && time - *candidate >= r.window) sustained = *candidate;
+    const double slack = 1e-9 * std::max({std::fabs(time), std::fabs(*candidate), r.window});
+    if (!sustained && time - *candidate >= r.window - slack) sustained = *candidate;
   }
   template <class Archive>
   void serialize(Archive& ar) {
