@@ -349,6 +349,42 @@ BOOST_AUTO_TEST_CASE(configurations_asking_for_unbounded_work_or_more_memory_tha
   BOOST_TEST(refusal_with(quadratics(), R"({"methods": [{"label": "L", "algorithm": "local_sgd", "period": 1000}]})") == "");
 }
 
+// Every algorithm's library parameters ('<config>.<field>', its row's config_names) name the
+// method's key in an error: each key the row offers, under the field name its config gives it
+// (renamed read backwards), the fields the driver sets from another section name that section,
+// and a field that is no key of the method is left to the caller's fallback.
+BOOST_AUTO_TEST_CASE(every_rows_library_parameters_name_the_methods_key_or_the_section_that_sets_them) {
+  const auto map = [](const std::string& algorithm, const std::string& parameter) {
+    json c = quadratics();
+    c["methods"] = json::array({json{{"label", "A"}, {"algorithm", "asgd"}}, json{{"label", "M"}, {"algorithm", algorithm}}});
+    const std::string text = "heterograd: invalid argument '" + parameter + "' = 7: must be something";
+    return hgrun::from_library_error(std::invalid_argument(text), c, -1, "fallback").path();
+  };
+  std::size_t checked = 0;
+  for (const auto& r : hgrun::algorithm_rows()) {
+    for (const auto& config : r.config_names) {
+      for (const auto& [key, spec] : r.keys) {
+        std::string field = key;
+        for (const auto& [f, k] : r.renamed)
+          if (k == key) field = f;
+        BOOST_TEST(map(r.name, config + "." + field) == "methods[1]." + key, r.name << ": " << config << "." << field);
+        ++checked;
+      }
+      for (const auto& [field, key] : r.set_from) BOOST_TEST(map(r.name, config + "." + field) == key, r.name);
+      BOOST_TEST(map(r.name, config + ".no_such_field") == "fallback", r.name);
+    }
+  }
+  BOOST_TEST(checked > 40u);
+  // The round methods' own: local SGD's period, biased local SGD's slow workers, PGL's fraction.
+  BOOST_TEST(map("local_sgd", "local_sgd.period") == "methods[1].period");
+  BOOST_TEST(map("local_sgd", "local_sgd.local_steps[2]") == "methods[1].local_steps[2]");
+  BOOST_TEST(map("biased_local_sgd", "biased.slow") == "methods[1].slow_workers");
+  BOOST_TEST(map("local_learning", "pgl.epoch_fraction") == "methods[1].pgl_epoch_fraction");
+  BOOST_TEST(map("bsp", "bsp.sync_time") == "network");
+  // A parameter of a config no configured method is built from: its key, at no method.
+  BOOST_TEST(map("omnilearn", "local_sgd.period") == "methods[?].period");
+}
+
 BOOST_AUTO_TEST_CASE(config_errors_name_the_users_key_for_overflowing_numbers_library_rules_duplicates_unknown_metrics_and_deep_nesting,
                      *boost::unit_test::timeout(60)) {
   // An array index past 2^64 in --set: the key path, not std::out_of_range from stoull.

@@ -7,10 +7,13 @@
 // Adding an asynchronous server policy to the driver is one row here (or add_algorithm with
 // server_row() from outside the driver: tests/runtime/toy_policy_test.cpp).
 //
-// The round methods and local learning have their keys here, from their library configs'
+// A round method's or local learning's row is whole too: its keys from its library configs'
 // descriptions (plus the few keys only the driver has: OmniLearn's rebalance_every, local
-// SGD's and biased local SGD's speed_proportional, biased local SGD's slow_workers), and their construction in
-// run_sync.cpp / run_local.cpp, which read the same configs back (described.hpp).
+// SGD's and biased local SGD's speed_proportional, biased local SGD's slow_workers), the
+// configs whose errors it owns (method_spec: config names, renamed fields, fields set from
+// another section), its gradients per update, and its runner (runners.hpp: run_sync.cpp /
+// run_local.cpp, which read the same configs back, described.hpp). Nothing in the driver
+// switches on a method's name.
 
 #include <cstddef>
 #include <string>
@@ -28,12 +31,10 @@
 #include "heterograd/balance/omnilearn.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
+#include "runners.hpp"
 
 namespace hgrun {
 
-// The configured runs of the round family and of local learning (run_sync.cpp, run_local.cpp).
-json run_sync_family(context& ctx);
-json run_local_learning(context& ctx);
 // Mean job time of each worker under the base model (run_common.cpp).
 struct experiment;
 std::vector<double> mean_job_times(const experiment& e, std::uint64_t seed, std::size_t batch);
@@ -47,6 +48,31 @@ struct in_both_precisions {
   using type = P<T, any_optimizer_t<T>>;
   static constexpr bool float64 = true;
 };
+
+/// Gradients per round of local SGD: every worker's H_i (local_steps), else n x period.
+inline std::pair<double, std::string> local_rounds_work(const json& m, const std::string& p, double n) {
+  double h = 0;
+  for (const auto& x : m["local_steps"]) h += x.get<double>();
+  if (h > 0) return {h, p + ".local_steps"};
+  return {n * m["period"].get<double>(), p + ".period"};
+}
+/// Biased local SGD's: its H_i (else n x ratio), times the ratio x batch candidates whose
+/// losses a step computes too.
+inline std::pair<double, std::string> biased_rounds_work(const json& m, const std::string& p, double n) {
+  double h = 0;
+  for (const auto& x : m["local_steps"]) h += x.get<double>();
+  const double r = m["ratio"].get<double>();
+  if (h > 0) return {h * r, p + ".local_steps"};
+  return {n * r * r, p + ".ratio"};
+}
+/// Rennala's: its batch B of gradients.
+inline std::pair<double, std::string> rennala_work(const json& m, const std::string& p, double) {
+  return {m["gradients"].get<double>(), p + ".gradients"};
+}
+/// Malenia's: at least max(1, S) gradients from each of the n workers.
+inline std::pair<double, std::string> malenia_work(const json& m, const std::string& p, double n) {
+  return {std::max(1.0, m["threshold"].get<double>()) * n, p + ".threshold"};
+}
 
 /// The policy P over the model server S's element type and optimizer.
 template <template <class...> class P, class S>
@@ -63,11 +89,14 @@ std::vector<algorithm_row> builtin_algorithms() {
   // lambdas are generic, so schema_binder instantiates no policy.
   return {
       // ---- round methods
-      Bind::round("bsp", keys_of(hs::bsp_config{})),
+      Bind::round("bsp", keys_of(hs::bsp_config{}),
+                  {.config_names = {"bsp"}, .set_from = {{"sync_time", "network"}}, .run = run_bsp,
+                   .checkpointable = bsp_checkpointable}),
       Bind::round("omnilearn",
                   keys_of(hb::omnilearn_config{}, {},
                           {{"rebalance_every",
-                            integer("rounds between controller runs (0: one epoch)", 0, 0)}})),
+                            integer("rounds between controller runs (0: one epoch)", 0, 0)}}),
+                  {.config_names = {"omnilearn"}, .run = run_omnilearn, .checkpointable = omnilearn_checkpointable}),
       // sampled: FedAvg's device sampling (K of the workers a round, drawn from the run's
       // seed); gossip: a ring's neighbour averaging in place of the global one (NFSGD of #18).
       Bind::round("local_sgd",
@@ -81,9 +110,17 @@ std::vector<algorithm_row> builtin_algorithms() {
                                                "from the run's seed (0: all)", 0, 0)},
                            {"gossip", choice("\"ring\": each worker averages with its two ring neighbours "
                                              "(weights 1/3) instead of a global average; the model evaluated is "
-                                             "worker 0's after each round", "none", {"none", "ring"})}})),
-      Bind::round("selsync", keys_of(hs::selsync_config{})),
-      Bind::round("eager", keys_of(hs::eager_config{})),
+                                             "worker 0's after each round", "none", {"none", "ring"})}}),
+                  {.config_names = {"local_sgd"},
+                   .set_from = {{"sync_time", "network"}},
+                   .gradients_per_update = local_rounds_work,
+                   .run = run_local_sgd,
+                   .checkpointable = local_sgd_checkpointable}),
+      Bind::round("selsync", keys_of(hs::selsync_config{}),
+                  {.config_names = {"selsync"}, .set_from = {{"sync_time", "network"}}, .run = run_selsync,
+                   .checkpointable = selsync_checkpointable}),
+      Bind::round("eager", keys_of(hs::eager_config{}),
+                  {.config_names = {"eager"}, .run = run_eager, .checkpointable = eager_checkpointable}),
       // slow_workers: the library's per-worker flags (biased_config::slow) as a list of indices.
       Bind::round("biased_local_sgd",
                   keys_of(hs::biased_config{}, {},
@@ -92,14 +129,24 @@ std::vector<algorithm_row> builtin_algorithms() {
                            {"speed_proportional",
                             boolean("H_i = max(1, round(max(local_steps) * tau_min / tau_i)): from the mean job "
                                     "times, or measured on the real clock without real_scale",
-                                    false)}})),
+                                    false)}}),
+                  {.config_names = {"biased"},
+                   .renamed = {{"slow", "slow_workers"}},
+                   .gradients_per_update = biased_rounds_work,
+                   .run = run_biased_local_sgd,
+                   .checkpointable = biased_local_sgd_checkpointable}),
       // ---- local learning
       // split: a torch model's children where modules 2..K start (heterograd/torch/chain.hpp).
       Bind::local("local_learning",
                   keys_of(heterograd::algorithms::decoupled::local_learning_config{}, {},
                           {{"split", array("model.kind torch: the children of the network where modules 2..K start "
                                            "(modules is then their count + 1); [] splits by modules",
-                                           string("a child's name", nullptr), json::array())}})),
+                                           string("a child's name", nullptr), json::array())}}),
+                  {.config_names = {"local_learning", "decoupled", "pgl"},
+                   .renamed = {{"epoch_fraction", "pgl_epoch_fraction"}, {"period", "pgl_period"}},
+                   .gradients_per_update = one_gradient,
+                   .run = run_local_learning,
+                   .checkpointable = local_learning_checkpointable}),
       // ---- asynchronous server policies
       Bind::template server<in_both_precisions<as::asgd>>("asgd", no_config{}, {}, {},
                                             [](auto&, std::size_t n, auto server, const auto&) {
@@ -129,20 +176,22 @@ std::vector<algorithm_row> builtin_algorithms() {
             return over<as::rescaled_asgd, decltype(server)>(n, std::move(server), c);
           }),
       // "gradients": the key the experiments have always used for Rennala's batch B.
-      Bind::template server<in_both_precisions<as::rennala_sgd>>(
-          "rennala", as::rennala_config{}, {{"batch", "gradients"}}, {},
-          [](auto&, std::size_t n, auto server, const auto& c) {
-            return over<as::rennala_sgd, decltype(server)>(n, std::move(server), c);
-          }),
+      with_work(Bind::template server<in_both_precisions<as::rennala_sgd>>(
+                    "rennala", as::rennala_config{}, {{"batch", "gradients"}}, {},
+                    [](auto&, std::size_t n, auto server, const auto& c) {
+                      return over<as::rennala_sgd, decltype(server)>(n, std::move(server), c);
+                    }),
+                rennala_work),
       Bind::template server<in_both_precisions<as::ia2sgd>>("ia2sgd", as::ia2sgd_config{}, {}, {},
                                               [](auto&, std::size_t n, auto server, const auto& c) {
                                                 return over<as::ia2sgd, decltype(server)>(n, std::move(server), c);
                                               }),
-      Bind::template server<in_both_precisions<as::malenia_sgd>>(
-          "malenia", as::malenia_config{}, {}, {},
-          [](auto&, std::size_t n, auto server, const auto& c) {
-            return over<as::malenia_sgd, decltype(server)>(n, std::move(server), c);
-          }),
+      with_work(Bind::template server<in_both_precisions<as::malenia_sgd>>(
+                    "malenia", as::malenia_config{}, {}, {},
+                    [](auto&, std::size_t n, auto server, const auto& c) {
+                      return over<as::malenia_sgd, decltype(server)>(n, std::move(server), c);
+                    }),
+                malenia_work),
       Bind::template server<in_both_precisions<as::ringleader_asgd>>(
           "ringleader", no_config{}, {}, {},
           [](auto&, std::size_t n, auto server,

@@ -1107,25 +1107,12 @@ param_count count_params(const json& c) {
 double model_params(const json& c) { return count_params(c).total(); }
 
 // Gradient computations one model update (one round of the round methods) needs at least,
-// and the key that sets it.
+// and the key that sets it: the algorithm's row says (registry.hpp's work_rule).
 std::pair<double, std::string> gradients_per_update(const json& c, std::size_t i, double n) {
   const json& m = c["methods"][i];
-  const std::string a = m["algorithm"], p = "methods[" + std::to_string(i) + "]";
-  auto steps = [&](const char* fallback) -> std::pair<double, std::string> {
-    double h = 0;
-    for (const auto& x : m["local_steps"]) h += x.get<double>();
-    if (h > 0) return {h, p + ".local_steps"};
-    return {n * m[fallback].get<double>(), p + "." + fallback};
-  };
-  if (a == "local_sgd") return steps("period");
-  if (a == "biased_local_sgd") {
-    auto [g, key] = steps("ratio");
-    return {g * m["ratio"].get<double>(), key};  // losses of the ratio x batch candidates too
-  }
-  if (a == "rennala") return {m["gradients"].get<double>(), p + ".gradients"};
-  if (a == "malenia") return {std::max(1.0, m["threshold"].get<double>()) * n, p + ".threshold"};
-  if (a == "bsp" || a == "selsync" || a == "eager" || a == "omnilearn") return {n, "workers.count"};
-  return {1, p + ".algorithm"};
+  const algorithm_row* row = row_of(m["algorithm"].get<std::string>());
+  const std::string p = "methods[" + std::to_string(i) + "]";
+  return row ? row->gradients_per_update(m, p, n) : one_gradient(m, p, n);
 }
 
 // The bounds on the complete document (check_cross has made it one).
@@ -1277,9 +1264,10 @@ void doc_rows(const spec& s, const std::string& path, std::string& out) {
 }  // namespace
 
 namespace {
-// Library parameters (core/error.hpp's 'name') and the keys they come from. Method keys are
-// relative to the method object (the second member: true).
-const std::map<std::string, std::pair<std::string, bool>>& library_keys() {
+// Library parameters (core/error.hpp's 'name') of the experiment's sections and the keys
+// they come from (a method's own parameters come from its row: method_key_of). The second
+// member is false: the keys are absolute.
+const std::map<std::string, std::pair<std::string, bool>>& section_keys() {
   static const std::map<std::string, std::pair<std::string, bool>> m{
       {"partition_iid.n", {"data.train_samples", false}},
       {"partition_iid.workers", {"workers.count", false}},
@@ -1314,39 +1302,36 @@ const std::map<std::string, std::pair<std::string, bool>>& library_keys() {
       {"bsp.sync_time", {"network", false}},
       {"local_sgd.sync_time", {"network", false}},
       {"selsync.sync_time", {"network", false}},
-      {"local_sgd.period", {"period", true}},
-      {"local_sgd.local_steps", {"local_steps", true}},
-      {"local_sgd.sampled", {"sampled", true}},
-      {"local_sgd.states", {"states", true}},
-      {"local_sgd.weighting", {"weighting", true}},
-      {"bsp.weighting", {"weighting", true}},
-      {"eager.staleness_bound", {"staleness_bound", true}},
-      {"selsync.threshold", {"threshold", true}},
-      {"selsync.window", {"window", true}},
-      {"selsync.alpha", {"alpha", true}},
-      {"biased.ratio", {"ratio", true}},
-      {"biased.shuffle_rounds", {"shuffle_rounds", true}},
-      {"biased.local_steps", {"local_steps", true}},
-      {"biased.slow", {"slow_workers", true}},
-      {"biased.batch", {"batch", true}},
-      {"decoupled.modules", {"modules", true}},
-      {"local_learning.head_hidden", {"head_hidden", true}},
-      {"pgl.epoch_fraction", {"pgl_epoch_fraction", true}},
   };
   return m;
 }
 
-// The library prefix of a method key and the algorithms it belongs to.
+// Keys every method object has besides its algorithm's own.
+bool common_method_key(const std::string& k) {
+  return k == "label" || k == "algorithm" || k == "optimizer" || k == "batch" || k == "nonfinite";
+}
+
+// The key of a library parameter 'prefix.field' that a row's configs own: an absolute key the
+// driver set the field from (set_from), or the method's key of the field (renamed, else its
+// own name) when the method has that key; none otherwise.
+std::optional<std::pair<std::string, bool>> method_key_of(const algorithm_row& r, const std::string& pre,
+                                                          const std::string& field) {
+  if (std::find(r.config_names.begin(), r.config_names.end(), pre) == r.config_names.end()) return std::nullopt;
+  for (const auto& [f, key] : r.set_from)
+    if (f == field) return std::pair{key, false};
+  std::string key = field;
+  for (const auto& [f, k] : r.renamed)
+    if (f == field) key = k;
+  const bool offered = std::any_of(r.keys.begin(), r.keys.end(), [&](const auto& k) { return k.first == key; });
+  if (offered || common_method_key(key)) return std::pair{key, true};
+  return std::nullopt;
+}
+
+// Whether the library prefix of a parameter name belongs to one of the algorithm's configs.
 bool library_prefix_of(const std::string& name, const std::string& algorithm) {
   const std::string pre = name.substr(0, name.find('.'));
-  // A server's config (registry.hpp's config_name).
-  if (const algorithm_row* r = row_of(algorithm); r && !r->config_name.empty() && r->config_name == pre) return true;
-  static const std::map<std::string, std::vector<std::string>> owners{
-      {"local_sgd", {"local_sgd"}},    {"bsp", {"bsp"}},
-      {"eager", {"eager"}},                  {"selsync", {"selsync"}},        {"biased", {"biased_local_sgd"}},
-      {"decoupled", {"local_learning"}},     {"local_learning", {"local_learning"}}, {"pgl", {"local_learning"}}};
-  const auto it = owners.find(pre);
-  return it != owners.end() && std::find(it->second.begin(), it->second.end(), algorithm) != it->second.end();
+  const algorithm_row* r = row_of(algorithm);
+  return r && std::find(r->config_names.begin(), r->config_names.end(), pre) != r->config_names.end();
 }
 }  // namespace
 
@@ -1362,18 +1347,14 @@ config_error from_library_error(const std::invalid_argument& e, const json& conf
   if (rest.rfind(" = ", 0) == 0) rest = rest.substr(3);
   const auto bracket = name.find('[');
   const std::string base = name.substr(0, bracket);
-  // The key: a server config's field is the method's key of that name (or its renamed key);
-  // any other library parameter is listed in library_keys().
+  // The key: a field of a method's library config is the key its row gives (method_key_of);
+  // any other library parameter is listed in section_keys().
   std::pair<std::string, bool> where;
-  const auto dot = base.find('.');
-  for (const auto& r : algorithm_rows())
-    if (!r.config_name.empty() && dot != std::string::npos && base.compare(0, dot, r.config_name) == 0) {
-      where = {base.substr(dot + 1), true};
-      for (const auto& [field, key] : r.renamed)
-        if (field == where.first) where.first = key;
-    }
+  if (const auto dot = base.find('.'); dot != std::string::npos)
+    for (const auto& r : algorithm_rows())
+      if (auto k = method_key_of(r, base.substr(0, dot), base.substr(dot + 1)); k && where.first.empty()) where = *k;
   if (where.first.empty()) {
-    const auto& keys = library_keys();
+    const auto& keys = section_keys();
     const auto it = keys.find(base);
     if (it == keys.end()) return config_error(fallback, what.substr(std::string("heterograd: ").size()));
     where = it->second;

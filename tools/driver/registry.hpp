@@ -36,6 +36,19 @@ enum class family {
 /// A method object's own keys (next to label, algorithm, optimizer, batch, nonfinite).
 using method_keys = std::vector<std::pair<std::string, schema::spec>>;
 
+/// Gradient computations one model update (one round of a round method) needs at least, and
+/// the key that sets that count: (the resolved method object, its path "methods[i]", the
+/// workers). The configuration's bound on work per update and per run reads it.
+using work_rule = std::pair<double, std::string> (*)(const json& method, const std::string& path, double workers);
+/// One gradient per update (most server policies), set by the algorithm itself.
+inline std::pair<double, std::string> one_gradient(const json&, const std::string& path, double) {
+  return {1, path + ".algorithm"};
+}
+/// One gradient per worker and update (a synchronous round), set by workers.count.
+inline std::pair<double, std::string> one_per_worker(const json&, const std::string&, double n) {
+  return {n, "workers.count"};
+}
+
 struct algorithm_row {
   std::string name;
   family kind = family::server;
@@ -47,11 +60,28 @@ struct algorithm_row {
   bool checkpointable = false;
   /// A server policy built in float64 too (data.precision "float64").
   bool float64 = false;
-  /// A server's library config: its description's name (the prefix of the library's errors,
-  /// 'ringmaster_config.threshold') and the keys its fields go by where they differ, so that
-  /// a library error names the method's key.
-  std::string config_name;
+  /// The library configs the method is built from: their descriptions' names (the prefixes
+  /// of the library's errors, 'ringmaster_config.threshold', 'local_sgd.period'), the method
+  /// keys their fields go by where the names differ (field, key), and the fields the driver
+  /// sets from another section of the experiment (field, absolute key: a synchronisation's
+  /// time comes from "network"), so that a library error names the key to change.
+  std::vector<std::string> config_names;
   std::vector<std::pair<std::string, std::string>> renamed;
+  std::vector<std::pair<std::string, std::string>> set_from;
+  /// Gradients per update (the configuration's work bounds).
+  work_rule gradients_per_update = one_gradient;
+};
+
+/// What a round method's or local learning's row holds beside its name and keys: where its
+/// library errors come from (registry's config_names, renamed, set_from), its work per update,
+/// and (the runner's binder only) how it runs and whether it checkpoints.
+struct method_spec {
+  std::vector<std::string> config_names;
+  std::vector<std::pair<std::string, std::string>> renamed = {};
+  std::vector<std::pair<std::string, std::string>> set_from = {};
+  work_rule gradients_per_update = one_per_worker;
+  json (*run)(context&) = nullptr;
+  bool (*checkpointable)() = nullptr;
 };
 
 /// Adds a row after the built-in ones (for every later resolve() and run_method()). Throws
@@ -102,17 +132,31 @@ struct schema_binder {
                               method_keys extra, Make, Report = nullptr) {
     algorithm_row row{
         std::move(name), family::server, keys_of(defaults, renamed, std::move(extra)), {}, false};
-    row.config_name = std::string(Config::description().name);
+    row.config_names = {std::string(Config::description().name)};
     row.renamed = std::move(renamed);
     row.float64 = Family::float64;
     return row;
   }
-  static algorithm_row round(std::string name, method_keys keys) {
-    return {std::move(name), family::round, std::move(keys), {}, false};
+  static algorithm_row round(std::string name, method_keys keys, const method_spec& m) {
+    return method_row(std::move(name), family::round, std::move(keys), m);
   }
-  static algorithm_row local(std::string name, method_keys keys) {
-    return {std::move(name), family::local, std::move(keys), {}, false};
+  static algorithm_row local(std::string name, method_keys keys, const method_spec& m) {
+    return method_row(std::move(name), family::local, std::move(keys), m);
+  }
+  static algorithm_row method_row(std::string name, family kind, method_keys keys, const method_spec& m) {
+    algorithm_row row{std::move(name), kind, std::move(keys), {}, false};
+    row.config_names = m.config_names;
+    row.renamed = m.renamed;
+    row.set_from = m.set_from;
+    row.gradients_per_update = m.gradients_per_update;
+    return row;
   }
 };
+
+/// `row` with its work per update set (a server whose update takes more than one gradient).
+inline algorithm_row with_work(algorithm_row row, work_rule rule) {
+  row.gradients_per_update = rule;
+  return row;
+}
 
 }  // namespace hgrun

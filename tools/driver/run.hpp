@@ -296,10 +296,5 @@ int mpi_ranks_needed(const json& config);
 /// workers.count in the text) and the -np to use.
 config_error mpi_ranks_mismatch(const json& config, int got);
 
-// The runners of the round family and of local learning (the registry's factories for their
-// rows, registry.hpp); each returns the summary.
-json run_sync_family(context& ctx);
-json run_local_learning(context& ctx);
-bool sync_checkpointable(const std::string& a);
 
 }  // namespace hgrun

@@ -10,6 +10,7 @@
 #include "described.hpp"
 #include "optimizer.hpp"
 #include "run.hpp"
+#include "runners.hpp"
 #include "runtimes.hpp"
 #ifdef HG_HAS_MPI
 #include "heterograd/comm/mpi.hpp"
@@ -71,6 +72,9 @@ chain_request chain_request_of(const json& config, const json& m) {
   r.head_hidden = m["head_hidden"].get<std::vector<std::size_t>>();
   return r;
 }
+
+// run_local_learning saves its modules and optimizer states.
+bool local_learning_checkpointable() { return true; }
 
 json run_local_learning(context& ctx) {
   const json& m = ctx.method;

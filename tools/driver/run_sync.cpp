@@ -10,6 +10,7 @@
 
 #include "described.hpp"
 #include "drive.hpp"
+#include "runners.hpp"
 #include "runtimes.hpp"
 
 #include "heterograd/algorithms/sync.hpp"
@@ -232,177 +233,218 @@ std::vector<std::size_t> local_steps_of(context& ctx, const hs::local_sgd_config
   return proportional_steps(speeds_for_steps(ctx), H);
 }
 
-template <class P>
-bool has_checkpoint() {
-  return checkpointable<P>;
+// What every round method of a run starts from: the workers, the batch, the initial model,
+// the batches, a synchronisation's time, the problem's gradient, the worker-time model and the
+// method's optimizer.
+struct round_setup {
+  std::size_t n, b;
+  std::vector<float> init;
+  std::vector<std::size_t> batches;
+  double sync;
+  oracle g;
+  sim::any_time_model model;
+  any_optimizer opt;
+
+  explicit round_setup(context& ctx)
+      : n(ctx.workers()), b(ctx.batch()), init(ctx.prob.initial()), batches(n, b),
+        sync(sync_time(ctx.exp, ctx.prob.dim())), g{&ctx.prob}, model(make_time_model(ctx.exp, ctx.seed, b)),
+        opt(make_optimizer(ctx.method["optimizer"])) {}
+  hg::span<const float> x0() const { return hg::span<const float>(init); }
+};
+
+// The driver's methods run over any_optimizer and the problem's oracle.
+using bsp_method = hs::bsp<float, any_optimizer, oracle>;
+using local_sgd_method = hs::local_sgd<float, any_optimizer, oracle>;
+using selsync_method = hs::selsync<float, any_optimizer, oracle>;
+using eager_method = hs::eager_sgd<float, any_optimizer, oracle>;
+using omnilearn_method = omnilearn_policy<bsp_method>;
+using biased_method = biased_policy<hs::local_sgd<float, any_optimizer, biased_oracle>>;
+
+}  // namespace
+
+json run_bsp(context& ctx) {
+  round_setup r(ctx);
+  auto cfg = from_json(ctx.method, hs::bsp_config{});
+  cfg.sync_time = r.sync;
+  cfg.nonfinite = nonfinite_of(ctx.method);
+  bsp_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
+  auto params = [&p] { return p.params(0); };
+  if (ctx.runtime() != "sim") return drive_rounds_real(ctx, p, params, r.model);
+  return drive_rounds<hs::round_stats>(ctx, p, params, r.model);
 }
 
-template <class O>
-json run_with(context& ctx, O opt) {
+json run_omnilearn(context& ctx) {
+  round_setup r(ctx);
   const json& m = ctx.method;
-  const std::string a = m["algorithm"];
-  const std::size_t n = ctx.workers(), b = ctx.batch();
-  const auto init = ctx.prob.initial();
-  const hg::span<const float> x0(init);
-  const std::vector<std::size_t> batches(n, b);
-  const double sync = sync_time(ctx.exp, ctx.prob.dim());
-  const oracle g{&ctx.prob};
-  auto model = make_time_model(ctx.exp, ctx.seed, b);
-
-  if (a == "bsp") {
-    auto cfg = from_json(m, hs::bsp_config{});
-    cfg.sync_time = sync;
-    cfg.nonfinite = nonfinite_of(m);
-    hs::bsp<float, O, oracle> p(n, x0, opt, g, batches, cfg);
-    if (ctx.runtime() != "sim")
-      return drive_rounds_real(ctx, p, [&p] { return p.params(0); }, model);
-    return drive_rounds<hs::round_stats>(ctx, p, [&p] { return p.params(0); }, model);
-  }
-  if (a == "omnilearn") {
-    hs::bsp<float, O, oracle> inner(n, x0, opt, g, batches,
-                                    {.mode = hs::aggregation::gradients, .weighting = hs::averaging::sample_weighted,
-                                     .sync_time = sync, .nonfinite = nonfinite_of(m)});
-    const auto oc = from_json(m, hg::balance::omnilearn_config{});
-    std::size_t every = m["rebalance_every"].get<std::size_t>();
-    if (every == 0) every = std::max<std::size_t>(1, ctx.prob.train_size() / (n * b));  // one epoch
-    omnilearn_policy<decltype(inner)> p(inner, hg::balance::omnilearn_bsp(batches, oc), every);
-    auto params = [&inner] { return inner.params(0); };
-    json s;
-    if (ctx.runtime() != "sim") {
-      // Real BSP rounds between the controller's rebalances; the controller reads the shadow
-      // engine's busy times (the simulator's), so the batches, hence the run, are sim's.
-      rt_detail::round_wiring wiring;
-      wiring.run = real_rounds(ctx, inner);
-      wiring.after_round = [&p](std::uint64_t r) { p.control(r); };
-      s = drive_rounds_real(ctx, p, params, model, wiring);
-      if (s.is_null()) return s;  // an MPI rank other than 0
-    } else {
-      s = drive_rounds<hs::round_stats>(ctx, p, params, model);
-    }
-    const auto final_b = p.controller().batch_sizes();
-    s["extra"]["final_batches"] = std::vector<std::size_t>(final_b.begin(), final_b.end());
-    s["extra"]["rebalances"] = p.changes();
-    s["extra"]["rebalance_every_rounds"] = every;
-      return s;
-  }
-  if (a == "local_sgd") {
-    auto cfg = from_json(m, hs::local_sgd_config{});
-    cfg.local_steps = local_steps_of(ctx, cfg);
-    cfg.sync_time = sync;
-    cfg.nonfinite = nonfinite_of(m);
-    cfg.sampled = m["sampled"].get<std::size_t>();
-    cfg.seed = ctx.seed;
-    if (m["gossip"] == "ring") cfg.gossip = hs::mixing_matrix::ring(n);
-    hs::local_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
-    auto anchor = [&p] { return hg::span<const float>(p.anchor()); };
-    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, p.schedule());
-    json s = ctx.runtime() != "sim" ? drive_rounds_real(ctx, p, anchor, timed)
-                                    : drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
-    if (s.is_null()) return s;  // an MPI rank other than 0
-    s["extra"]["local_steps"] = cfg.local_steps;
-      return s;
-  }
-  if (a == "biased_local_sgd") {
-    auto bc = from_json(m, hs::biased_config{});
-    bc.slow.assign(n, 0);
-    for (const auto& w : m["slow_workers"]) bc.slow[w.get<std::size_t>()] = 1;
-    if (m.at("speed_proportional").get<bool>()) {
-      // H_i from speed: the largest configured H for the fastest worker, proportionally fewer
-      // steps for slower ones (measured on the real clock without injected time).
-      const std::size_t H = *std::max_element(bc.local_steps.begin(), bc.local_steps.end());
-      bc.local_steps = proportional_steps(speeds_for_steps(ctx), H);
-      ctx.extra["local_steps"] = bc.local_steps;
-    }
-    bc.batch = b;
-    bc.seed = ctx.seed;
-    biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
-                     bc.shuffle_rounds, 0, std::vector<std::vector<float>>(n)};
-    hs::local_sgd_config cfg;
-    cfg.local_steps = bc.local_steps;
-    cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
-    cfg.sync_time = sync;
-    cfg.nonfinite = nonfinite_of(m);
-    hs::local_sgd<float, O, biased_oracle> inner(n, x0, opt, biased_oracle{&data}, batches, cfg);
-    biased_policy<decltype(inner)> p(inner, data);
-    auto anchor = [&inner] { return hg::span<const float>(inner.anchor()); };
-    const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(model, inner.schedule());
-    if (ctx.runtime() == "sim") return drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
-    // Threads and MPI: the redraw that the simulated run makes at the first step of round
-    // k * shuffle_rounds (after every worker's last step of the round before) is made here,
-    // between real rounds, so the workers only read the plan and record into their own tables.
-    // Under MPI worker w's table is filled on rank w only: every rank's own table is first
-    // allgathered into every rank's plan, so all ranks merge the same tables and draw the same
-    // plan (the simulator's).
-    std::function<void()> gather_tables = [] {};
-#ifdef HG_HAS_MPI
-    if (ctx.runtime() == "mpi") gather_tables = [&data] { allgather_score_tables(data.plan); };
-#endif
+  bsp_method inner(r.n, r.x0(), r.opt, r.g, r.batches,
+                   {.mode = hs::aggregation::gradients, .weighting = hs::averaging::sample_weighted,
+                    .sync_time = r.sync, .nonfinite = nonfinite_of(m)});
+  const auto oc = from_json(m, hg::balance::omnilearn_config{});
+  std::size_t every = m["rebalance_every"].get<std::size_t>();
+  if (every == 0) every = std::max<std::size_t>(1, ctx.prob.train_size() / (r.n * r.b));  // one epoch
+  omnilearn_method p(inner, hg::balance::omnilearn_bsp(r.batches, oc), every);
+  auto params = [&inner] { return inner.params(0); };
+  json s;
+  if (ctx.runtime() != "sim") {
+    // Real BSP rounds between the controller's rebalances; the controller reads the shadow
+    // engine's busy times (the simulator's), so the batches, hence the run, are sim's.
     rt_detail::round_wiring wiring;
-    wiring.run = [&, rounds = real_rounds(ctx, inner)](std::uint64_t from, std::uint64_t to) {
-      const std::uint64_t R = data.rounds_per_redraw;
-      while (from < to) {
-        const std::uint64_t period = from / R;
-        if (period > data.period) {
-          gather_tables();
-          data.plan.redraw(period);
-          data.period = period;
-        }
-        const std::uint64_t end = std::min(to, (period + 1) * R);
-        rounds(from, end);
-        from = end;
-      }
-    };
-    return drive_rounds_real(ctx, p, anchor, timed, wiring);
+    wiring.run = real_rounds(ctx, inner);
+    wiring.after_round = [&p](std::uint64_t round) { p.control(round); };
+    s = drive_rounds_real(ctx, p, params, r.model, wiring);
+    if (s.is_null()) return s;  // an MPI rank other than 0
+  } else {
+    s = drive_rounds<hs::round_stats>(ctx, p, params, r.model);
   }
-  if (a == "selsync") {
-    auto cfg = from_json(m, hs::selsync_config{});
-    cfg.sync_time = sync;
-    cfg.nonfinite = nonfinite_of(m);
-    hs::selsync<float, O, oracle> p(n, x0, opt, g, batches, cfg);
-    auto params = [&p] { return p.params(0); };
-    json s;
-    if (ctx.runtime() != "sim") {
-      // A step's time depends on its vote: the shadow's step r, when its last worker finishes,
-      // runs the real step r and reads its decision (vote, then synchronisation or not).
-      rt_detail::round_wiring wiring;
-      wiring.run = real_rounds(ctx, p);
-      wiring.communication = [&p](std::uint64_t) { return p.step_communication_time(p.decisions().back()); };
-      s = drive_rounds_real(ctx, p, params, model, wiring);
-      if (s.is_null()) return s;  // an MPI rank other than 0
-    } else {
-      s = drive_rounds<hs::round_stats>(ctx, p, params, model);
-    }
-    const double steps = static_cast<double>(p.decisions().size());
-    s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
-      return s;
-  }
-  // eager: each step's partial allreduce costs what a round's allreduce does, paid by every
-  // job (a process's gradient and its share of the collective); on the real clock without
-  // real_scale the collective's own time is real.
-  if (!(ctx.exp.real_clock && !(ctx.exp.real_scale > 0))) model = with_exchange(std::move(model), sync);
-  auto cfg = from_json(m, hs::eager_config{});
-  cfg.seed = ctx.seed;
+  const auto final_b = p.controller().batch_sizes();
+  s["extra"]["final_batches"] = std::vector<std::size_t>(final_b.begin(), final_b.end());
+  s["extra"]["rebalances"] = p.changes();
+  s["extra"]["rebalance_every_rounds"] = every;
+  return s;
+}
+
+json run_local_sgd(context& ctx) {
+  round_setup r(ctx);
+  const json& m = ctx.method;
+  auto cfg = from_json(m, hs::local_sgd_config{});
+  cfg.local_steps = local_steps_of(ctx, cfg);
+  cfg.sync_time = r.sync;
   cfg.nonfinite = nonfinite_of(m);
-  hs::eager_sgd<float, O, oracle> p(n, x0, opt, g, batches, cfg);
-  auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {
-    p.compute(w, v, k, out);
+  cfg.sampled = m["sampled"].get<std::size_t>();
+  cfg.seed = ctx.seed;
+  if (m["gossip"] == "ring") cfg.gossip = hs::mixing_matrix::ring(r.n);
+  local_sgd_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
+  auto anchor = [&p] { return hg::span<const float>(p.anchor()); };
+  const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(r.model, p.schedule());
+  json s = ctx.runtime() != "sim" ? drive_rounds_real(ctx, p, anchor, timed)
+                                  : drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
+  if (s.is_null()) return s;  // an MPI rank other than 0
+  s["extra"]["local_steps"] = cfg.local_steps;
+  return s;
+}
+
+namespace {
+
+// Biased local SGD's library config from the method: its slow workers, its H_i (from speed
+// when asked: the largest configured H for the fastest worker, proportionally fewer steps for
+// slower ones, measured on the real clock without injected time), the batch and the seed.
+hs::biased_config biased_config_of(context& ctx) {
+  const json& m = ctx.method;
+  auto bc = from_json(m, hs::biased_config{});
+  bc.slow.assign(ctx.workers(), 0);
+  for (const auto& w : m["slow_workers"]) bc.slow[w.get<std::size_t>()] = 1;
+  if (m.at("speed_proportional").get<bool>()) {
+    const std::size_t H = *std::max_element(bc.local_steps.begin(), bc.local_steps.end());
+    bc.local_steps = proportional_steps(speeds_for_steps(ctx), H);
+    ctx.extra["local_steps"] = bc.local_steps;
+  }
+  bc.batch = ctx.batch();
+  bc.seed = ctx.seed;
+  return bc;
+}
+
+// Threads and MPI: the redraw that the simulated run makes at the first step of round
+// k * shuffle_rounds (after every worker's last step of the round before) is made here,
+// between real rounds, so the workers only read the plan and record into their own tables.
+// Under MPI worker w's table is filled on rank w only: every rank's own table is first
+// allgathered into every rank's plan, so all ranks merge the same tables and draw the same
+// plan (the simulator's).
+template <class Inner>
+std::function<void(std::uint64_t, std::uint64_t)> biased_real_rounds(context& ctx, Inner& inner, biased_data& data) {
+  std::function<void()> gather_tables = [] {};
+#ifdef HG_HAS_MPI
+  if (ctx.runtime() == "mpi") gather_tables = [&data] { allgather_score_tables(data.plan); };
+#endif
+  return [&data, gather_tables, rounds = real_rounds(ctx, inner)](std::uint64_t from, std::uint64_t to) {
+    const std::uint64_t R = data.rounds_per_redraw;
+    while (from < to) {
+      const std::uint64_t period = from / R;
+      if (period > data.period) {
+        gather_tables();
+        data.plan.redraw(period);
+        data.period = period;
+      }
+      const std::uint64_t end = std::min(to, (period + 1) * R);
+      rounds(from, end);
+      from = end;
+    }
   };
+}
+
+}  // namespace
+
+json run_biased_local_sgd(context& ctx) {
+  round_setup r(ctx);
+  const auto bc = biased_config_of(ctx);
+  biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
+                   bc.shuffle_rounds, 0, std::vector<std::vector<float>>(r.n)};
+  hs::local_sgd_config cfg;
+  cfg.local_steps = bc.local_steps;
+  cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
+  cfg.sync_time = r.sync;
+  cfg.nonfinite = nonfinite_of(ctx.method);
+  hs::local_sgd<float, any_optimizer, biased_oracle> inner(r.n, r.x0(), r.opt, biased_oracle{&data}, r.batches, cfg);
+  biased_method p(inner, data);
+  auto anchor = [&inner] { return hg::span<const float>(inner.anchor()); };
+  const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(r.model, inner.schedule());
+  if (ctx.runtime() == "sim") return drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
+  rt_detail::round_wiring wiring;
+  wiring.run = biased_real_rounds(ctx, inner, data);
+  return drive_rounds_real(ctx, p, anchor, timed, wiring);
+}
+
+json run_selsync(context& ctx) {
+  round_setup r(ctx);
+  auto cfg = from_json(ctx.method, hs::selsync_config{});
+  cfg.sync_time = r.sync;
+  cfg.nonfinite = nonfinite_of(ctx.method);
+  selsync_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
+  auto params = [&p] { return p.params(0); };
+  json s;
+  if (ctx.runtime() != "sim") {
+    // A step's time depends on its vote: the shadow's step r, when its last worker finishes,
+    // runs the real step r and reads its decision (vote, then synchronisation or not).
+    rt_detail::round_wiring wiring;
+    wiring.run = real_rounds(ctx, p);
+    wiring.communication = [&p](std::uint64_t) { return p.step_communication_time(p.decisions().back()); };
+    s = drive_rounds_real(ctx, p, params, r.model, wiring);
+    if (s.is_null()) return s;  // an MPI rank other than 0
+  } else {
+    s = drive_rounds<hs::round_stats>(ctx, p, params, r.model);
+  }
+  const double steps = static_cast<double>(p.decisions().size());
+  s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
+  return s;
+}
+
+// eager: each step's partial allreduce costs what a round's allreduce does, paid by every
+// job (a process's gradient and its share of the collective); on the real clock without
+// real_scale the collective's own time is real.
+json run_eager(context& ctx) {
+  round_setup r(ctx);
+  if (!(ctx.exp.real_clock && !(ctx.exp.real_scale > 0))) r.model = with_exchange(std::move(r.model), r.sync);
+  auto cfg = from_json(ctx.method, hs::eager_config{});
+  cfg.seed = ctx.seed;
+  cfg.nonfinite = nonfinite_of(ctx.method);
+  eager_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
   json s;
   if (ctx.exp.real_clock) {
     // Clock real: the ranks' rounds over the real partial allreduce (realtime.hpp).
-    s = drive_eager_wall(ctx, p, model);
-    if (s.is_null()) return s;  // an MPI rank other than 0
+    s = drive_eager_wall(ctx, p, r.model);
   } else if (ctx.runtime() != "sim") {
     // Real workers compute the gradients (at their own replica, which the job carries); which
     // contributions are fresh or late in each round is decided by the worker-time model: the
     // policy is served in the simulator's arrival order (runtimes.hpp's drive_remote), so the
     // rounds fire exactly as in the simulated run and the replicas are sim's bit for bit.
-    eager_remote<decltype(p)> r{p, {}};
-    s = drive_server_real(ctx, r, model);
-    if (s.is_null()) return s;  // an MPI rank other than 0 (a worker)
+    eager_remote<decltype(p)> remote{p, {}};
+    s = drive_server_real(ctx, remote, r.model);
   } else {
-    s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, model);
+    auto compute = [&p](sim::worker_id w, std::uint64_t v, std::uint64_t k, std::vector<float>& out) {
+      p.compute(w, v, k, out);
+    };
+    s = drive_async(ctx, p, compute, [&p] { return p.params(0); }, r.model);
   }
+  if (s.is_null()) return s;  // an MPI rank other than 0
   const auto& fresh = p.fresh_counts();
   double mean_fresh = 0;
   for (auto f : fresh) mean_fresh += static_cast<double>(f);
@@ -411,23 +453,12 @@ json run_with(context& ctx, O opt) {
   return s;
 }
 
-template <class O>
-bool checkpointable_with(const std::string& a) {
-  if (a == "bsp") return has_checkpoint<hs::bsp<float, O, oracle>>();
-  if (a == "selsync") return has_checkpoint<hs::selsync<float, O, oracle>>();
-  if (a == "local_sgd") return has_checkpoint<hs::local_sgd<float, O, oracle>>();
-  if (a == "eager") return has_checkpoint<hs::eager_sgd<float, O, oracle>>();
-  // OmniLearn and biased local SGD: their driver adapters hold the controller / data plan too.
-  if (a == "omnilearn") return has_checkpoint<omnilearn_policy<hs::bsp<float, O, oracle>>>();
-  if (a == "biased_local_sgd")
-    return has_checkpoint<biased_policy<hs::local_sgd<float, O, biased_oracle>>>();
-  return false;
-}
-
-}  // namespace
-
-bool sync_checkpointable(const std::string& a) { return checkpointable_with<any_optimizer>(a); }
-
-json run_sync_family(context& ctx) { return run_with(ctx, make_optimizer(ctx.method["optimizer"])); }
+// OmniLearn and biased local SGD: their driver adapters hold the controller / data plan too.
+bool bsp_checkpointable() { return checkpointable<bsp_method>; }
+bool omnilearn_checkpointable() { return checkpointable<omnilearn_method>; }
+bool local_sgd_checkpointable() { return checkpointable<local_sgd_method>; }
+bool selsync_checkpointable() { return checkpointable<selsync_method>; }
+bool eager_checkpointable() { return checkpointable<eager_method>; }
+bool biased_local_sgd_checkpointable() { return checkpointable<biased_method>; }
 
 }  // namespace hgrun

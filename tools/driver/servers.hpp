@@ -99,16 +99,16 @@ struct run_binder {
     };
     return row;
   }
-  static algorithm_row round(std::string name, method_keys keys) {
-    algorithm_row row = schema_binder::round(std::move(name), std::move(keys));
-    row.run = run_sync_family;
-    row.checkpointable = sync_checkpointable(row.name);
+  static algorithm_row round(std::string name, method_keys keys, const method_spec& m) {
+    algorithm_row row = schema_binder::round(std::move(name), std::move(keys), m);
+    row.run = m.run;
+    row.checkpointable = m.checkpointable();
     return row;
   }
-  static algorithm_row local(std::string name, method_keys keys) {
-    algorithm_row row = schema_binder::local(std::move(name), std::move(keys));
-    row.run = run_local_learning;
-    row.checkpointable = true;  // run_local.cpp saves its modules and optimizer states
+  static algorithm_row local(std::string name, method_keys keys, const method_spec& m) {
+    algorithm_row row = schema_binder::local(std::move(name), std::move(keys), m);
+    row.run = m.run;
+    row.checkpointable = m.checkpointable();
     return row;
   }
 };
