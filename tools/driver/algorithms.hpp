@@ -16,6 +16,7 @@
 // switches on a method's name.
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,15 @@ inline std::pair<double, std::string> malenia_work(const json& m, const std::str
   return {std::max(1.0, m["threshold"].get<double>()) * n, p + ".threshold"};
 }
 
+/// Fields of a library config that are no method keys: the driver sets them itself (a
+/// synchronisation's time from the network, the seed from the run's, the non-finite policy
+/// from the method's common key) or does not offer them. keys_of's renames to "".
+inline std::vector<std::pair<std::string, std::string>> not_keys(std::initializer_list<const char*> fields) {
+  std::vector<std::pair<std::string, std::string>> r;
+  for (const char* f : fields) r.emplace_back(f, "");
+  return r;
+}
+
 /// The policy P over the model server S's element type and optimizer.
 template <template <class...> class P, class S>
 using over = P<typename S::value_type, typename S::optimizer_type>;
@@ -89,7 +99,7 @@ std::vector<algorithm_row> builtin_algorithms() {
   // lambdas are generic, so schema_binder instantiates no policy.
   return {
       // ---- round methods
-      Bind::round("bsp", keys_of(hs::bsp_config{}),
+      Bind::round("bsp", keys_of(hs::bsp_config{}, not_keys({"states", "sync_time", "nonfinite"})),
                   {.config_names = {"bsp"}, .set_from = {{"sync_time", "network"}}, .run = run_bsp,
                    .checkpointable = bsp_checkpointable}),
       Bind::round("omnilearn",
@@ -100,7 +110,9 @@ std::vector<algorithm_row> builtin_algorithms() {
       // sampled: FedAvg's device sampling (K of the workers a round, drawn from the run's
       // seed); gossip: a ring's neighbour averaging in place of the global one (NFSGD of #18).
       Bind::round("local_sgd",
-                  keys_of(hs::local_sgd_config{}, {},
+                  keys_of(hs::local_sgd_config{},
+                          not_keys({"warmup_steps", "groups", "global_period", "seed", "sync_time",
+                                    "group_sync_time", "nonfinite"}),
                           {{"speed_proportional",
                             boolean("H_i proportional to worker speed: H_i = max(1, round(H * "
                                     "tau_min / tau_i)) from the mean job times, or measured on the real "
@@ -116,10 +128,12 @@ std::vector<algorithm_row> builtin_algorithms() {
                    .gradients_per_update = local_rounds_work,
                    .run = run_local_sgd,
                    .checkpointable = local_sgd_checkpointable}),
-      Bind::round("selsync", keys_of(hs::selsync_config{}),
+      Bind::round("selsync",
+                  keys_of(hs::selsync_config{},
+                          not_keys({"weighting", "states", "sync_time", "vote_time", "nonfinite"})),
                   {.config_names = {"selsync"}, .set_from = {{"sync_time", "network"}}, .run = run_selsync,
                    .checkpointable = selsync_checkpointable}),
-      Bind::round("eager", keys_of(hs::eager_config{}),
+      Bind::round("eager", keys_of(hs::eager_config{}, not_keys({"seed", "average", "rounds", "nonfinite"})),
                   {.config_names = {"eager"}, .run = run_eager, .checkpointable = eager_checkpointable}),
       // slow_workers: the library's per-worker flags (biased_config::slow) as a list of indices.
       Bind::round("biased_local_sgd",

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "files.hpp"
+#include "heterograd/data/synthetic.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "optimizer.hpp"
@@ -620,7 +621,9 @@ spec root_spec() {
                 {"centers", applies_when(array("scalar_quadratics: c_i of f_i = (x - c_i)^2 / 2, one per worker",
                                                number("c_i", nullptr), json::array()),
                                          {{"data.dataset", {"scalar_quadratics"}}})},
-                {"dim", applies_when(integer("worst_case_quadratic: dimension", 200, 1), {worst_case})},
+                {"dim", applies_when(integer("worst_case_quadratic: dimension",
+                                              heterograd::data::worst_case_quadratic::default_dim, 1),
+                                      {worst_case})},
                 {"smoothness", applies_when(positive("worst_case_quadratic: L", 1.0), {worst_case})},
                 {"noise", applies_when(number("quadratics: Gaussian gradient noise sigma per coordinate", 0.0, 0),
                                        {{"data.dataset", {"scalar_quadratics", "worst_case_quadratic"}}})},

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 
@@ -49,6 +50,10 @@ constexpr std::string_view nonfinite_policy_name(nonfinite_policy p) {
 
 /// Throws std::invalid_argument naming `field` unless p is one of the three policies (an
 /// enum can hold any value of its underlying type).
+/// The policies by name (a described config's `nonfinite` field).
+inline constexpr choice<nonfinite_policy> nonfinite_policies[] = {
+    {"fail", nonfinite_policy::fail}, {"skip", nonfinite_policy::skip}, {"zero", nonfinite_policy::zero}};
+
 inline void validate_nonfinite_policy(std::string_view field, nonfinite_policy p) {
   require(p == nonfinite_policy::fail || p == nonfinite_policy::skip || p == nonfinite_policy::zero,
           field, static_cast<int>(p), "must be fail, skip or zero");

@@ -64,6 +64,7 @@ struct bounds {
   /// The rule in require()'s words: "must be in [0, 1)", "must be finite and >= 0", ...
   std::string rule() const {
     std::ostringstream os;
+    os.precision(15);  // 2^30 as 1073741824, 0.1 as 0.1
     if (has_lo() && has_hi()) {
       os << "must be in " << (lo_open ? '(' : '[') << lo << ", " << hi << (hi_open ? ')' : ']');
     } else if (has_lo() || has_hi()) {

@@ -29,10 +29,13 @@ inline void add_gaussian_noise(span<double> g, double sigma, const counter_rng& 
 }
 
 struct worst_case_quadratic {
-  std::size_t dim = 1729;
+  /// The dimension of the authors' experiments (Tyurin et al.'s Ringmaster ASGD), and every
+  /// client's default (heterograd-run's data.dim).
+  static constexpr std::size_t default_dim = 1729;
+  std::size_t dim = default_dim;
   double L = 1.0;
 
-  worst_case_quadratic(std::size_t d = 1729, double l = 1.0) : dim(d), L(l) {
+  worst_case_quadratic(std::size_t d = default_dim, double l = 1.0) : dim(d), L(l) {
     require_positive("worst_case_quadratic.dim", dim);
     require_positive("worst_case_quadratic.L", L);
   }

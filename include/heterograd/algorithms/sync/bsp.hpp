@@ -53,17 +53,18 @@ struct bsp_config {
   static constexpr auto description() {
     return describe("bsp",
                     describe_field("aggregation", &bsp_config::mode, "what a step averages", aggregations),
-                    describe_field("weighting", &bsp_config::weighting, "aggregation weights",
-                                   step_averagings));
+                    describe_field("weighting", &bsp_config::weighting,
+                                   "aggregation weights (not fednova: FedNova normalises local steps)",
+                                   step_averagings),
+                    describe_field("states", &bsp_config::states,
+                                   "optimizer states after a parameter average", state_policies),
+                    describe_field("sync_time", &bsp_config::sync_time,
+                                   "virtual seconds of one synchronisation", finite_at_least(0)),
+                    describe_field("nonfinite", &bsp_config::nonfinite,
+                                   "a gradient with an infinity or a NaN", nonfinite_policies));
   }
 
-  void validate() const {
-    algorithms::validate_nonfinite_policy("bsp.nonfinite", nonfinite);
-    require(weighting != averaging::fednova, "bsp.weighting", "fednova",
-            "must be uniform or sample_weighted (FedNova normalises local steps)");
-    require(sync_time >= 0 && sync_time < 1e300, "bsp.sync_time", sync_time,
-            "must be finite and >= 0");
-  }
+  void validate() const { validate_fields(*this); }
 };
 
 /// Aggregation weights of a synchronous step.

@@ -66,14 +66,17 @@ struct eager_config {
                                    "partial allreduce: majority (a random initiator's round) or solo",
                                    partial_modes),
                     describe_field("staleness_bound", &eager_config::staleness_bound,
-                                   "B: rounds a late gradient may lag", closed(1, 1u << 30)));
+                                   "B: rounds a late gradient may lag", closed(1, 1u << 30)),
+                    describe_field("seed", &eager_config::seed, "majority: the initiator draws' seed"),
+                    describe_field("average", &eager_config::average,
+                                   "a round's result is sum / n (eager-SGD), else the plain sum"),
+                    describe_field("rounds", &eager_config::rounds,
+                                   "rounds to run, the last one a flush (0: unbounded)"),
+                    describe_field("nonfinite", &eager_config::nonfinite,
+                                   "a gradient with an infinity or a NaN", nonfinite_policies));
   }
 
-  void validate() const {
-    algorithms::validate_nonfinite_policy("eager.nonfinite", nonfinite);
-    require(staleness_bound >= 1 && staleness_bound <= 1u << 30, "eager.staleness_bound",
-            staleness_bound, "must be in [1, 2^30]");
-  }
+  void validate() const { validate_fields(*this); }
   /// The transport's firing policy for these rounds.
   comm::partial_policy partial_policy() const {
     return mode == partial_mode::solo ? comm::partial_policy::solo()

@@ -76,24 +76,34 @@ struct local_sgd_config {
     return describe("local_sgd",
                     describe_field("period", &local_sgd_config::period,
                                    "H: local steps per round (the fastest worker's with speed_proportional)",
-                                   at_least(1)),
+                                   with_note(at_least(1), "(H = 0 never averages)")),
                     describe_field("local_steps", &local_sgd_config::local_steps,
                                    "per-worker H_i (overrides period)", at_least(1)),
                     describe_field("weighting", &local_sgd_config::weighting, "model averaging weights",
                                    averagings),
                     describe_field("states", &local_sgd_config::states, "optimizer states at a sync",
-                                   state_policies));
+                                   state_policies),
+                    describe_field("warmup_steps", &local_sgd_config::warmup_steps,
+                                   "post-local SGD: synchronous steps first"),
+                    describe_field("groups", &local_sgd_config::groups,
+                                   "hierarchical: the group id of each worker ([]: none)"),
+                    describe_field("global_period", &local_sgd_config::global_period,
+                                   "H2 in local steps, a multiple of period (0: every round is global)"),
+                    describe_field("sampled", &local_sgd_config::sampled,
+                                   "device sampling: K workers per round (0: all)"),
+                    describe_field("seed", &local_sgd_config::seed, "the device-sampling draws' seed"),
+                    describe_field("sync_time", &local_sgd_config::sync_time,
+                                   "virtual seconds of a global synchronisation", finite_at_least(0)),
+                    describe_field("group_sync_time", &local_sgd_config::group_sync_time,
+                                   "virtual seconds of a group synchronisation", finite_at_least(0)),
+                    describe_field("nonfinite", &local_sgd_config::nonfinite,
+                                   "a gradient with an infinity or a NaN", nonfinite_policies));
   }
 
+  /// The fields' own rules (description()), then those between fields and the workers.
   void validate(std::size_t workers) const {
-    algorithms::validate_nonfinite_policy("local_sgd.nonfinite", nonfinite);
-    require(period >= 1, "local_sgd.period", period, "must be >= 1 (H = 0 never averages)");
-    if (!local_steps.empty()) {
-      require_same_size("local_sgd.local_steps", local_steps.size(), "workers", workers);
-      for (std::size_t i = 0; i < local_steps.size(); ++i)
-        require(local_steps[i] >= 1, "local_sgd.local_steps[" + std::to_string(i) + "]",
-                local_steps[i], "must be >= 1");
-    }
+    validate_fields(*this);
+    if (!local_steps.empty()) require_same_size("local_sgd.local_steps", local_steps.size(), "workers", workers);
     if (!groups.empty()) {
       require_same_size("local_sgd.groups", groups.size(), "workers", workers);
       require(local_steps.empty(), "local_sgd.local_steps (count)", local_steps.size(),
@@ -115,10 +125,6 @@ struct local_sgd_config {
       require(states != state_policy::average, "local_sgd.states", "average",
               "cannot be combined with gossip (use keep_local or reset)");
     }
-    require(sync_time >= 0 && sync_time < 1e300, "local_sgd.sync_time", sync_time,
-            "must be finite and >= 0");
-    require(group_sync_time >= 0 && group_sync_time < 1e300, "local_sgd.group_sync_time",
-            group_sync_time, "must be finite and >= 0");
   }
 };
 

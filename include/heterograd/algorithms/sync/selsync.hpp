@@ -59,22 +59,20 @@ struct selsync_config {
                                    at_least(1)),
                     describe_field("alpha", &selsync_config::alpha, "EWMA smoothing", open_closed(0, 1)),
                     describe_field("aggregation", &selsync_config::mode,
-                                   "what a synchronising step averages", aggregations));
+                                   "what a synchronising step averages", aggregations),
+                    describe_field("weighting", &selsync_config::weighting, "aggregation weights",
+                                   step_averagings),
+                    describe_field("states", &selsync_config::states,
+                                   "optimizer states after a parameter average", state_policies),
+                    describe_field("sync_time", &selsync_config::sync_time,
+                                   "virtual seconds of a model or gradient allreduce", finite_at_least(0)),
+                    describe_field("vote_time", &selsync_config::vote_time,
+                                   "virtual seconds of the one-integer vote allreduce", finite_at_least(0)),
+                    describe_field("nonfinite", &selsync_config::nonfinite,
+                                   "a gradient with an infinity or a NaN", nonfinite_policies));
   }
 
-  void validate() const {
-    algorithms::validate_nonfinite_policy("selsync.nonfinite", nonfinite);
-    require(std::isfinite(threshold) && threshold >= 0, "selsync.threshold", threshold,
-            "must be finite and >= 0");
-    require(window >= 1, "selsync.window", window, "must be >= 1");
-    require(alpha > 0 && alpha <= 1, "selsync.alpha", alpha, "must be in (0, 1]");
-    require(weighting != averaging::fednova, "selsync.weighting", "fednova",
-            "must be uniform or sample_weighted");
-    require(sync_time >= 0 && sync_time < 1e300, "selsync.sync_time", sync_time,
-            "must be finite and >= 0");
-    require(vote_time >= 0 && vote_time < 1e300, "selsync.vote_time", vote_time,
-            "must be finite and >= 0");
-  }
+  void validate() const { validate_fields(*this); }
 };
 
 /// One worker's SelSync trigger: a value (a few numbers and the window).
