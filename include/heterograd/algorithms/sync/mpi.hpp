@@ -1,0 +1,11 @@
+#pragma once
+// Deprecated: moved to heterograd/runtime/round_mpi.hpp on 2026-12-01 (namespace heterograd::runtime).
+// This forwarding header stays for one release so that code including the old path still
+// compiles; it will then be removed. Include heterograd/runtime/round_mpi.hpp instead.
+#pragma message("heterograd/algorithms/sync/mpi.hpp is deprecated: include heterograd/runtime/round_mpi.hpp")
+
+#include "heterograd/runtime/round_mpi.hpp"
+
+namespace heterograd::algorithms::sync {
+using runtime::run_mpi;
+}  // namespace heterograd::algorithms::sync
