@@ -5,7 +5,7 @@
 // the row holds (schema_binder: the keys; the runner's binder, servers.hpp: the factory too).
 //
 // Adding an asynchronous server policy to the driver is one row here (or add_algorithm with
-// server_row() from outside the driver: tests/runtime/toy_policy_test.cpp).
+// server_row() from outside the driver: tests/driver/toy_row_test.cpp).
 //
 // A round method's or local learning's row is whole too: its keys from its library configs'
 // descriptions (plus the few keys only the driver has: OmniLearn's rebalance_every, local

@@ -9,7 +9,7 @@
 // keys (config.cpp, registry.cpp: no policy is instantiated there, so the configuration
 // checker stays light enough for its fuzzer) and with the runner's binder for the factories
 // (run_async.cpp). A row added at run time (add_algorithm: a policy written outside the
-// driver, such as tests/runtime/toy_policy_test.cpp's) carries both halves itself; server_row()
+// driver, such as tests/driver/toy_row_test.cpp's) carries both halves itself; server_row()
 // (runtimes.hpp) makes one from a policy type and its config.
 
 #include <cstddef>
