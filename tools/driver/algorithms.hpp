@@ -30,6 +30,7 @@
 #include "heterograd/algorithms/sync/selsync.hpp"
 #include "heterograd/balance/dssp.hpp"
 #include "heterograd/balance/omnilearn.hpp"
+#include "method_checks.hpp"
 #include "optimizer.hpp"
 #include "registry.hpp"
 #include "runners.hpp"
@@ -106,7 +107,10 @@ std::vector<algorithm_row> builtin_algorithms() {
                   keys_of(hb::omnilearn_config{}, {},
                           {{"rebalance_every",
                             integer("rounds between controller runs (0: one epoch)", 0, 0)}}),
-                  {.config_names = {"omnilearn"}, .run = run_omnilearn, .checkpointable = omnilearn_checkpointable}),
+                  {.config_names = {"omnilearn"},
+                   .check = check_batch_range,
+                   .run = run_omnilearn,
+                   .checkpointable = omnilearn_checkpointable}),
       // sampled: FedAvg's device sampling (K of the workers a round, drawn from the run's
       // seed); gossip: a ring's neighbour averaging in place of the global one (NFSGD of #18).
       Bind::round("local_sgd",
@@ -126,6 +130,7 @@ std::vector<algorithm_row> builtin_algorithms() {
                   {.config_names = {"local_sgd"},
                    .set_from = {{"sync_time", "network"}},
                    .gradients_per_update = local_rounds_work,
+                   .check = check_local_sgd,
                    .run = run_local_sgd,
                    .checkpointable = local_sgd_checkpointable}),
       Bind::round("selsync",
@@ -147,6 +152,7 @@ std::vector<algorithm_row> builtin_algorithms() {
                   {.config_names = {"biased"},
                    .renamed = {{"slow", "slow_workers"}},
                    .gradients_per_update = biased_rounds_work,
+                   .check = check_biased_local_sgd,
                    .run = run_biased_local_sgd,
                    .checkpointable = biased_local_sgd_checkpointable}),
       // ---- local learning
@@ -159,6 +165,7 @@ std::vector<algorithm_row> builtin_algorithms() {
                   {.config_names = {"local_learning", "decoupled", "pgl"},
                    .renamed = {{"epoch_fraction", "pgl_epoch_fraction"}, {"period", "pgl_period"}},
                    .gradients_per_update = one_gradient,
+                   .check = check_local_learning,
                    .run = run_local_learning,
                    .checkpointable = local_learning_checkpointable}),
       // ---- asynchronous server policies
@@ -217,7 +224,7 @@ std::vector<algorithm_row> builtin_algorithms() {
       // OmniLearn's ASP controller on a vanilla ASGD server: the round method's controller keys
       // (the library config's `controller` fields, unprefixed), each worker starting at the
       // method's batch; the summary gives its runs, those that changed a batch and the batches.
-      Bind::template server<in_both_precisions<as::omnilearn_asgd>>(
+      with_check(Bind::template server<in_both_precisions<as::omnilearn_asgd>>(
           "omnilearn_asgd", as::omnilearn_asgd_config{},
           {{"controller_min_batch", "min_batch"},
            {"controller_max_batch", "max_batch"},
@@ -236,6 +243,7 @@ std::vector<algorithm_row> builtin_algorithms() {
               b.push_back(p.batch(static_cast<heterograd::sim::worker_id>(w)));
             extra["final_batches"] = b;
           }),
+                 check_batch_range),
       // DSSP's bound in the summary: no worker ever started an iteration more than s_L + r_max
       // ahead.
       Bind::template server<in_both_precisions<as::dssp_server>>(

@@ -568,29 +568,12 @@ std::vector<std::pair<std::string, spec>> model_fields() {
   return f;
 }
 
-spec root_spec() {
+// The data section: the dataset, its sizes and partition, the batch, the precision and the
+// synthetic problems' parameters.
+spec data_spec() {
   const condition real_data{"data.dataset", {"fashion_mnist", "text"}};
   const condition worst_case{"data.dataset", {"worst_case_quadratic"}};
-  return object(
-      "an experiment",
-      {{"name", required(string("experiment name", nullptr))},
-       {"title", string("one-line title", "")},
-       {"paper", string("the paper and the number this experiment reproduces", "")},
-       {"notes", string("free text", "")},
-       {"seed", run_key("seed")},
-       {"output", string("output directory (default out/<name>)", "")},
-       {"runtime", choice("where workers run: simulated cluster, threads or MPI ranks", "sim",
-                          {"sim", "threads", "mpi"})},
-       {"clock", choice("threads and mpi: virtual replays the simulator's order (reproducible); "
-                        "real runs on the wall clock, results taken as they arrive",
-                        "virtual", {"virtual", "real"})},
-       {"real_scale",
-        optional(number("clock real: wall seconds per model time unit; each job lasts its "
-                        "worker-time model's duration x real_scale (absent: jobs take their real "
-                        "time and times are wall seconds; clock virtual ignores it)",
-                        nullptr, 0, 1e3, true))},
-       {"data",
-        object("dataset and partition",
+  return object("dataset and partition",
                {{"dataset", required(choice("dataset", nullptr,
                                             {"fashion_mnist", "text", "scalar_quadratics",
                                              "worst_case_quadratic"}))},
@@ -637,7 +620,45 @@ spec root_spec() {
                 {"start", applies_when(choice("worst_case_quadratic: x0: zero, or sqrt_d_e1 (sqrt(dim) e_1, as "
                                               "the papers start)",
                                               "zero", {"zero", "sqrt_d_e1"}),
-                                       {worst_case})}})},
+                                       {worst_case})}});
+}
+
+// The target: the metric, its threshold and for how long it must hold.
+spec target_spec() {
+  return object("what 'reached' means in the tables, and for how long",
+               {{"metric", string("metric name", "accuracy")},
+                {"value", number("threshold", 0.85)},
+                {"below", boolean("reached when the metric is <= value (losses, gradient norms)", false)},
+                {"window", optional(number("model time units the target must hold: the time to target is the "
+                                           "first evaluation t reaching it such that every evaluation up to "
+                                           "the first at or after t + window reaches it too (none if the run "
+                                           "ends first; 0: the first crossing, which the tables show beside "
+                                           "it); absent: " + fmt(target_settings::default_window_intervals) +
+                                           " x eval_interval",
+                                           nullptr, 0))}});
+}
+
+spec root_spec() {
+  const condition real_data{"data.dataset", {"fashion_mnist", "text"}};
+  return object(
+      "an experiment",
+      {{"name", required(string("experiment name", nullptr))},
+       {"title", string("one-line title", "")},
+       {"paper", string("the paper and the number this experiment reproduces", "")},
+       {"notes", string("free text", "")},
+       {"seed", run_key("seed")},
+       {"output", string("output directory (default out/<name>)", "")},
+       {"runtime", choice("where workers run: simulated cluster, threads or MPI ranks", "sim",
+                          {"sim", "threads", "mpi"})},
+       {"clock", choice("threads and mpi: virtual replays the simulator's order (reproducible); "
+                        "real runs on the wall clock, results taken as they arrive",
+                        "virtual", {"virtual", "real"})},
+       {"real_scale",
+        optional(number("clock real: wall seconds per model time unit; each job lasts its "
+                        "worker-time model's duration x real_scale (absent: jobs take their real "
+                        "time and times are wall seconds; clock virtual ignores it)",
+                        nullptr, 0, 1e3, true))},
+       {"data", data_spec()},
        {"model", applies_when(object("model (fashion_mnist, text)", model_fields()), {real_data})},
        {"optimizer", optimizer_spec()},
        {"workers",
@@ -654,18 +675,7 @@ spec root_spec() {
                 {"epochs", optional(positive("passes over the training set", nullptr))},
                 {"updates", optional(integer("model updates", nullptr, 1))}})},
        {"eval_interval", required(run_key("eval_interval"))},
-       {"target",
-        object("what 'reached' means in the tables, and for how long",
-               {{"metric", string("metric name", "accuracy")},
-                {"value", number("threshold", 0.85)},
-                {"below", boolean("reached when the metric is <= value (losses, gradient norms)", false)},
-                {"window", optional(number("model time units the target must hold: the time to target is the "
-                                           "first evaluation t reaching it such that every evaluation up to "
-                                           "the first at or after t + window reaches it too (none if the run "
-                                           "ends first; 0: the first crossing, which the tables show beside "
-                                           "it); absent: " + fmt(target_settings::default_window_intervals) +
-                                           " x eval_interval",
-                                           nullptr, 0))}})},
+       {"target", target_spec()},
        {"baseline", string("label of the method speed-ups are against (default: the first bsp "
                            "method, else the first)",
                            "")},
@@ -704,9 +714,6 @@ json check_method(const json& m, const std::string& path) {
   return check_object(full, m, path);
 }
 
-double get_num(const json& j, const char* k, double d = 0) {
-  return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : d;
-}
 
 // data.precision float64: the synthetic problems (the MLP is float32), on the simulator (the
 // real runtimes' transports carry float32), under server methods whose policy is built in
@@ -836,8 +843,25 @@ void check_real_clock(const json& c, std::size_t n) {
   }
 }
 
-void check_cross(json& c) {
-  const std::size_t n = c["workers"]["count"].get<std::size_t>();
+// Outages and slowdowns: a worker of the run, and an end after the begin.
+void check_windows(const json& t, std::size_t n) {
+  for (const char* key : {"outages", "slowdowns"}) {
+    const json& ws = t[key];
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      const std::string p = std::string("workers.time.") + key + "[" + std::to_string(i) + "]";
+      if (ws[i]["worker"].get<std::size_t>() >= n)
+        throw config_error(p + ".worker", "expected a worker index < workers.count = " + std::to_string(n) +
+                                              ", got " + ws[i]["worker"].dump());
+      if (!(ws[i]["end"].get<double>() > ws[i]["begin"].get<double>()))
+        throw config_error(p + ".end", "expected a time > begin (" + ws[i]["begin"].dump() + "), got " +
+                                           ws[i]["end"].dump());
+    }
+  }
+}
+
+// The worker-time model's keys against the workers: one tau per worker, a valid trace,
+// class counts, the OmniLearn presets' sizes, windows inside the run's workers.
+void check_time_model(const json& c, std::size_t n) {
   const json& t = c["workers"]["time"];
   const std::string base = t["base"];
   if (base == "fixed" && t["tau"].size() != n)
@@ -866,58 +890,39 @@ void check_cross(json& c) {
     if (n != want)
       throw config_error("workers.count", "expected " + std::to_string(want) + " for the OmniLearn " +
                                               t["mode"].get<std::string>() + " presets, got " + std::to_string(n));
-    if (t["levels"].empty())
-      throw config_error("workers.time.levels", "expected at least one level");
+    if (t["levels"].empty()) throw config_error("workers.time.levels", "expected at least one level");
   }
   if (t["subset_delay"]["count"].get<std::size_t>() > n)
-    throw config_error("workers.time.subset_delay.count",
-                       "expected at most workers.count = " + std::to_string(n));
-  for (const char* key : {"outages", "slowdowns"}) {
-    const json& ws = t[key];
-    for (std::size_t i = 0; i < ws.size(); ++i) {
-      const std::string p = std::string("workers.time.") + key + "[" + std::to_string(i) + "]";
-      if (ws[i]["worker"].get<std::size_t>() >= n)
-        throw config_error(p + ".worker", "expected a worker index < workers.count = " + std::to_string(n) +
-                                              ", got " + ws[i]["worker"].dump());
-      if (!(ws[i]["end"].get<double>() > ws[i]["begin"].get<double>()))
-        throw config_error(p + ".end", "expected a time > begin (" + ws[i]["begin"].dump() + "), got " +
-                                           ws[i]["end"].dump());
-    }
-  }
-  const json& h = c["horizon"];
-  const int set = h.contains("time") + h.contains("epochs") + h.contains("updates");
-  if (set != 1)
-    throw config_error("horizon", "expected exactly one of time, epochs, updates; got " + std::to_string(set));
-  const json& d = c["data"];
-  check_model(c);
-  check_samples(d);
-  if (d["dataset"] == "scalar_quadratics" && d["centers"].size() != n)
-    throw config_error("data.centers", "expected " + std::to_string(n) + " centers (one per worker), got " +
-                                           std::to_string(d["centers"].size()));
-  // name: the default output folder out/<name>, one path component.
+    throw config_error("workers.time.subset_delay.count", "expected at most workers.count = " + std::to_string(n));
+  check_windows(t, n);
+}
+
+// name: the default output folder out/<name>, one path component; output: each folder name
+// within what file systems take (NAME_MAX, 255 bytes), so that a long one is this error and
+// not one from the file system in the middle of a run.
+void check_names(const json& c) {
   const std::string name = c["name"];
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.size() > max_slug_bytes)
     throw config_error("name", "expected a name usable as a folder name (non-empty, no '/', not . or .., at most " +
                                    std::to_string(max_slug_bytes) + " bytes), got " + shown(c["name"]));
-  // output: each folder name within what file systems take (NAME_MAX, 255 bytes), so that a
-  // long one is this error and not one from the file system in the middle of a run.
-  {
-    const std::string out = c["output"];
-    std::size_t begin = 0;
-    while (begin <= out.size()) {
-      const auto end = std::min(out.find('/', begin), out.size());
-      if (end - begin > 255)
-        throw config_error("output", "expected folder names of at most 255 bytes, got one of " +
-                                         std::to_string(end - begin));
-      begin = end + 1;
-    }
+  const std::string out = c["output"];
+  std::size_t begin = 0;
+  while (begin <= out.size()) {
+    const auto end = std::min(out.find('/', begin), out.size());
+    if (end - begin > 255)
+      throw config_error("output", "expected folder names of at most 255 bytes, got one of " +
+                                       std::to_string(end - begin));
+    begin = end + 1;
   }
+}
+
+// Each method writes into <output>/<slug(label)>: labels are unique, and so are their folders.
+void check_labels(const json& c) {
   std::set<std::string> labels;
   std::map<std::string, std::size_t> slugs;  // a method's folder name -> its index
-  bool has_bsp = false;
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
-    json& m = c["methods"][i];
+    const json& m = c["methods"][i];
     const std::string p = "methods[" + std::to_string(i) + "]";
     const std::string label = m["label"];
     const std::string folder = slug(label);
@@ -925,7 +930,6 @@ void check_cross(json& c) {
       throw config_error(p + ".label", "expected a non-empty label with a letter or digit");
     if (!labels.insert(label).second)
       throw config_error(p + ".label", "expected a unique label, got a second \"" + label + "\"");
-    // Each method writes into <output>/<slug(label)>: two labels with one slug would share it.
     if (folder.size() > max_slug_bytes)
       throw config_error(p + ".label", "expected a label whose folder name (" + shown(json(folder)) + ", " +
                                            std::to_string(folder.size()) + " bytes) has at most " +
@@ -937,57 +941,46 @@ void check_cross(json& c) {
                                            shown(c["methods"][it->second]["label"]) + " both write to \"" + folder +
                                            "\"");
     }
-    const std::string a = m["algorithm"];
-    has_bsp = has_bsp || a == "bsp";
-    if ((a == "omnilearn" || a == "omnilearn_asgd") &&
-        m["min_batch"].get<std::size_t>() > m["max_batch"].get<std::size_t>())
-      throw config_error(p + ".min_batch", "expected <= max_batch (" + m["max_batch"].dump() + "), got " +
-                                               m["min_batch"].dump());
-    if (a == "local_sgd") {  // FedAvg's sampling and gossip: the library's rules, named by key
-      if (m["sampled"].get<std::size_t>() > n)
-        throw config_error(p + ".sampled", "expected at most workers.count = " + std::to_string(n) + ", got " +
-                                               m["sampled"].dump());
-      if (m["gossip"] != "none") {
-        if (m["sampled"].get<std::size_t>() != 0)
-          throw config_error(p + ".gossip", "expected \"none\" with " + p + ".sampled = " + m["sampled"].dump() +
-                                                ": gossip averages every worker with its neighbours each round");
-        if (m["states"] == "average")
-          throw config_error(p + ".states", "expected \"keep_local\" or \"reset\" with " + p +
-                                                ".gossip: there is no global average of the optimizer states");
-        if (m["weighting"] == "fednova")
-          throw config_error(p + ".weighting", "expected a weighting other than \"fednova\" with " + p +
-                                                   ".gossip (FedNova normalises a global average)");
-      }
+  }
+}
+
+// The baseline: a method's label; by default the first BSP method, else the first method.
+void settle_baseline(json& c) {
+  std::string& b = c["baseline"].get_ref<std::string&>();
+  bool known = b.empty();
+  for (const auto& m : c["methods"]) known = known || m["label"] == b;
+  if (!known) throw config_error("baseline", "expected the label of one of the methods, got \"" + b + "\"");
+  if (!b.empty()) return;
+  b = c["methods"][0]["label"];
+  for (const auto& m : c["methods"])
+    if (m["algorithm"] == "bsp") {
+      b = m["label"];
+      return;
     }
-    if ((a == "local_sgd" || a == "biased_local_sgd") && !m["local_steps"].empty() &&
-        m["local_steps"].size() != n)
-      throw config_error(p + ".local_steps", "expected " + std::to_string(n) +
-                                                 " values (one per worker), got " + std::to_string(m["local_steps"].size()));
-    if (a == "biased_local_sgd") {
-      if (m["local_steps"].empty())
-        throw config_error(p + ".local_steps", "missing; expected one H_i per worker");
-      for (std::size_t j = 0; j < m["slow_workers"].size(); ++j)
-        if (m["slow_workers"][j].get<std::size_t>() >= n)
-          throw config_error(p + ".slow_workers[" + std::to_string(j) + "]",
-                             "expected a worker index < workers.count = " + std::to_string(n));
-    }
-    if (a == "local_learning") {
-      // The split itself (a torch model's children) is checked when preflight builds it.
-      const model_settings model = from_json(c["model"], model_settings{});
-      if (d["dataset"] != "fashion_mnist")
-        throw config_error(p + ".algorithm", "local_learning needs data.dataset \"fashion_mnist\" (an image "
-                                             "classifier: model.kind \"mlp\", or \"torch\" with an image preset), got " +
-                                                 d["dataset"].dump());
-      if (model.kind == model_kind::mlp) {
-        if (!m["split"].empty())
-          throw config_error(p + ".split", "expected [] with model.kind \"mlp\" (an MLP splits into " + p +
-                                               ".modules parts at its dense layers), got " + m["split"].dump());
-        const std::size_t layers = model.hidden.size() + 1;
-        if (m["modules"].get<std::size_t>() > layers)
-          throw config_error(p + ".modules", "expected at most the number of dense layers (" +
-                                                 std::to_string(layers) + "), got " + m["modules"].dump());
-      }
-    }
+}
+
+// The rules between keys (after each key's own): the time model against the workers, one
+// horizon, the model and data, names and labels, each method's own rules (its row's check),
+// precision, the real clock and checkpoints; then the defaults that depend on other keys.
+void check_cross(json& c) {
+  const std::size_t n = c["workers"]["count"].get<std::size_t>();
+  check_time_model(c, n);
+  const json& h = c["horizon"];
+  const int set = h.contains("time") + h.contains("epochs") + h.contains("updates");
+  if (set != 1)
+    throw config_error("horizon", "expected exactly one of time, epochs, updates; got " + std::to_string(set));
+  const json& d = c["data"];
+  check_model(c);
+  check_samples(d);
+  if (d["dataset"] == "scalar_quadratics" && d["centers"].size() != n)
+    throw config_error("data.centers", "expected " + std::to_string(n) + " centers (one per worker), got " +
+                                           std::to_string(d["centers"].size()));
+  check_names(c);
+  check_labels(c);
+  for (std::size_t i = 0; i < c["methods"].size(); ++i) {
+    json& m = c["methods"][i];
+    if (const algorithm_row* r = row_of(m["algorithm"].get<std::string>()); r && r->check)
+      r->check(m, c, "methods[" + std::to_string(i) + "]");
     if (m["batch"].get<std::size_t>() == 0) m["batch"] = d["batch"];
   }
   check_precision(c);
@@ -1000,24 +993,12 @@ void check_cross(json& c) {
                                                "runtime \"threads\" or \"mpi\" with clock \"real\" (a consistent "
                                                "cut of the real run; the replayed order's messages in flight are not "
                                                "saved)");
-  std::string& b = c["baseline"].get_ref<std::string&>();
-  if (!b.empty() && !labels.count(b))
-    throw config_error("baseline", "expected the label of one of the methods, got \"" + b + "\"");
-  if (b.empty()) {
-    b = c["methods"][0]["label"];
-    if (has_bsp)
-      for (const auto& m : c["methods"])
-        if (m["algorithm"] == "bsp") {
-          b = m["label"];
-          break;
-        }
-  }
+  settle_baseline(c);
   if (c["output"].get<std::string>().empty()) c["output"] = "out/" + c["name"].get<std::string>();
   if (c["workers"]["time"]["reference_batch"].get<std::size_t>() == 0)
     c["workers"]["time"]["reference_batch"] = d["batch"];
   if (!c["target"].contains("window"))
     c["target"]["window"] = target_settings::default_window_intervals * c["eval_interval"].get<double>();
-  (void)get_num;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1118,9 +1099,8 @@ std::pair<double, std::string> gradients_per_update(const json& c, std::size_t i
   return row ? row->gradients_per_update(m, p, n) : one_gradient(m, p, n);
 }
 
-// The bounds on the complete document (check_cross has made it one).
-void check_bounds(const json& c) {
-  const double n = static_cast<double>(experiment_of(c).workers.count);
+// Evaluations per run, gradients per update and per run, workers against the data and threads.
+void check_work(const json& c, double n) {
   const json& hz = c["horizon"];
   const double dt = c["eval_interval"].get<double>();
   // Evaluations: at 0, dt, 2 dt, ... up to the horizon (virtual time, or epochs for local
@@ -1154,19 +1134,17 @@ void check_bounds(const json& c) {
   if (c["runtime"] == "threads" && n > static_cast<double>(max_thread_workers))
     throw config_error("workers.count", "expected at most " + std::to_string(max_thread_workers) +
                                             " workers with runtime \"threads\" (one thread each), got " + num(n));
-  // Memory: each worker holds parameters, a gradient, optimizer state and double scratch of
-  // the model's size (32 bytes a parameter), and mini-batch scratch (inputs, activations and
-  // their gradients: 12 bytes a unit, per sample); eager-SGD keeps B rounds of parameters.
-  const double P = model_params(c);
-  const bool images = c["data"]["dataset"] == "fashion_mnist";
-  const model_settings model = from_json(c["model"], model_settings{});
-  const bool torch = model.kind == model_kind::torch && (images || c["data"]["dataset"] == "text");
-  double units = 784 + 10;
-  for (const std::size_t h : model.hidden_layers()) units += static_cast<double>(h);
-  // Floats per sample (units x 3 in the formula below).
-  if (torch) units = torch_estimate(model).per_sample / 3;
+}
+
+// The largest mini-batch any method holds per worker (and the key that sets it), and the most
+// rounds of parameters eager-SGD keeps (its staleness bound B).
+struct batch_need {
   double batch = 0, eager_rounds = 0;
   std::string batch_key = "data.batch";
+};
+
+batch_need largest_batches(const json& c, bool images) {
+  batch_need need;
   for (std::size_t i = 0; i < c["methods"].size(); ++i) {
     const json& m = c["methods"][i];
     const std::string p = "methods[" + std::to_string(i) + "]";
@@ -1207,12 +1185,29 @@ void check_bounds(const json& c) {
                                                    num(std::max(slow, most)) + " samples per redraw");
     }
     if (m["algorithm"] == "biased_local_sgd") b = {b.first * m["ratio"].get<double>(), p + ".ratio"};
-    if (m["algorithm"] == "eager") eager_rounds = std::max(eager_rounds, m["staleness_bound"].get<double>());
-    if (b.first > batch) {
-      batch = b.first;
-      batch_key = b.second;
+    if (m["algorithm"] == "eager") need.eager_rounds = std::max(need.eager_rounds, m["staleness_bound"].get<double>());
+    if (b.first > need.batch) {
+      need.batch = b.first;
+      need.batch_key = b.second;
     }
   }
+  return need;
+}
+
+// Memory: the run's estimate against this machine's.
+void check_memory(const json& c, double n) {
+  // Memory: each worker holds parameters, a gradient, optimizer state and double scratch of
+  // the model's size (32 bytes a parameter), and mini-batch scratch (inputs, activations and
+  // their gradients: 12 bytes a unit, per sample); eager-SGD keeps B rounds of parameters.
+  const double P = model_params(c);
+  const bool images = c["data"]["dataset"] == "fashion_mnist";
+  const model_settings model = from_json(c["model"], model_settings{});
+  const bool torch = model.kind == model_kind::torch && (images || c["data"]["dataset"] == "text");
+  double units = 784 + 10;
+  for (const std::size_t h : model.hidden_layers()) units += static_cast<double>(h);
+  // Floats per sample (units x 3 in the formula below).
+  if (torch) units = torch_estimate(model).per_sample / 3;
+  const auto [batch, eager_rounds, batch_key] = largest_batches(c, images);
   const double limit = physical_memory_bytes();
   const double model_bytes = 32 * P * 4 + 4 * P * eager_rounds;
   const double worker_bytes = 32 * P * n;
@@ -1243,6 +1238,13 @@ void check_bounds(const json& c) {
     }
     throw config_error(key, "expected a configuration that fits in memory: it needs " + what);
   }
+}
+
+// The bounds on the complete document (check_cross has made it one).
+void check_bounds(const json& c) {
+  const double n = static_cast<double>(experiment_of(c).workers.count);
+  check_work(c, n);
+  check_memory(c, n);
 }
 
 // " (applies when ...)": the rule check_applies() holds a given key to, for the docs.

@@ -40,6 +40,10 @@ using method_keys = std::vector<std::pair<std::string, schema::spec>>;
 /// the key that sets that count: (the resolved method object, its path "methods[i]", the
 /// workers). The configuration's bound on work per update and per run reads it.
 using work_rule = std::pair<double, std::string> (*)(const json& method, const std::string& path, double workers);
+/// A method's own rules against the rest of the configuration (method_checks.hpp): the
+/// resolved method object (its defaults may be settled here), the document, "methods[i]".
+using method_check = void (*)(json& method, const json& config, const std::string& path);
+
 /// One gradient per update (most server policies), set by the algorithm itself.
 inline std::pair<double, std::string> one_gradient(const json&, const std::string& path, double) {
   return {1, path + ".algorithm"};
@@ -70,6 +74,8 @@ struct algorithm_row {
   std::vector<std::pair<std::string, std::string>> set_from;
   /// Gradients per update (the configuration's work bounds).
   work_rule gradients_per_update = one_gradient;
+  /// The method's rules against the rest of the configuration (none: nullptr).
+  method_check check = nullptr;
 };
 
 /// What a round method's or local learning's row holds beside its name and keys: where its
@@ -80,6 +86,7 @@ struct method_spec {
   std::vector<std::pair<std::string, std::string>> renamed = {};
   std::vector<std::pair<std::string, std::string>> set_from = {};
   work_rule gradients_per_update = one_per_worker;
+  method_check check = nullptr;
   json (*run)(context&) = nullptr;
   bool (*checkpointable)() = nullptr;
 };
@@ -149,6 +156,7 @@ struct schema_binder {
     row.renamed = m.renamed;
     row.set_from = m.set_from;
     row.gradients_per_update = m.gradients_per_update;
+    row.check = m.check;
     return row;
   }
 };
@@ -156,6 +164,11 @@ struct schema_binder {
 /// `row` with its work per update set (a server whose update takes more than one gradient).
 inline algorithm_row with_work(algorithm_row row, work_rule rule) {
   row.gradients_per_update = rule;
+  return row;
+}
+/// `row` with its rules against the rest of the configuration.
+inline algorithm_row with_check(algorithm_row row, method_check check) {
+  row.check = check;
   return row;
 }
 
