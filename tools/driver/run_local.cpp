@@ -76,129 +76,169 @@ chain_request chain_request_of(const json& config, const json& m) {
 // run_local_learning saves its modules and optimizer states.
 bool local_learning_checkpointable() { return true; }
 
-json run_local_learning(context& ctx) {
+namespace {
+
+using learner = dc::local_learning<stepper, dc::any_chain>;
+
+learner make_learner(context& ctx, dc::local_learning_config& cfg) {
   const json& m = ctx.method;
   // The model split into modules: the MLP at its dense layers, a torch preset at its children
   // (methods[i].split), over the same flat parameters the problem evaluates.
   dc::any_chain chain = ctx.prob.module_chain(chain_request_of(ctx.config, m));
-  const std::size_t b = ctx.batch();
-  const std::size_t per_epoch = std::max<std::size_t>(1, ctx.prob.train_size() / b);
+  cfg = from_json(m, dc::local_learning_config{});
   const double epochs = ctx.exp.horizon.epochs.value_or(1.0);
-  auto cfg = from_json(m, dc::local_learning_config{});
   cfg.pgl.total_epochs = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(epochs)));
   cfg.seed = ctx.seed;
-  dc::local_learning<stepper, dc::any_chain> ll(std::move(chain), ctx.prob.initial(), cfg, [&](std::size_t k) {
-    return stepper(m["optimizer"], nonfinite_of(m), k);
-  });
-  heterograd::sim::recorder rec(1);
-  rec.set_seed(ctx.seed);
-  std::uint64_t it = 0;
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  std::size_t global_steps = 0;
-  loop_hooks h;
-  // Runtime "threads": the modules' local steps run as a pipeline, one thread per module
-  // (decoupled/pipeline.hpp), whose parameters after T batches are the sequential loop's bit
-  // for bit. PGL's global steps backpropagate through every module, so the pipeline runs the
-  // local iterations between two global steps and drains; the global step runs here.
-  //
-  // Runtime "mpi" (mpirun -np K, K = modules): rank k owns module k (its slice, head and
-  // optimizers) and runs it in the pipeline over the ranks (decoupled/transport_pipeline.hpp);
-  // only rank 0 draws batches. A PGL global step needs every slice: rank 0 broadcasts the
-  // batch, each rank k its slice, and every rank takes the same end-to-end step and keeps its
-  // own slice (decoupled/transport_pipeline.hpp's global_step_over).
-  // After each advance the slices and heads are gathered on rank 0, which evaluates.
-  const bool threads = ctx.runtime() == "threads", mpi = ctx.runtime() == "mpi";
-  const bool pipelined = threads || mpi;
-  // Every batch has at most b rows: a rank refuses a larger one before it sizes anything.
-  const dc::pipeline_options popt{.queue_capacity = 4, .timeout = std::chrono::duration<double>(runtime_timeout_s),
-                                  .max_rows = b};
+  return learner(std::move(chain), ctx.prob.initial(), cfg,
+                 [&](std::size_t k) { return stepper(m["optimizer"], nonfinite_of(m), k); });
+}
+
+// One local-learning run, timed in epochs: advance(t) trains until t x (iterations per epoch).
+//
+// Runtime "threads": the modules' local steps run as a pipeline, one thread per module
+// (decoupled/pipeline.hpp), whose parameters after T batches are the sequential loop's bit for
+// bit. PGL's global steps backpropagate through every module, so the pipeline runs the local
+// iterations between two global steps and drains; the global step runs here.
+//
+// Runtime "mpi" (mpirun -np K, K = modules): rank k owns module k (its slice, head and
+// optimizers) and runs it in the pipeline over the ranks (decoupled/transport_pipeline.hpp);
+// only rank 0 draws batches. A PGL global step needs every slice: rank 0 broadcasts the batch,
+// each rank k its slice, and every rank takes the same end-to-end step and keeps its own slice
+// (transport_pipeline.hpp's global_step_over). After each advance the slices and heads are
+// gathered on rank 0, which evaluates.
+class local_run {
+ public:
+  explicit local_run(context& ctx)
+      : ctx_(ctx), b_(ctx.batch()), per_epoch_(std::max<std::size_t>(1, ctx.prob.train_size() / b_)),
+        ll_(make_learner(ctx, cfg_)), mpi_(ctx.runtime() == "mpi"), pipelined_(mpi_ || ctx.runtime() == "threads"),
+        popt_{.queue_capacity = 4, .timeout = std::chrono::duration<double>(runtime_timeout_s), .max_rows = b_},
+        busy_(ll_.modules(), 0.0) {
+    // (every batch has at most b rows: a rank refuses a larger one before it sizes anything)
 #ifdef HG_HAS_MPI
-  std::optional<hg::comm::mpi::communicator> comm;
-  if (mpi) comm.emplace(MPI_COMM_WORLD);  // -np = modules: checked by mpi_ranks_needed
-  auto global_step_mpi = [&] {
-    if (comm->rank() == 0) ctx.prob.next_batch(0, b, x, y);
-    dc::global_step_over(*comm, ll, x, y, popt);
-  };
+    if (mpi_) comm_.emplace(MPI_COMM_WORLD);  // -np = modules: checked by mpi_ranks_needed
 #else
-  if (mpi) rt_detail::no_mpi();
-  auto global_step_mpi = [] {};
+    if (mpi_) rt_detail::no_mpi();
 #endif
-  std::vector<double> busy(ll.modules(), 0.0);  // pipeline: real seconds per module
-  auto global = [&](std::uint64_t i) { return cfg.pgl.global(i, i / per_epoch); };
-  // Virtual time is epochs here: advance(t) trains until t * (iterations per epoch).
-  h.advance = [&](double t) {
-    const auto until = static_cast<std::uint64_t>(std::llround(t * static_cast<double>(per_epoch)));
-    while (it < until) {
-      if (mpi && global(it)) {
-        ++global_steps;
+  }
+
+  json run() {
+    heterograd::sim::recorder rec(1);
+    rec.set_seed(ctx_.seed);
+    const auto params = evaluation_loop(ctx_, rec, hooks(), /*time_is_epochs=*/true);
+    ctx_.extra["time_unit"] = "epochs";
+    ctx_.extra["iterations"] = it_;
+    ctx_.extra["global_steps"] = global_steps_;
+    ctx_.extra["modules"] = ll_.modules();
+    if (pipelined_) {
+      ctx_.extra["runtime"] = ctx_.runtime();
+      ctx_.extra["pipeline_busy_seconds"] = all_busy();
+    }
+    return finish(ctx_, rec, params);
+  }
+
+ private:
+  bool global(std::uint64_t i) const { return cfg_.pgl.global(i, i / per_epoch_); }
+
+  loop_hooks hooks() {
+    loop_hooks h;
+    h.advance = [this](double t) { return advance(t); };
+    h.params = [this] { return model_vector(ll_.params()); };
+    h.updates = [this] { return it_; };
+    h.events = [this] { return it_; };
+    h.epochs_done = [this] { return static_cast<double>(it_) / static_cast<double>(per_epoch_); };
+    // The modules' parameters, heads and optimizer states, and the loop's counters (the batch
+    // sampler's position is the problem's, saved by the evaluation loop).
+    h.save = [this](heterograd::archive_writer& w) {
+      ll_.serialize(w);
+      w(it_, global_steps_);
+    };
+    h.load = [this](heterograd::archive_reader& r) {
+      ll_.serialize(r);
+      r(it_, global_steps_);
+    };
+    return h;
+  }
+
+  bool advance(double t) {
+    const auto until = static_cast<std::uint64_t>(std::llround(t * static_cast<double>(per_epoch_)));
+    while (it_ < until) {
+      if (mpi_ && global(it_)) {
+        ++global_steps_;
         global_step_mpi();
-        ++it;
-        continue;
+        ++it_;
+      } else if (!pipelined_ || global(it_)) {
+        ctx_.prob.next_batch(0, b_, x_, y_);
+        if (global(it_)) ++global_steps_;
+        ll_.step(hg::nn::batch<float>{x_, y_}, it_, it_ / per_epoch_);
+        ++it_;
+      } else {
+        std::uint64_t end = it_ + 1;  // the local iterations [it, end) before the next global one
+        while (end < until && !global(end)) ++end;
+        run_segment(end);
       }
-      if (!pipelined || global(it)) {
-        ctx.prob.next_batch(0, b, x, y);
-        const std::size_t epoch = it / per_epoch;
-        if (global(it)) ++global_steps;
-        ll.step(hg::nn::batch<float>{x, y}, it, epoch);
-        ++it;
-        continue;
-      }
-      std::uint64_t end = it + 1;  // the local iterations [it, end) before the next global one
-      while (end < until && !global(end)) ++end;
-      const std::uint64_t first = it;
-      auto draw = [&, first](std::size_t k) {
-        single_threaded_here();  // module 0's thread (rank 0) draws the batches, in order
-        ctx.prob.next_batch(0, b, x, y);
-        return dc::activation_message{static_cast<std::size_t>(first + k), x, y};
-      };
-      const auto n = static_cast<std::size_t>(end - it);
-#ifdef HG_HAS_MPI
-      const auto rep = mpi ? dc::run_pipeline_over(*comm, ll, draw, n, popt) : dc::run_pipeline(ll, draw, n, popt);
-#else
-      const auto rep = dc::run_pipeline(ll, draw, n, popt);
-#endif
-      for (std::size_t k = 0; k < busy.size(); ++k) busy[k] += rep.busy_seconds[k];
-      it = end;
     }
 #ifdef HG_HAS_MPI
-    if (mpi) dc::gather_modules(*comm, ll, popt);  // rank 0 evaluates the whole network
+    if (mpi_) dc::gather_modules(*comm_, ll_, popt_);  // rank 0 evaluates the whole network
 #endif
     return true;
-  };
-  h.params = [&] { return ll.params(); };
-  h.updates = [&] { return it; };
-  h.events = [&] { return it; };
-  h.epochs_done = [&] { return static_cast<double>(it) / static_cast<double>(per_epoch); };
-  // The modules' parameters, heads and optimizer states, and the loop's counters (the batch
-  // sampler's position is the problem's, saved by the evaluation loop).
-  h.save = [&](heterograd::archive_writer& w) {
-    ll.serialize(w);
-    w(it, global_steps);
-  };
-  h.load = [&](heterograd::archive_reader& r) {
-    ll.serialize(r);
-    r(it, global_steps);
-  };
-  const auto params = evaluation_loop(ctx, rec, h, /*time_is_epochs=*/true);
-  ctx.extra["time_unit"] = "epochs";
-  ctx.extra["iterations"] = it;
-  ctx.extra["global_steps"] = global_steps;
-  ctx.extra["modules"] = ll.modules();
-  if (pipelined) {
-    ctx.extra["runtime"] = ctx.runtime();
+  }
+
+  // Iterations [it, end) through the pipeline (threads, or the ranks under mpi).
+  void run_segment(std::uint64_t end) {
+    const std::uint64_t first = it_;
+    auto draw = [this, first](std::size_t k) {
+      single_threaded_here();  // module 0's thread (rank 0) draws the batches, in order
+      ctx_.prob.next_batch(0, b_, x_, y_);
+      return dc::activation_message{static_cast<std::size_t>(first + k), x_, y_};
+    };
+    const auto n = static_cast<std::size_t>(end - it_);
 #ifdef HG_HAS_MPI
-    if (mpi) {  // rank k timed module k only
-      std::vector<double> all(ll.modules(), 0.0);
-      const double mine = busy[static_cast<std::size_t>(comm->rank())];
-      comm->allgather(hg::span<const double>(&mine, 1), hg::span<double>(all),
-                      {.timeout = popt.timeout}).wait();
-      busy = all;
+    const auto rep = mpi_ ? dc::run_pipeline_over(*comm_, ll_, draw, n, popt_) : dc::run_pipeline(ll_, draw, n, popt_);
+#else
+    const auto rep = dc::run_pipeline(ll_, draw, n, popt_);
+#endif
+    for (std::size_t k = 0; k < busy_.size(); ++k) busy_[k] += rep.busy_seconds[k];
+    it_ = end;
+  }
+
+  void global_step_mpi() {
+#ifdef HG_HAS_MPI
+    if (comm_->rank() == 0) ctx_.prob.next_batch(0, b_, x_, y_);
+    dc::global_step_over(*comm_, ll_, x_, y_, popt_);
+#endif
+  }
+
+  // Real seconds per module; under mpi rank k timed module k only.
+  std::vector<double> all_busy() {
+#ifdef HG_HAS_MPI
+    if (mpi_) {
+      std::vector<double> all(ll_.modules(), 0.0);
+      const double mine = busy_[static_cast<std::size_t>(comm_->rank())];
+      comm_->allgather(hg::span<const double>(&mine, 1), hg::span<double>(all), {.timeout = popt_.timeout}).wait();
+      return all;
     }
 #endif
-    ctx.extra["pipeline_busy_seconds"] = busy;
+    return busy_;
   }
-  return finish(ctx, rec, params);
-}
+
+  context& ctx_;
+  std::size_t b_, per_epoch_;
+  dc::local_learning_config cfg_;
+  learner ll_;
+  bool mpi_, pipelined_;
+  dc::pipeline_options popt_;
+  std::vector<double> busy_;
+  std::uint64_t it_ = 0;
+  std::size_t global_steps_ = 0;
+  std::vector<float> x_;
+  std::vector<std::int32_t> y_;
+#ifdef HG_HAS_MPI
+  std::optional<hg::comm::mpi::communicator> comm_;
+#endif
+};
+
+}  // namespace
+
+json run_local_learning(context& ctx) { return local_run(ctx).run(); }
 
 }  // namespace hgrun
