@@ -277,6 +277,48 @@ BOOST_AUTO_TEST_CASE(membership_hooks_refuse_a_leave_of_an_absent_and_a_join_of_
   BOOST_TEST(p.version() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_gradient_table_step_never_averages_the_entry_of_a_worker_that_left) {
+  // One coordinate, gamma = 1, x0 = 0; worker 2's gradient (10 or 4) is in the table when it
+  // leaves. Each expected x is the mean over the members' entries only.
+  const auto one = [] { return async::model_server<double>(std::vector<double>{0.0}, async::plain_sgd(1.0)); };
+  const auto g = [](double v) { return std::vector<double>{v}; };
+  {
+    auto p = async::malenia_sgd(3, one());  // S = 1
+    ctl c;
+    p.on_arrival(c, arrival(2, 0), g(10));
+    p.on_arrival(c, arrival(0, 0), g(1));
+    p.on_leave(c, 2);
+    p.on_arrival(c, arrival(1, 0), g(3));  // the members {0, 1} complete the round
+    BOOST_TEST(p.version() == 1u);
+    BOOST_TEST(p.params()[0] == -2.0);  // -(1 + 3) / 2; with worker 2's entry: -14/3
+  }
+  {
+    auto p = async::ia2sgd(3, one());
+    ctl c;
+    p.on_arrival(c, arrival(0, 0), g(1));
+    p.on_arrival(c, arrival(1, 0), g(2));
+    p.on_arrival(c, arrival(2, 0), g(4));  // warm-up over: x = -7/3
+    p.on_leave(c, 2);
+    p.on_arrival(c, arrival(0, 1), g(1));  // x -= (1 + 2) / 2
+    BOOST_TEST(p.params()[0] == -7.0 / 3.0 - 1.5, boost::test_tools::tolerance(1e-14));
+    BOOST_TEST(p.table().count(2) == 0u);
+  }
+  {
+    auto p = async::ringleader_asgd(3, one());
+    ctl c;
+    p.on_arrival(c, arrival(0, 0), g(1));
+    p.on_arrival(c, arrival(1, 0), g(2));
+    p.on_arrival(c, arrival(2, 0), g(4));  // table complete: worker 2 triggers x = -7/3
+    p.on_leave(c, 2);                      // its update no longer counts in the round
+    p.on_arrival(c, arrival(0, 1), g(3));  // CURRENT[0] = mean(1, 3): x -= (2 + 2) / 2
+    BOOST_TEST(p.round() == 0u);
+    p.on_arrival(c, arrival(1, 2), g(5));  // CURRENT[1] = mean(2, 5): x -= (2 + 3.5) / 2
+    BOOST_TEST(p.params()[0] == -7.0 / 3.0 - 2.0 - 2.75, boost::test_tools::tolerance(1e-14));
+    BOOST_TEST(p.round() == 1u);  // one update per member: the round is over
+    BOOST_TEST(p.current().count(2) == 0u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(hostile_churn_schedules_are_refused_by_key_value_and_rule) {
   const auto refused = [](sim::churn_schedule s, const std::string& key, const std::string& rule) {
     try {
