@@ -180,6 +180,9 @@ BOOST_AUTO_TEST_CASE(asgd_family_forgets_the_leavers_job_and_converges_as_withou
   same_tolerance([] { return async::dc_asgd(n_slots, server(0.1)); }, prob, 0.05, "dc_asgd");
   same_tolerance([] { return async::rescaled_asgd(n_slots, server(0.1)); }, prob, 0.05,
                  "rescaled_asgd");
+  // The 4 fastest by tau are 0, 4, 1, 2: worker 3 is held throughout, the fresh joiner 4 runs.
+  same_tolerance([] { return async::naive_optimal_asgd(n_slots, server(0.1), {.tau = tau, .active = 4}); },
+                 prob, 0.05, "naive_optimal_asgd");
 }
 
 BOOST_AUTO_TEST_CASE(ringmaster_keeps_every_applied_delay_below_r_across_the_change) {
