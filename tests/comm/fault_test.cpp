@@ -108,7 +108,12 @@ BOOST_AUTO_TEST_CASE(a_rank_that_throws_with_its_allreduce_pending_gives_its_pee
                                     auto pending = c.allreduce(hg::span<float>(v), o);
                                     throw std::logic_error("rank 2 lost its device mid-step");
                                   }
-                                  out.run(c.rank(), [&] { c.allreduce(hg::span<float>(v), o).wait(); });
+                                  out.run(c.rank(), [&] {
+                                    // The allreduce may complete without rank 2 (peers
+                                    // do its chunks once it has posted); the barrier cannot.
+                                    c.allreduce(hg::span<float>(v), o).wait();
+                                    c.barrier().wait();
+                                  });
                                 }),
                       std::logic_error);
     for (int r : {0, 1, 3}) {
