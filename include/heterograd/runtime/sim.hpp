@@ -290,6 +290,7 @@ class async_runtime : public detail::simulated<Result, Model> {
     return this->run_engine(h, opt);
   }
 
+ private:
   /// The stalls of a schedule as an outage model (nothing when it has none).
   static std::optional<sim::windowed<sim::constant_time>> stall_model(const sim::churn_schedule& s) {
     auto w = sim::stall_windows(s);
