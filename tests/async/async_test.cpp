@@ -688,14 +688,16 @@ std::vector<std::byte> save(Policy& p, hr::async_runtime<std::vector<double>, ti
   return w.bytes();
 }
 
-// Runs make() to t = 23.5, checkpoints, restores into a second make(), runs both to t = 70.
+// Runs make() to t = 23.5, checkpoints, restores into a second make(), runs both to t = 70
+// (under `churn` when given: its pending leaves and joins are in the checkpoint's engine).
 template <class Make, class Extra>
-void check_resume(Make make, Extra extra) {
+void check_resume(Make make, Extra extra, const sim::churn_schedule& churn = {}) {
   const std::uint64_t seed = hg_test::seed();
   const std::size_t n = 4;
   auto model = [&] { return sim::plus(sim::linear_times(n, seed, true), sim::half_normal_noise(seed, 0.5)); };
   auto a = make();
   hr::async_runtime<std::vector<double>, time_model> rta(n, model());
+  rta.set_churn(churn);
   hr::run_options o;
   o.horizon = 23.5;
   rta.run(a, noisy_gradient(a, seed), o);
@@ -704,6 +706,7 @@ void check_resume(Make make, Extra extra) {
 
   auto b = make();
   hr::async_runtime<std::vector<double>, time_model> rtb(n, model());
+  rtb.set_churn(churn);
   heterograd::archive_reader r(bytes);
   r(b, rtb);
   BOOST_TEST(r.done());
@@ -719,6 +722,7 @@ void check_resume(Make make, Extra extra) {
   BOOST_TEST((a == b));
   BOOST_TEST(extra(a) == extra(b));
   BOOST_TEST(rta.engine().trace_hash() == rtb.engine().trace_hash());
+  BOOST_TEST(rta.lost_jobs() == rtb.lost_jobs());
   BOOST_TEST((save(a, rta) == save(b, rtb)));
 }
 
@@ -748,6 +752,31 @@ BOOST_AUTO_TEST_CASE(ssp_and_dssp_resume_from_bytes_with_their_clocks_and_waitin
                [](const auto& p) { return p.max_gap_started(); });
   check_resume([] { return async::dssp_server<double, mom>(4, momentum_server(), heterograd::balance::dssp_config{.lower = 1, .range = 2}); },
                [](const auto& p) { return p.max_gap_started(); });
+}
+
+// Issue 46: worker 1 leaves at 10.3 (before the checkpoint at 23.5), worker 3 is absent at
+// the start and joins at 40.1, worker 1 returns at 50.2 (after it): the membership, the lost
+// jobs and the pending events survive the bytes.
+BOOST_AUTO_TEST_CASE(churn_runs_resume_from_bytes_with_their_membership_and_pending_events) {
+  sim::churn_schedule c;
+  c.absent = {3};
+  c.events = {{sim::churn_kind::leave, 1, 10.3, 0},
+              {sim::churn_kind::stall, 0, 20.0, 6.0},
+              {sim::churn_kind::join, 3, 40.1, 0},
+              {sim::churn_kind::join, 1, 50.2, 0}};
+  const auto members = [](const auto& p) {
+    return std::vector<bool>{p.live(0), p.live(1), p.live(2), p.live(3)};
+  };
+  check_resume([] { return async::ringmaster_asgd<double, mom>(4, momentum_server(), {.threshold = 2, .variant = async::ringmaster_variant::interrupt}); }, members, c);
+  check_resume([] { return async::ia2sgd<double, mom>(4, momentum_server()); }, members, c);
+  check_resume([] { return async::ringleader_asgd<double, mom>(4, momentum_server()); },
+               [](const auto& p) { return std::vector<std::uint64_t>{p.round(), p.updates_in_round(), p.live_workers()}; }, c);
+  check_resume([] { return async::ssp_server<double, mom>(4, momentum_server(), {.staleness = 1}); },
+               [](const auto& p) { return std::vector<std::uint64_t>{p.max_gap_started(), p.min_clock(), p.live_workers()}; }, c);
+  check_resume([] { return async::dssp_server<double, mom>(4, momentum_server(), heterograd::balance::dssp_config{.lower = 1, .range = 2}); },
+               members, c);
+  check_resume([] { return async::rescaled_asgd<double, mom>(4, momentum_server()); },
+               [](const auto& p) { return std::vector<double>{p.tau(0), p.tau(1), p.tau(2), p.tau(3)}; }, c);
 }
 
 BOOST_AUTO_TEST_CASE(dc_asgd_and_fedbuff_resume_from_bytes_to_the_same_state) {

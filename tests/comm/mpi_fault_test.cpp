@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -165,6 +166,35 @@ BOOST_AUTO_TEST_CASE(a_rank_that_throws_aborts_the_group_and_the_others_fail_nam
   }
   // Use after abort: everything fails at once.
   BOOST_CHECK_THROW(c.barrier().wait(), hc::aborted_error);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Issue 46: the same with rank 1's ring allreduce (a schedule over send / recv) pending when
+// it throws: the peers are told the exception's message (run_or_abort's notice), as inproc's
+// peers now are (fault_test.cpp).
+BOOST_AUTO_TEST_CASE(a_rank_that_throws_with_its_ring_allreduce_pending_gives_the_others_its_message) {
+  hm::communicator c(MPI_COMM_WORLD);
+  std::vector<float> v(1000, 1.0f);
+  hc::allreduce_options o;
+  o.algo = hc::algorithm::ring;
+  o.timeout = hg::seconds{20};
+  if (c.rank() == 1) {
+    BOOST_CHECK_THROW(hm::run_or_abort(c,
+                                       [&] {
+                                         auto pending = c.allreduce(hg::span<float>(v), o);
+                                         throw std::runtime_error("rank 1 lost its device mid-step");
+                                       }),
+                      std::runtime_error);
+  } else {
+    try {
+      c.allreduce(hg::span<float>(v), o).wait();
+      BOOST_FAIL("allreduce completed without rank 1");
+    } catch (const hc::aborted_error& e) {
+      const std::string what = e.what();
+      BOOST_TEST(e.rank() == 1);
+      BOOST_TEST(what.find("rank 1 lost its device mid-step") != std::string::npos, what);
+    }
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

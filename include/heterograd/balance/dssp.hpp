@@ -120,15 +120,41 @@ class dssp_controller {
   std::size_t clock(std::size_t p) const { return workers_.at(p).pushes; }
   std::size_t credits(std::size_t p) const { return workers_.at(p).credits; }
   std::size_t gap(std::size_t p) const { return workers_.at(p).pushes - min_clock(); }
+  /// The smallest and largest clock over the members (docs/elastic.md).
   std::size_t min_clock() const {
     std::size_t m = std::numeric_limits<std::size_t>::max();
-    for (const auto& w : workers_) m = std::min(m, w.pushes);
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      if (member(i)) m = std::min(m, workers_[i].pushes);
     return m;
   }
   std::size_t max_clock() const {
     std::size_t m = 0;
-    for (const auto& w : workers_) m = std::max(m, w.pushes);
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      if (member(i)) m = std::max(m, workers_[i].pushes);
     return m;
+  }
+
+  /// Membership (docs/elastic.md; the papers are silent). A leaver no longer counts in the
+  /// clocks' minimum (so nobody waits for it); a joiner, fresh or returning, starts at the
+  /// slowest member's clock with no credits and no push times: until it has pushed twice
+  /// the controller grants it nothing, as for any worker without two pushes.
+  bool member(std::size_t p) const { return absent_.empty() || !absent_[p]; }
+  void leave(std::size_t p) {
+    require(p < workers_.size(), "worker", p, "must be < the number of workers");
+    require(member(p), "worker", p, "must be a member to leave (it is absent)");
+    std::size_t members = 0;
+    for (std::size_t i = 0; i < workers_.size(); ++i) members += member(i) ? 1 : 0;
+    require(members > 1, "worker", p, "must not be the last member to leave");
+    if (absent_.empty()) absent_.assign(workers_.size(), 0);
+    absent_[p] = 1;
+  }
+  void join(std::size_t p) {
+    require(p < workers_.size(), "worker", p, "must be < the number of workers");
+    require(!member(p), "worker", p, "must be absent to join (it is a member)");
+    const std::size_t lo = min_clock();
+    absent_[p] = 0;
+    workers_[p] = worker_state{};
+    workers_[p].pushes = lo;
   }
 
   friend bool operator==(const dssp_controller&, const dssp_controller&) = default;
@@ -137,7 +163,7 @@ class dssp_controller {
   /// `ar(...)` writes or reads them. The configuration is rebuilt by the caller.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(workers_);
+    ar(workers_, absent_);
   }
 
  private:
@@ -158,8 +184,9 @@ class dssp_controller {
   std::size_t controller(std::size_t p, std::size_t g) const {
     // The slowest worker: the smallest clock, ties to the lower index.
     std::size_t s = 0;
-    for (std::size_t i = 1; i < workers_.size(); ++i) {
-      if (workers_[i].pushes < workers_[s].pushes) s = i;
+    while (!member(s)) ++s;
+    for (std::size_t i = s + 1; i < workers_.size(); ++i) {
+      if (member(i) && workers_[i].pushes < workers_[s].pushes) s = i;
     }
     const auto& f = workers_[p];
     const auto& sl = workers_[s];
@@ -193,6 +220,7 @@ class dssp_controller {
 
   dssp_config config_;
   std::vector<worker_state> workers_;
+  std::vector<char> absent_;  // empty until the first leave: 1 = not a member
 };
 
 }  // namespace heterograd::balance

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "heterograd/core/clock.hpp"
@@ -55,8 +56,10 @@ class measurement_window {
   }
 
   /// Throws unless every worker has samples and positive compute time in this window.
-  void require_complete() const {
+  /// With `absent` (one flag per worker, empty: none), only the members must have reported.
+  void require_complete(std::span<const char> absent = {}) const {
     for (std::size_t w = 0; w < sums_.size(); ++w) {
+      if (!absent.empty() && absent[w]) continue;
       require(sums_[w].samples > 0, "measurements.samples", sums_[w].samples,
               "every worker must report samples before a rebalance");
       require(sums_[w].time > 0, "measurements.compute_time", sums_[w].time,

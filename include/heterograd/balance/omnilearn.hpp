@@ -97,20 +97,31 @@ inline std::vector<std::size_t> validated_batches(std::span<const std::size_t> b
 
 /// The P-controller candidates b̂_i = b_i + k_p (X_i t̄ − b_i), with t_i = b_i / X_i the
 /// per-iteration time at the current batch (robust to a short last batch in the window).
+/// Workers flagged in `absent` (empty: none; docs/elastic.md) are left out of t̄ and keep
+/// their batch (their candidate is b_i).
 inline std::vector<double> omnilearn_candidates(const std::vector<std::size_t>& b,
                                                 const measurement_window& win,
-                                                const omnilearn_config& c) {
+                                                const omnilearn_config& c,
+                                                std::span<const char> absent = {}) {
   const std::size_t n = b.size();
+  const auto out = [&](std::size_t i) { return !absent.empty() && absent[i]; };
   std::vector<double> x(n), t(n), cand(n);
   double t_mean = 0;
+  std::size_t members = 0;
   for (std::size_t i = 0; i < n; ++i) {
+    if (out(i)) continue;
     x[i] = win.throughput(i);
     t[i] = static_cast<double>(b[i]) / x[i];
     t_mean += t[i];
+    ++members;
   }
-  t_mean /= static_cast<double>(n);
+  t_mean /= static_cast<double>(members);
   for (std::size_t i = 0; i < n; ++i) {
     const double bi = static_cast<double>(b[i]);
+    if (out(i)) {
+      cand[i] = bi;
+      continue;
+    }
     cand[i] = bi + c.gain * (x[i] * t_mean - bi);
     if (c.scope == deadband_scope::per_worker &&
         std::abs(cand[i] - bi) / cand[i] < c.deadband) {
@@ -156,9 +167,11 @@ class omnilearn_controller {
   /// deadband keeps the old ones; true if some batch changed. Throws, changing nothing,
   /// unless every worker reported samples and positive compute time.
   template <class Spread, class Round>
-  bool step(Spread&& spread, Round&& round) {
-    window_.require_complete();
-    std::vector<double> x = spread(omnilearn_candidates(batches_, window_, config_));
+  bool step(Spread&& spread, Round&& round, std::span<const char> absent = {}) {
+    require(absent.empty() || absent.size() == batches_.size(), "absent.size", absent.size(),
+            "must be 0 or the number of workers (" + std::to_string(batches_.size()) + ")");
+    window_.require_complete(absent);
+    std::vector<double> x = spread(omnilearn_candidates(batches_, window_, config_, absent));
     window_.clear();
     if (config_.scope == deadband_scope::cluster &&
         largest_relative_change(x, batches_) < config_.deadband) {
@@ -252,8 +265,9 @@ class omnilearn_asp : public detail::omnilearn_controller {
       : omnilearn_controller(initial_batches, config), initial_(batches_) {}
 
   /// Runs the controller (once per epoch, on the server): each candidate clamped to the
-  /// batch bounds and rounded half up; true if some batch changed.
-  bool rebalance() {
+  /// batch bounds and rounded half up; true if some batch changed. With `absent` (one flag
+  /// per worker), over the members only: t̄ is their mean, an absent worker keeps its batch.
+  bool rebalance(std::span<const char> absent = {}) {
     return step(
         [&](const std::vector<double>& cand) {
           std::vector<double> x(cand.size());
@@ -270,7 +284,8 @@ class omnilearn_asp : public detail::omnilearn_controller {
             next[i] = static_cast<std::size_t>(std::floor(x[i] + 0.5));
           }
           return next;
-        });
+        },
+        absent);
   }
 
   /// The server applies each push on its own: every contribution has weight 1.

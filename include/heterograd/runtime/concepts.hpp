@@ -83,6 +83,16 @@ concept server_policy =
     (!requires(P& p, double t) { p.ready(t); } ||
      requires(P& p, double t) { { p.ready(t) } -> std::convertible_to<bool>; });
 
+/// Membership hooks (docs/elastic.md): a policy that has on_leave(ctl, w) / on_join(ctl, w)
+/// is told when worker w leaves (its job in flight is lost: never handed over) or joins (it
+/// starts at the current model once the hook returns, unless the hook held or started it).
+/// Optional: a runtime calls them only where present, so a policy without them compiles and
+/// runs unchanged (on a run without churn nothing is called).
+template <class P, class Ctl>
+concept has_on_leave = requires(P& p, Ctl& c, worker_id w) { p.on_leave(c, w); };
+template <class P, class Ctl>
+concept has_on_join = requires(P& p, Ctl& c, worker_id w) { p.on_join(c, w); };
+
 /// The control handle of the round runtime: observe (now, workers, round) and report
 /// outcomes.
 template <class C>

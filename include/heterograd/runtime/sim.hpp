@@ -24,6 +24,11 @@
 //        compute(worker, version, job_index, Result& out)
 //    on the parameters as they are then, and hands `out` to the policy at the job's virtual
 //    finish time. An interrupted job's result is never handed over.
+//    Churn (set_churn, sim/churn.hpp; docs/elastic.md): at a leave the worker's job in
+//    flight is lost (cancelled, counted in lost_jobs(), never handed over) and the policy's
+//    on_leave(ctl, w) runs; at a join the policy's on_join(ctl, w) runs and the worker, if
+//    still idle, starts at the current version; a stall delays the worker's job times. The
+//    hooks are optional (concepts.hpp: has_on_leave / has_on_join).
 //
 // 3. runtime::round_runtime: synchronous rounds for BSP / local-SGD style policies
 //    (round_policy):
@@ -42,6 +47,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -49,6 +55,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/runtime/concepts.hpp"
 #include "heterograd/runtime/options.hpp"
+#include "heterograd/sim/churn.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
@@ -169,9 +176,30 @@ class async_runtime : public detail::simulated<Result, Model> {
 
  public:
   async_runtime(std::size_t workers, Model model, std::size_t batch = 1)
-      : base(workers, std::move(model)), batch_(workers, batch) {
+      : base(workers, std::move(model)), batch_(workers, batch), absent_(workers, 0),
+        lost_(workers, 0) {
     require(batch > 0, "batch", batch, "must be > 0");
   }
+
+  /// Churn for this run (sim/churn.hpp): validated here (the key, value and rule of the
+  /// first broken rule), before the run starts. Configuration, like the model: a resumed
+  /// run is given the same schedule again.
+  void set_churn(sim::churn_schedule s) {
+    require(!started_, "churn", s.events.size(), "must be set before the run starts");
+    s.validate(engine_.workers());
+    stalls_ = stall_model(s);
+    churn_ = std::move(s);
+  }
+  const sim::churn_schedule& churn() const { return churn_; }
+  /// Whether worker w is a member now.
+  bool present(worker_id w) const { return !absent_.at(w); }
+  /// Jobs lost because their worker left while they were in flight (all, or worker w's).
+  std::uint64_t lost_jobs() const {
+    std::uint64_t n = 0;
+    for (auto x : lost_) n += x;
+    return n;
+  }
+  std::uint64_t lost_jobs(worker_id w) const { return lost_.at(w); }
   /// Batch size worker w's next jobs are timed with.
   void set_batch(worker_id w, std::size_t b) {
     require(w < batch_.size(), "worker", w, "must be < the number of workers");
@@ -184,7 +212,7 @@ class async_runtime : public detail::simulated<Result, Model> {
   /// worker-time model is configuration, rebuilt by the caller; the policy is saved apart.
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(engine_, recorder_, results_, batch_, started_);
+    ar(engine_, recorder_, results_, batch_, started_, absent_, lost_);
   }
 
   /// The control handle a policy receives.
@@ -203,9 +231,11 @@ class async_runtime : public detail::simulated<Result, Model> {
     void restart(worker_id w) {
       auto& e = rt_.engine_;
       require(e.state(w) == sim::worker_state::idle, "worker", w, "must be idle to restart");
+      require(!rt_.absent_[w], "worker", w, "must be present to restart (it left)");
       const std::uint64_t v = policy_.version();
       const std::uint64_t k = e.next_job_index(w);
-      const double d = rt_.job_duration(w, k, rt_.batch_[w]);
+      double d = rt_.job_duration(w, k, rt_.batch_[w]);
+      if (rt_.stalls_) d = rt_.stalls_->finish(w, now(), d) - now();
       compute_(w, v, k, rt_.results_[w]);
       e.start(w, d, v);
     }
@@ -242,14 +272,7 @@ class async_runtime : public detail::simulated<Result, Model> {
                   Evaluate&& evaluate = {}) {
     using ctl_t = control<Policy, std::remove_reference_t<Compute>>;
     ctl_t ctl(*this, policy, compute);
-    if (!started_) {
-      started_ = true;
-      if constexpr (requires { policy.on_start(ctl); }) {
-        policy.on_start(ctl);
-      } else {
-        for (std::size_t w = 0; w < engine_.workers(); ++w) ctl.restart(static_cast<worker_id>(w));
-      }
-    }
+    if (!started_) start(policy, ctl);
     struct handler {
       async_runtime& rt;
       Policy& policy;
@@ -258,16 +281,73 @@ class async_runtime : public detail::simulated<Result, Model> {
       void on_job_finished(sim::engine&, const sim::event& ev) {
         const arrival a{ev.worker, ev.job.tag, ev.job.index, ev.job.start, ev.time};
         policy.on_arrival(ctl, a, rt.results_[ev.worker]);
-        if (rt.engine_.state(ev.worker) == sim::worker_state::idle) ctl.restart(ev.worker);
+        if (rt.engine_.state(ev.worker) == sim::worker_state::idle && !rt.absent_[ev.worker])
+          ctl.restart(ev.worker);
       }
+      void on_timer(sim::engine&, const sim::event& ev) { rt.apply_churn(policy, ctl, ev.tag); }
       void evaluate(sim::engine&, double t) { detail::evaluate_into(rt.recorder_, eval, t); }
     } h{*this, policy, ctl, evaluate};
     return this->run_engine(h, opt);
   }
 
  private:
+  /// The stalls of a schedule as an outage model (nothing when it has none).
+  static std::optional<sim::windowed<sim::constant_time>> stall_model(const sim::churn_schedule& s) {
+    auto w = sim::stall_windows(s);
+    if (w.empty()) return std::nullopt;
+    return sim::windowed<sim::constant_time>(sim::constant_time{}, std::move(w));
+  }
+
+  // The first start: workers absent from the start leave before anything runs (no job is
+  // lost), the churn events become timers (tag: the event's index), then the policy's
+  // on_start, or every present worker starts at version 0.
+  template <class Policy, class Ctl>
+  void start(Policy& policy, Ctl& ctl) {
+    started_ = true;
+    for (const auto w : churn_.absent) {
+      absent_[w] = 1;
+      if constexpr (has_on_leave<Policy, Ctl>) policy.on_leave(ctl, w);
+    }
+    for (std::size_t i = 0; i < churn_.events.size(); ++i)
+      if (churn_.events[i].kind != sim::churn_kind::stall)
+        engine_.schedule_at(churn_.events[i].time, i);
+    if constexpr (requires { policy.on_start(ctl); }) {
+      policy.on_start(ctl);
+    } else {
+      for (std::size_t w = 0; w < engine_.workers(); ++w)
+        if (!absent_[w]) ctl.restart(static_cast<worker_id>(w));
+    }
+  }
+
+  // A leave: the job in flight is lost, a held worker is let go, then the policy forgets
+  // the worker. A join: the policy first, then the worker starts at the current version
+  // unless the policy held or started it.
+  template <class Policy, class Ctl>
+  void apply_churn(Policy& policy, Ctl& ctl, std::uint64_t index) {
+    const sim::churn_event& e = churn_.events.at(index);
+    const worker_id w = e.worker;
+    if (e.kind == sim::churn_kind::leave) {
+      if (engine_.state(w) == sim::worker_state::busy) {
+        engine_.cancel(w);
+        ++lost_[w];
+      } else if (engine_.state(w) == sim::worker_state::waiting) {
+        engine_.release(w);
+      }
+      absent_[w] = 1;
+      if constexpr (has_on_leave<Policy, Ctl>) policy.on_leave(ctl, w);
+    } else if (e.kind == sim::churn_kind::join) {
+      absent_[w] = 0;
+      if constexpr (has_on_join<Policy, Ctl>) policy.on_join(ctl, w);
+      if (engine_.state(w) == sim::worker_state::idle) ctl.restart(w);
+    }
+  }
+
   std::vector<std::size_t> batch_;
   bool started_ = false;
+  sim::churn_schedule churn_;
+  std::optional<sim::windowed<sim::constant_time>> stalls_;
+  std::vector<char> absent_;
+  std::vector<std::uint64_t> lost_;
 };
 
 /// Synchronous rounds over n workers (see the header comment for the policy contract).

@@ -50,19 +50,20 @@ class weighted_asgd : public policy_base<T, Optimizer, Memory> {
     const auto in = this->admit(ctl, a, g, Rule::name);
     if (!in) return;
     const std::uint64_t delay = in->delay;
-    const double w = rule_(delay, this->workers_);
+    const double w = rule_(delay, this->live_);  // n: the members now (docs/elastic.md)
     this->server_.apply(in->gradient, w);
     ctl.applied(a.worker, delay);
   }
 
   friend bool operator==(const weighted_asgd& a, const weighted_asgd& b) {
-    return a.server_ == b.server_;
+    return a.server_ == b.server_ && a.same_membership(b);
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_);
+    this->serialize_membership(ar);
   }
 
  private:

@@ -134,9 +134,17 @@ class dc_asgd : public detail::policy_base<T, Optimizer, Memory> {
     save_backup(a.worker);
   }
 
+  /// Membership: a joiner pulls the current model, which becomes its backup x_bak (the
+  /// compensation needs the model its gradient is computed at); a leaver's backup is unused
+  /// until it returns, and then overwritten.
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w) {
+    this->mark_join(w);
+    save_backup(w);
+  }
   friend bool operator==(const dc_asgd& a, const dc_asgd& b) {
     const auto& m = a.server_.memory();
-    return a.server_ == b.server_ && kernels::same_bits(m, a.backup_, b.backup_) &&
+    return a.server_ == b.server_ && a.same_membership(b) && kernels::same_bits(m, a.backup_, b.backup_) &&
            kernels::same_bits(m, a.mean_square_, b.mean_square_);
   }
 
@@ -144,6 +152,7 @@ class dc_asgd : public detail::policy_base<T, Optimizer, Memory> {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_);
+    this->serialize_membership(ar);
     const auto& m = this->server_.memory();
     kernels::archive_buffer(ar, m, backup_, "dc_asgd.backup", backup_.size());
     kernels::archive_buffer(ar, m, mean_square_, "dc_asgd.mean_square", mean_square_.size());

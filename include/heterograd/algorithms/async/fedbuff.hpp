@@ -50,6 +50,8 @@ class fedbuff : public detail::policy_base<T, Optimizer, Memory> {
 
   const fedbuff_config& config() const { return config_; }
   std::size_t buffered() const { return count_; }
+  // Membership: policy_base's hooks. Updates already in the buffer stay (K counts updates,
+  // not clients; FedBuff's buffer holds deltas whoever sent them).
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
@@ -72,7 +74,7 @@ class fedbuff : public detail::policy_base<T, Optimizer, Memory> {
   }
 
   friend bool operator==(const fedbuff& a, const fedbuff& b) {
-    return a.server_ == b.server_ && a.count_ == b.count_ &&
+    return a.server_ == b.server_ && a.same_membership(b) && a.count_ == b.count_ &&
            kernels::same_bits(a.server_.memory(), a.buffer_, b.buffer_);
   }
 
@@ -80,6 +82,7 @@ class fedbuff : public detail::policy_base<T, Optimizer, Memory> {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_);
+    this->serialize_membership(ar);
     kernels::archive_buffer(ar, this->server_.memory(), buffer_, "fedbuff.buffer", this->dim());
     ar(count_);
   }

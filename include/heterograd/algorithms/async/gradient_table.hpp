@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +98,17 @@ class mean_table {
     ops::replace_entry(memory_, g, entry_of(i), kernels::view(memory_, sum_));
     oldest_[i] = version;
   }
+  /// Empties entry i and takes it out of the sum (a worker that left: docs/elastic.md).
+  /// Bytes: 4 sizeof(T) per element (read the entry and the sum, write both).
+  void remove(std::size_t i) {
+    if (counts_[i] == 0) return;
+    const auto e = entry_of(i);
+    ops::axpy(memory_, T(-1), span<const T, memory_space>(e), kernels::view(memory_, sum_));
+    ops::zero(memory_, e);
+    counts_[i] = 0;
+    oldest_[i] = std::numeric_limits<std::uint64_t>::max();
+    --filled_;
+  }
   /// Empties every entry (the sum is exactly 0 again).
   void clear() {
     ops::zero(memory_, kernels::view(memory_, means_));
@@ -105,14 +117,18 @@ class mean_table {
     std::fill(oldest_.begin(), oldest_.end(), std::numeric_limits<std::uint64_t>::max());
     filled_ = 0;
   }
-  /// Harmonic mean of the counts, ((1/n) sum 1/b_i)^{-1} (0 if an entry is empty).
-  double harmonic_count() const {
+  /// Harmonic mean of the counts, ((1/n) sum 1/b_i)^{-1} (0 if an entry is empty), over
+  /// the entries not flagged in `absent` (empty: every entry; n: those counted).
+  double harmonic_count(std::span<const char> absent = {}) const {
     double s = 0;
-    for (std::size_t c : counts_) {
-      if (c == 0) return 0.0;
-      s += 1.0 / static_cast<double>(c);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < counts_.size(); ++i) {
+      if (!absent.empty() && absent[i]) continue;
+      if (counts_[i] == 0) return 0.0;
+      s += 1.0 / static_cast<double>(counts_[i]);
+      ++n;
     }
-    return static_cast<double>(counts_.size()) / s;
+    return static_cast<double>(n) / s;
   }
 
   /// Bitwise equality of the entries and the sum, equality of the counts and versions.
@@ -193,22 +209,33 @@ class ia2sgd : public detail::policy_base<T, Optimizer, Memory> {
     if (!in) return;
     const std::uint64_t delay = in->delay;
     table_.replace(a.worker, in->gradient, a.version);
-    if (config_.warm_up && table_.filled() < this->workers_) {
-      ctl.buffered(a.worker, delay);  // in the table; the first step waits for every worker
+    if (config_.warm_up && table_.filled() < this->live_) {
+      ctl.buffered(a.worker, delay);  // in the table; the step waits for every member
       return;
     }
-    this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->workers_));
+    this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->live_));
     ctl.applied(a.worker, delay);
   }
 
+  /// Membership (docs/elastic.md; the paper's f = (1/n) sum_i f_i has a fixed n): a leaver's
+  /// entry leaves the table and the sum, and the step averages over the n_live members, so
+  /// no step uses the gradient of a worker that left; the objective becomes the members'
+  /// mean. A joiner's entry is empty: the warm-up rule applies to the new member set (no
+  /// step until it has reported; with warm_up = false its entry counts as zero).
+  template <class Ctl>
+  void on_leave(Ctl&, worker_id w) {
+    this->mark_leave(w);
+    table_.remove(w);
+  }
   friend bool operator==(const ia2sgd& a, const ia2sgd& b) {
-    return a.server_ == b.server_ && a.table_ == b.table_;
+    return a.server_ == b.server_ && a.same_membership(b) && a.table_ == b.table_;
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, table_);
+    this->serialize_membership(ar);
   }
 
  private:
@@ -258,24 +285,34 @@ class malenia_sgd : public detail::policy_base<T, Optimizer, Memory> {
       return;
     }
     table_.add(a.worker, in->gradient, a.version);
-    if (table_.filled() < this->workers_ || table_.harmonic_count() < config_.threshold) {
+    if (table_.filled() < this->live_ || table_.harmonic_count(this->absent_) < config_.threshold) {
       ctl.buffered(a.worker, 0);
       return;
     }
-    this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->workers_));
+    this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->live_));
     table_.clear();
     ctl.applied(a.worker, 0);
     if (config_.stop_stale) detail::stop_all_busy(ctl, this->workers_);
   }
 
+  /// Membership (the paper is silent; docs/elastic.md): a leaver's running mean leaves the
+  /// table; the round's condition (every member has >= 1 gradient, harmonic mean of the
+  /// members' counts >= S) and the step's 1/n are over the members. A joiner's count is 0:
+  /// the round waits for its first gradient at the round's point.
+  template <class Ctl>
+  void on_leave(Ctl&, worker_id w) {
+    this->mark_leave(w);
+    table_.remove(w);
+  }
   friend bool operator==(const malenia_sgd& a, const malenia_sgd& b) {
-    return a.server_ == b.server_ && a.table_ == b.table_;
+    return a.server_ == b.server_ && a.same_membership(b) && a.table_ == b.table_;
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, table_);
+    this->serialize_membership(ar);
   }
 
  private:
@@ -319,27 +356,37 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer, Memory> {
       return;
     }
     current_.add(a.worker, gv, a.version);
-    if (current_.filled() < this->workers_) {  // phase 1: gathering
+    if (current_.filled() < this->live_) {  // phase 1: gathering (or waiting for a joiner)
       ctl.buffered(a.worker, delay);
       return;
     }
     // Phase 2: this worker's one update of the round.
     const std::uint64_t k = this->version();
     max_used_ = std::max(max_used_, k - current_.oldest());
-    this->server_.apply(current_.sum(), 1.0 / static_cast<double>(this->workers_));
+    this->server_.apply(current_.sum(), 1.0 / static_cast<double>(this->live_));
     ctl.applied(a.worker, delay);
     triggered_[a.worker] = true;
-    if (++updates_ < this->workers_) return;
-    // End of round: CURRENT <- NEXT, NEXT <- empty.
-    swap(current_, next_);
-    next_.clear();
-    std::fill(triggered_.begin(), triggered_.end(), false);
-    updates_ = 0;
-    ++round_;
+    ++updates_;
+    end_round_when_done();
+  }
+  /// Membership (the paper is silent; docs/elastic.md): a leaver's entries leave CURRENT and
+  /// NEXT; its update this round, if it made one, no longer counts, and the round ends once
+  /// every remaining member has triggered (at once, if they all have). A joiner's entries
+  /// are empty: the table is complete again, and steps resume, when it has reported.
+  template <class Ctl>
+  void on_leave(Ctl&, worker_id w) {
+    this->mark_leave(w);
+    current_.remove(w);
+    next_.remove(w);
+    if (triggered_[w]) {
+      triggered_[w] = false;
+      --updates_;
+    }
+    end_round_when_done();
   }
 
   friend bool operator==(const ringleader_asgd& a, const ringleader_asgd& b) {
-    return a.server_ == b.server_ && a.current_ == b.current_ && a.next_ == b.next_ &&
+    return a.server_ == b.server_ && a.same_membership(b) && a.current_ == b.current_ && a.next_ == b.next_ &&
            a.triggered_ == b.triggered_ && a.updates_ == b.updates_ && a.round_ == b.round_;
   }
 
@@ -347,9 +394,19 @@ class ringleader_asgd : public detail::policy_base<T, Optimizer, Memory> {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, current_, next_, triggered_, updates_, round_, max_used_);
+    this->serialize_membership(ar);
   }
 
  private:
+  // End of round after one update per member: CURRENT <- NEXT, NEXT <- empty.
+  void end_round_when_done() {
+    if (updates_ == 0 || updates_ < this->live_) return;
+    swap(current_, next_);
+    next_.clear();
+    std::fill(triggered_.begin(), triggered_.end(), false);
+    updates_ = 0;
+    ++round_;
+  }
   detail::mean_table<T, Memory> current_;
   detail::mean_table<T, Memory> next_;
   std::vector<bool> triggered_;

@@ -103,8 +103,24 @@ class omnilearn_asgd : public detail::policy_base<T, Optimizer, Memory> {
     job_batch_[w] = ctrl_.batch_size(w);  // worker w restarts now, with its current batch
   }
 
+  /// Membership (docs/elastic.md): the controller runs over the members (t̄ is their mean;
+  /// "every worker has reported" means every member); an absent worker keeps its batch. A
+  /// joiner, fresh or returning, starts with the batch the controller holds for it and is
+  /// measured from its first job, so the next run rebalances it with the others.
+  template <class Ctl>
+  void on_leave(Ctl& ctl, worker_id w) {
+    this->mark_leave(w);
+    reported_[w] = 0;
+    maybe_rebalance(ctl);
+  }
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w) {
+    this->mark_join(w);
+    reported_[w] = 0;
+    job_batch_[w] = ctrl_.batch_size(w);
+  }
   friend bool operator==(const omnilearn_asgd& a, const omnilearn_asgd& b) {
-    return a.server_ == b.server_ && a.ctrl_ == b.ctrl_ && a.job_batch_ == b.job_batch_ &&
+    return a.server_ == b.server_ && a.same_membership(b) && a.ctrl_ == b.ctrl_ && a.job_batch_ == b.job_batch_ &&
            a.reported_ == b.reported_ && a.since_ == b.since_ && a.runs_ == b.runs_ &&
            a.changes_ == b.changes_;
   }
@@ -114,19 +130,20 @@ class omnilearn_asgd : public detail::policy_base<T, Optimizer, Memory> {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, ctrl_, job_batch_, reported_, since_, runs_, changes_);
+    this->serialize_membership(ar);
   }
 
  private:
   template <class Ctl>
   void maybe_rebalance(Ctl& ctl) {
-    const std::size_t every = cfg_.rebalance_every == 0 ? this->workers_ : cfg_.rebalance_every;
+    const std::size_t every = cfg_.rebalance_every == 0 ? this->live_ : cfg_.rebalance_every;
     if (since_ < every) return;
-    for (char r : reported_)
-      if (!r) return;
+    for (std::size_t j = 0; j < this->workers_; ++j)
+      if (!reported_[j] && this->live(static_cast<worker_id>(j))) return;
     since_ = 0;
     std::fill(reported_.begin(), reported_.end(), 0);
     ++runs_;
-    if (!ctrl_.rebalance()) return;
+    if (!ctrl_.rebalance(this->absent_)) return;
     ++changes_;
     if constexpr (requires { ctl.set_batch(worker_id{0}, std::size_t{1}); })
       for (std::size_t j = 0; j < this->workers_; ++j)

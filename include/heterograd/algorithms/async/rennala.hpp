@@ -58,6 +58,9 @@ class rennala_sgd : public detail::policy_base<T, Optimizer, Memory> {
   const rennala_config& config() const { return config_; }
   /// Fresh gradients collected towards the next update.
   std::size_t collected() const { return count_; }
+  // Membership: policy_base's hooks. Nothing accepted is dropped when its worker leaves (the
+  // gradients in the sum were computed at the current x, so they stay valid); the batch of B
+  // is filled by the members' arrivals (a leaver's late result is dropped by admit).
 
   template <class Ctl, class Arrival, class G>
   void on_arrival(Ctl& ctl, const Arrival& a, const G& g) {
@@ -82,7 +85,7 @@ class rennala_sgd : public detail::policy_base<T, Optimizer, Memory> {
   }
 
   friend bool operator==(const rennala_sgd& a, const rennala_sgd& b) {
-    return a.server_ == b.server_ && a.count_ == b.count_ &&
+    return a.server_ == b.server_ && a.same_membership(b) && a.count_ == b.count_ &&
            kernels::same_bits(a.server_.memory(), a.sum_, b.sum_);
   }
 
@@ -90,6 +93,7 @@ class rennala_sgd : public detail::policy_base<T, Optimizer, Memory> {
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_);
+    this->serialize_membership(ar);
     kernels::archive_buffer(ar, this->server_.memory(), sum_, "rennala.sum", this->dim());
     ar(count_);
   }
@@ -168,6 +172,7 @@ class naive_optimal_asgd : public detail::policy_base<T, Optimizer, Memory> {
   template <class Ctl>
   void on_start(Ctl& ctl) {
     for (std::size_t w = 0; w < this->workers_; ++w) {
+      if (!this->live(static_cast<worker_id>(w))) continue;  // absent from the start
       if (active_[w]) ctl.restart(static_cast<worker_id>(w));
       else ctl.hold(static_cast<worker_id>(w));
     }
@@ -190,14 +195,22 @@ class naive_optimal_asgd : public detail::policy_base<T, Optimizer, Memory> {
     ctl.applied(a.worker, delay);
   }
 
+  /// Membership: the active set is fixed by tau (the m* fastest): a joiner outside it is
+  /// held, as at the start; an active leaver is not replaced (docs/elastic.md).
+  template <class Ctl>
+  void on_join(Ctl& ctl, worker_id w) {
+    this->mark_join(w);
+    if (!active_[w]) ctl.hold(w);
+  }
   friend bool operator==(const naive_optimal_asgd& a, const naive_optimal_asgd& b) {
-    return a.server_ == b.server_;
+    return a.server_ == b.server_ && a.same_membership(b);
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_);
+    this->serialize_membership(ar);
   }
 
  private:

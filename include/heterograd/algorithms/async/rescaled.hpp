@@ -110,14 +110,31 @@ class rescaled_asgd : public detail::policy_base<T, Optimizer, Memory> {
     ctl.applied(a.worker, delay);
   }
 
+  /// Membership: tau_ref (when learnt: the largest estimate) is taken over the members, so a
+  /// slow leaver no longer shrinks everyone's step; a joiner, fresh or returning, starts from
+  /// its configured tau (initial_tau) or learns it from its first job (an old estimate of a
+  /// returning id may describe another machine).
+  template <class Ctl>
+  void on_leave(Ctl&, worker_id w) {
+    this->mark_leave(w);
+    tau_[w] = 0.0;
+    max_ = *std::max_element(tau_.begin(), tau_.end());
+  }
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w) {
+    this->mark_join(w);
+    tau_[w] = config_.initial_tau.empty() ? 0.0 : config_.initial_tau[w];
+    max_ = *std::max_element(tau_.begin(), tau_.end());
+  }
   friend bool operator==(const rescaled_asgd& a, const rescaled_asgd& b) {
-    return a.server_ == b.server_ && a.tau_ == b.tau_;
+    return a.server_ == b.server_ && a.same_membership(b) && a.tau_ == b.tau_;
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, tau_, max_);
+    this->serialize_membership(ar);
   }
 
  private:

@@ -91,14 +91,24 @@ class ringmaster_asgd : public detail::policy_base<T, Optimizer, Memory> {
     if (config_.variant == ringmaster_variant::interrupt) stop_stale(ctl);
   }
 
+  /// Membership (docs/elastic.md): a leaver's job is forgotten (policy_base::on_leave; a
+  /// late result a runtime still delivers is dropped by admit, never applied); R bounds the
+  /// delay of every applied gradient whoever the members are. A joiner starts at the current
+  /// version, like a restart.
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w) {
+    this->mark_join(w);
+    note_restart(w);
+  }
   friend bool operator==(const ringmaster_asgd& a, const ringmaster_asgd& b) {
-    return a.server_ == b.server_ && a.started_ == b.started_;
+    return a.server_ == b.server_ && a.same_membership(b) && a.started_ == b.started_;
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, started_, queue_);
+    this->serialize_membership(ar);
   }
 
  private:

@@ -263,15 +263,62 @@ class policy_base {
   using memory_space = typename server_type::memory_space;
 
   std::uint64_t version() const { return server_.version(); }
+  /// Worker ids: [0, workers()). The capacity is fixed at construction; membership says
+  /// which of them take part now (docs/elastic.md).
   std::size_t workers() const { return workers_; }
+  /// Whether worker w is a member now (every worker is, unless a runtime reported a leave).
+  bool live(worker_id w) const { return static_cast<std::size_t>(w) < workers_ && !absent_[w]; }
+  /// Members now: n_live, what the elastic rules count and average over.
+  std::size_t live_workers() const { return live_; }
+  /// Late results of workers that had left, dropped on arrival (never applied).
+  std::uint64_t dropped_after_leave() const { return dropped_late_; }
   std::size_t dim() const { return server_.dim(); }
   span<const T, memory_space> params() const { return server_.params(); }
   const server_type& server() const { return server_; }
 
+  /// Membership hooks every policy has (docs/elastic.md): the leaver's job is forgotten (a
+  /// late result of it is dropped on arrival, never applied); a joiner is a member from now
+  /// and starts at the current model. A policy with more bookkeeping hides these with its own.
+  template <class Ctl>
+  void on_leave(Ctl&, worker_id w) {
+    mark_leave(w);
+  }
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w) {
+    mark_join(w);
+  }
+
  protected:
   policy_base(std::size_t workers, server_type server)
-      : server_(std::move(server)), workers_(workers) {
+      : server_(std::move(server)), workers_(workers), absent_(workers, 0), live_(workers) {
     require(workers > 0, "workers", workers, "must be > 0");
+  }
+
+  /// Membership (docs/elastic.md). mark_leave: w, a member, leaves; mark_join: w, absent,
+  /// joins. Both check first (key `worker`, the value, the rule) and change nothing when
+  /// they throw; a policy's on_leave / on_join call them before their own bookkeeping.
+  void mark_leave(worker_id w) {
+    require(static_cast<std::size_t>(w) < workers_, "worker", w,
+            "must be < the number of workers (" + std::to_string(workers_) + ")");
+    require(!absent_[w], "worker", w, "must be a member to leave (it is absent)");
+    require(live_ > 1, "worker", w, "must not be the last member to leave (no worker would remain)");
+    absent_[w] = 1;
+    --live_;
+  }
+  void mark_join(worker_id w) {
+    require(static_cast<std::size_t>(w) < workers_, "worker", w,
+            "must be < the number of workers (" + std::to_string(workers_) + ")");
+    require(absent_[w], "worker", w, "must be absent to join (it is a member)");
+    absent_[w] = 0;
+    ++live_;
+  }
+  /// Membership in checkpoints: who is absent, and the late results dropped so far.
+  template <class Archive>
+  void serialize_membership(Archive& ar) {
+    ar(absent_, live_, dropped_late_);
+  }
+  bool same_membership(const policy_base& o) const {
+    return absent_ == o.absent_ && live_ == o.live_ && dropped_late_ == o.dropped_late_;
   }
 
   /// Checks an arrival before anything changes: a known worker, a gradient of the model's
@@ -297,6 +344,11 @@ class policy_base {
   template <class Ctl, class Arrival, class G>
   std::optional<admitted> admit(Ctl& ctl, const Arrival& a, const G& g, std::string_view method) {
     const std::uint64_t delay = check(a, std::size(g));
+    if (absent_[a.worker]) {  // the result of a worker that left: forgotten, never applied
+      ++dropped_late_;
+      ctl.discarded(a.worker, delay);
+      return std::nullopt;
+    }
     const auto use = server_.screen(gradient_view<T, memory_space>(g), a.worker, method);
     if (!use) {
       ctl.discarded(a.worker, delay);
@@ -307,6 +359,9 @@ class policy_base {
 
   server_type server_;
   std::size_t workers_;
+  std::vector<char> absent_;  // 1: worker w is not a member now
+  std::size_t live_;
+  std::uint64_t dropped_late_ = 0;
 };
 
 }  // namespace detail

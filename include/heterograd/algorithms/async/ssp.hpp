@@ -57,7 +57,13 @@ class ssp_server : public detail::policy_base<T, Optimizer, Memory> {
 
   const ssp_config& config() const { return config_; }
   std::uint64_t clock(worker_id w) const { return clock_.at(w); }
-  std::uint64_t min_clock() const { return *std::min_element(clock_.begin(), clock_.end()); }
+  /// The slowest member's clock (docs/elastic.md: the bound is over the members).
+  std::uint64_t min_clock() const {
+    std::uint64_t m = ~std::uint64_t{0};
+    for (std::size_t j = 0; j < this->workers_; ++j)
+      if (this->live(static_cast<worker_id>(j))) m = std::min(m, clock_[j]);
+    return m;
+  }
   /// Largest c_i - min_j c_j with which any worker was let start an iteration (<= s).
   std::uint64_t max_gap_started() const { return max_gap_; }
 
@@ -69,15 +75,7 @@ class ssp_server : public detail::policy_base<T, Optimizer, Memory> {
     this->server_.apply(in->gradient);
     ctl.applied(a.worker, delay);
     ++clock_[a.worker];
-    const std::uint64_t lo = min_clock();
-    // Workers blocked on the slowest may go on now, starting at this very instant.
-    for (std::size_t j = 0; j < this->workers_; ++j) {
-      const auto w = static_cast<worker_id>(j);
-      if (j != a.worker && ctl.waiting(w) && clock_[j] - lo <= config_.staleness) {
-        max_gap_ = std::max(max_gap_, clock_[j] - lo);
-        ctl.release(w);
-      }
-    }
+    const std::uint64_t lo = release_ready(ctl, a.worker);
     const std::uint64_t gap = clock_[a.worker] - lo;
     if (gap > config_.staleness) {
       ctl.hold(a.worker);
@@ -86,17 +84,47 @@ class ssp_server : public detail::policy_base<T, Optimizer, Memory> {
     }
   }
 
+  /// Membership (Ho et al. and the DSSP paper are silent; docs/elastic.md): the bound is
+  /// over the members. A leaver's clock no longer counts, so workers blocked on it go on at
+  /// once; a joiner, fresh or returning, takes the slowest member's clock (it holds nobody
+  /// back and is not held itself).
+  template <class Ctl>
+  void on_leave(Ctl& ctl, worker_id w) {
+    this->mark_leave(w);
+    release_ready(ctl, w);
+  }
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w) {
+    const std::uint64_t lo = min_clock();
+    this->mark_join(w);
+    clock_[w] = lo;
+  }
   friend bool operator==(const ssp_server& a, const ssp_server& b) {
-    return a.server_ == b.server_ && a.clock_ == b.clock_;
+    return a.server_ == b.server_ && a.same_membership(b) && a.clock_ == b.clock_;
   }
 
   /// Checkpointing (core/archive.hpp): the mutable state; the configuration is rebuilt.
   template <class Archive>
   void serialize(Archive& ar) {
     ar(this->server_, clock_, max_gap_);
+    this->serialize_membership(ar);
   }
 
  private:
+  // Workers blocked on the slowest member may go on now, starting at this very instant;
+  // returns the slowest member's clock.
+  template <class Ctl>
+  std::uint64_t release_ready(Ctl& ctl, worker_id except) {
+    const std::uint64_t lo = min_clock();
+    for (std::size_t j = 0; j < this->workers_; ++j) {
+      const auto w = static_cast<worker_id>(j);
+      if (w != except && ctl.waiting(w) && clock_[j] - lo <= config_.staleness) {
+        max_gap_ = std::max(max_gap_, clock_[j] - lo);
+        ctl.release(w);
+      }
+    }
+    return lo;
+  }
   ssp_config config_;
   std::vector<std::uint64_t> clock_;
   std::uint64_t max_gap_ = 0;
@@ -141,13 +169,7 @@ class dssp_server : public detail::policy_base<T, Optimizer, Memory> {
     const auto decision = controller_.on_push(a.worker, a.time);
     this->server_.apply(in->gradient);
     ctl.applied(a.worker, delay);
-    for (std::size_t j = 0; j < this->workers_; ++j) {
-      const auto w = static_cast<worker_id>(j);
-      if (j != a.worker && ctl.waiting(w) && controller_.can_proceed(j)) {
-        max_gap_ = std::max<std::uint64_t>(max_gap_, controller_.gap(j));
-        ctl.release(w);
-      }
-    }
+    release_ready(ctl, a.worker);
     if (decision.action == decltype(decision.action)::wait) {
       ctl.hold(a.worker);
     } else {
@@ -155,8 +177,25 @@ class dssp_server : public detail::policy_base<T, Optimizer, Memory> {
     }
   }
 
+  /// Membership: as ssp_server, through the controller's leave / join when it has them
+  /// (balance::dssp_controller does: a joiner starts at the slowest member's clock).
+  template <class Ctl>
+  void on_leave(Ctl& ctl, worker_id w)
+    requires requires(Controller& c) { c.leave(std::size_t{0}); }
+  {
+    controller_.leave(w);  // checks first
+    this->mark_leave(w);
+    release_ready(ctl, w);
+  }
+  template <class Ctl>
+  void on_join(Ctl&, worker_id w)
+    requires requires(Controller& c) { c.join(std::size_t{0}); }
+  {
+    controller_.join(w);
+    this->mark_join(w);
+  }
   friend bool operator==(const dssp_server& a, const dssp_server& b) {
-    return a.server_ == b.server_ && a.controller_ == b.controller_;
+    return a.server_ == b.server_ && a.same_membership(b) && a.controller_ == b.controller_;
   }
 
   /// Checkpointing (core/archive.hpp): visits the mutable state in a fixed order; `ar(...)`
@@ -166,9 +205,20 @@ class dssp_server : public detail::policy_base<T, Optimizer, Memory> {
     requires requires(Controller& c, Archive& a) { c.serialize(a); }
   void serialize(Archive& ar) {
     ar(this->server_, controller_, max_gap_);
+    this->serialize_membership(ar);
   }
 
  private:
+  template <class Ctl>
+  void release_ready(Ctl& ctl, worker_id except) {
+    for (std::size_t j = 0; j < this->workers_; ++j) {
+      const auto w = static_cast<worker_id>(j);
+      if (w != except && ctl.waiting(w) && controller_.can_proceed(j)) {
+        max_gap_ = std::max<std::uint64_t>(max_gap_, controller_.gap(j));
+        ctl.release(w);
+      }
+    }
+  }
   Controller controller_;
   std::uint64_t max_gap_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -41,8 +42,12 @@ class communicator {
     comm::detail::require_valid(valid());
     g_->world->abort(rank_, std::string(why));
   }
-  /// Used by schedules: a collective that timed out leaves peers waiting, so abort.
-  void abort_after_timeout(const std::string& why) const { g_->world->abort(rank_, why); }
+  /// Used by schedules: a collective that timed out, or was dropped while pending, leaves
+  /// peers waiting, so abort (provisionally while this thread unwinds from an exception:
+  /// the exception's message follows from the rank's handler; world_state::abort).
+  void abort_after_timeout(const std::string& why) const {
+    g_->world->abort(rank_, why, std::uncaught_exceptions() > 0);
+  }
 
   template <element T>
   request allreduce(span<T> data, const allreduce_options& o = {}) const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -110,8 +111,9 @@ class partial_allreduce {
     void abandon_pending() noexcept override {
       try {
         withdraw();
-        o_->c.detail_world()->abort(o_->c.rank(), "heterograd: comm: " + describe() +
-                                                       " was abandoned while pending");
+        o_->c.detail_world()->abort(o_->c.rank(),
+                                    "heterograd: comm: " + describe() + " was abandoned while pending",
+                                    std::uncaught_exceptions() > 0);  // provisional (issue 46)
       } catch (...) {
       }
     }

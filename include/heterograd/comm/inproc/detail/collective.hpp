@@ -91,14 +91,15 @@ class coll_state : public request_state {
   /// is seen busy here and waited for), then leave the FIFO.
   void abandon_pending() noexcept override {
     if (!g_) return;
+    const bool unwinding = std::uncaught_exceptions() > 0;
     try {
       g_->world->abort(r_, "heterograd: comm: " + describe() + " was abandoned while pending (" +
-                               (std::uncaught_exceptions() > 0
-                                    ? "the rank unwound from an exception"
-                                    : "its request was dropped without wait") +
-                               ")");
+                               (unwinding ? "the rank unwound from an exception"
+                                          : "its request was dropped without wait") +
+                               ")",
+                       unwinding);  // provisional: the exception's message follows (issue 46)
     } catch (...) {
-      g_->world->abort(r_, std::string());  // no memory for the reason: abort all the same
+      g_->world->abort(r_, std::string(), unwinding);  // no memory for the reason: abort all the same
     }
     settle();
     fail(std::make_exception_ptr(g_->world->error()));
