@@ -47,7 +47,7 @@ namespace heterograd::algorithms::sync {
 
 struct selsync_config {
   double threshold = 0.3;  ///< Delta_thr (0: every step synchronises, i.e. BSP)
-  std::size_t window = 25;  ///< w: EWMA window, and the warm-up steps without a decision
+  std::size_t window = 25;  ///< w: both EWMA windows (the norm's and its relative change's)
   double alpha = 0.01;     ///< EWMA smoothing
   /// Smooth the gradient norm by the windowed EWMA before its relative change (the authors'
   /// code); false: the relative change of the raw norm.
@@ -66,7 +66,8 @@ struct selsync_config {
                     describe_field("threshold", &selsync_config::threshold,
                                    "Delta_thr on the EWMA of relative gradient-norm change (0: BSP)",
                                    finite_at_least(0)),
-                    describe_field("window", &selsync_config::window, "w: EWMA window and warm-up steps",
+                    describe_field("window", &selsync_config::window,
+                                   "w: both EWMA windows; no decision before step 2w (w + 1 without smooth_norm)",
                                    at_least(1)),
                     describe_field("alpha", &selsync_config::alpha, "EWMA smoothing", open_closed(0, 1)),
                     describe_field("smooth_norm", &selsync_config::smooth_norm,
