@@ -111,11 +111,12 @@ BOOST_AUTO_TEST_CASE(vanilla_asgd_converges_to_the_frequency_weighted_point) {
 }
 
 // IA^2SGD's warm-up (the authors' rule): no step until every worker has a gradient in the
-// table. With fixed times tau_i the slowest worker first arrives at tau_max, after
-// sum_{i != slowest} floor(tau_max / tau_i) arrivals of the others (no ties): that many
-// arrivals are buffered, and the next one is the first step, with the mean of gradients all
-// computed at x0. Without the warm-up the first arrival steps.
-BOOST_AUTO_TEST_CASE(ia2sgd_takes_its_first_step_once_every_worker_has_reported) {
+// table, and none on the arrival that completes it. With fixed times tau_i the slowest worker
+// first arrives at tau_max, after sum_{i != slowest} floor(tau_max / tau_i) arrivals of the
+// others (no ties): all of them and the completing arrival are buffered. With
+// step_on_completion the completing arrival is the first step, with the mean of gradients all
+// computed at x0; without the warm-up the first arrival steps.
+BOOST_AUTO_TEST_CASE(ia2sgd_takes_no_step_before_every_worker_has_reported) {
   for (const std::vector<double>& tau : {std::vector<double>{1.0, 1.7, 3.1, 7.3}, std::vector<double>{2.3, 0.9, 5.05}}) {
     const std::size_t n = tau.size();
     std::vector<double> c(n);
@@ -125,8 +126,9 @@ BOOST_AUTO_TEST_CASE(ia2sgd_takes_its_first_step_once_every_worker_has_reported)
     for (std::size_t i = 0; i < n; ++i)
       if (i != slowest) before += static_cast<std::uint64_t>(std::floor(tau[slowest] / tau[i]));
     const double gamma = 0.1, x0 = 2.0;
-    for (const bool warm : {true, false}) {
-      async::ia2sgd p(n, scalar_server(gamma, x0), async::ia2sgd_config{.warm_up = warm});
+    for (const auto& cfg : {async::ia2sgd_config{}, async::ia2sgd_config{.step_on_completion = true},
+                            async::ia2sgd_config{.warm_up = false}}) {
+      async::ia2sgd p(n, scalar_server(gamma, x0), cfg);
       hr::async_runtime<std::vector<double>, sim::fixed_times> rt(n, sim::fixed_times(tau));
       auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<double>& g) {
         g.assign(1, p.params()[0] - c[w]);
@@ -137,17 +139,64 @@ BOOST_AUTO_TEST_CASE(ia2sgd_takes_its_first_step_once_every_worker_has_reported)
       const auto& rec = rt.recorder();
       std::uint64_t arrivals = 0;
       for (sim::worker_id w = 0; w < n; ++w) arrivals += rec.worker(w).jobs_finished;
-      BOOST_TEST_CONTEXT("tau " << tau.size() << " workers, warm_up " << warm) {
+      BOOST_TEST_CONTEXT("tau " << tau.size() << " workers, warm_up " << cfg.warm_up
+                                << ", step_on_completion " << cfg.step_on_completion) {
         BOOST_TEST(arrivals == before + 1);
-        if (warm) {
+        if (!cfg.warm_up) {
+          BOOST_TEST(rec.count(sim::update_outcome::buffered) == 0u);
+          BOOST_TEST(p.version() == before + 1);
+        } else if (cfg.step_on_completion) {
           BOOST_TEST(rec.count(sim::update_outcome::buffered) == before);
           BOOST_TEST(p.version() == 1u);
           // Every entry was computed at x0: the one step is gamma times the mean of (x0 - c_i).
           BOOST_TEST(std::fabs(p.params()[0] - (x0 - gamma * (x0 - mean(c)))) < 1e-12);
         } else {
-          BOOST_TEST(rec.count(sim::update_outcome::buffered) == 0u);
-          BOOST_TEST(p.version() == before + 1);
+          BOOST_TEST(rec.count(sim::update_outcome::buffered) == before + 1);
+          BOOST_TEST(p.version() == 0u);
+          BOOST_TEST(p.params()[0] == x0);
         }
+      }
+    }
+  }
+}
+
+// The update count on a fixed arrival sequence, counted by hand (issue 50). tau = (1, 2.4, 3.7),
+// horizon 7.9; the arrivals in order (time, worker):
+//   1 w0, 2 w0, 2.4 w1, 3 w0, 3.7 w2 | 4 w0, 4.8 w1, 5 w0, 6 w0, 7 w0, 7.2 w1, 7.4 w2
+// 12 arrivals; the 5th (w2 at 3.7) completes the table. The authors' simulator stores it and
+// steps from the 6th on: 7 updates, the first at t = 4 with every entry computed at x0 (w0's
+// job from 3 to 4 started before any step). Stepping on the completing arrival makes 8;
+// without the warm-up every arrival steps: 12.
+BOOST_AUTO_TEST_CASE(ia2sgd_makes_the_authors_update_count_on_a_hand_counted_arrival_sequence) {
+  const std::vector<double> tau{1.0, 2.4, 3.7}, c{0.5, 1.5, 2.5};
+  const double gamma = 0.1, x0 = 2.0;
+  struct expected {
+    async::ia2sgd_config cfg;
+    std::uint64_t updates_at_4_5, updates_at_7_9;
+  };
+  for (const auto& e : {expected{{}, 1, 7}, expected{{.step_on_completion = true}, 2, 8},
+                        expected{{.warm_up = false}, 6, 12}}) {
+    for (const double horizon : {4.5, 7.9}) {
+      async::ia2sgd p(3, scalar_server(gamma, x0), e.cfg);
+      hr::async_runtime<std::vector<double>, sim::fixed_times> rt(3, sim::fixed_times(tau));
+      auto grad = [&](sim::worker_id w, std::uint64_t, std::uint64_t, std::vector<double>& g) {
+        g.assign(1, p.params()[0] - c[w]);
+      };
+      hr::run_options opt;
+      opt.horizon = horizon;
+      rt.run(p, grad, opt);
+      const auto& rec = rt.recorder();
+      std::uint64_t arrivals = 0;
+      for (sim::worker_id w = 0; w < 3; ++w) arrivals += rec.worker(w).jobs_finished;
+      const std::uint64_t updates = horizon < 5 ? e.updates_at_4_5 : e.updates_at_7_9;
+      BOOST_TEST_CONTEXT("warm_up " << e.cfg.warm_up << ", step_on_completion "
+                                    << e.cfg.step_on_completion << ", horizon " << horizon) {
+        BOOST_TEST(arrivals == (horizon < 5 ? 6u : 12u));
+        BOOST_TEST(p.version() == updates);
+        BOOST_TEST(rec.count(sim::update_outcome::applied) == updates);
+        BOOST_TEST(rec.count(sim::update_outcome::buffered) == arrivals - updates);
+        if (e.cfg.warm_up && !e.cfg.step_on_completion && horizon < 5)
+          BOOST_TEST(std::fabs(p.params()[0] - (x0 - gamma * (x0 - 1.5))) < 1e-12);
       }
     }
   }

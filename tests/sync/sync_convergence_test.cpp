@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(selsync_at_threshold_0_3_is_mostly_local_after_warmup_and_m
   hr::round_runtime<hs::round_stats, sim::fixed_times> r2(n, sim::fixed_times({1, 1, 1, 1}));
   hs::run_rounds(r1, base, steps, hr::run_options{});
   hs::run_rounds(r2, sel, steps, hr::run_options{});
-  const std::size_t warm = sel.config().window + 1;
+  const std::size_t warm = sel.trigger(0).first_decision() - 1;  // decisions()[t] is step t + 1
   std::size_t local = 0;
   for (std::size_t t = warm; t < steps; ++t) local += sel.decisions()[t] ? 0 : 1;
   const double frac = static_cast<double>(local) / static_cast<double>(steps - warm);

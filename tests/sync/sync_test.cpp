@@ -482,7 +482,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(selsync)
 
 BOOST_AUTO_TEST_CASE(the_trigger_votes_to_synchronise_through_the_window_then_on_large_changes) {
-  hs::selsync_trigger t(4, 0.5, 0.3);
+  hs::selsync_trigger t(4, 0.5, 0.3, /*smooth_norm=*/false);
   // Norms 1, 1, 1, 1, 1: four relative changes of 0 fill the window at the fifth step.
   for (int k = 0; k < 4; ++k) BOOST_TEST(t.observe(1.0) == 1);
   BOOST_TEST(t.observe(1.0) == 0);
@@ -493,6 +493,39 @@ BOOST_AUTO_TEST_CASE(the_trigger_votes_to_synchronise_through_the_window_then_on
   // A zero norm makes the next relative change undefined: synchronise.
   t.observe(0.0);
   BOOST_TEST(t.observe(0.0) == 1);
+}
+
+// The authors' trigger (issue 50): the windowed EWMA of the norms, then the relative change of
+// that, then the windowed EWMA of the changes. By hand, w = 2, alpha = 0.5 (weights 1 and 1/2,
+// sum 1.5), threshold 0.3, norms N = 1, 1, 4, 4, 4, 1, 1, 1:
+//   S_t = (N_t + N_{t-1} / 2) / 1.5 from t = 2:     1, 3, 4, 4, 2, 1, 1
+//   delta_t = |S_t - S_{t-1}| / S_{t-1} from t = 3:    2, 1/3, 0, 1/2, 1/2, 0
+//   delta~_t = (delta_t + delta_{t-1} / 2) / 1.5 from t = 4 = 2w:  8/9, 1/9, 1/3, 1/2, 1/6
+// votes 1, 1, 1, 1, 0, 1, 1, 0. The raw norms' rule (smooth_norm = false) gives
+// delta = 0, 3, 0, 0, 3/4, 0, 0 and delta~ = 2, 1, 0, 1/2, 1/4, 0 from t = 3: it steps locally at
+// t = 7, where the smoothed norm is still falling.
+BOOST_AUTO_TEST_CASE(the_trigger_takes_the_relative_change_of_the_smoothed_norm_as_the_authors_code_does) {
+  const std::vector<double> norms{1, 1, 4, 4, 4, 1, 1, 1};
+  const std::vector<int> votes{1, 1, 1, 1, 0, 1, 1, 0};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> smoothed{nan, nan, nan, 8.0 / 9, 1.0 / 9, 1.0 / 3, 0.5, 1.0 / 6};
+  hs::selsync_trigger t(2, 0.5, 0.3);
+  BOOST_TEST(t.first_decision() == 4u);
+  for (std::size_t k = 0; k < norms.size(); ++k) {
+    BOOST_TEST_CONTEXT("step " << k + 1) {
+      BOOST_TEST(t.observe(norms[k]) == votes[k]);
+      if (std::isnan(smoothed[k]))
+        BOOST_TEST(std::isnan(t.smoothed()));
+      else
+        BOOST_TEST(std::fabs(t.smoothed() - smoothed[k]) < 1e-15);
+    }
+  }
+  BOOST_TEST(std::fabs(t.level() - 1.0) < 1e-15);
+  hs::selsync_trigger raw(2, 0.5, 0.3, false);
+  BOOST_TEST(raw.first_decision() == 3u);
+  const std::vector<int> raw_votes{1, 1, 1, 1, 0, 1, 0, 0};
+  for (std::size_t k = 0; k < norms.size(); ++k) BOOST_TEST(raw.observe(norms[k]) == raw_votes[k], "step " << k + 1);
+  BOOST_TEST(raw.smoothed() == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(selsync_with_threshold_0_equals_bsp_bitwise) {

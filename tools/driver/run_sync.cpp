@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -23,6 +24,24 @@ namespace {
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
+
+// SelSync's delta~ against its threshold (issue 50): the quantiles of every worker's value at
+// every step that had one (linear interpolation between order statistics), and how many.
+json smoothed_delta_quantiles(std::vector<double> v) {
+  std::erase_if(v, [](double x) { return std::isnan(x); });
+  json q = {{"count", v.size()}};
+  if (v.empty()) return q;
+  std::sort(v.begin(), v.end());
+  for (const double p : {0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0}) {
+    const double at = p * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(at));
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    char key[8];
+    std::snprintf(key, sizeof key, "p%g", 100 * p);
+    q[key] = v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  }
+  return q;
+}
 
 // OmniLearn (#7): BSP whose per-worker batches a proportional controller re-balances from the
 // measured per-iteration compute times (engine busy time per round), once every `every` rounds.
@@ -414,6 +433,7 @@ json run_selsync(context& ctx) {
   }
   const double steps = static_cast<double>(p.decisions().size());
   s["extra"]["local_fraction"] = steps > 0 ? static_cast<double>(p.local_steps()) / steps : 0.0;
+  s["extra"]["smoothed_delta"] = smoothed_delta_quantiles(p.smoothed_history());
   return s;
 }
 

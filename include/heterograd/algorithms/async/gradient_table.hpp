@@ -8,7 +8,8 @@
 // IA^2SGD: table G[i] = worker i's latest gradient. On arrival of g from i:
 //     G[i] <- g ;  x <- x - gamma (1/n) sum_j G[j] ;  i restarts.
 //   Never idle, never discards; a slow worker's entry can be arbitrarily old. The first step
-//   waits until every G[i] holds a gradient (warm_up; see below).
+//   waits until every G[i] holds a gradient, and is taken by the arrival after the one that
+//   fills the table (warm_up; see below).
 //
 // Malenia SGD (Tyurin & Richtarik, "Optimal Time Complexities of Parallel Stochastic
 // Optimization Methods Under a Fixed Computation Model", NeurIPS 2023): rounds at a fixed
@@ -31,9 +32,14 @@
 //   discarded. Theory: gamma = min{1/(8nL), eps B/(10 L sigma^2)}; tuned on Fashion-MNIST
 //   (n = 100, Dirichlet 0.1): gamma = 0.05 (IA^2SGD 0.05, Malenia 2.0).
 //
-// IA^2SGD's warm-up (ia2sgd_config::warm_up, default on): the authors' code takes no step until
-// every worker has a gradient in the table; stepping from the first arrival with the empty
-// entries as zero (warm_up = false) was this library's first rule.
+// IA^2SGD's warm-up (ia2sgd_config::warm_up, default on): the authors' simulator takes no step
+// until every worker has a gradient in the table, and the arrival that completes the table is
+// stored without a step too: their first step comes from the arrival after it (its warm-up loop
+// ends on the completing arrival, computes the mean and falls through to the steady state,
+// which pops the next arrival). So with the default, the updates after A arrivals are A - c,
+// c being the index of the completing arrival. step_on_completion = true also steps on the
+// completing arrival (A - c + 1; this library's rule before issue 50); warm_up = false steps
+// from the first arrival with the empty entries as zero (A; the library's first rule).
 //
 // Memory: n x d per table (Ringleader: two). The sum of the table's entries is kept and
 // updated incrementally, so a step costs O(d), not O(n d).
@@ -180,18 +186,25 @@ struct ia2sgd_config {
   /// before are stored and counted as buffered); false: a step from the first arrival, the
   /// empty entries counting as zero.
   bool warm_up = true;
+  /// With warm_up: the arrival that completes the table steps too (one update more than the
+  /// authors' code); false (their rule): it is stored, and the next arrival takes the first
+  /// step. Without warm_up every arrival steps and this has no effect.
+  bool step_on_completion = false;
 
   static constexpr auto description() {
     return describe("ia2sgd_config",
                     describe_field("warm_up", &ia2sgd_config::warm_up,
                                    "no step until every worker has a gradient in the table (the "
-                                   "authors' rule); false: step from the first arrival, empty entries as zero"));
+                                   "authors' rule); false: step from the first arrival, empty entries as zero"),
+                    describe_field("step_on_completion", &ia2sgd_config::step_on_completion,
+                                   "with warm_up, the arrival that completes the table steps too (one "
+                                   "update more than the authors' code, where the next arrival takes the first step)"));
   }
   void validate() const { validate_fields(*this); }
 };
 
 /// IA^2SGD: one step per arrival with the mean of every worker's latest gradient (after the
-/// warm-up, by default: once every worker has reported).
+/// warm-up, by default: from the first arrival after every worker has reported).
 template <class T = double, class Optimizer = default_optimizer, class Memory = host_memory>
 class ia2sgd : public detail::policy_base<T, Optimizer, Memory> {
   using base = detail::policy_base<T, Optimizer, Memory>;
@@ -208,9 +221,13 @@ class ia2sgd : public detail::policy_base<T, Optimizer, Memory> {
     const auto in = this->admit(ctl, a, g, "ia2sgd");
     if (!in) return;
     const std::uint64_t delay = in->delay;
+    const bool was_full = table_.filled() >= this->live_;
     table_.replace(a.worker, in->gradient, a.version);
-    if (config_.warm_up && table_.filled() < this->live_) {
-      ctl.buffered(a.worker, delay);  // in the table; the step waits for every member
+    const bool full = table_.filled() >= this->live_;
+    if (config_.warm_up && !was_full && !(full && config_.step_on_completion)) {
+      // In the table; the first step waits for every member, and (the authors' rule) for the
+      // arrival after the one that completes the table.
+      ctl.buffered(a.worker, delay);
       return;
     }
     this->server_.apply(table_.sum(), 1.0 / static_cast<double>(this->live_));

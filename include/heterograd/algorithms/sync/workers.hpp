@@ -380,7 +380,7 @@ class selsync_worker : public detail::worker_core<T, Optimizer, Transport, Trans
   selsync_worker(Transport t, Optimizer opt, pspan params, std::vector<std::size_t> batches,
                  selsync_config cfg = {}, Transform tr = {}, worker_options o = {}, Memory memory = {})
       : core(std::move(t), std::move(opt), params, std::move(tr), o, std::move(memory)),
-        cfg_((cfg.validate(), cfg)), trigger_(cfg_.window, cfg_.alpha, cfg_.threshold) {
+        cfg_((cfg.validate(), cfg)), trigger_(cfg_.window, cfg_.alpha, cfg_.threshold, cfg_.smooth_norm) {
     detail::checked_rank(this->t_, batches.size(), "selsync_worker");
     detail::require_state_policy<typename core::state_type>(cfg_.states, "selsync.states");
     for (std::size_t i = 0; i < batches.size(); ++i)
