@@ -22,8 +22,9 @@
 // is written once and run three ways: in the simulator over sequential_partial, whose rounds
 // are comm::partial_rounds, the state inproc's partial allreduce fires (so a simulated round
 // fires and sums exactly as comm's would with the same arrivals); by the threads and MPI
-// runtimes (run_rank) and by the per-worker helper sync::eager_worker (workers.hpp) over the
-// transport's partial allreduce (inproc::partial_allreduce, mpi::partial_allreduce).
+// runtimes (run_round, the round contract of exchange.hpp) and by the per-worker helper
+// sync::eager_worker (workers.hpp) over the transport's partial allreduce
+// (inproc::partial_allreduce, mpi::partial_allreduce).
 
 #include <algorithm>
 #include <cstddef>
@@ -124,7 +125,7 @@ namespace detail {
 /// threads and MPI over transport_partial, and in the simulator over sequential_partial):
 /// `grads` goes to the partial allreduce's next round (a flush waits for every rank and folds
 /// in everything pending), the round's result replaces it and the optimizer step applies its
-/// first params.size() elements (what follows them, the stop votes of run_rank, is not a
+/// first params.size() elements (what follows them, the stop votes of run_round, is not a
 /// gradient). With a `staging` buffer (eager_worker on memory the transports cannot reach:
 /// their partial allreduces hold host buffers), the round runs on it: `grads` is downloaded
 /// into it, reduced there, and the result uploaded back, by the rank's memory (one transfer

@@ -144,12 +144,13 @@ struct worker_options {
   /// there for what its compute left of the round's model time, so that the wait at the
   /// barrier is not counted as its work.
   std::function<void(std::size_t)> begin_round, end_compute;
-  /// eager-SGD only. `stop(w)` (empty: the configured rounds): worker w's vote, before each
-  /// round, to end the run. The partial allreduce then carries one more element, the votes;
-  /// the round after the first fired round whose result holds a vote is a flush and the last,
-  /// so every rank ends at the same round however late its vote arrived (eager_sgd::run_rank).
-  /// `round_end(w, report)`: worker w applied its round's result; `report` (who was fresh,
-  /// whose late part was folded in, with its lag) is the same on every rank.
+  /// Partial methods (eager-SGD) only. `stop(w)` (empty: the configured rounds): worker w's
+  /// vote, read by run_rank_rounds before each round, to end the run. The partial allreduce
+  /// then carries one more element, the votes; the round after the first fired round whose
+  /// result holds a vote is a flush and the last, so every rank ends at the same round
+  /// however late its vote arrived (eager_sgd::run_round). `round_end(w, report)`: worker w
+  /// applied its round's result; `report` (who was fresh, whose late part was folded in,
+  /// with its lag) is the same on every rank.
   std::function<bool(std::size_t)> stop;
   std::function<void(std::size_t, const comm::round_report&)> round_end;
 
