@@ -3,6 +3,7 @@
 // handles; the negative archetypes do not; the positive archetypes run under the drivers.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -16,8 +17,11 @@
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/runtime.hpp"
+#include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/sim/worker_time.hpp"
+#include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/testing/runtime_archetypes.hpp"
+#include "heterograd/testing/runtime_round_archetypes.hpp"
 
 namespace hg = heterograd;
 namespace async = heterograd::algorithms::async;
@@ -94,6 +98,29 @@ using eager = hs::eager_sgd<float, ho::sgd, oracle>;
 static_assert(hr::async_policy<eager, std::vector<float>, ht::async_control_archetype>);
 static_assert(hr::async_policy<eager, std::vector<float>, sim_control<eager, std::vector<float>>>);
 
+// The one round contract: every round method runs one rank's round over a real transport's
+// exchange and over the archetype exchange of its kind, and not over the other kind's.
+using inproc_exchange = hs::transport_exchange<hg::comm::inproc::communicator>;
+using inproc_partial = hs::transport_partial<hg::comm::inproc::partial_allreduce<float>>;
+template <class P>
+constexpr bool collective_round_everywhere =
+    hr::rank_round_method<P, inproc_exchange> &&
+    hr::rank_round_method<P, ht::exchange_archetype<float>> &&
+    !hr::rank_round_method<P, ht::not_an_exchange_no_allreduce_sum<float>> &&
+    !hr::rank_round_method<P, ht::partial_exchange_archetype<float>> &&
+    hr::per_rank_round_policy<P> && !hr::partial_round_method<P>;
+static_assert(collective_round_everywhere<hs::bsp<float, ho::sgd, oracle>>);
+static_assert(collective_round_everywhere<hs::selsync<float, ho::sgd, oracle>>);
+static_assert(collective_round_everywhere<hs::local_sgd<float, ho::sgd, oracle>>);
+static_assert(collective_round_everywhere<hs::bsp<float, ho::momentum, oracle>>);
+static_assert(hr::rank_round_method<eager, inproc_partial>);
+static_assert(hr::rank_round_method<eager, ht::partial_exchange_archetype<float>>);
+static_assert(!hr::rank_round_method<eager, ht::not_a_partial_exchange_no_flush<float>>);
+static_assert(!hr::rank_round_method<eager, ht::exchange_archetype<float>>);
+static_assert(hr::partial_round_method<eager> && !hr::per_rank_round_policy<eager>);
+static_assert(hr::rank_round_method<ht::rank_round_method_archetype, hs::transport_exchange<
+                                        hg::comm::inproc::communicator>>);
+
 // A method is not a policy of the other family.
 static_assert(!hr::round_policy<async::asgd<double>, hs::round_stats, round_control>);
 static_assert(!hr::async_policy<hs::bsp<float, ho::sgd, oracle>, std::vector<float>,
@@ -128,6 +155,82 @@ BOOST_AUTO_TEST_CASE(archetypes_are_accepted_and_each_negative_one_is_rejected) 
                                 ht::round_control_archetype>));
   BOOST_TEST(!(hr::round_method<ht::not_a_round_method_no_limit, double,
                                 ht::round_control_archetype>));
+  BOOST_TEST((hs::exchange<ht::exchange_archetype<float>, float>));
+  BOOST_TEST(!(hs::exchange<ht::not_an_exchange_no_allreduce_sum<float>, float>));
+  BOOST_TEST(!(hs::exchange<ht::not_an_exchange_allreduce_is_void<float>, float>));
+  BOOST_TEST((hs::partial_exchange<ht::partial_exchange_archetype<float>, float>));
+  BOOST_TEST(!(hs::partial_exchange<ht::not_a_partial_exchange_no_flush<float>, float>));
+  using ex = ht::exchange_archetype<double>;
+  BOOST_TEST((hr::rank_round_method<ht::rank_round_method_archetype, ex>));
+  BOOST_TEST(!(hr::rank_round_method<ht::not_a_rank_round_method_outcome_is_void, ex>));
+  BOOST_TEST(!(hr::rank_round_method<ht::not_a_rank_round_method_exchange_kind_is_void, ex>));
+  BOOST_TEST(!(hr::rank_round_method<ht::not_a_rank_round_method_set_shared_is_text, ex>));
+}
+
+BOOST_AUTO_TEST_CASE(the_rank_round_method_archetype_runs_on_threads_through_the_generic_runner) {
+  // Three ranks contribute 1, 2, 3 each round: every rank adds 6 per round to its total, and
+  // rank 0 (the counting one) writes its round count back.
+  ht::rank_round_method_archetype p{.n = 3, .totals = std::vector<double>(3, 0.0)};
+  hr::run_threads(p, 4);
+  hr::run_threads(p, 1);  // continues from the written-back state
+  BOOST_TEST(p.rounds == 5u);
+  for (double t : p.totals) BOOST_TEST(t == 5 * 6.0);
+}
+
+// A gradient of ones at every step, loss 2.
+struct ones {
+  double operator()(std::size_t, std::uint64_t, std::size_t, hg::span<const float>,
+                    hg::span<float> g) const {
+    for (auto& v : g) v = 1.0f;
+    return 2.0;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(one_rank_rounds_over_the_archetype_exchanges_are_the_simulated_steps) {
+  // With one worker every weight is 1, so a round over the archetype exchange (the sum over
+  // one rank) is the simulated step bitwise; eager-SGD over the partial archetype stops
+  // itself after its configured rounds (the last a flush) with every gradient applied once.
+  const std::vector<float> x0{0.5f, -1.0f};
+  const auto sgd = ho::sgd({.lr = 0.25});
+  const auto check = [&](auto sim, auto real) {
+    for (int k = 0; k < 3; ++k) {
+      if constexpr (requires { sim.step(); })
+        sim.step();
+      else
+        sim.round();  // local SGD's simulated round
+    }
+    ht::exchange_archetype<float> ex;
+    hs::rank_round<ht::exchange_archetype<float>> r{.world = ex, .worker = 0};
+    auto s = real.shared_state();
+    for (int k = 0; k < 3; ++k) {
+      const auto out = real.run_round(r, s);
+      BOOST_TEST(out.loss == 2.0);
+      BOOST_TEST(out.steps >= 1u);
+    }
+    BOOST_TEST(real.params(0)[0] == sim.params(0)[0]);
+    BOOST_TEST(real.params(0)[1] == sim.params(0)[1]);
+    BOOST_TEST(real.params(0)[0] == -0.25f);  // three steps of 0.25 x 1 from 0.5
+    BOOST_TEST(real.params(0)[1] == -1.75f);
+  };
+  check(hs::bsp<float, ho::sgd, ones>(1, x0, sgd, ones{}, {4}),
+        hs::bsp<float, ho::sgd, ones>(1, x0, sgd, ones{}, {4}));
+  check(hs::selsync<float, ho::sgd, ones>(1, x0, sgd, ones{}, {4}),
+        hs::selsync<float, ho::sgd, ones>(1, x0, sgd, ones{}, {4}));
+  check(hs::local_sgd<float, ho::sgd, ones>(1, x0, sgd, ones{}, {4}, {.period = 1}),
+        hs::local_sgd<float, ho::sgd, ones>(1, x0, sgd, ones{}, {4}, {.period = 1}));
+
+  hs::eager_sgd<float, ho::sgd, ones> e(1, x0, sgd, ones{}, {4}, {.average = false, .rounds = 3});
+  ht::partial_exchange_archetype<float> px;
+  hs::rank_round<ht::partial_exchange_archetype<float>> r{.world = px, .worker = 0};
+  auto s = e.shared_state();
+  hs::compute_end_hook hook;
+  hs::run_rank_rounds(e, r, s, std::numeric_limits<std::uint64_t>::max(), {}, hook);
+  BOOST_TEST(s.round == 3u);
+  BOOST_TEST(e.rounds_applied(0) == 3u);
+  BOOST_TEST(e.params(0)[0] == 0.5f - 0.75f);
+  BOOST_TEST(e.params(0)[1] == -1.0f - 0.75f);
+  BOOST_TEST(e.applied_sum() == e.computed_sum());
+  BOOST_TEST(e.computed_sum()[0] == 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(the_server_policy_archetype_runs_under_the_simulator_and_on_threads) {

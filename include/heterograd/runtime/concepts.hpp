@@ -13,18 +13,26 @@
 //   round_policy<P, Result, C>    what runtime::round_runtime calls: on_round, and batch(w) /
 //                                 communication_time(round) when present
 //   round_method<P, Result, C>    what sync's run_rounds calls on top: compute, limit_rounds
+//   rank_round_method<P, Ex>      what the threads and MPI runtimes call per rank
+//                                 (run_worker): run_round(rank_round<Ex>&, rank_state&), the
+//                                 one round contract of algorithms/sync/exchange.hpp
 //
 // A policy's members are templates over the control handle (so that it never names a runtime
 // type); a concept is therefore checked against one handle type, the runtime's own in the
 // drivers and an archetype in the tests. Optional members (on_start(ctl) of an asynchronous
 // policy; ready(t) -> bool of a server policy in virtual-time order) are used when present;
 // where a runtime reads an optional member's value, the concept checks its type when present.
+// The archetypes of rank_round_method and of its exchanges are in
+// heterograd/testing/exchange_archetypes.hpp.
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "heterograd/algorithms/sync/exchange.hpp"
+#include "heterograd/comm/partial.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/sim/engine.hpp"
 
@@ -131,5 +139,44 @@ concept round_method =
       p.compute(w, round, job, out);
       p.limit_rounds(round);
     };
+
+/// A round method as the threads and MPI runtimes run one rank of it (run_worker over
+/// exchange Ex: a transport_exchange, or a transport_partial for a partial method): the
+/// exchange it takes (exchange_kind, and Ex models that exchange for its value_type), its
+/// workers, the round state a rank starts from (shared_state(): the same on every rank) and
+/// one rank's round, run_round(rank_round<Ex>&, rank_state&) -> round_outcome. A partial
+/// method also says how its partial allreduce is built (partial_setup(votes)). Optional
+/// members, used when present and typed here when present: set_shared(rank_state) (the
+/// counting rank's state written back after a run), groups() (each worker's group id: the
+/// runtime splits the transport and hands each rank its group's exchange), computed_sum()
+/// and applied_sum() (a partial method's audit: every computed gradient applied once).
+template <class P, class Ex>
+concept rank_round_method =
+    requires(P& p, const P& cp, algorithms::sync::rank_round<Ex>& r,
+             typename P::rank_state& s) {
+      typename P::value_type;
+      typename P::exchange_kind;
+      { cp.workers() } -> std::convertible_to<std::size_t>;
+      { cp.shared_state() } -> std::same_as<typename P::rank_state>;
+      { p.run_round(r, s) } -> std::same_as<algorithms::sync::round_outcome>;
+    } &&
+    ((std::same_as<typename P::exchange_kind, algorithms::sync::collective_exchange_tag> &&
+      algorithms::sync::exchange<Ex, typename P::value_type>) ||
+     (std::same_as<typename P::exchange_kind, algorithms::sync::partial_exchange_tag> &&
+      algorithms::sync::partial_exchange<Ex, typename P::value_type> &&
+      requires(const P& cp, bool votes) {
+        { cp.partial_setup(votes) } -> std::same_as<algorithms::sync::partial_allreduce_setup>;
+      })) &&
+    (!requires { &P::set_shared; } ||
+     requires(P& p, typename P::rank_state s) { p.set_shared(std::move(s)); }) &&
+    (!requires { &P::groups; } ||
+     requires(const P& cp) {
+       { cp.groups() } -> std::convertible_to<const std::vector<std::size_t>&>;
+     }) &&
+    (!requires { &P::computed_sum; } ||
+     requires(const P& cp) {
+       { cp.computed_sum() } -> std::convertible_to<std::vector<double>>;
+       { cp.applied_sum() } -> std::convertible_to<std::vector<double>>;
+     });
 
 }  // namespace heterograd::runtime

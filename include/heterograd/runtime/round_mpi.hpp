@@ -16,7 +16,6 @@
 
 #include <cstdint>
 
-#include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/mpi.hpp"
 #include "heterograd/comm/mpi_partial.hpp"
@@ -33,19 +32,12 @@ void run_mpi(Policy& p, const comm::mpi::communicator& c, std::uint64_t rounds,
   run_worker(p, c, rounds, o, true);
 }
 
-/// eager-SGD: worker c.rank() over the MPI partial allreduce until the configured rounds
-/// (eager.rounds) are over or the ranks vote to stop (o.stop). Needs MPI_THREAD_MULTIPLE (the
-/// partial allreduce's progress thread).
-template <class T, class O, class G>
-void run_mpi(algorithms::sync::eager_sgd<T, O, G>& p, const comm::mpi::communicator& c,
-             algorithms::sync::worker_options o = {}) {
-  o.validate();
-  require(p.config().rounds > 0 || o.stop, "eager.rounds", p.config().rounds,
-          "must be > 0 on MPI unless the ranks vote to stop (the run ends with a flush round)");
-  auto opts = p.config().partial_options();
-  opts.timeout = o.timeout;
-  comm::mpi::partial_allreduce<T> partial(c, eager_elements(p, o), p.config().partial_policy(), opts);
-  run_worker(p, std::move(partial), true, o);
+/// A method that ends itself (eager-SGD): worker c.rank() over the MPI partial allreduce
+/// until its configured rounds (eager.rounds) are over or the ranks vote to stop (o.stop).
+/// Needs MPI_THREAD_MULTIPLE (the partial allreduce's progress thread).
+template <partial_round_method Policy>
+void run_mpi(Policy& p, const comm::mpi::communicator& c, algorithms::sync::worker_options o = {}) {
+  run_worker(p, c, o, true);
 }
 
 }  // namespace heterograd::runtime

@@ -17,7 +17,6 @@
 
 #include <cstdint>
 
-#include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/comm/inproc_partial.hpp"
@@ -36,19 +35,15 @@ void run_threads(Policy& p, std::uint64_t rounds, algorithms::sync::worker_optio
   });
 }
 
-/// eager-SGD on p.workers() threads over the inproc partial allreduce, until the configured
-/// rounds (eager.rounds) are over or the ranks vote to stop (o.stop).
-template <class T, class O, class G>
-void run_threads(algorithms::sync::eager_sgd<T, O, G>& p, algorithms::sync::worker_options o = {}) {
+/// A method that ends itself (eager-SGD) on p.workers() threads over the inproc partial
+/// allreduce, until its configured rounds (eager.rounds) are over or the ranks vote to stop
+/// (o.stop).
+template <partial_round_method Policy>
+void run_threads(Policy& p, algorithms::sync::worker_options o = {}) {
   o.validate();
-  require(p.config().rounds > 0 || o.stop, "eager.rounds", p.config().rounds,
-          "must be > 0 on threads unless the ranks vote to stop (the run ends with a flush round)");
+  (void)p.partial_setup(static_cast<bool>(o.stop));  // refused before any thread starts
   comm::inproc::spawn(static_cast<int>(p.workers()), [&](comm::inproc::communicator c) {
-    auto opts = p.config().partial_options();
-    opts.timeout = o.timeout;
-    comm::inproc::partial_allreduce<T> partial(c, eager_elements(p, o), p.config().partial_policy(),
-                                               opts);
-    run_worker(p, std::move(partial), c.rank() == 0, o);
+    run_worker(p, c, o, c.rank() == 0);
   });
 }
 

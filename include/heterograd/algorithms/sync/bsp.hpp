@@ -122,6 +122,8 @@ class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
   /// What a rank of a real runtime holds of shared round state: nothing (runtime/rounds.hpp).
   struct rank_state {};
   rank_state shared_state() const { return {}; }
+  /// Its rounds take a collective exchange (exchange.hpp's round contract).
+  using exchange_kind = collective_exchange_tag;
 
   // --- the per-rank step (the sim's ranks above, the threads and MPI runtimes, bsp_worker) ----
   /// Worker w's synchronising step over exchange `ex` (exchange.hpp): the aggregate goes to
@@ -132,15 +134,25 @@ class bsp : public detail::replicated<T, Optimizer, Grad, Transform> {
                                        weights()[w], c_.mutable_params(w), c_.gradient(w), agg,
                                        model);
   }
-  /// Worker w's round over a real transport's exchange (runtime/rounds.hpp): its gradient,
-  /// then its step, the aggregate replacing its gradient as bsp_worker's does; `count` (one
-  /// worker per process) advances rounds().
-  template <class Ex>
-  void run_round(Ex& ex, std::size_t w, bool count) {
+  /// Rank r.worker's round over an exchange that never suspends (a real transport's; the
+  /// round contract of exchange.hpp, run by runtime::run_worker): its gradient, then its step,
+  /// the aggregate replacing its gradient as bsp_worker's does; r.count (one worker per
+  /// process) advances rounds().
+  template <exchange<T> Ex>
+  round_outcome run_round(rank_round<Ex>& r, rank_state&) {
+    const std::size_t w = r.worker;
     const round_stats s{1, c_.compute_gradient(w)};
-    rank_step(ex, w, c_.mutable_gradient(w), {}).run();
+    rank_step(r.world, w, c_.mutable_gradient(w), {}).run();
     last_.at(w) = s;
-    if (count) ++rounds_;
+    if (r.count) ++rounds_;
+    return {.steps = s.steps, .loss = s.loss};
+  }
+  template <class Ex>
+  [[deprecated("use run_round(rank_round<Ex>&, rank_state&) (algorithms/sync/exchange.hpp)")]]
+  void run_round(Ex& ex, std::size_t w, bool count) {
+    rank_round<Ex> r{.world = ex, .worker = w, .count = count};
+    rank_state s;
+    (void)run_round(r, s);
   }
 
   // --- observers (and the base's) ---------------------------------------------------------------

@@ -22,12 +22,14 @@
 // is written once and run three ways: in the simulator over sequential_partial, whose rounds
 // are comm::partial_rounds, the state inproc's partial allreduce fires (so a simulated round
 // fires and sums exactly as comm's would with the same arrivals); by the threads and MPI
-// runtimes (run_rank) and by the per-worker helper sync::eager_worker (workers.hpp) over the
-// transport's partial allreduce (inproc::partial_allreduce, mpi::partial_allreduce).
+// runtimes (run_round, the round contract of exchange.hpp) and by the per-worker helper
+// sync::eager_worker (workers.hpp) over the transport's partial allreduce
+// (inproc::partial_allreduce, mpi::partial_allreduce).
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -126,7 +128,7 @@ namespace detail {
 /// threads and MPI over transport_partial, and in the simulator over sequential_partial):
 /// `grads` goes to the partial allreduce's next round (a flush waits for every rank and folds
 /// in everything pending), the round's result replaces it and the optimizer step applies its
-/// first params.size() elements (what follows them, the stop votes of run_rank, is not a
+/// first params.size() elements (what follows them, the stop votes of run_round, is not a
 /// gradient). With a `staging` buffer (eager_worker on memory the transports cannot reach:
 /// their partial allreduces hold host buffers), the round runs on it: `grads` is downloaded
 /// into it, reduced there, and the result uploaded back, by the rank's memory (one transfer
@@ -244,51 +246,79 @@ class eager_sgd : public detail::replicated<T, Optimizer, Grad> {
   // --- the threads and MPI runtimes (runtime/rounds.hpp) --------------------------------------
   // Worker w's thread (or rank) touches only worker w's replica and counters.
   const eager_config& config() const { return cfg_; }
-  /// Worker w's run over a partial allreduce: each round its gradient (the share of
-  /// computed_sum()), then its round's step (detail::eager_round) on its replica, with
-  /// o.begin_round / o.end_compute around the compute and o.round_end after the step. It ends
-  /// after the configured rounds (eager.rounds; the last one a flush) or, with o.stop, by
-  /// vote: `partial` then reduces parameter size + 1 elements, the last one each rank's vote
-  /// (1 or 0), and the round after the first fired round whose result holds a vote is a flush
-  /// and the last. Every rank takes every round's result, the same on every rank, so all of
-  /// them see the votes of the same round and end together, however late a vote arrived.
-  /// `count` (one worker per process) records each round's result and fresh count.
-  template <class Partial>
-  void run_rank(Partial& partial, std::size_t w, bool count, const worker_options& o = {}) {
-    require(cfg_.rounds > 0 || o.stop, "eager.rounds", cfg_.rounds,
+
+  /// What a rank holds of its run over a partial allreduce: its next round, whether a fired
+  /// round held a stop vote (the next round is the flush), and its message buffer when the
+  /// ranks vote. A run over a real partial allreduce starts at round 0 (the allreduce's).
+  struct rank_state {
+    std::uint64_t round = 0;
+    bool stopping = false;
+    std::vector<T> voted;
+  };
+  rank_state shared_state() const { return {}; }
+  /// Its rounds take a partial allreduce (exchange.hpp's round contract).
+  using exchange_kind = partial_exchange_tag;
+  /// The partial allreduce a run needs: the configured firing policy and options, over the
+  /// parameters plus, when the ranks vote to stop, one element for the votes. A run ends
+  /// after the configured rounds (eager.rounds, the last a flush) or by vote: with neither it
+  /// would never end, and is refused.
+  partial_allreduce_setup partial_setup(bool votes) const {
+    require(cfg_.rounds > 0 || votes, "eager.rounds", cfg_.rounds,
             "must be > 0 on threads and MPI unless the ranks vote to stop (worker_options.stop)");
-    const std::size_t d = computed_[w].size();
-    std::vector<T> voted(o.stop ? d + 1 : 0);
-    bool last = false, stopping = false;
-    for (std::uint64_t round = 0; !last; ++round) {
-      last = stopping || (cfg_.rounds != 0 && round + 1 == cfg_.rounds);
-      if (o.begin_round) o.begin_round(w);
-      c_.compute_gradient(w);
-      if (o.end_compute) o.end_compute(w);
-      const auto g = c_.mutable_gradient(w);
-      for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
-      span<T> msg = g;
-      if (o.stop) {
-        std::copy(g.begin(), g.end(), voted.begin());
-        voted[d] = o.stop(w) ? T{1} : T{0};
-        msg = span<T>(voted.data(), voted.size());
-      }
-      detail::eager_round(transport_partial<Partial>(partial), c_.replica_of(w),
-                          c_.mutable_params(w), msg, last)
-          .run();
-      stopping = stopping || (o.stop && voted[d] > T{0});
-      const auto& rep = partial.last_report();
-      const bool fresh = std::find(rep.fresh.begin(), rep.fresh.end(), static_cast<int>(w)) !=
-                         rep.fresh.end();
-      round_of_.at(w) = round + 1;
-      if (!fresh) ++late_[w];
-      if (o.round_end) o.round_end(w, rep);
-      if (!count) continue;
+    return {cfg_.partial_policy(), cfg_.partial_options(),
+            computed_.front().size() + (votes ? 1 : 0)};
+  }
+  /// Rank r.worker's round over a partial allreduce (the round contract of exchange.hpp, run
+  /// by runtime::run_worker until the outcome says last): its gradient (the share of
+  /// computed_sum()), then its round's step (detail::eager_round) on its replica. It is the
+  /// last round after the configured rounds (eager.rounds; the last one a flush) or, when the
+  /// ranks vote (r.votes), once a fired round's result held a vote: the message then carries
+  /// parameter size + 1 elements, the last one this rank's vote (r.vote_stop), and the round
+  /// after the first fired round whose result holds a vote is a flush and the last. Every
+  /// rank takes every round's result, the same on every rank, so all of them see the votes of
+  /// the same round and end together, however late a vote arrived. r.count (one worker per
+  /// process) records each round's result and fresh count.
+  template <partial_exchange<T> Ex>
+  round_outcome run_round(rank_round<Ex>& r, rank_state& s) {
+    const std::size_t w = r.worker, d = computed_[w].size();
+    const bool last = s.stopping || (cfg_.rounds != 0 && s.round + 1 == cfg_.rounds);
+    const double loss = c_.compute_gradient(w);
+    const auto g = c_.mutable_gradient(w);
+    for (std::size_t i = 0; i < g.size(); ++i) computed_[w][i] += static_cast<double>(g[i]);
+    span<T> msg = g;
+    if (r.votes) {
+      s.voted.resize(d + 1);
+      std::copy(g.begin(), g.end(), s.voted.begin());
+      s.voted[d] = r.vote_stop ? T{1} : T{0};
+      msg = span<T>(s.voted.data(), s.voted.size());
+    }
+    detail::eager_round(r.world, c_.replica_of(w), c_.mutable_params(w), msg, last).run();
+    s.stopping = s.stopping || (r.votes && s.voted[d] > T{0});
+    const auto& rep = r.world.last_report();
+    const bool fresh = std::find(rep.fresh.begin(), rep.fresh.end(), static_cast<int>(w)) !=
+                       rep.fresh.end();
+    round_of_.at(w) = ++s.round;
+    if (!fresh) ++late_[w];
+    if (r.count) {
       const double scale = cfg_.average ? static_cast<double>(c_.workers()) : 1.0;
       auto& sum = partial_.rounds.fired_sum;
       for (std::size_t i = 0; i < d; ++i) sum[i] += static_cast<double>(msg[i]) * scale;
       fresh_counts_.push_back(rep.fresh.size());
     }
+    return {.steps = 1, .loss = loss, .last = last};
+  }
+  /// The run of rank w over a partial allreduce built with partial_setup(o.stop): what
+  /// runtime::run_worker does.
+  template <class Partial>
+  [[deprecated("use runtime::run_worker(policy, transport[, options, count]) or "
+               "runtime::run_partial_worker(policy, partial[, options, count])")]]
+  void run_rank(Partial& partial, std::size_t w, bool count, const worker_options& o = {}) {
+    compute_end_hook hook;
+    transport_partial<Partial> ex(partial, &hook);
+    rank_round<transport_partial<Partial>> r{.world = ex, .worker = w, .count = count,
+                                              .votes = static_cast<bool>(o.stop)};
+    auto s = (partial_setup(r.votes), shared_state());
+    run_rank_rounds(*this, r, s, std::numeric_limits<std::uint64_t>::max(), o, hook);
   }
   /// Fresh contributions per fired round.
   const std::vector<std::size_t>& fresh_counts() const { return fresh_counts_; }

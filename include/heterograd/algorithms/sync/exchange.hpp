@@ -29,6 +29,7 @@
 // frame is one allocation per call.
 
 #include <algorithm>
+#include <concepts>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -143,12 +144,13 @@ struct worker_options {
   /// there for what its compute left of the round's model time, so that the wait at the
   /// barrier is not counted as its work.
   std::function<void(std::size_t)> begin_round, end_compute;
-  /// eager-SGD only. `stop(w)` (empty: the configured rounds): worker w's vote, before each
-  /// round, to end the run. The partial allreduce then carries one more element, the votes;
-  /// the round after the first fired round whose result holds a vote is a flush and the last,
-  /// so every rank ends at the same round however late its vote arrived (eager_sgd::run_rank).
-  /// `round_end(w, report)`: worker w applied its round's result; `report` (who was fresh,
-  /// whose late part was folded in, with its lag) is the same on every rank.
+  /// Partial methods (eager-SGD) only. `stop(w)` (empty: the configured rounds): worker w's
+  /// vote, read by run_rank_rounds before each round, to end the run. The partial allreduce
+  /// then carries one more element, the votes; the round after the first fired round whose
+  /// result holds a vote is a flush and the last, so every rank ends at the same round
+  /// however late its vote arrived (eager_sgd::run_round). `round_end(w, report)`: worker w
+  /// applied its round's result; `report` (who was fresh, whose late part was folded in,
+  /// with its lag) is the same on every rank.
   std::function<bool(std::size_t)> stop;
   std::function<void(std::size_t, const comm::round_report&)> round_end;
 
@@ -558,20 +560,26 @@ class sequential_exchange {
 template <class Partial>
 class transport_partial {
  public:
-  explicit transport_partial(Partial& p) : p_(&p) {}
+  explicit transport_partial(Partial& p, compute_end_hook* hook = nullptr) : p_(&p), hook_(hook) {}
   template <class T>
   std::suspend_never allreduce(span<T> data) const {
+    if (hook_) hook_->fire();
     p_->allreduce(data).wait();
     return {};
   }
   template <class T>
   std::suspend_never flush(span<T> data) const {
+    if (hook_) hook_->fire();
     p_->flush(data).wait();
     return {};
   }
+  /// Who was fresh in this rank's last round, whose late part was folded in (the same on
+  /// every rank for that round).
+  const comm::round_report& last_report() const { return p_->last_report(); }
 
  private:
   Partial* p_;
+  compute_end_hook* hook_;
 };
 
 /// n ranks' partial allreduce in one thread (the simulated eager-SGD): its rounds are
@@ -620,5 +628,103 @@ class sequential_partial {
     return view{&rounds, static_cast<int>(r), static_cast<std::int64_t>(round)};
   }
 };
+
+// ------------------------------------------------------------------------------------------
+// The one round contract. Every round method (bsp, selsync, local_sgd, eager_sgd and the
+// user's) runs a rank's round with one signature,
+//
+//     round_outcome run_round(rank_round<Exchange>& r, rank_state& s);
+//
+// whatever runs it: runtime::run_worker over a transport (the threads and MPI runtimes),
+// run_rank_rounds below over any exchange. The method says which exchange it takes
+// (exchange_kind): a collective one (exchange<E, T>: every rank of the group in every
+// collective, in the same order) or a partial allreduce (partial_exchange<E, T>: eager-SGD's
+// rounds, which fire without the late ranks). The runtimes' concept is
+// runtime::rank_round_method (runtime/concepts.hpp); archetypes are in
+// heterograd/testing/exchange_archetypes.hpp.
+
+/// What a per-rank step may co_await: an exchange's collective.
+template <class A>
+concept awaitable = requires(A& a, std::coroutine_handle<> h) {
+  { a.await_ready() } -> std::convertible_to<bool>;
+  a.await_suspend(h);
+  a.await_resume();
+};
+
+/// A collective exchange of element type T (transport_exchange, sequential_exchange's view):
+/// out <- sum_r w_r in_r over the ranks, and the exact sum of int64 votes. Gossip's
+/// neighbours() is optional (local SGD refuses gossip over an exchange without it).
+template <class E, class T>
+concept exchange = requires(const E& e, span<const T> in, span<T> out, span<std::int64_t> v,
+                            double w) {
+  { e.rank() } -> std::convertible_to<std::size_t>;
+  { e.size() } -> std::convertible_to<std::size_t>;
+  { e.allreduce(in, out, w) } -> awaitable;
+  { e.allreduce_sum(v) } -> awaitable;
+};
+
+/// A partial allreduce of element type T as a rank's round sees it (transport_partial): its
+/// next round, a flush round (every rank fresh, everything pending folded in), and the report
+/// of the rank's last round (who was fresh; the same on every rank).
+template <class E, class T>
+concept partial_exchange = requires(const E& e, span<T> x) {
+  { e.allreduce(x) } -> awaitable;
+  { e.flush(x) } -> awaitable;
+  { e.last_report() } -> std::convertible_to<const comm::round_report&>;
+};
+
+/// A round method's exchange_kind: it takes an exchange, or a partial_exchange.
+struct collective_exchange_tag {};
+struct partial_exchange_tag {};
+
+/// One rank's round: its exchanges, its worker and what the runtime asks of it.
+template <class Exchange>
+struct rank_round {
+  Exchange& world;                 ///< every rank
+  Exchange* group = nullptr;       ///< the rank's group (hierarchical rounds, groups()), or none
+  std::size_t worker = 0;          ///< this rank's worker (its replica)
+  bool count = true;               ///< this rank advances the method's shared counters
+  bool votes = false;              ///< partial: the message carries the ranks' stop votes
+  bool vote_stop = false;          ///< partial: this rank's vote this round
+};
+
+/// What a rank's round did.
+struct round_outcome {
+  std::size_t steps = 0;      ///< local steps (gradient computations) of the rank
+  double loss = 0;            ///< their mean loss
+  bool synchronised = true;   ///< the round ended with a synchronisation (SelSync: its vote)
+  bool last = false;          ///< the method ends after this round (partial: the flush)
+};
+
+/// How a partial method's allreduce is built (partial_setup(votes)): its firing policy,
+/// options and element count (the parameters, plus one when the ranks vote).
+struct partial_allreduce_setup {
+  comm::partial_policy policy;
+  comm::partial_options options;
+  std::size_t elements = 0;
+};
+
+/// Runs rank r.worker of `method` from its state `s` for `rounds` rounds, or until a round's
+/// outcome is the last (a partial method's flush): the loop of runtime::run_worker. Around
+/// each round, worker_options' pacing: begin_round(w) now, end_compute(w) at the round's
+/// first collective (through `hook`, which r's exchanges fire). A partial method's rank votes
+/// o.stop(w) before each round (when r.votes) and reports o.round_end(w, report) after it.
+template <class Method, class Ex>
+void run_rank_rounds(Method& method, rank_round<Ex>& r, typename Method::rank_state& s,
+                     std::uint64_t rounds, const worker_options& o, compute_end_hook& hook) {
+  constexpr bool partial = std::is_same_v<typename Method::exchange_kind, partial_exchange_tag>;
+  const std::size_t w = r.worker;
+  for (std::uint64_t k = 0; k < rounds; ++k) {
+    if constexpr (partial) r.vote_stop = r.votes && o.stop(w);
+    if (o.begin_round) o.begin_round(w);
+    if (o.end_compute) hook.pending = [&o, w] { o.end_compute(w); };
+    const round_outcome out = method.run_round(r, s);
+    hook.fire();
+    if constexpr (partial) {
+      if (o.round_end) o.round_end(w, r.world.last_report());
+    }
+    if (out.last) return;
+  }
+}
 
 }  // namespace heterograd::algorithms::sync

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -360,7 +361,12 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
       rep.copy(span<const T, S>(params), kernels::view(rep.memory, buf[0]));
       std::vector<span<T, S>> into;
       for (std::size_t k = 0; k < from.size(); ++k) into.push_back(kernels::view(rep.memory, buf[1 + k]));
-      co_await world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, std::move(into));
+      // neighbours() is optional in an exchange (exchange.hpp): without it, no gossip.
+      if constexpr (requires { world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, into); })
+        co_await world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, std::move(into));
+      else
+        throw std::invalid_argument("local_sgd.gossip: the exchange has no neighbours() (gossip's "
+                                    "point-to-point messages)");
       std::vector<span<const T, S>> xs;
       std::vector<double> wj;
       std::size_t k = 0;
@@ -467,6 +473,11 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
   };
   /// The shared round state now (take it before any rank moves).
   rank_state shared_state() const { return {rounds_, anchor_, outer_state_}; }
+  /// Its rounds take a collective exchange (exchange.hpp's round contract).
+  using exchange_kind = collective_exchange_tag;
+  /// Each worker's group id (hierarchical averaging; empty: none): a runtime gives rank w
+  /// the exchange of the ranks with its id as rank_round::group.
+  const std::vector<std::size_t>& groups() const { return sched_.config().groups; }
   /// Worker w's round-r synchronisation over exchange `world` (`group`: its group's
   /// exchange, for hierarchical rounds) with its copies of the anchor and the outer state
   /// (detail::local_sgd_sync; local_sgd_worker runs the same); `model` as there.
@@ -476,15 +487,25 @@ class local_sgd : public detail::replicated<T, Optimizer, Grad, Transform> {
     return detail::local_sgd_sync<T>(world, group, c_.replica_of(w), sched_, c_.batches(), outer_,
                                      os, span<T>(anchor), r, c_.mutable_params(w), model);
   }
-  /// Worker w's round over a real transport's exchanges (runtime/rounds.hpp): its local steps,
-  /// then its synchronisation with its own round state `s`; `count` (one worker per process)
-  /// advances rounds().
-  template <class Ex, class GroupEx>
-  void run_round(Ex& world, GroupEx* group, std::size_t w, rank_state& s, bool count) {
+  /// Rank r.worker's round over exchanges that never suspend (a real transport's; the round
+  /// contract of exchange.hpp, run by runtime::run_worker): its local steps, then its
+  /// synchronisation over r.world (r.group: its group's exchange in a group round) with its
+  /// own round state `s`; r.count (one worker per process) advances rounds().
+  template <exchange<T> Ex>
+  round_outcome run_round(rank_round<Ex>& r, rank_state& s) {
+    const std::size_t w = r.worker;
     work(w, s.round, last_.at(w));
-    rank_sync(world, group, w, s.round, s.anchor, s.outer, {}).run();
+    const bool synchronised = rank_sync(r.world, r.group, w, s.round, s.anchor, s.outer, {}).run();
     ++s.round;
-    if (count) ++rounds_;
+    if (r.count) ++rounds_;
+    return {.steps = last_[w].steps, .loss = last_[w].loss, .synchronised = synchronised};
+  }
+  template <class Ex>
+  [[deprecated("use run_round(rank_round<Ex>&, rank_state&) (algorithms/sync/exchange.hpp)")]]
+  void run_round(Ex& world, std::type_identity_t<Ex>* group, std::size_t w, rank_state& s,
+                 bool count) {
+    rank_round<Ex> r{.world = world, .group = group, .worker = w, .count = count};
+    (void)run_round(r, s);
   }
   /// The anchor and outer state after a run under another runtime (one rank's copies).
   void set_shared(rank_state s) {

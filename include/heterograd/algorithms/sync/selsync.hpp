@@ -259,6 +259,8 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
   /// What a rank of a real runtime holds of shared round state: nothing (runtime/rounds.hpp).
   struct rank_state {};
   rank_state shared_state() const { return {}; }
+  /// Its rounds take a collective exchange (exchange.hpp's round contract).
+  using exchange_kind = collective_exchange_tag;
 
   // --- the per-rank step (the sim's ranks above, the threads and MPI runtimes, selsync_worker)
   /// Worker w's step after its vote, over exchange `ex` (exchange.hpp; agg and model as in
@@ -269,16 +271,27 @@ class selsync : public detail::replicated<T, Optimizer, Grad, Transform> {
                                    step_weights(cfg_.weighting, c_.batches())[w], votes_[w],
                                    c_.mutable_params(w), c_.gradient(w), agg, model);
   }
-  /// Worker w's step over a real transport's exchange (runtime/rounds.hpp): its gradient and
-  /// vote, then its step, the aggregate replacing its gradient as selsync_worker's does;
-  /// `count` (one worker per process) records the step's decision.
-  template <class Ex>
-  void run_round(Ex& ex, std::size_t w, bool count) {
+  /// Rank r.worker's step over an exchange that never suspends (a real transport's; the
+  /// round contract of exchange.hpp, run by runtime::run_worker): its gradient and vote, then
+  /// its step, the aggregate replacing its gradient as selsync_worker's does; r.count (one
+  /// worker per process) records the step's decision.
+  template <exchange<T> Ex>
+  round_outcome run_round(rank_round<Ex>& r, rank_state&) {
+    const std::size_t w = r.worker;
     work(w);
-    const bool synchronised = rank_step(ex, w, c_.mutable_gradient(w), {}).run();
-    if (!count) return;
-    decisions_.push_back(synchronised);
-    syncs_ += synchronised ? 1 : 0;
+    const bool synchronised = rank_step(r.world, w, c_.mutable_gradient(w), {}).run();
+    if (r.count) {
+      decisions_.push_back(synchronised);
+      syncs_ += synchronised ? 1 : 0;
+    }
+    return {.steps = 1, .loss = stats_[w].loss, .synchronised = synchronised};
+  }
+  template <class Ex>
+  [[deprecated("use run_round(rank_round<Ex>&, rank_state&) (algorithms/sync/exchange.hpp)")]]
+  void run_round(Ex& ex, std::size_t w, bool count) {
+    rank_round<Ex> r{.world = ex, .worker = w, .count = count};
+    rank_state s;
+    (void)run_round(r, s);
   }
 
   // --- observers (and the base's) ---------------------------------------------------------------

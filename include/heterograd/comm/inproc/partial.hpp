@@ -181,4 +181,13 @@ class partial_allreduce {
   std::shared_ptr<local> l_;
 };
 
+/// The communicator's partial allreduce of `count` elements of T, found by argument-dependent
+/// lookup (make_partial_allreduce<T>(c, ...)): how a transport-generic runtime builds one
+/// (runtime::run_worker of a partial round method). Collective.
+template <element T>
+partial_allreduce<T> make_partial_allreduce(const communicator& c, std::size_t count,
+                                            partial_policy policy, partial_options opt = {}) {
+  return partial_allreduce<T>(c, count, policy, opt);
+}
+
 }  // namespace heterograd::comm::inproc

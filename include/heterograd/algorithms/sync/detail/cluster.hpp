@@ -181,6 +181,8 @@ class cluster {
 template <class T, class Optimizer, class Grad, class Transform = identity_transform>
 class replicated {
  public:
+  using value_type = T;
+
   replicated(std::size_t workers, span<const T> init, Optimizer opt, Grad grad,
              std::vector<std::size_t> batches, Transform tr)
       : c_(workers, init, std::move(opt), std::move(grad), std::move(batches), std::move(tr)) {}
