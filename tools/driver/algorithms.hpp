@@ -101,16 +101,16 @@ std::vector<algorithm_row> builtin_algorithms() {
   return {
       // ---- round methods
       Bind::round("bsp", keys_of(hs::bsp_config{}, not_keys({"states", "sync_time", "nonfinite"})),
-                  {.config_names = {"bsp"}, .set_from = {{"sync_time", "network"}}, .run = run_bsp,
-                   .checkpointable = bsp_checkpointable}),
+                  {.config_names = {"bsp"},
+                   .set_from = {{"sync_time", "network"}},
+                   .runner = Bind::template runner<bsp_runner>()}),
       Bind::round("omnilearn",
                   keys_of(hb::omnilearn_config{}, {},
                           {{"rebalance_every",
                             integer("rounds between controller runs (0: one epoch)", 0, 0)}}),
                   {.config_names = {"omnilearn"},
                    .check = check_batch_range,
-                   .run = run_omnilearn,
-                   .checkpointable = omnilearn_checkpointable}),
+                   .runner = Bind::template runner<omnilearn_runner>()}),
       // sampled: FedAvg's device sampling (K of the workers a round, drawn from the run's
       // seed); gossip: a ring's neighbour averaging in place of the global one (NFSGD of #18).
       Bind::round("local_sgd",
@@ -131,15 +131,15 @@ std::vector<algorithm_row> builtin_algorithms() {
                    .set_from = {{"sync_time", "network"}},
                    .gradients_per_update = local_rounds_work,
                    .check = check_local_sgd,
-                   .run = run_local_sgd,
-                   .checkpointable = local_sgd_checkpointable}),
+                   .runner = Bind::template runner<local_sgd_runner>()}),
       Bind::round("selsync",
                   keys_of(hs::selsync_config{},
                           not_keys({"weighting", "states", "sync_time", "vote_time", "nonfinite"})),
-                  {.config_names = {"selsync"}, .set_from = {{"sync_time", "network"}}, .run = run_selsync,
-                   .checkpointable = selsync_checkpointable}),
+                  {.config_names = {"selsync"},
+                   .set_from = {{"sync_time", "network"}},
+                   .runner = Bind::template runner<selsync_runner>()}),
       Bind::round("eager", keys_of(hs::eager_config{}, not_keys({"seed", "average", "rounds", "nonfinite"})),
-                  {.config_names = {"eager"}, .run = run_eager, .checkpointable = eager_checkpointable}),
+                  {.config_names = {"eager"}, .runner = Bind::template runner<eager_runner>()}),
       // slow_workers: the library's per-worker flags (biased_config::slow) as a list of indices.
       Bind::round("biased_local_sgd",
                   keys_of(hs::biased_config{}, {},
@@ -153,8 +153,7 @@ std::vector<algorithm_row> builtin_algorithms() {
                    .renamed = {{"slow", "slow_workers"}},
                    .gradients_per_update = biased_rounds_work,
                    .check = check_biased_local_sgd,
-                   .run = run_biased_local_sgd,
-                   .checkpointable = biased_local_sgd_checkpointable}),
+                   .runner = Bind::template runner<biased_local_sgd_runner>()}),
       // ---- local learning
       // split: a torch model's children where modules 2..K start (heterograd/torch/chain.hpp).
       Bind::local("local_learning",
@@ -166,8 +165,7 @@ std::vector<algorithm_row> builtin_algorithms() {
                    .renamed = {{"epoch_fraction", "pgl_epoch_fraction"}, {"period", "pgl_period"}},
                    .gradients_per_update = one_gradient,
                    .check = check_local_learning,
-                   .run = run_local_learning,
-                   .checkpointable = local_learning_checkpointable}),
+                   .runner = Bind::template runner<local_learning_runner>()}),
       // ---- asynchronous server policies
       Bind::template server<in_both_precisions<as::asgd>>("asgd", no_config{}, {}, {},
                                             [](auto&, std::size_t n, auto server, const auto&) {

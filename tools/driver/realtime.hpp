@@ -349,32 +349,11 @@ struct locked_policy {
 };
 
 #ifdef HG_HAS_MPI
-/// Every worker rank's report to every rank (one allreduce of n x 7 doubles; each rank
-/// fills its own row, `mine` = n on the server rank, which has none).
+/// Every worker rank's report to every rank: the library's gather over the communicator
+/// (runtime/detail/real_server.hpp; `mine` = n on a rank without a worker).
 inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::communicator& c, std::size_t n,
                                                      std::size_t mine, const hr::worker_report& r) {
-  std::vector<double> v(n * 7, 0.0);
-  if (mine < n) {
-    double* row = v.data() + mine * 7;
-    row[0] = static_cast<double>(r.jobs);
-    row[1] = r.pull_seconds;
-    row[2] = r.compute_seconds;
-    row[3] = r.paced_seconds;
-    row[4] = r.push_seconds;
-    row[5] = static_cast<double>(r.violations);
-    row[6] = r.overrun_seconds;
-  }
-  hg::comm::allreduce_options o;
-  o.op = hg::comm::reduce_op::sum;
-  o.timeout = hg::seconds{runtime_timeout_s};
-  c.allreduce(hg::span<double>(v.data(), v.size()), o).wait();
-  std::vector<hr::worker_report> out(n);
-  for (std::size_t w = 0; w < n; ++w) {
-    const double* row = v.data() + w * 7;
-    out[w] = {static_cast<std::uint64_t>(row[0]), row[1], row[2], row[3], row[4],
-              static_cast<std::uint64_t>(row[5]), row[6]};
-  }
-  return out;
+  return hr::detail::gather_reports(c, n, mine, r, hg::seconds{runtime_timeout_s});
 }
 
 /// Checkpoints of round methods under MPI: every rank's part of the state as bytes, gathered

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "runners.hpp"
 #include "schema.hpp"
 
 namespace hgrun {
@@ -87,8 +88,7 @@ struct method_spec {
   std::vector<std::pair<std::string, std::string>> set_from = {};
   work_rule gradients_per_update = one_per_worker;
   method_check check = nullptr;
-  json (*run)(context&) = nullptr;
-  bool (*checkpointable)() = nullptr;
+  method_runner runner = {};
 };
 
 /// Adds a row after the built-in ones (for every later resolve() and run_method()). Throws
@@ -143,6 +143,11 @@ struct schema_binder {
     row.renamed = std::move(renamed);
     row.float64 = Family::float64;
     return row;
+  }
+  /// No runner in the schema's copy (nothing of it is linked).
+  template <class Runner>
+  static method_runner runner() {
+    return {};
   }
   static algorithm_row round(std::string name, method_keys keys, const method_spec& m) {
     return method_row(std::move(name), family::round, std::move(keys), m);

@@ -73,8 +73,8 @@ chain_request chain_request_of(const json& config, const json& m) {
   return r;
 }
 
-// run_local_learning saves its modules and optimizer states.
-bool local_learning_checkpointable() { return true; }
+// Local learning saves its modules and optimizer states.
+bool local_learning_runner::checkpointable() { return true; }
 
 namespace {
 
@@ -239,6 +239,6 @@ class local_run {
 
 }  // namespace
 
-json run_local_learning(context& ctx) { return local_run(ctx).run(); }
+json local_learning_runner::run(context& ctx) { return local_run(ctx).run(); }
 
 }  // namespace hgrun

@@ -281,7 +281,7 @@ using biased_method = biased_policy<hs::local_sgd<float, any_optimizer, biased_o
 
 }  // namespace
 
-json run_bsp(context& ctx) {
+json bsp_runner::run(context& ctx) {
   round_setup r(ctx);
   auto cfg = from_json(ctx.method, hs::bsp_config{});
   cfg.sync_time = r.sync;
@@ -292,7 +292,7 @@ json run_bsp(context& ctx) {
   return drive_rounds<hs::round_stats>(ctx, p, params, r.model);
 }
 
-json run_omnilearn(context& ctx) {
+json omnilearn_runner::run(context& ctx) {
   round_setup r(ctx);
   const json& m = ctx.method;
   bsp_method inner(r.n, r.x0(), r.opt, r.g, r.batches,
@@ -322,7 +322,7 @@ json run_omnilearn(context& ctx) {
   return s;
 }
 
-json run_local_sgd(context& ctx) {
+json local_sgd_runner::run(context& ctx) {
   round_setup r(ctx);
   const json& m = ctx.method;
   auto cfg = from_json(m, hs::local_sgd_config{});
@@ -392,7 +392,7 @@ std::function<void(std::uint64_t, std::uint64_t)> biased_real_rounds(context& ct
 
 }  // namespace
 
-json run_biased_local_sgd(context& ctx) {
+json biased_local_sgd_runner::run(context& ctx) {
   round_setup r(ctx);
   const auto bc = biased_config_of(ctx);
   biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
@@ -412,7 +412,7 @@ json run_biased_local_sgd(context& ctx) {
   return drive_rounds_real(ctx, p, anchor, timed, wiring);
 }
 
-json run_selsync(context& ctx) {
+json selsync_runner::run(context& ctx) {
   round_setup r(ctx);
   auto cfg = from_json(ctx.method, hs::selsync_config{});
   cfg.sync_time = r.sync;
@@ -440,7 +440,7 @@ json run_selsync(context& ctx) {
 // eager: each step's partial allreduce costs what a round's allreduce does, paid by every
 // job (a process's gradient and its share of the collective); on the real clock without
 // real_scale the collective's own time is real.
-json run_eager(context& ctx) {
+json eager_runner::run(context& ctx) {
   round_setup r(ctx);
   if (!(ctx.exp.real_clock && !(ctx.exp.real_scale > 0))) r.model = with_exchange(std::move(r.model), r.sync);
   auto cfg = from_json(ctx.method, hs::eager_config{});
@@ -474,11 +474,11 @@ json run_eager(context& ctx) {
 }
 
 // OmniLearn and biased local SGD: their driver adapters hold the controller / data plan too.
-bool bsp_checkpointable() { return checkpointable<bsp_method>; }
-bool omnilearn_checkpointable() { return checkpointable<omnilearn_method>; }
-bool local_sgd_checkpointable() { return checkpointable<local_sgd_method>; }
-bool selsync_checkpointable() { return checkpointable<selsync_method>; }
-bool eager_checkpointable() { return checkpointable<eager_method>; }
-bool biased_local_sgd_checkpointable() { return checkpointable<biased_method>; }
+bool bsp_runner::checkpointable() { return hgrun::checkpointable<bsp_method>; }
+bool omnilearn_runner::checkpointable() { return hgrun::checkpointable<omnilearn_method>; }
+bool local_sgd_runner::checkpointable() { return hgrun::checkpointable<local_sgd_method>; }
+bool selsync_runner::checkpointable() { return hgrun::checkpointable<selsync_method>; }
+bool eager_runner::checkpointable() { return hgrun::checkpointable<eager_method>; }
+bool biased_local_sgd_runner::checkpointable() { return hgrun::checkpointable<biased_method>; }
 
 }  // namespace hgrun

@@ -99,16 +99,21 @@ struct run_binder {
     };
     return row;
   }
+  /// A round method's or local learning's runner (runners.hpp).
+  template <class Runner>
+  static method_runner runner() {
+    return {&Runner::run, &Runner::checkpointable};
+  }
   static algorithm_row round(std::string name, method_keys keys, const method_spec& m) {
     algorithm_row row = schema_binder::round(std::move(name), std::move(keys), m);
-    row.run = m.run;
-    row.checkpointable = m.checkpointable();
+    row.run = m.runner.run;
+    row.checkpointable = m.runner.checkpointable();
     return row;
   }
   static algorithm_row local(std::string name, method_keys keys, const method_spec& m) {
     algorithm_row row = schema_binder::local(std::move(name), std::move(keys), m);
-    row.run = m.run;
-    row.checkpointable = m.checkpointable();
+    row.run = m.runner.run;
+    row.checkpointable = m.runner.checkpointable();
     return row;
   }
 };
