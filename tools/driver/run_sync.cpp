@@ -36,7 +36,7 @@ json smoothed_delta_quantiles(std::vector<double> v) {
     const double at = p * static_cast<double>(v.size() - 1);
     const auto lo = static_cast<std::size_t>(std::floor(at));
     const std::size_t hi = std::min(lo + 1, v.size() - 1);
-    char key[8];
+    char key[32];  // "p0" .. "p100"
     std::snprintf(key, sizeof key, "p%g", 100 * p);
     q[key] = v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
   }
