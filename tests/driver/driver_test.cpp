@@ -18,6 +18,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "config.hpp"
+#include "run_exe.hpp"
 #include "described.hpp"
 #include "drive.hpp"
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
@@ -239,16 +240,7 @@ std::string refusal_with(json base, const std::string& patch) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// heterograd-run's exit status and stderr+stdout for `args`.
-std::pair<int, std::string> run_exe(const std::string& args) {
-  const std::string cmd = std::string(HG_RUN_EXE) + " " + args + " 2>&1";
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  const int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using hg_test::run_exe;  // heterograd-run's exit status and output (run_exe.hpp)
 
 }  // namespace
 

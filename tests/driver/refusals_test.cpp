@@ -14,6 +14,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "config.hpp"
+#include "run_exe.hpp"
 #include "messages.hpp"
 #include "sweep.hpp"
 
@@ -60,16 +61,7 @@ fs::path scratch(const std::string& name) {
   return p;
 }
 
-// heterograd-run's exit status and stderr+stdout for `args`.
-std::pair<int, std::string> run_exe(const std::string& args) {
-  const std::string cmd = std::string(HG_RUN_EXE) + " " + args + " 2>&1";
-  std::string out;
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  const int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using hg_test::run_exe;  // heterograd-run's exit status and output (run_exe.hpp)
 
 }  // namespace
 
