@@ -279,13 +279,21 @@ using eager_method = hs::eager_sgd<float, any_optimizer, oracle>;
 using omnilearn_method = omnilearn_policy<bsp_method>;
 using biased_method = biased_policy<hs::local_sgd<float, any_optimizer, biased_oracle>>;
 
+// A synchronising method's config from the method's keys, its synchronisation's time from the
+// network and its non-finite policy from the method's common key.
+template <class Config>
+Config synced_config(const context& ctx, const round_setup& r) {
+  auto cfg = from_json(ctx.method, Config{});
+  cfg.sync_time = r.sync;
+  cfg.nonfinite = nonfinite_of(ctx.method);
+  return cfg;
+}
+
 }  // namespace
 
 json bsp_runner::run(context& ctx) {
   round_setup r(ctx);
-  auto cfg = from_json(ctx.method, hs::bsp_config{});
-  cfg.sync_time = r.sync;
-  cfg.nonfinite = nonfinite_of(ctx.method);
+  const auto cfg = synced_config<hs::bsp_config>(ctx, r);
   bsp_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
   auto params = [&p] { return p.params(0); };
   if (ctx.runtime() != "sim") return drive_rounds_real(ctx, p, params, r.model);
@@ -325,10 +333,8 @@ json omnilearn_runner::run(context& ctx) {
 json local_sgd_runner::run(context& ctx) {
   round_setup r(ctx);
   const json& m = ctx.method;
-  auto cfg = from_json(m, hs::local_sgd_config{});
+  auto cfg = synced_config<hs::local_sgd_config>(ctx, r);
   cfg.local_steps = local_steps_of(ctx, cfg);
-  cfg.sync_time = r.sync;
-  cfg.nonfinite = nonfinite_of(m);
   cfg.sampled = m["sampled"].get<std::size_t>();
   cfg.seed = ctx.seed;
   if (m["gossip"] == "ring") cfg.gossip = hs::mixing_matrix::ring(r.n);
@@ -414,9 +420,7 @@ json biased_local_sgd_runner::run(context& ctx) {
 
 json selsync_runner::run(context& ctx) {
   round_setup r(ctx);
-  auto cfg = from_json(ctx.method, hs::selsync_config{});
-  cfg.sync_time = r.sync;
-  cfg.nonfinite = nonfinite_of(ctx.method);
+  const auto cfg = synced_config<hs::selsync_config>(ctx, r);
   selsync_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
   auto params = [&p] { return p.params(0); };
   json s;
