@@ -83,13 +83,16 @@ BOOST_AUTO_TEST_CASE(a_ringmaster_server_is_evaluated_on_snapshots_while_its_wor
   const auto& applied = r.updates.staleness_histogram(hg::sim::update_outcome::applied);
   BOOST_TEST(applied.size() <= 3u);  // staleness 0, 1, 2 only: below the threshold R = 3
   BOOST_TEST(r.workers.size() == n);
-  // Paced: every job lasts at least its model time (1 or 3 units of 2 ms), load only adds.
+  // Paced: every job lasts at least its model time (1 or 3 units of 2 ms), load only adds;
+  // but the job in flight when the run ends is interrupted (its paced sleep stops at the
+  // server's shutdown, worker_client::interrupted) and still counted: one job per worker may
+  // be short (seen in CI: worker 2, a slow one with few jobs, below the mean otherwise).
   const double tau[] = {1.0, 1.0, 3.0, 3.0};
   for (std::size_t w = 0; w < n; ++w) {
     const auto& x = r.workers[w];
-    if (x.jobs == 0) continue;
-    BOOST_TEST((x.compute_seconds + x.paced_seconds) / static_cast<double>(x.jobs) >= 0.999 * tau[w] * o.real_scale,
-               "worker " << w);
+    if (x.jobs < 2) continue;
+    BOOST_TEST(x.compute_seconds + x.paced_seconds >= 0.999 * tau[w] * o.real_scale * static_cast<double>(x.jobs - 1),
+               "worker " << w << ": " << x.jobs << " jobs in " << x.compute_seconds + x.paced_seconds << " s");
   }
   BOOST_TEST(r.evaluations.back().values[0] < r.evaluations.front().values[0]);
   BOOST_TEST(r.params.size() == d);
