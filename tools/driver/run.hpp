@@ -163,9 +163,9 @@ heterograd::sim::any_time_model with_exchange(heterograd::sim::any_time_model mo
 
 /// methods[i].nonfinite (the schema allows "fail", "skip", "zero"; default fail).
 inline heterograd::algorithms::nonfinite_policy nonfinite_of(const json& method) {
-  using p = heterograd::algorithms::nonfinite_policy;
-  const std::string s = method.value("nonfinite", std::string("fail"));
-  return s == "skip" ? p::skip : s == "zero" ? p::zero : p::fail;
+  namespace ha = heterograd::algorithms;
+  const auto* p = heterograd::value_of(ha::nonfinite_policies, method.value("nonfinite", std::string("fail")));
+  return p ? *p : ha::nonfinite_policy::fail;
 }
 
 namespace wall {

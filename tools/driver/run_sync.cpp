@@ -279,13 +279,12 @@ using eager_method = hs::eager_sgd<float, any_optimizer, oracle>;
 using omnilearn_method = omnilearn_policy<bsp_method>;
 using biased_method = biased_policy<hs::local_sgd<float, any_optimizer, biased_oracle>>;
 
-// A synchronising method's config from the method's keys, its synchronisation's time from the
-// network and its non-finite policy from the method's common key.
+// A synchronising method's config from the method's keys (its `nonfinite` key among them) and
+// its synchronisation's time from the network.
 template <class Config>
 Config synced_config(const context& ctx, const round_setup& r) {
   auto cfg = from_json(ctx.method, Config{});
   cfg.sync_time = r.sync;
-  cfg.nonfinite = nonfinite_of(ctx.method);
   return cfg;
 }
 
@@ -449,7 +448,6 @@ json eager_runner::run(context& ctx) {
   if (!(ctx.exp.real_clock && !(ctx.exp.real_scale > 0))) r.model = with_exchange(std::move(r.model), r.sync);
   auto cfg = from_json(ctx.method, hs::eager_config{});
   cfg.seed = ctx.seed;
-  cfg.nonfinite = nonfinite_of(ctx.method);
   eager_method p(r.n, r.x0(), r.opt, r.g, r.batches, cfg);
   json s;
   if (ctx.exp.real_clock) {

@@ -39,24 +39,21 @@ enum class nonfinite_policy : std::uint8_t {
   zero,  ///< replace its non-finite entries by 0
 };
 
-constexpr std::string_view nonfinite_policy_name(nonfinite_policy p) {
-  switch (p) {
-    case nonfinite_policy::fail: return "fail";
-    case nonfinite_policy::skip: return "skip";
-    case nonfinite_policy::zero: return "zero";
-  }
-  return "unknown";
-}
-
-/// Throws std::invalid_argument naming `field` unless p is one of the three policies (an
-/// enum can hold any value of its underlying type).
 /// The policies by name (a described config's `nonfinite` field).
 inline constexpr choice<nonfinite_policy> nonfinite_policies[] = {
     {"fail", nonfinite_policy::fail}, {"skip", nonfinite_policy::skip}, {"zero", nonfinite_policy::zero}};
 
+/// The policy's name in the table ("unknown" for a value outside it).
+constexpr std::string_view nonfinite_policy_name(nonfinite_policy p) {
+  const std::string_view n = name_of(nonfinite_policies, p);
+  return n.empty() ? std::string_view("unknown") : n;
+}
+
+/// Throws std::invalid_argument naming `field` unless p is one of the policies of the table
+/// (an enum can hold any value of its underlying type).
 inline void validate_nonfinite_policy(std::string_view field, nonfinite_policy p) {
-  require(p == nonfinite_policy::fail || p == nonfinite_policy::skip || p == nonfinite_policy::zero,
-          field, static_cast<int>(p), "must be fail, skip or zero");
+  require(!name_of(nonfinite_policies, p).empty(), field, static_cast<int>(p),
+          choices_rule(nonfinite_policies));
 }
 
 /// A gradient with an infinity or a NaN reached a method whose policy is fail. Names the

@@ -120,6 +120,33 @@ constexpr std::string_view name_of(const choice<E> (&table)[N], E v) {
   return name_of(std::span<const choice<E>>(table), v);
 }
 
+/// The value named `name` in a table of choices (nullptr when no entry has that name).
+template <class E>
+constexpr const E* value_of(std::span<const choice<E>> table, std::string_view name) {
+  for (const auto& c : table)
+    if (c.name == name) return &c.value;
+  return nullptr;
+}
+template <class E, std::size_t N>
+constexpr const E* value_of(const choice<E> (&table)[N], std::string_view name) {
+  return value_of(std::span<const choice<E>>(table), name);
+}
+
+/// The rule of an enumeration's table: "must be one of discard, interrupt".
+template <class E>
+std::string choices_rule(std::span<const choice<E>> table) {
+  std::string r = "must be one of ";
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (i) r += ", ";
+    r += table[i].name;
+  }
+  return r;
+}
+template <class E, std::size_t N>
+std::string choices_rule(const choice<E> (&table)[N]) {
+  return choices_rule(std::span<const choice<E>>(table));
+}
+
 /// A list of numbers (a per-worker count): its elements obey the field's range.
 template <class M>
 struct list_traits : std::false_type {};
@@ -203,14 +230,7 @@ struct field {
   }
 
   /// "must be one of discard, interrupt".
-  std::string choices_rule() const {
-    std::string r = "must be one of ";
-    for (std::size_t i = 0; i < choices.size(); ++i) {
-      if (i) r += ", ";
-      r += choices[i].name;
-    }
-    return r;
-  }
+  std::string choices_rule() const { return heterograd::choices_rule(choices); }
 };
 
 /// A field of S (types deduced from the member pointer).

@@ -266,6 +266,119 @@ template <class Rep, class T>
 using gossip_buffers =
     std::vector<typename std::remove_cvref_t<decltype(std::declval<Rep>().memory)>::template vector<T>>;
 
+/// Round r's global synchronisation of one rank (local_sgd_sync's `global` case).
+template <class T, class S, class Ex, class Rep, class Outer, class OuterState>
+step_task<bool> local_sgd_global(Ex& world, Rep rep, const local_sgd_schedule& sched,
+                                 const std::vector<std::size_t>& batches, const Outer& outer,
+                                 OuterState& os, span<T, S> anchor, std::uint64_t r,
+                                 span<T, S> params, span<T, S> model) {
+  const std::size_t me = rep.rank;
+  const std::size_t n = params.size();
+  const auto members = sched.participants(r);
+  const auto w = member_weights(sched.config().weighting, batches, members,
+                                [&sched, r](std::size_t m) { return sched.steps(m, r); });
+  bool member = false;
+  const double mine = weight_of(members, w.models, me, &member);
+  if (!member) rep.fill(params, T(0));
+  rep.tr.to_common(me, params);  // non-members map zeros: harmless
+  co_await world.allreduce(span<const T, S>(params), params, mine);
+  // FedNova's affine term, added last like a sum over the members and the anchor.
+  if (w.anchor != 0.0)
+    rep.memory.run(n, [&](const auto& p) {
+      kernels::axpby(p, static_cast<T>(w.anchor), span<const T, S>(anchor), T(1), params);
+    });
+  if (!model.empty()) rep.copy(span<const T, S>(params), model);
+  if constexpr (is_no_outer_v<Outer>) {
+    rep.copy(span<const T, S>(params), anchor);
+  } else {
+    // The average is overwritten with the anchor next: the outer step may use it for its
+    // pseudo-gradient (no scratch buffer per round).
+    rep.memory.run(n, [&](const auto& p) {
+      if constexpr (requires { outer.step_in_place(p, params, os, anchor); })
+        outer.step_in_place(p, params, os, anchor);
+      else
+        outer.step(p, span<const T, S>(params), os, anchor);
+    });
+  }
+  rep.copy(span<const T, S>(anchor), params);
+  rep.tr.from_common(me, params);
+  bool smember = false;
+  const double smine = weight_of(members, w.states, me, &smember);
+  co_await apply_state_policy<T>(world, rep, sched.config().states, smine, smember, params);
+  co_return true;
+}
+
+/// Round r's synchronisation within this rank's group (local_sgd_sync's `group` case).
+template <class T, class S, class GroupEx, class Rep>
+step_task<bool> local_sgd_group(GroupEx& group, Rep rep, const local_sgd_schedule& sched,
+                                const std::vector<std::size_t>& batches, std::uint64_t r,
+                                span<T, S> params, span<T, S> model) {
+  const std::size_t me = rep.rank;
+  const auto members = sched.group_of(me);
+  const auto w = member_weights(sched.config().weighting, batches, members,
+                                [&sched, r](std::size_t m) { return sched.steps(m, r); }).models;
+  bool member = false;
+  const double mine = weight_of(members, w, me, &member);
+  rep.tr.to_common(me, params);
+  co_await group.allreduce(span<const T, S>(params), params, mine);
+  if (!model.empty()) rep.copy(span<const T, S>(params), model);
+  rep.tr.from_common(me, params);
+  co_await apply_state_policy<T>(group, rep, sched.config().states, mine, true, params);
+  co_return true;
+}
+
+/// Gossip's buffers for this round: buf[0] for this rank's model (intact while its sends are
+/// out), buf[1 + k] for in-neighbour k's; made by the rank's memory ((in-degree + 1) * n
+/// values), kept when `buf` already has that shape.
+template <class T, class Rep, class Buffers>
+void shape_gossip_buffers(Rep& rep, Buffers& buf, std::size_t in_degree, std::size_t n) {
+  if (buf.size() == in_degree + 1 && buf[0].size() == n) return;
+  buf.clear();
+  for (std::size_t k = 0; k <= in_degree; ++k)
+    buf.push_back(rep.memory.template make<T>(n));
+}
+
+/// Round r's gossip of one rank (local_sgd_sync's `gossip` case).
+template <class T, class S, class Ex, class Rep, class Buffers>
+step_task<bool> local_sgd_gossip(Ex& world, Rep rep, const local_sgd_schedule& sched,
+                                 span<T, S> anchor, span<T, S> params, Buffers& buf) {
+  const auto& W = *sched.config().gossip;
+  const std::size_t me = rep.rank;
+  const std::size_t n = params.size();
+  const std::size_t ranks = sched.workers();
+  rep.tr.to_common(me, params);
+  std::vector<std::size_t> to, from;
+  for (std::size_t j = 0; j < ranks; ++j)
+    if (j != me && W(j, me) != 0.0) to.push_back(j);
+  for (std::size_t l = 0; l < ranks; ++l)
+    if (l != me && W(me, l) != 0.0) from.push_back(l);
+  shape_gossip_buffers<T>(rep, buf, from.size(), n);
+  rep.copy(span<const T, S>(params), kernels::view(rep.memory, buf[0]));
+  std::vector<span<T, S>> into;
+  for (std::size_t k = 0; k < from.size(); ++k) into.push_back(kernels::view(rep.memory, buf[1 + k]));
+  // neighbours() is optional in an exchange (exchange.hpp): without it, no gossip.
+  if constexpr (requires { world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, into); })
+    co_await world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, std::move(into));
+  else
+    throw std::invalid_argument("local_sgd.gossip: the exchange has no neighbours() (gossip's "
+                                "point-to-point messages)");
+  std::vector<span<const T, S>> xs;
+  std::vector<double> wj;
+  std::size_t k = 0;
+  for (std::size_t l = 0; l < ranks; ++l) {
+    if (W(me, l) == 0.0) continue;
+    xs.push_back(kernels::cview(rep.memory, buf[l == me ? 0 : 1 + k++]));
+    wj.push_back(W(me, l));
+  }
+  const auto tw = cast_weights<T>(wj);
+  rep.memory.run(n, [&](const auto& p) { kernels::weighted_sum(p, params, xs, std::span<const T>(tw)); });
+  // No global model exists: the anchor follows worker 0's (what the runtimes evaluate).
+  if (me == 0) rep.copy(span<const T, S>(params), anchor);
+  rep.tr.from_common(me, params);
+  if (sched.config().states == state_policy::reset) rep.reset(params);
+  co_return true;
+}
+
 /// The round-r synchronisation of one rank (every rank of the run calls it, trained or not):
 ///   global  x <- the weighted average of the round's participants' models in the common
 ///           form (a non-participant contributes zeros with weight 0), plus FedNova's anchor
@@ -290,99 +403,16 @@ step_task<bool> local_sgd_sync(Ex& world, GroupEx* group, Rep rep, const local_s
                                const std::vector<std::size_t>& batches, const Outer& outer,
                                OuterState& os, span<T, S> anchor, std::uint64_t r,
                                span<T, S> params, span<T, S> model, Buffers* gossip = nullptr) {
-  const auto& cfg = sched.config();
-  const std::size_t me = rep.rank;
-  const std::size_t n = params.size();
-  const auto steps_of = [&sched, r](std::size_t m) { return sched.steps(m, r); };
   switch (sched.scope(r)) {
-    case sync_scope::global: {
-      const auto members = sched.participants(r);
-      const auto w = member_weights(cfg.weighting, batches, members, steps_of);
-      bool member = false;
-      const double mine = weight_of(members, w.models, me, &member);
-      if (!member) rep.fill(params, T(0));
-      rep.tr.to_common(me, params);  // non-members map zeros: harmless
-      co_await world.allreduce(span<const T, S>(params), params, mine);
-      // FedNova's affine term, added last like a sum over the members and the anchor.
-      if (w.anchor != 0.0)
-        rep.memory.run(n, [&](const auto& p) {
-          kernels::axpby(p, static_cast<T>(w.anchor), span<const T, S>(anchor), T(1), params);
-        });
-      if (!model.empty()) rep.copy(span<const T, S>(params), model);
-      if constexpr (is_no_outer_v<Outer>) {
-        rep.copy(span<const T, S>(params), anchor);
-      } else {
-        // The average is overwritten with the anchor next: the outer step may use it for its
-        // pseudo-gradient (no scratch buffer per round).
-        rep.memory.run(n, [&](const auto& p) {
-          if constexpr (requires { outer.step_in_place(p, params, os, anchor); })
-            outer.step_in_place(p, params, os, anchor);
-          else
-            outer.step(p, span<const T, S>(params), os, anchor);
-        });
-      }
-      rep.copy(span<const T, S>(anchor), params);
-      rep.tr.from_common(me, params);
-      bool smember = false;
-      const double smine = weight_of(members, w.states, me, &smember);
-      co_await apply_state_policy<T>(world, rep, cfg.states, smine, smember, params);
+    case sync_scope::global:
+      co_await local_sgd_global<T>(world, rep, sched, batches, outer, os, anchor, r, params, model);
       break;
-    }
-    case sync_scope::group: {
-      const auto members = sched.group_of(me);
-      const auto w = member_weights(cfg.weighting, batches, members, steps_of).models;
-      bool member = false;
-      const double mine = weight_of(members, w, me, &member);
-      rep.tr.to_common(me, params);
-      co_await group->allreduce(span<const T, S>(params), params, mine);
-      if (!model.empty()) rep.copy(span<const T, S>(params), model);
-      rep.tr.from_common(me, params);
-      co_await apply_state_policy<T>(*group, rep, cfg.states, mine, true, params);
+    case sync_scope::group:
+      co_await local_sgd_group<T>(*group, rep, sched, batches, r, params, model);
       break;
-    }
     case sync_scope::gossip: {
-      const auto& W = *cfg.gossip;
-      const std::size_t ranks = sched.workers();
-      rep.tr.to_common(me, params);
-      std::vector<std::size_t> to, from;
-      for (std::size_t j = 0; j < ranks; ++j)
-        if (j != me && W(j, me) != 0.0) to.push_back(j);
-      for (std::size_t l = 0; l < ranks; ++l)
-        if (l != me && W(me, l) != 0.0) from.push_back(l);
-      // buf[0]: this rank's model, intact while its sends are out; buf[1 + k]: in-neighbour
-      // k's. Made by the rank's memory ((in-degree + 1) * S bytes), once when `gossip` keeps
-      // them.
       Buffers local;
-      Buffers& buf = gossip != nullptr ? *gossip : local;
-      if (buf.size() != from.size() + 1 || buf[0].size() != n) {
-        buf.clear();
-        for (std::size_t k = 0; k <= from.size(); ++k) buf.push_back(rep.memory.template make<T>(n));
-      }
-      rep.copy(span<const T, S>(params), kernels::view(rep.memory, buf[0]));
-      std::vector<span<T, S>> into;
-      for (std::size_t k = 0; k < from.size(); ++k) into.push_back(kernels::view(rep.memory, buf[1 + k]));
-      // neighbours() is optional in an exchange (exchange.hpp): without it, no gossip.
-      if constexpr (requires { world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, into); })
-        co_await world.neighbours(kernels::cview(rep.memory, buf[0]), to, from, std::move(into));
-      else
-        throw std::invalid_argument("local_sgd.gossip: the exchange has no neighbours() (gossip's "
-                                    "point-to-point messages)");
-      std::vector<span<const T, S>> xs;
-      std::vector<double> wj;
-      std::size_t k = 0;
-      for (std::size_t l = 0; l < ranks; ++l) {
-        if (W(me, l) == 0.0) continue;
-        xs.push_back(kernels::cview(rep.memory, buf[l == me ? 0 : 1 + k++]));
-        wj.push_back(W(me, l));
-      }
-      const auto tw = cast_weights<T>(wj);
-      rep.memory.run(n, [&](const auto& p) {
-        kernels::weighted_sum(p, params, xs, std::span<const T>(tw));
-      });
-      // No global model exists: the anchor follows worker 0's (what the runtimes evaluate).
-      if (me == 0) rep.copy(span<const T, S>(params), anchor);
-      rep.tr.from_common(me, params);
-      if (cfg.states == state_policy::reset) rep.reset(params);
+      co_await local_sgd_gossip<T>(world, rep, sched, anchor, params, gossip != nullptr ? *gossip : local);
       break;
     }
   }
