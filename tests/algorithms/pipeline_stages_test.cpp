@@ -115,13 +115,14 @@ BOOST_AUTO_TEST_CASE(with_one_micro_batch_the_split_network_takes_the_unsplit_fu
   }
 }
 
-BOOST_AUTO_TEST_CASE(pipeline_over_inproc_threads_equals_the_simulated_pipeline_bitwise) {
+BOOST_AUTO_TEST_CASE(pipeline_over_inproc_threads_equals_the_simulated_pipeline_bitwise,
+                     *boost::unit_test::timeout(60)) {
   // One stage per thread, activations, gradients and labels over the inproc transport: every
   // rank's slice, gathered on rank 0, and the last rank's losses are simulate_pipeline's,
-  // bitwise, for both schedules, over four steps.
+  // bitwise, for both schedules, over four steps (S = 1: one rank, its labels kept local).
   const auto p0 = initial(five_layers);
   const auto source = batches(12, 5, 7, hg_test::seed() + 2);
-  for (std::size_t S : {2, 3, 4}) {
+  for (std::size_t S : {1, 2, 3, 4}) {
     for (auto kind : {pl::pipeline_schedule_kind::gpipe, pl::pipeline_schedule_kind::one_f_one_b}) {
       const pl::pipeline_config cfg{.schedule = kind, .micro_batches = 3};
       pl::mlp_stages sim_model(five_layers, {}, S, 3);
@@ -186,27 +187,30 @@ std::vector<rank_outcome> run_with_hostile(std::size_t S, int hostile,
 }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_hostile_stage_header_is_refused_by_name_and_the_fault_reaches_every_rank) {
-  // Three stages over 5 layers (bounds 0, 2, 4, 5): stage 1's input width is 9, stage 2's 7.
-  // A forged header from rank 0 (activations to rank 1) or from rank 2 (gradients to rank 1,
-  // after rank 1's first forward of 4 rows): rank 1 refuses it naming the field and the rule
-  // before it sizes anything; ranks 0 and 2 fail with rank 1's abort well before their 20 s
-  // timeout.
+BOOST_AUTO_TEST_CASE(a_hostile_stage_header_is_refused_by_name_and_the_fault_reaches_every_rank,
+                     *boost::unit_test::timeout(100)) {
+  // Three stages over 5 layers (bounds 0, 2, 4, 5): stage 1's input width is 9, stage 2's 7;
+  // micro-batches of 4 rows. A forged header from rank 0 (activations to rank 1), from rank 2
+  // (gradients to rank 1, after rank 1's first forward) or from rank 0 to rank 2 (labels,
+  // after a valid first activation through rank 1): the receiving rank refuses it naming the
+  // field and the rule before it sizes anything; the other ranks fail with its abort well
+  // before their 20 s timeout.
   struct forged {
-    int from;
-    int tag;
+    int from, to, tag;
     std::array<std::int64_t, 4> header;
     const char* says;
   };
   const std::vector<forged> cases{
-      {0, 7200, {0, 0, 5, 9}, "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)"},
-      {0, 7200, {0, 0, std::int64_t{1} << 62, 9}, "'pipeline.header.rows' = 4611686018427387904: must be > 0"},
-      {0, 7200, {0, 0, -2, 9}, "'pipeline.header.rows' = -2: must be > 0"},
-      {0, 7200, {0, 0, 4, 8}, "'pipeline.header.width' = 8: must equal stage 1's input width (9), which stage 0's output must match"},
-      {0, 7200, {1, 0, 4, 9}, "'pipeline.header.step' = 1: must be this step (0)"},
-      {0, 7200, {0, 1, 4, 9}, "'pipeline.header.micro_batch' = 1: must be the micro-batch stage 1's schedule expects next (0)"},
-      {2, 7202, {0, 0, 3, 7}, "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 0's forward (4)"},
-      {2, 7202, {0, 0, 4, 6}, "'pipeline.gradient_header.width' = 6: must equal stage 1's output width (7)"},
+      {0, 1, 7200, {0, 0, 5, 9}, "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)"},
+      {0, 1, 7200, {0, 0, std::int64_t{1} << 62, 9}, "'pipeline.header.rows' = 4611686018427387904: must be > 0"},
+      {0, 1, 7200, {0, 0, -2, 9}, "'pipeline.header.rows' = -2: must be > 0"},
+      {0, 1, 7200, {0, 0, 4, 8}, "'pipeline.header.width' = 8: must equal stage 1's input width (9), which stage 0's output must match"},
+      {0, 1, 7200, {1, 0, 4, 9}, "'pipeline.header.step' = 1: must be this step (0)"},
+      {0, 1, 7200, {0, 1, 4, 9}, "'pipeline.header.micro_batch' = 1: must be the micro-batch stage 1's schedule expects next (0)"},
+      {2, 1, 7202, {0, 0, 3, 7}, "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 0's forward (4)"},
+      {2, 1, 7202, {0, 0, 4, 6}, "'pipeline.gradient_header.width' = 6: must equal stage 1's output width (7)"},
+      {0, 2, 7204, {0, 0, 3, 8}, "'pipeline.label_header.rows' = 3: must equal the rows of micro-batch 0's activations (4)"},
+      {0, 2, 7204, {0, 0, 4, 2}, "'pipeline.label_header.batch_rows' = 2: must be >= the micro-batch's rows"},
   };
   for (const auto& f : cases) {
     const auto out = run_with_hostile(3, f.from, [&](const hg::comm::inproc::communicator& c) {
@@ -214,11 +218,19 @@ BOOST_AUTO_TEST_CASE(a_hostile_stage_header_is_refused_by_name_and_the_fault_rea
         std::int64_t h[4];
         c.recv(hg::span<std::int64_t>(h, 4), 1, 7200, {}).wait();
       }
-      c.send(hg::span<const std::int64_t>(f.header.data(), 4), 1, f.tag, {}).wait();
+      if (f.to == 2) {  // a valid first activation of 4 rows for rank 1, which passes it on to rank 2
+        const std::int64_t h[4] = {0, 0, 4, 9};
+        const std::vector<float> x(4 * 9, 0.5f);
+        c.send(hg::span<const std::int64_t>(h, 4), 1, 7200, {}).wait();
+        c.send(hg::span<const float>(x), 1, 7201, {}).wait();
+      }
+      c.send(hg::span<const std::int64_t>(f.header.data(), 4), f.to, f.tag, {}).wait();
     });
-    BOOST_TEST(out[1].what.find(f.says) != std::string::npos, out[1].what);
+    const auto refuser = static_cast<std::size_t>(f.to);
+    BOOST_TEST(out[refuser].what.find(f.says) != std::string::npos, out[refuser].what);
+    const std::string abort = "aborted by rank " + std::to_string(f.to);
     for (std::size_t r = 0; r < 3; ++r) {
-      if (r != 1) BOOST_TEST(out[r].what.find("aborted by rank 1") != std::string::npos, "rank " << r << ": " << out[r].what);
+      if (r != refuser) BOOST_TEST(out[r].what.find(abort) != std::string::npos, "rank " << r << ": " << out[r].what);
       BOOST_TEST(out[r].seconds < 10.0, "rank " << r << " took " << out[r].seconds << " s");
     }
   }

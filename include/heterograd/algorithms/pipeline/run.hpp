@@ -71,6 +71,7 @@ class stage_runner {
     if (s_ == 0) {
       mbs_ = split_micro_batches(source(t), model_.input_width(0), Mb_);
       batch_rows_ = total_rows(model_, mbs_);
+      scale_ = 1.0f / static_cast<float>(batch_rows_);  // used here only when S = 1 (no label message)
     }
     for (const auto& op : ops_) {
       if (op.kind == decoupled::pass::forward) forward(t, op.micro_batch);
