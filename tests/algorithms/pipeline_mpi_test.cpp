@@ -29,7 +29,8 @@ BOOST_AUTO_TEST_CASE(stage_pipeline_over_mpi_ranks_equals_the_simulated_pipeline
     b.x.resize(1201 * 24);
     b.y.resize(1201);
     for (std::size_t i = 0; i < b.x.size(); ++i) b.x[i] = static_cast<float>(rng.normal(i));
-    for (std::size_t r = 0; r < b.y.size(); ++r) b.y[r] = static_cast<std::int32_t>(rng.below(1u << 30 | r, 4));
+    for (std::size_t r = 0; r < b.y.size(); ++r)
+      b.y[r] = static_cast<std::int32_t>(rng.below(1u << 30 | r, 4));
     return b;
   };
   for (auto kind : {pl::pipeline_schedule_kind::gpipe, pl::pipeline_schedule_kind::one_f_one_b}) {
@@ -41,9 +42,11 @@ BOOST_AUTO_TEST_CASE(stage_pipeline_over_mpi_ranks_equals_the_simulated_pipeline
     pl::gather_stages(world, model, p);
     const bool gpipe = kind == pl::pipeline_schedule_kind::gpipe;
     if (world.rank() == 0)
-      BOOST_TEST(std::memcmp(p.data(), sim.data(), sim.size() * sizeof(float)) == 0, "gpipe=" << gpipe);
+      BOOST_TEST(std::memcmp(p.data(), sim.data(), sim.size() * sizeof(float)) == 0,
+                 "gpipe=" << gpipe);
     if (static_cast<std::size_t>(world.rank()) + 1 == S)
-      BOOST_TEST(std::memcmp(r.losses.data(), expect.losses.data(), 3 * sizeof(float)) == 0, "gpipe=" << gpipe);
+      BOOST_TEST(std::memcmp(r.losses.data(), expect.losses.data(), 3 * sizeof(float)) == 0,
+                 "gpipe=" << gpipe);
     const auto s = static_cast<std::size_t>(world.rank());
     BOOST_TEST(r.peak_in_flight[s] == expect.peak_in_flight[s], "gpipe=" << gpipe);
   }

@@ -20,12 +20,17 @@ struct stage_model_archetype {
   std::size_t num_params() const { return 0; }
   std::size_t stage_offset(std::size_t) const { return 0; }
   std::size_t input_width(std::size_t) const { return 1; }
-  double activation_bytes(std::size_t, std::size_t rows) const { return static_cast<double>(rows * sizeof(float)); }
-  span<const float> forward(std::size_t, std::size_t, span<const float>, const float* x, std::size_t rows) {
+  double activation_bytes(std::size_t, std::size_t rows) const {
+    return static_cast<double>(rows * sizeof(float));
+  }
+  span<const float> forward(std::size_t, std::size_t, span<const float>, const float* x,
+                            std::size_t rows) {
     return span<const float>(x, rows);
   }
-  void backward(std::size_t, std::size_t, span<const float>, span<const float>, span<float>, span<float>) {}
-  float loss_backward(std::size_t, span<const float>, span<const std::int32_t>, float, span<float>, span<float>) {
+  void backward(std::size_t, std::size_t, span<const float>, span<const float>, span<float>,
+                span<float>) {}
+  float loss_backward(std::size_t, span<const float>, span<const std::int32_t>, float, span<float>,
+                      span<float>) {
     return 0.0f;
   }
   void release(std::size_t, std::size_t) {}
@@ -53,15 +58,19 @@ struct not_a_stage_model_no_activation_bytes : stage_model_archetype {
 };
 /// forward returns a mutable span, not span<const float>.
 struct not_a_stage_model_forward_returns_mutable : stage_model_archetype {
-  span<float> forward(std::size_t, std::size_t, span<const float>, const float*, std::size_t) { return {}; }
+  span<float> forward(std::size_t, std::size_t, span<const float>, const float*, std::size_t) {
+    return {};
+  }
 };
 /// No backward.
 struct not_a_stage_model_no_backward : stage_model_archetype {
-  void backward(std::size_t, std::size_t, span<const float>, span<const float>, span<float>, span<float>) = delete;
+  void backward(std::size_t, std::size_t, span<const float>, span<const float>, span<float>,
+                span<float>) = delete;
 };
 /// loss_backward returns nothing (the loss could not be reported).
 struct not_a_stage_model_loss_backward_is_void : stage_model_archetype {
-  void loss_backward(std::size_t, span<const float>, span<const std::int32_t>, float, span<float>, span<float>) {}
+  void loss_backward(std::size_t, span<const float>, span<const std::int32_t>, float, span<float>,
+                     span<float>) {}
 };
 /// No release.
 struct not_a_stage_model_no_release : stage_model_archetype {

@@ -33,9 +33,10 @@
 namespace heterograd::algorithms::pipeline {
 
 template <class M>
-concept stage_model = requires(M& m, const M& cm, std::size_t s, std::size_t slot, span<const float> p,
-                               span<float> g, const float* x, std::size_t rows, span<const std::int32_t> y,
-                               float scale, span<const float> dy, span<float> dx) {
+concept stage_model = requires(M& m, const M& cm, std::size_t s, std::size_t slot,
+                               span<const float> p, span<float> g, const float* x, std::size_t rows,
+                               span<const std::int32_t> y, float scale, span<const float> dy,
+                               span<float> dx) {
   { cm.stages() } -> std::convertible_to<std::size_t>;
   { cm.num_params() } -> std::convertible_to<std::size_t>;
   { cm.stage_offset(s) } -> std::convertible_to<std::size_t>;  // s in [0, stages()]

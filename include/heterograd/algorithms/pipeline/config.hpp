@@ -42,22 +42,25 @@ struct pipeline_config {
     return describe(
         "pipeline",
         describe_field("schedule", &pipeline_config::schedule,
-                       "order of each stage's forwards and backwards: gpipe or 1f1b", pipeline_schedule_kinds),
+                       "order of each stage's forwards and backwards: gpipe or 1f1b",
+                       pipeline_schedule_kinds),
         describe_field("micro_batches", &pipeline_config::micro_batches,
                        "micro-batches M a step's batch is split into (each batch needs >= M rows)",
                        with_note(at_least(1), "(M = 0 would split a batch into nothing)")),
-        describe_field("update", &pipeline_config::update,
-                       "synchronous: gradients of the M micro-batches summed, one optimizer step per "
-                       "stage per step (asynchronous updates are not implemented yet)",
-                       std::span(pipeline_updates).first(1)));
+        describe_field(
+            "update", &pipeline_config::update,
+            "synchronous: gradients of the M micro-batches summed, one optimizer step per "
+            "stage per step (asynchronous updates are not implemented yet)",
+            std::span(pipeline_updates).first(1)));
   }
   void validate() const { validate_fields(*this); }
 };
 
 /// The op list of every stage for S stages under the configuration.
 inline decoupled::pipeline_schedule schedule_for(const pipeline_config& cfg, std::size_t stages) {
-  return cfg.schedule == pipeline_schedule_kind::gpipe ? decoupled::schedule_gpipe(stages, cfg.micro_batches)
-                                                       : decoupled::schedule_1f1b(stages, cfg.micro_batches);
+  return cfg.schedule == pipeline_schedule_kind::gpipe
+             ? decoupled::schedule_gpipe(stages, cfg.micro_batches)
+             : decoupled::schedule_1f1b(stages, cfg.micro_batches);
 }
 
 /// A batch (or micro-batch) on the host: rows = y.size() inputs of the first stage's width.
@@ -70,10 +73,12 @@ struct batch_data {
 using batch_source = std::function<batch_data(std::size_t step)>;
 
 /// Splits a batch of `width`-wide rows into m micro-batches as above.
-inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::size_t width, std::size_t m) {
+inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::size_t width,
+                                                   std::size_t m) {
   const std::size_t B = b.rows();
   require_positive("pipeline.micro_batches", m);
-  require(B >= m, "pipeline.batch.rows", B, "must be >= pipeline.micro_batches (" + std::to_string(m) + ")");
+  require(B >= m, "pipeline.batch.rows", B,
+          "must be >= pipeline.micro_batches (" + std::to_string(m) + ")");
   require_same_size("pipeline.batch.x", b.x.size(), "rows x input width", B * width);
   std::vector<batch_data> out(m);
   std::size_t r0 = 0;
@@ -81,7 +86,8 @@ inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::siz
     const std::size_t rows = B / m + (k < B % m ? 1 : 0);
     out[k].x.assign(b.x.begin() + static_cast<std::ptrdiff_t>(r0 * width),
                     b.x.begin() + static_cast<std::ptrdiff_t>((r0 + rows) * width));
-    out[k].y.assign(b.y.begin() + static_cast<std::ptrdiff_t>(r0), b.y.begin() + static_cast<std::ptrdiff_t>(r0 + rows));
+    out[k].y.assign(b.y.begin() + static_cast<std::ptrdiff_t>(r0),
+                    b.y.begin() + static_cast<std::ptrdiff_t>(r0 + rows));
     r0 += rows;
   }
   return out;
@@ -90,8 +96,8 @@ inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::siz
 /// What a run reports. Over a transport each rank fills its own stage's entry of peak_in_flight
 /// and only the last stage's rank has the losses.
 struct pipeline_report {
-  std::vector<float> losses;                 // per step: mean loss over the step's batch
-  std::vector<std::size_t> peak_in_flight;   // per stage: most forwards awaiting their backward
+  std::vector<float> losses;                // per step: mean loss over the step's batch
+  std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
 };
 
 namespace detail {

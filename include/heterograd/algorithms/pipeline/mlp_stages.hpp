@@ -29,12 +29,14 @@ class mlp_stages {
  public:
   /// `bounds` empty: decoupled::even_split(layers, stages). `slots`: micro-batches a stage may
   /// hold at once (1F1B needs min(S - s, M), GPipe M).
-  mlp_stages(const nn::mlp<float>& net, decoupled::module_bounds bounds, std::size_t stages, std::size_t slots)
+  mlp_stages(const nn::mlp<float>& net, decoupled::module_bounds bounds, std::size_t stages,
+             std::size_t slots)
       : net_(net), bounds_(std::move(bounds)) {
     if (bounds_.empty()) bounds_ = decoupled::even_split(net.num_layers(), stages);
     decoupled::validate_bounds(bounds_, net.num_layers());
     require_positive("mlp_stages.slots", slots);
-    slots_.assign(this->stages(), std::vector<slot_state>(slots, slot_state{net, {}, {}, 0, false}));
+    slots_.assign(this->stages(),
+                  std::vector<slot_state>(slots, slot_state{net, {}, {}, 0, false}));
     scratch_.assign(net.num_params(), 0.0f);
   }
 
@@ -55,7 +57,8 @@ class mlp_stages {
   span<const float> forward(std::size_t s, std::size_t slot, span<const float> p, const float* x,
                             std::size_t rows) {
     slot_state& st = at(s, slot, "mlp_stages.forward.slot");
-    require(!st.busy, "mlp_stages.forward.slot", slot, "holds a forward not yet backpropagated or released");
+    require(!st.busy, "mlp_stages.forward.slot", slot,
+            "holds a forward not yet backpropagated or released");
     require_positive("mlp_stages.forward.rows", rows);
     st.input.assign(x, x + rows * input_width(s));
     st.output = st.ws.forward(p, st.input.data(), rows, bounds_[s], bounds_[s + 1]);
@@ -64,15 +67,16 @@ class mlp_stages {
     return st.output;
   }
 
-  void backward(std::size_t s, std::size_t slot, span<const float> p, span<const float> dy, span<float> g,
-                span<float> dx) {
+  void backward(std::size_t s, std::size_t slot, span<const float> p, span<const float> dy,
+                span<float> g, span<float> dx) {
     slot_state& st = busy_slot(s, slot, "mlp_stages.backward.slot");
-    require_same_size("mlp_stages.backward.dy", dy.size(), "rows x output width", st.rows * input_width(s + 1));
+    require_same_size("mlp_stages.backward.dy", dy.size(), "rows x output width",
+                      st.rows * input_width(s + 1));
     backward_into(s, st, p, dy.data(), g, dx);
   }
 
-  float loss_backward(std::size_t slot, span<const float> p, span<const std::int32_t> y, float scale,
-                      span<float> g, span<float> dx) {
+  float loss_backward(std::size_t slot, span<const float> p, span<const std::int32_t> y,
+                      float scale, span<float> g, span<float> dx) {
     const std::size_t s = stages() - 1, K = net_.classes();
     slot_state& st = busy_slot(s, slot, "mlp_stages.loss_backward.slot");
     require_same_size("mlp_stages.loss_backward.labels", y.size(), "the forward's rows", st.rows);
@@ -80,8 +84,8 @@ class mlp_stages {
     const auto eps = static_cast<float>(net_.config().label_smoothing);
     float total = 0;
     for (std::size_t r = 0; r < st.rows; ++r) {
-      require(y[r] >= 0 && static_cast<std::size_t>(y[r]) < K, "mlp_stages.loss_backward.labels", y[r],
-              "must be in [0, classes)");
+      require(y[r] >= 0 && static_cast<std::size_t>(y[r]) < K, "mlp_stages.loss_backward.labels",
+              y[r], "must be in [0, classes)");
       std::size_t am = 0;
       total += nn::softmax_cross_entropy_row(st.output.data() + r * K, K, y[r], eps, scale,
                                              dlogits_.data() + r * K, am);
@@ -90,7 +94,9 @@ class mlp_stages {
     return total * scale;
   }
 
-  void release(std::size_t s, std::size_t slot) { at(s, slot, "mlp_stages.release.slot").busy = false; }
+  void release(std::size_t s, std::size_t slot) {
+    at(s, slot, "mlp_stages.release.slot").busy = false;
+  }
 
  private:
   struct slot_state {
@@ -101,7 +107,8 @@ class mlp_stages {
     bool busy;
   };
   slot_state& at(std::size_t s, std::size_t slot, const char* key) {
-    require(s < stages(), "mlp_stages.stage", s, "must be < stages (" + std::to_string(stages()) + ")");
+    require(s < stages(), "mlp_stages.stage", s,
+            "must be < stages (" + std::to_string(stages()) + ")");
     require(slot < slots(), key, slot, "must be < slots (" + std::to_string(slots()) + ")");
     return slots_[s][slot];
   }
@@ -112,11 +119,12 @@ class mlp_stages {
   }
   // mlp::backward writes the range's gradient into scratch_; it is added to g (the pipeline
   // accumulates micro-batches), and the slot is freed.
-  void backward_into(std::size_t s, slot_state& st, span<const float> p, const float* dy, span<float> g,
-                     span<float> dx) {
+  void backward_into(std::size_t s, slot_state& st, span<const float> p, const float* dy,
+                     span<float> g, span<float> dx) {
     require_same_size("mlp_stages.grads", g.size(), "num_params", num_params());
-    require(dx.empty() || dx.size() == st.rows * input_width(s), "mlp_stages.backward.dx", dx.size(),
-            "must be empty or rows x input width (" + std::to_string(st.rows * input_width(s)) + ")");
+    require(
+        dx.empty() || dx.size() == st.rows * input_width(s), "mlp_stages.backward.dx", dx.size(),
+        "must be empty or rows x input width (" + std::to_string(st.rows * input_width(s)) + ")");
     st.ws.backward(p, dy, bounds_[s], bounds_[s + 1], scratch_, dx.empty() ? nullptr : dx.data());
     for (std::size_t j = stage_offset(s); j < stage_offset(s + 1); ++j) g[j] += scratch_[j];
     st.busy = false;

@@ -47,8 +47,8 @@ std::size_t total_rows(const M& model, const std::vector<batch_data>& mbs) {
   std::size_t B = 0;
   for (std::size_t m = 0; m < mbs.size(); ++m) {
     require_positive("pipeline.micro_batch[" + std::to_string(m) + "].rows", mbs[m].rows());
-    require_same_size("pipeline.micro_batch[" + std::to_string(m) + "].x", mbs[m].x.size(), "rows x input width",
-                      mbs[m].rows() * model.input_width(0));
+    require_same_size("pipeline.micro_batch[" + std::to_string(m) + "].x", mbs[m].x.size(),
+                      "rows x input width", mbs[m].rows() * model.input_width(0));
     B += mbs[m].rows();
   }
   return B;
@@ -56,7 +56,8 @@ std::size_t total_rows(const M& model, const std::vector<batch_data>& mbs) {
 template <stage_model M, class MakeOpt>
 auto make_optimizers(const M& model, MakeOpt& make_opt) {
   std::vector<decltype(make_opt(std::size_t{}))> opts;
-  for (std::size_t s = 0; s < model.stages(); ++s) opts.push_back(make_opt(model.stage_offset(s + 1) - model.stage_offset(s)));
+  for (std::size_t s = 0; s < model.stages(); ++s)
+    opts.push_back(make_opt(model.stage_offset(s + 1) - model.stage_offset(s)));
   return opts;
 }
 template <stage_model M>
@@ -68,7 +69,8 @@ void check_params(const M& model, std::size_t n) {
 /// One step of the whole model on one worker over the micro-batches `mbs` (slot 0 of every
 /// stage); per_stage[s] steps stage s. Returns the step's mean loss.
 template <stage_model M, class Opt>
-float sequential_step(M& model, span<float> params, std::vector<Opt>& per_stage, const std::vector<batch_data>& mbs) {
+float sequential_step(M& model, span<float> params, std::vector<Opt>& per_stage,
+                      const std::vector<batch_data>& mbs) {
   detail::check_params(model, params.size());
   require_same_size("pipeline.optimizers", per_stage.size(), "stages", model.stages());
   const std::size_t S = model.stages();
@@ -96,14 +98,16 @@ float sequential_step(M& model, span<float> params, std::vector<Opt>& per_stage,
 namespace detail {
 /// One synchronous step in simulated order: returns the loss; pools[s].peak() grows.
 template <stage_model M, class Opt>
-float simulate_step(M& model, span<float> params, std::vector<Opt>& opts, const decoupled::schedule_stats& st,
-                    const std::vector<batch_data>& mbs, std::vector<slot_pool>& pools) {
+float simulate_step(M& model, span<float> params, std::vector<Opt>& opts,
+                    const decoupled::schedule_stats& st, const std::vector<batch_data>& mbs,
+                    std::vector<slot_pool>& pools) {
   const std::size_t S = model.stages(), Mb = mbs.size();
   const float scale = 1.0f / static_cast<float>(total_rows(model, mbs));
   const span<const float> p(params.data(), params.size());
   std::vector<float> g(params.size(), 0.0f);
   // act[s][m]: stage s's output for m (the message to s + 1); grad[s][m]: d/d(its input).
-  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(Mb)), grad = act;
+  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(Mb)),
+      grad = act;
   float loss = 0;
   for (const auto& t : st.order) {
     const std::size_t s = t.stage, m = t.op.micro_batch, rows = mbs[m].rows();
@@ -117,7 +121,8 @@ float simulate_step(M& model, span<float> params, std::vector<Opt>& opts, const 
     const std::size_t slot = pools[s].give(m);
     grad[s][m].resize(s > 0 ? rows * model.input_width(s) : 0);
     if (s + 1 == S) {
-      loss += model.loss_backward(slot, p, span<const std::int32_t>(mbs[m].y), scale, g, grad[s][m]);
+      loss +=
+          model.loss_backward(slot, p, span<const std::int32_t>(mbs[m].y), scale, g, grad[s][m]);
     } else {
       model.backward(s, slot, p, grad[s + 1][m], g, grad[s][m]);
       std::vector<float>().swap(grad[s + 1][m]);
@@ -132,8 +137,9 @@ float simulate_step(M& model, span<float> params, std::vector<Opt>& opts, const 
 /// from source(t), split into cfg.micro_batches. make_opt(slice size) makes stage s's
 /// optimizer. The report has every step's loss and each stage's peak in-flight micro-batches.
 template <stage_model M, class MakeOpt>
-pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt, const pipeline_config& cfg,
-                                  const batch_source& source, std::size_t steps) {
+pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt,
+                                  const pipeline_config& cfg, const batch_source& source,
+                                  std::size_t steps) {
   cfg.validate();
   detail::check_params(model, params.size());
   const std::size_t S = model.stages(), Mb = cfg.micro_batches;
@@ -144,7 +150,8 @@ pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt 
   pipeline_report report;
   for (std::size_t t = 0; t < steps; ++t) {
     const auto mbs = split_micro_batches(source(t), model.input_width(0), Mb);
-    report.losses.push_back(detail::simulate_step(model, span<float>(params), opts, st, mbs, pools));
+    report.losses.push_back(
+        detail::simulate_step(model, span<float>(params), opts, st, mbs, pools));
   }
   for (const auto& pool : pools) report.peak_in_flight.push_back(pool.peak());
   return report;
