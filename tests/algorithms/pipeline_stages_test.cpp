@@ -60,6 +60,23 @@ std::string what_of(const std::function<void()>& f) {
 
 BOOST_AUTO_TEST_SUITE(pipeline_stages)
 
+BOOST_AUTO_TEST_CASE(mlp_stages_split_the_layers_their_slices_and_widths_at_the_bounds) {
+  // 5 layers 12-10-9-8-7-5 in 2 stages: even_split gives layers [0, 3) and [3, 5). Stage 1's
+  // slice starts at layer 3's weights: 10*12+10 + 9*10+9 + 8*9+8 = 309 floats in. A slot keeps
+  // the input copy and every layer output: (12 + 10 + 9 + 8) floats per row on stage 0,
+  // (8 + 7 + 5) on stage 1.
+  const pl::mlp_stages m(five_layers, {}, 2, 1);
+  BOOST_TEST(m.bounds() == (std::vector<std::size_t>{0, 3, 5}));
+  BOOST_TEST(m.stage_offset(0) == 0u);
+  BOOST_TEST(m.stage_offset(1) == 309u);
+  BOOST_TEST(m.stage_offset(2) == five_layers.num_params());
+  BOOST_TEST(m.input_width(0) == 12u);
+  BOOST_TEST(m.input_width(1) == 8u);
+  BOOST_TEST(m.input_width(2) == 5u);
+  BOOST_TEST(m.activation_bytes(0, 7) == 7.0 * 39 * 4);
+  BOOST_TEST(m.activation_bytes(1, 7) == 7.0 * 20 * 4);
+}
+
 BOOST_AUTO_TEST_CASE(simulated_synchronous_pipeline_equals_the_sequential_step_bitwise) {
   // Design §0.3: GPipe and 1F1B with synchronous update equal sequential_step bitwise, for
   // S = 2, 3, 4 and M = 1, 3, 4 over a 7-row batch (micro-batches of 7; 3,2,2; 2,2,2,1 rows),
