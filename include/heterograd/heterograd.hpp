@@ -11,6 +11,7 @@
 #include "heterograd/balance.hpp"
 #include "heterograd/sim.hpp"
 #include "heterograd/algorithms/decoupled.hpp"
+#include "heterograd/algorithms/pipeline.hpp"
 #include "heterograd/algorithms/async.hpp"
 #include "heterograd/algorithms/sync.hpp"
 #include "heterograd/algorithms/sharded.hpp"

@@ -1,4 +1,4 @@
-// docs/async.md's and docs/sync.md's parameter tables are the descriptions of the methods'
+// docs/async.md's, docs/sync.md's and docs/pipeline.md's parameter tables are the descriptions of the methods'
 // config structs, printed with their defaults (tests/support/doc_tables.hpp): a default or a
 // rule changed in a header and not in its page fails here, with the table to paste.
 #include <string>
@@ -7,6 +7,7 @@
 
 #include "doc_tables.hpp"
 #include "heterograd/algorithms/async.hpp"
+#include "heterograd/algorithms/pipeline/config.hpp"
 #include "heterograd/algorithms/sync/biased.hpp"
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/eager.hpp"
@@ -59,6 +60,10 @@ BOOST_AUTO_TEST_CASE(the_sync_pages_tables_are_the_round_methods_configs) {
   check_in("sync.md", hs::local_sgd_config{});
   check_in("sync.md", hs::biased_config{});
   check_in("sync.md", hb::omnilearn_config{});
+}
+
+BOOST_AUTO_TEST_CASE(the_pipeline_pages_table_is_the_pipeline_config) {
+  check_in("pipeline.md", heterograd::algorithms::pipeline::pipeline_config{});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

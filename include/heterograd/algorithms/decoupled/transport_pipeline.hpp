@@ -40,12 +40,17 @@ namespace detail {
 enum pipeline_tag : int { header_tag = 7100, x_tag = 7101, y_tag = 7102, credit_tag = 7103,
                           gather_tag = 7104, gather_head_tag = 7105 };
 /// A row count from another rank, checked before anything is sized by it: rows x width floats
-/// must be a size this process can name, and at most pipeline_options::max_rows when set.
-inline void check_rows(const std::string& key, std::int64_t rows, std::size_t width, const pipeline_options& opt) {
+/// must be a size this process can name, and at most `max_rows` (the option named
+/// `max_rows_key`) when that is not 0.
+inline void check_rows(const std::string& key, std::int64_t rows, std::size_t width, std::size_t max_rows,
+                       const std::string& max_rows_key) {
   require(rows > 0 && static_cast<std::uint64_t>(rows) <= ~std::size_t{0} / sizeof(float) / width, key, rows,
           "must be > 0 and rows x input width floats addressable");
-  require(opt.max_rows == 0 || static_cast<std::uint64_t>(rows) <= opt.max_rows, key, rows,
-          "must be at most pipeline_options.max_rows (" + std::to_string(opt.max_rows) + ")");
+  require(max_rows == 0 || static_cast<std::uint64_t>(rows) <= max_rows, key, rows,
+          "must be at most " + max_rows_key + " (" + std::to_string(max_rows) + ")");
+}
+inline void check_rows(const std::string& key, std::int64_t rows, std::size_t width, const pipeline_options& opt) {
+  check_rows(key, rows, width, opt.max_rows, "pipeline_options.max_rows");
 }
 /// Receives exactly `buf` from `peer` (comm refuses a message of another size or type and
 /// writes nothing); a refusal is rethrown with the field in front ("pipeline.x: message from

@@ -1,0 +1,131 @@
+#pragma once
+// The pipeline's configuration (a described struct: errors, the schema and the docs' table
+// come from description()), the batches it consumes, and what a run reports.
+//
+// A step takes one batch of B rows from the batch source and splits it into M micro-batches
+// of consecutive rows, the first B mod M of them one row longer (GPipe's micro-batching, #3):
+// B = 7, M = 3 gives rows 3, 2, 2.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
+#include "heterograd/algorithms/decoupled/schedule.hpp"
+#include "heterograd/core/describe.hpp"
+#include "heterograd/core/error.hpp"
+
+namespace heterograd::algorithms::pipeline {
+
+/// GPipe: all M forwards, then all M backwards (M activations per stage). 1F1B: DAPPLE's early
+/// backward (min(S - s, M) warm-up forwards, then one forward one backward).
+enum class pipeline_schedule_kind { gpipe, one_f_one_b };
+inline constexpr choice<pipeline_schedule_kind> pipeline_schedule_kinds[] = {
+    {"gpipe", pipeline_schedule_kind::gpipe}, {"1f1b", pipeline_schedule_kind::one_f_one_b}};
+
+using decoupled::pipeline_update;
+/// Asynchronous updates (PipeDream, SpecTrain) are not in this runtime yet: the config accepts
+/// the first entry only, and its error says so.
+inline constexpr choice<pipeline_update> pipeline_updates[] = {
+    {"synchronous", pipeline_update::synchronous}, {"asynchronous", pipeline_update::asynchronous}};
+
+struct pipeline_config {
+  pipeline_schedule_kind schedule = pipeline_schedule_kind::one_f_one_b;
+  std::size_t micro_batches = 4;
+  pipeline_update update = pipeline_update::synchronous;
+
+  static constexpr auto description() {
+    return describe(
+        "pipeline",
+        describe_field("schedule", &pipeline_config::schedule,
+                       "order of each stage's forwards and backwards: gpipe or 1f1b",
+                       pipeline_schedule_kinds),
+        describe_field("micro_batches", &pipeline_config::micro_batches,
+                       "micro-batches M a step's batch is split into (each batch needs >= M rows)",
+                       with_note(at_least(1), "(M = 0 would split a batch into nothing)")),
+        describe_field(
+            "update", &pipeline_config::update,
+            "synchronous: gradients of the M micro-batches summed, one optimizer step per "
+            "stage per step (asynchronous updates are not implemented yet)",
+            std::span(pipeline_updates).first(1)));
+  }
+  void validate() const { validate_fields(*this); }
+};
+
+/// The op list of every stage for S stages under the configuration.
+inline decoupled::pipeline_schedule schedule_for(const pipeline_config& cfg, std::size_t stages) {
+  return cfg.schedule == pipeline_schedule_kind::gpipe
+             ? decoupled::schedule_gpipe(stages, cfg.micro_batches)
+             : decoupled::schedule_1f1b(stages, cfg.micro_batches);
+}
+
+/// A batch (or micro-batch) on the host: rows = y.size() inputs of the first stage's width.
+struct batch_data {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  std::size_t rows() const { return y.size(); }
+};
+/// The batch of step t.
+using batch_source = std::function<batch_data(std::size_t step)>;
+
+/// Splits a batch of `width`-wide rows into m micro-batches as above.
+inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::size_t width,
+                                                   std::size_t m) {
+  const std::size_t B = b.rows();
+  require_positive("pipeline.micro_batches", m);
+  require(B >= m, "pipeline.batch.rows", B,
+          "must be >= pipeline.micro_batches (" + std::to_string(m) + ")");
+  require_same_size("pipeline.batch.x", b.x.size(), "rows x input width", B * width);
+  std::vector<batch_data> out(m);
+  std::size_t r0 = 0;
+  for (std::size_t k = 0; k < m; ++k) {
+    const std::size_t rows = B / m + (k < B % m ? 1 : 0);
+    out[k].x.assign(b.x.begin() + static_cast<std::ptrdiff_t>(r0 * width),
+                    b.x.begin() + static_cast<std::ptrdiff_t>((r0 + rows) * width));
+    out[k].y.assign(b.y.begin() + static_cast<std::ptrdiff_t>(r0),
+                    b.y.begin() + static_cast<std::ptrdiff_t>(r0 + rows));
+    r0 += rows;
+  }
+  return out;
+}
+
+/// What a run reports. Over a transport each rank fills its own stage's entry of peak_in_flight
+/// and only the last stage's rank has the losses.
+struct pipeline_report {
+  std::vector<float> losses;                // per step: mean loss over the step's batch
+  std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
+};
+
+namespace detail {
+/// The model slots of one stage: a forward takes the lowest free one, its backward gives it
+/// back; `peak` is the most taken at once.
+class slot_pool {
+ public:
+  explicit slot_pool(std::size_t micro_batches) : of_(micro_batches, none) {}
+  std::size_t take(std::size_t m) {
+    std::size_t s = 0;
+    while (std::find(of_.begin(), of_.end(), s) != of_.end()) ++s;
+    of_.at(m) = s;
+    peak_ = std::max(peak_, ++live_);
+    return s;
+  }
+  std::size_t give(std::size_t m) {
+    const std::size_t s = of_.at(m);
+    of_[m] = none;
+    --live_;
+    return s;
+  }
+  std::size_t peak() const { return peak_; }
+
+ private:
+  static constexpr std::size_t none = ~std::size_t{0};
+  std::vector<std::size_t> of_;  // micro-batch -> slot
+  std::size_t live_ = 0, peak_ = 0;
+};
+}  // namespace detail
+
+}  // namespace heterograd::algorithms::pipeline

@@ -1,0 +1,160 @@
+#pragma once
+// The references every pipeline runtime is compared with (issue 47, design §0.2-0.3).
+//
+// sequential_step: the whole model on one worker; micro-batches m = 0..M-1 in order, each
+// through every stage forward, the loss and every stage backward, each row's loss weighted by
+// 1 / B (B = the step's rows: a micro-batch's mean loss weighted by rows_m / B), gradients
+// summed over the micro-batches, then one optimizer step per stage on its slice. In exact
+// arithmetic this is one large-batch step; in floating point it is one when M = 1 (bitwise the
+// unsplit network's full-batch step, tested), and for M > 1 the sum over micro-batches
+// rounds differently from one B-row GEMM.
+//
+// simulate_pipeline: one thread executes every stage's op list of a GPipe or 1F1B schedule in
+// the order a real pipeline with forward time 1 and backward time 2 per stage would run them
+// (decoupled::execute_schedule). Synchronous update: a stage sums its slice's gradients over
+// the M micro-batches and steps once per step. Because stage s runs its backwards in the order
+// m = 0..M-1 under both schedules and touches only its slice, its gradient sum is formed in the
+// same order as sequential_step's: the two are equal bitwise, whatever the schedule (tested).
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "heterograd/algorithms/decoupled/schedule.hpp"
+#include "heterograd/algorithms/pipeline/concepts.hpp"
+#include "heterograd/algorithms/pipeline/config.hpp"
+#include "heterograd/core/error.hpp"
+#include "heterograd/core/span.hpp"
+
+namespace heterograd::algorithms::pipeline {
+
+namespace detail {
+template <stage_model M>
+span<float> stage_slice(const M& model, span<float> v, std::size_t s) {
+  return v.subspan(model.stage_offset(s), model.stage_offset(s + 1) - model.stage_offset(s));
+}
+/// Each stage's optimizer steps its own slice with its slice of the summed gradient.
+template <stage_model M, class Opt>
+void step_stages(const M& model, span<float> params, std::vector<Opt>& per_stage, span<float> g) {
+  for (std::size_t s = 0; s < model.stages(); ++s) {
+    const auto gs = stage_slice(model, g, s);
+    per_stage.at(s).step(stage_slice(model, params, s), span<const float>(gs.data(), gs.size()));
+  }
+}
+template <stage_model M>
+std::size_t total_rows(const M& model, const std::vector<batch_data>& mbs) {
+  require_positive("pipeline.micro_batches", mbs.size());
+  std::size_t B = 0;
+  for (std::size_t m = 0; m < mbs.size(); ++m) {
+    require_positive("pipeline.micro_batch[" + std::to_string(m) + "].rows", mbs[m].rows());
+    require_same_size("pipeline.micro_batch[" + std::to_string(m) + "].x", mbs[m].x.size(),
+                      "rows x input width", mbs[m].rows() * model.input_width(0));
+    B += mbs[m].rows();
+  }
+  return B;
+}
+template <stage_model M, class MakeOpt>
+auto make_optimizers(const M& model, MakeOpt& make_opt) {
+  std::vector<decltype(make_opt(std::size_t{}))> opts;
+  for (std::size_t s = 0; s < model.stages(); ++s)
+    opts.push_back(make_opt(model.stage_offset(s + 1) - model.stage_offset(s)));
+  return opts;
+}
+template <stage_model M>
+void check_params(const M& model, std::size_t n) {
+  require_same_size("pipeline.params", n, "the model's num_params", model.num_params());
+}
+}  // namespace detail
+
+/// One step of the whole model on one worker over the micro-batches `mbs` (slot 0 of every
+/// stage); per_stage[s] steps stage s. Returns the step's mean loss.
+template <stage_model M, class Opt>
+float sequential_step(M& model, span<float> params, std::vector<Opt>& per_stage,
+                      const std::vector<batch_data>& mbs) {
+  detail::check_params(model, params.size());
+  require_same_size("pipeline.optimizers", per_stage.size(), "stages", model.stages());
+  const std::size_t S = model.stages();
+  const float scale = 1.0f / static_cast<float>(detail::total_rows(model, mbs));
+  const span<const float> p(params.data(), params.size());
+  std::vector<float> g(params.size(), 0.0f);
+  std::vector<std::vector<float>> dx(S);
+  float loss = 0;
+  for (const auto& mb : mbs) {
+    const float* in = mb.x.data();
+    for (std::size_t s = 0; s < S; ++s) in = model.forward(s, 0, p, in, mb.rows()).data();
+    for (std::size_t s = S; s-- > 0;) {
+      dx[s].resize(s > 0 ? mb.rows() * model.input_width(s) : 0);
+      if (s + 1 == S) {
+        loss += model.loss_backward(0, p, span<const std::int32_t>(mb.y), scale, g, dx[s]);
+      } else {
+        model.backward(s, 0, p, dx[s + 1], g, dx[s]);
+      }
+    }
+  }
+  detail::step_stages(model, params, per_stage, g);
+  return loss;
+}
+
+namespace detail {
+/// One synchronous step in simulated order: returns the loss; pools[s].peak() grows.
+template <stage_model M, class Opt>
+float simulate_step(M& model, span<float> params, std::vector<Opt>& opts,
+                    const decoupled::schedule_stats& st, const std::vector<batch_data>& mbs,
+                    std::vector<slot_pool>& pools) {
+  const std::size_t S = model.stages(), Mb = mbs.size();
+  const float scale = 1.0f / static_cast<float>(total_rows(model, mbs));
+  const span<const float> p(params.data(), params.size());
+  std::vector<float> g(params.size(), 0.0f);
+  // act[s][m]: stage s's output for m (the message to s + 1); grad[s][m]: d/d(its input).
+  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(Mb)),
+      grad = act;
+  float loss = 0;
+  for (const auto& t : st.order) {
+    const std::size_t s = t.stage, m = t.op.micro_batch, rows = mbs[m].rows();
+    if (t.op.kind == decoupled::pass::forward) {
+      const float* in = s == 0 ? mbs[m].x.data() : act[s - 1][m].data();
+      const auto out = model.forward(s, pools[s].take(m), p, in, rows);
+      if (s + 1 < S) act[s][m].assign(out.begin(), out.end());
+      if (s > 0) std::vector<float>().swap(act[s - 1][m]);
+      continue;
+    }
+    const std::size_t slot = pools[s].give(m);
+    grad[s][m].resize(s > 0 ? rows * model.input_width(s) : 0);
+    if (s + 1 == S) {
+      loss +=
+          model.loss_backward(slot, p, span<const std::int32_t>(mbs[m].y), scale, g, grad[s][m]);
+    } else {
+      model.backward(s, slot, p, grad[s + 1][m], g, grad[s][m]);
+      std::vector<float>().swap(grad[s + 1][m]);
+    }
+  }
+  step_stages(model, params, opts, g);
+  return loss;
+}
+}  // namespace detail
+
+/// `steps` synchronous pipeline steps in one thread (see the top of this file); batch t comes
+/// from source(t), split into cfg.micro_batches. make_opt(slice size) makes stage s's
+/// optimizer. The report has every step's loss and each stage's peak in-flight micro-batches.
+template <stage_model M, class MakeOpt>
+pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt,
+                                  const pipeline_config& cfg, const batch_source& source,
+                                  std::size_t steps) {
+  cfg.validate();
+  detail::check_params(model, params.size());
+  const std::size_t S = model.stages(), Mb = cfg.micro_batches;
+  const auto st = decoupled::execute_schedule(schedule_for(cfg, S), std::vector<double>(S, 1.0),
+                                              std::vector<double>(S, 2.0), Mb);
+  auto opts = detail::make_optimizers(model, make_opt);
+  std::vector<detail::slot_pool> pools(S, detail::slot_pool(Mb));
+  pipeline_report report;
+  for (std::size_t t = 0; t < steps; ++t) {
+    const auto mbs = split_micro_batches(source(t), model.input_width(0), Mb);
+    report.losses.push_back(
+        detail::simulate_step(model, span<float>(params), opts, st, mbs, pools));
+  }
+  for (const auto& pool : pools) report.peak_in_flight.push_back(pool.peak());
+  return report;
+}
+
+}  // namespace heterograd::algorithms::pipeline

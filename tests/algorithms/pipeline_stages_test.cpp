@@ -1,0 +1,347 @@
+// Issue 47: the stage runtime (algorithms/pipeline/): mlp_stages, the sequential and simulated
+// references, and the synchronous pipeline over inproc threads. Part of decoupled_test.
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "decoupled_support.hpp"
+#include "heterograd/algorithms/pipeline.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/testing/algorithms_pipeline_archetypes.hpp"
+#include "hg_test.hpp"
+
+namespace hg = heterograd;
+namespace nn = heterograd::nn;
+namespace pl = heterograd::algorithms::pipeline;
+
+namespace {
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+/// Batch t: `rows` rows of `dim` normal inputs shifted towards their class.
+pl::batch_source batches(std::size_t dim, std::size_t classes, std::size_t rows,
+                         std::uint64_t seed) {
+  return [=](std::size_t t) {
+    const hg::counter_rng rng(seed, t);
+    pl::batch_data b;
+    for (std::size_t r = 0; r < rows; ++r) {
+      b.y.push_back(static_cast<std::int32_t>(rng.below(1u << 30 | r, classes)));
+      for (std::size_t j = 0; j < dim; ++j)
+        b.x.push_back(
+            static_cast<float>(rng.normal(r * dim + j) +
+                               (j % classes == static_cast<std::size_t>(b.y[r]) ? 1.0 : 0.0)));
+    }
+    return b;
+  };
+}
+auto make_sgd = [](std::size_t) { return hg_test::sgd_stepper{}; };
+// Five dense layers: 2, 3 and 4 stages split them unevenly (3+2, 2+2+1, 2+1+1+1).
+const nn::mlp<float> five_layers({12, 10, 9, 8, 7, 5});
+std::vector<float> initial(const nn::mlp<float>& net) {
+  std::vector<float> p(net.num_params());
+  net.init(p, hg_test::seed());
+  return p;
+}
+std::string what_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pipeline_stages)
+
+BOOST_AUTO_TEST_CASE(mlp_stages_split_the_layers_their_slices_and_widths_at_the_bounds) {
+  // 5 layers 12-10-9-8-7-5 in 2 stages: even_split gives layers [0, 3) and [3, 5). Stage 1's
+  // slice starts at layer 3's weights: 10*12+10 + 9*10+9 + 8*9+8 = 309 floats in. A slot keeps
+  // the input copy and every layer output: (12 + 10 + 9 + 8) floats per row on stage 0,
+  // (8 + 7 + 5) on stage 1.
+  const pl::mlp_stages m(five_layers, {}, 2, 1);
+  BOOST_TEST(m.bounds() == (std::vector<std::size_t>{0, 3, 5}));
+  BOOST_TEST(m.stage_offset(0) == 0u);
+  BOOST_TEST(m.stage_offset(1) == 309u);
+  BOOST_TEST(m.stage_offset(2) == five_layers.num_params());
+  BOOST_TEST(m.input_width(0) == 12u);
+  BOOST_TEST(m.input_width(1) == 8u);
+  BOOST_TEST(m.input_width(2) == 5u);
+  BOOST_TEST(m.activation_bytes(0, 7) == 7.0 * 39 * 4);
+  BOOST_TEST(m.activation_bytes(1, 7) == 7.0 * 20 * 4);
+}
+
+BOOST_AUTO_TEST_CASE(simulated_synchronous_pipeline_equals_the_sequential_step_bitwise) {
+  // Design §0.3: GPipe and 1F1B with synchronous update equal sequential_step bitwise, for
+  // S = 2, 3, 4 and M = 1, 3, 4 over a 7-row batch (micro-batches of 7; 3,2,2; 2,2,2,1 rows),
+  // over three momentum steps. The peak in-flight micro-batches are the schedules' bounds:
+  // min(S - s, M) for 1F1B (DAPPLE's), M for GPipe.
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 7, hg_test::seed());
+  for (std::size_t S : {2, 3, 4}) {
+    for (std::size_t M : {1, 3, 4}) {
+      pl::mlp_stages seq_model(five_layers, {}, S, 1);
+      std::vector<float> seq = p0;
+      std::vector<hg_test::sgd_stepper> opts(S);
+      std::vector<float> seq_losses;
+      for (std::size_t t = 0; t < 3; ++t)
+        seq_losses.push_back(pl::sequential_step(seq_model, hg::span<float>(seq), opts,
+                                                 pl::split_micro_batches(source(t), 12, M)));
+      BOOST_TEST(!same_bits(seq, p0));
+      for (auto kind :
+           {pl::pipeline_schedule_kind::gpipe, pl::pipeline_schedule_kind::one_f_one_b}) {
+        pl::mlp_stages model(five_layers, {}, S, M);
+        std::vector<float> p = p0;
+        const auto r = pl::simulate_pipeline(model, p, make_sgd,
+                                             {.schedule = kind, .micro_batches = M}, source, 3);
+        const bool gpipe = kind == pl::pipeline_schedule_kind::gpipe;
+        BOOST_TEST(same_bits(p, seq), "S=" << S << " M=" << M << " gpipe=" << gpipe);
+        BOOST_TEST(same_bits(r.losses, seq_losses), "S=" << S << " M=" << M << " gpipe=" << gpipe);
+        for (std::size_t s = 0; s < S; ++s)
+          BOOST_TEST(r.peak_in_flight[s] == (gpipe ? M : std::min(S - s, M)),
+                     "S=" << S << " M=" << M << " s=" << s);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(
+    with_one_micro_batch_the_split_network_takes_the_unsplit_full_batch_sgd_step_bitwise) {
+  // M = 1: each stage runs nn::mlp's own range forward/backward on the same inputs, the last
+  // stage weighs each row by 1/B = 1/rows as mlp::loss_and_gradient does, and the gradient
+  // sum starts from zero (0 + g = g exactly): the parameters are the unsplit step's, bitwise.
+  // The loss is not: mlp returns (sum of row losses) / rows, the pipeline
+  // (sum of row losses) * (1 / rows), one rounding apart (relative 2^-23 per step).
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 6, hg_test::seed() + 1);
+  nn::mlp<float> net = five_layers;
+  std::vector<float> ref = p0, g(net.num_params());
+  hg_test::sgd_stepper opt;
+  std::vector<float> ref_losses;
+  for (std::size_t t = 0; t < 3; ++t) {
+    const auto b = source(t);
+    ref_losses.push_back(net.loss_and_gradient(ref, nn::batch<float>{b.x, b.y}, g));
+    opt.step(ref, g);
+  }
+  for (std::size_t S : {1, 2, 3, 4}) {
+    pl::mlp_stages model(five_layers, {}, S, 1);
+    std::vector<float> p = p0;
+    const auto r = pl::simulate_pipeline(model, p, make_sgd, {.micro_batches = 1}, source, 3);
+    BOOST_TEST(same_bits(p, ref), "S=" << S);
+    for (std::size_t t = 0; t < 3; ++t)
+      BOOST_TEST(std::abs(r.losses[t] - ref_losses[t]) <= 2.5e-7f * ref_losses[t],
+                 "S=" << S << " step " << t);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pipeline_over_inproc_threads_equals_the_simulated_pipeline_bitwise,
+                     *boost::unit_test::timeout(60)) {
+  // One stage per thread, activations, gradients and labels over the inproc transport: every
+  // rank's slice, gathered on rank 0, and the last rank's losses are simulate_pipeline's,
+  // bitwise, for both schedules, over four steps (S = 1: one rank, its labels kept local).
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 7, hg_test::seed() + 2);
+  for (std::size_t S : {1, 2, 3, 4}) {
+    for (auto kind : {pl::pipeline_schedule_kind::gpipe, pl::pipeline_schedule_kind::one_f_one_b}) {
+      const pl::pipeline_config cfg{.schedule = kind, .micro_batches = 3};
+      pl::mlp_stages sim_model(five_layers, {}, S, 3);
+      std::vector<float> sim = p0;
+      const auto expect = pl::simulate_pipeline(sim_model, sim, make_sgd, cfg, source, 4);
+      std::vector<float> gathered;
+      std::vector<float> losses;
+      std::vector<std::size_t> peak(S);
+      hg::comm::inproc::spawn(static_cast<int>(S), [&](const hg::comm::inproc::communicator& c) {
+        pl::mlp_stages model(five_layers, {}, S, 3);
+        std::vector<float> p = p0;
+        const auto r = pl::run_pipeline_over(c, model, p, make_sgd, cfg, source, 4,
+                                             {.timeout = std::chrono::seconds{30}});
+        pl::gather_stages(c, model, p);
+        const auto s = static_cast<std::size_t>(c.rank());
+        peak[s] = r.peak_in_flight[s];
+        if (s == 0) gathered = p;
+        if (s + 1 == S) losses = r.losses;
+      });
+      const bool gpipe = kind == pl::pipeline_schedule_kind::gpipe;
+      BOOST_TEST(same_bits(gathered, sim), "S=" << S << " gpipe=" << gpipe);
+      BOOST_TEST(same_bits(losses, expect.losses), "S=" << S << " gpipe=" << gpipe);
+      BOOST_TEST(peak == expect.peak_in_flight, "S=" << S << " gpipe=" << gpipe);
+    }
+  }
+}
+
+namespace {
+struct rank_outcome {
+  std::string what = "no error";
+  double seconds = 0;
+};
+/// Runs S ranks; rank `hostile` runs `forge` instead of the pipeline (then waits on a message
+/// that never comes); every rank records its error and how long it took to see it.
+std::vector<rank_outcome> run_with_hostile(
+    std::size_t S, int hostile,
+    const std::function<void(const hg::comm::inproc::communicator&)>& forge) {
+  std::vector<rank_outcome> out(S);
+  const pl::transfer_options to{.timeout = std::chrono::seconds{20}, .max_rows = 4};
+  const auto p0 = initial(five_layers);
+  try {
+    hg::comm::inproc::spawn(static_cast<int>(S), [&](const hg::comm::inproc::communicator& c) {
+      const auto start = std::chrono::steady_clock::now();
+      auto& me = out[static_cast<std::size_t>(c.rank())];
+      try {
+        if (c.rank() == hostile) {
+          forge(c);
+          float never = 0;
+          c.recv(hg::span<float>(&never, 1), (c.rank() + 1) % static_cast<int>(S), 7299,
+                 {.timeout = std::chrono::seconds{20}})
+              .wait();
+        } else {
+          pl::mlp_stages model(five_layers, {}, S, 2);
+          std::vector<float> p = p0;
+          pl::run_pipeline_over(c, model, p, make_sgd, {.micro_batches = 2}, batches(12, 5, 8, 1),
+                                2, to);
+        }
+      } catch (const std::exception& e) {
+        me.what = e.what();
+        me.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        throw;  // spawn aborts the world: the others' waits fail now, not at their timeout
+      }
+    });
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_hostile_stage_header_is_refused_by_name_and_the_fault_reaches_every_rank,
+                     *boost::unit_test::timeout(100)) {
+  // Three stages over 5 layers (bounds 0, 2, 4, 5): stage 1's input width is 9, stage 2's 7;
+  // micro-batches of 4 rows. A forged header from rank 0 (activations to rank 1), from rank 2
+  // (gradients to rank 1, after rank 1's first forward) or from rank 0 to rank 2 (labels,
+  // after a valid first activation through rank 1): the receiving rank refuses it naming the
+  // field and the rule before it sizes anything; the other ranks fail with its abort well
+  // before their 20 s timeout.
+  struct forged {
+    int from, to, tag;
+    std::array<std::int64_t, 4> header;
+    const char* says;
+  };
+  const std::vector<forged> cases{
+      {0,
+       1,
+       7200,
+       {0, 0, 5, 9},
+       "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)"},
+      {0,
+       1,
+       7200,
+       {0, 0, std::int64_t{1} << 62, 9},
+       "'pipeline.header.rows' = 4611686018427387904: must be > 0"},
+      {0, 1, 7200, {0, 0, -2, 9}, "'pipeline.header.rows' = -2: must be > 0"},
+      {0,
+       1,
+       7200,
+       {0, 0, 4, 8},
+       "'pipeline.header.width' = 8: must equal stage 1's input width (9), which stage 0's output "
+       "must match"},
+      {0, 1, 7200, {1, 0, 4, 9}, "'pipeline.header.step' = 1: must be this step (0)"},
+      {0,
+       1,
+       7200,
+       {0, 1, 4, 9},
+       "'pipeline.header.micro_batch' = 1: must be the micro-batch stage 1's schedule expects next "
+       "(0)"},
+      {2,
+       1,
+       7202,
+       {0, 0, 3, 7},
+       "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 0's forward (4)"},
+      {2,
+       1,
+       7202,
+       {0, 0, 4, 6},
+       "'pipeline.gradient_header.width' = 6: must equal stage 1's output width (7)"},
+      {0,
+       2,
+       7204,
+       {0, 0, 3, 8},
+       "'pipeline.label_header.rows' = 3: must equal the rows of micro-batch 0's activations (4)"},
+      {0,
+       2,
+       7204,
+       {0, 0, 4, 2},
+       "'pipeline.label_header.batch_rows' = 2: must be >= the micro-batch's rows"},
+  };
+  for (const auto& f : cases) {
+    const auto out = run_with_hostile(3, f.from, [&](const hg::comm::inproc::communicator& c) {
+      if (f.from == 2) {  // a valid first activation reaches rank 1 from rank 0; answer it with a
+                          // forged gradient
+        std::int64_t h[4];
+        c.recv(hg::span<std::int64_t>(h, 4), 1, 7200, {}).wait();
+      }
+      if (f.to ==
+          2) {  // a valid first activation of 4 rows for rank 1, which passes it on to rank 2
+        const std::int64_t h[4] = {0, 0, 4, 9};
+        const std::vector<float> x(4 * 9, 0.5f);
+        c.send(hg::span<const std::int64_t>(h, 4), 1, 7200, {}).wait();
+        c.send(hg::span<const float>(x), 1, 7201, {}).wait();
+      }
+      c.send(hg::span<const std::int64_t>(f.header.data(), 4), f.to, f.tag, {}).wait();
+    });
+    const auto refuser = static_cast<std::size_t>(f.to);
+    BOOST_TEST(out[refuser].what.find(f.says) != std::string::npos, out[refuser].what);
+    const std::string abort = "aborted by rank " + std::to_string(f.to);
+    for (std::size_t r = 0; r < 3; ++r) {
+      if (r != refuser)
+        BOOST_TEST(out[r].what.find(abort) != std::string::npos,
+                   "rank " << r << ": " << out[r].what);
+      BOOST_TEST(out[r].seconds < 10.0, "rank " << r << " took " << out[r].seconds << " s");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_pipeline_configuration_and_input_are_refused_by_name) {
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 3, 1);
+  auto sim = [&](pl::pipeline_config cfg, std::size_t slots) {
+    return what_of([&] {
+      pl::mlp_stages model(five_layers, {}, 2, slots);
+      std::vector<float> p = p0;
+      pl::simulate_pipeline(model, p, make_sgd, cfg, source, 1);
+    });
+  };
+  BOOST_TEST(sim({.micro_batches = 0}, 4).find("'pipeline.micro_batches' = 0: must be >= 1") !=
+             std::string::npos);
+  BOOST_TEST(sim({.update = pl::pipeline_update::asynchronous}, 4)
+                 .find("'pipeline.update' = 1: must be one of synchronous") != std::string::npos);
+  BOOST_TEST(sim({.schedule = static_cast<pl::pipeline_schedule_kind>(7)}, 4)
+                 .find("'pipeline.schedule' = 7: must be one of gpipe, 1f1b") != std::string::npos);
+  BOOST_TEST(sim({.micro_batches = 4}, 4)
+                 .find("'pipeline.batch.rows' = 3: must be >= pipeline.micro_batches (4)") !=
+             std::string::npos);
+  // GPipe holds all 3 micro-batches on a stage: a model with 2 slots refuses the third forward.
+  BOOST_TEST(sim({.schedule = pl::pipeline_schedule_kind::gpipe, .micro_batches = 3}, 2)
+                 .find("'mlp_stages.forward.slot' = 2: must be < slots (2)") != std::string::npos);
+  BOOST_TEST(sim({.micro_batches = 3}, 2) == "no error");  // 1F1B: min(S - s, M) = 2 slots suffice
+  BOOST_TEST(what_of([] {
+               pl::mlp_stages(five_layers, {}, 6, 1);
+             }).find("'decoupled.modules' = 6") != std::string::npos);
+  const std::string wrong_size = what_of([&] {
+    hg::comm::inproc::spawn(3, [&](const hg::comm::inproc::communicator& c) {
+      pl::mlp_stages model(five_layers, {}, 2, 2);
+      std::vector<float> p = p0;
+      pl::run_pipeline_over(c, model, p, make_sgd, {}, source, 1);
+    });
+  });
+  BOOST_TEST(
+      wrong_size.find("'pipeline.transport.size' = 3: must equal the number of stages (2)") !=
+          std::string::npos,
+      wrong_size);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
