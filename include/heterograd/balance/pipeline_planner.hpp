@@ -107,7 +107,7 @@ struct pipeline_plan_config {
         describe_field("micro_batches", &c::micro_batches,
                        "candidate micro-batch counts M, each dividing B (empty: every divisor up to 32)",
                        at_least(1)),
-        describe_field("schedule", &c::schedule, "gpipe | 1f1b (sets the in-flight micro-batches)",
+        describe_field("schedule", &c::schedule, "the schedule, which sets the micro-batches a worker holds in flight",
                        pipeline_schedule_kinds),
         describe_field("replication", &c::replication, "a stage may run on a group of workers"),
         describe_field("state_bytes_per_parameter", &c::state_bytes_per_parameter,
