@@ -343,19 +343,22 @@ BOOST_AUTO_TEST_CASE(pipeline_planner_matches_the_exhaustive_oracle) {
     for (auto& w : workers) {
       const double slow = coarse ? 1 : rng.uniform(k++, 0.25, 4.0);
       for (std::size_t l = 0; l < L; ++l) {
-        w.forward_s_per_sample.push_back(coarse ? double(rng.below(k++, 3)) : slow * rng.uniform(k++, 0.0, 1.0));
-        w.backward_s_per_sample.push_back(coarse ? double(rng.below(k++, 3)) : slow * rng.uniform(k++, 0.0, 2.0));
+        w.forward_s_per_sample.push_back(coarse ? double(rng.below(k++, 3))
+                                                : slow * rng.uniform(k++, 0.0, 1.0));
+        w.backward_s_per_sample.push_back(coarse ? double(rng.below(k++, 3))
+                                                 : slow * rng.uniform(k++, 0.0, 2.0));
       }
       // From half the model's bytes with one 4-row micro-batch in flight (binds) to none.
       w.memory_bytes = rng.below(k++, 4) == 0 ? std::numeric_limits<double>::infinity()
-                                               : model_bytes * rng.uniform(k++, 0.5, 2.0);
+                                              : model_bytes * rng.uniform(k++, 0.5, 2.0);
     }
     const bal::link_profile link{rng.uniform(k++, 0, 0.5), rng.uniform(k++, 20, 2000)};
     bal::pipeline_plan_config c{.global_batch = 8};
     const std::vector<std::vector<std::size_t>> ms{{}, {1, 2}, {4, 8}, {2, 8}};
     c.micro_batches = ms[rng.below(k++, ms.size())];
     c.order = static_cast<bal::worker_order>(rng.below(k++, 3));
-    c.schedule = rng.below(k++, 2) ? bal::pipeline_schedule_kind::gpipe : bal::pipeline_schedule_kind::one_f_one_b;
+    c.schedule = rng.below(k++, 2) ? bal::pipeline_schedule_kind::gpipe
+                                   : bal::pipeline_schedule_kind::one_f_one_b;
     c.replication = rng.below(k++, 4) != 0;
     c.stash_weights = rng.below(k++, 4) == 0;
     const auto dp = bal::plan_pipeline(layers, workers, link, c);
@@ -365,15 +368,18 @@ BOOST_AUTO_TEST_CASE(pipeline_planner_matches_the_exhaustive_oracle) {
       ++infeasible;
       continue;
     }
-    BOOST_TEST(std::abs(dp->predicted_step_s - oracle->predicted_step_s) <= 1e-9 * oracle->predicted_step_s,
-               "trial " << trial << ": DP " << dp->predicted_step_s << ", oracle " << oracle->predicted_step_s);
+    BOOST_TEST(std::abs(dp->predicted_step_s - oracle->predicted_step_s) <=
+                   1e-9 * oracle->predicted_step_s,
+               "trial " << trial << ": DP " << dp->predicted_step_s << ", oracle "
+                        << oracle->predicted_step_s);
     BOOST_CHECK_NO_THROW(bal::check_plan(*dp, layers, workers, link, c));
     pipelined += oracle->stages.size() > 1;
     replicated += std::any_of(oracle->stages.begin(), oracle->stages.end(),
                               [](const auto& s) { return s.workers.size() > 1; });
     auto unbounded = workers;
     for (auto& w : unbounded) w.memory_bytes = std::numeric_limits<double>::infinity();
-    budget_binds += bal::plan_pipeline(layers, unbounded, link, c)->predicted_step_s < oracle->predicted_step_s;
+    budget_binds +=
+        bal::plan_pipeline(layers, unbounded, link, c)->predicted_step_s < oracle->predicted_step_s;
   }
   BOOST_TEST_MESSAGE("pipelined " << pipelined << ", replicated " << replicated << ", budget binds "
                                   << budget_binds << ", infeasible " << infeasible);

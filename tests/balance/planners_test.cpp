@@ -10,9 +10,9 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/balance/cephalo.hpp"
 #include "heterograd/balance/cost_model.hpp"
-#include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/balance/pipeline.hpp"
 #include "heterograd/balance/pipeline_planner.hpp"
 
@@ -255,9 +255,11 @@ std::string error_of(F&& f) {
 /// workers (f = 0.1 s, b = 0.2 s per sample and layer); B = 8 in M = 4 micro-batches of 2 rows.
 struct two_by_two {
   std::vector<bal::layer_profile> layers{{10, 100, 1}, {10, 100, 1}};
-  std::vector<bal::worker_profile> workers{uniform_worker(2, 0.1, 0.2), uniform_worker(2, 0.1, 0.2)};
+  std::vector<bal::worker_profile> workers{uniform_worker(2, 0.1, 0.2),
+                                           uniform_worker(2, 0.1, 0.2)};
   bal::link_profile link{0.01, 100};  // a cut: 2·(0.01 + 2 B / 100 B/s) = 0.06 s per micro-batch
-  bal::pipeline_plan_config config{.global_batch = 8, .micro_batches = {4}, .order = bal::worker_order::given};
+  bal::pipeline_plan_config config{
+      .global_batch = 8, .micro_batches = {4}, .order = bal::worker_order::given};
 };
 
 }  // namespace
@@ -278,13 +280,15 @@ BOOST_AUTO_TEST_CASE(a_slow_network_favours_two_stages_by_the_hand_computed_obje
   BOOST_TEST(two->bubble_fraction == 1 - 4 * 1.2 / (2 * 3.06), boost::test_tools::tolerance(1e-12));
   BOOST_TEST(one->predicted_step_s == 3.22, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(one->stages[0].allreduce_s == 0.82, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(one->stages[0].micro_batches == (std::vector<std::size_t>{2, 2}), boost::test_tools::per_element());
+  BOOST_TEST(one->stages[0].micro_batches == (std::vector<std::size_t>{2, 2}),
+             boost::test_tools::per_element());
   const auto best = bal::plan_pipeline(x.layers, x.workers, x.link, x.config);
   BOOST_REQUIRE(best);
   BOOST_TEST(best->predicted_step_s == 3.06, boost::test_tools::tolerance(1e-12));
   BOOST_REQUIRE(best->stages.size() == 2u);
   BOOST_TEST(best->stages[0].end_layer == 1u);
-  BOOST_TEST(best->stages[1].workers == (std::vector<std::size_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(best->stages[1].workers == (std::vector<std::size_t>{1}),
+             boost::test_tools::per_element());
   BOOST_TEST(best->micro_batch_rows == 2u);
 }
 
@@ -297,7 +301,8 @@ BOOST_AUTO_TEST_CASE(a_free_network_favours_replication) {
   BOOST_REQUIRE(best);
   BOOST_TEST(best->predicted_step_s == 2.4, boost::test_tools::tolerance(1e-12));
   BOOST_REQUIRE(best->stages.size() == 1u);
-  BOOST_TEST(best->stages[0].workers == (std::vector<std::size_t>{0, 1}), boost::test_tools::per_element());
+  BOOST_TEST(best->stages[0].workers == (std::vector<std::size_t>{0, 1}),
+             boost::test_tools::per_element());
   x.config.replication = false;  // without replication the pipeline is the best left
   BOOST_TEST(bal::plan_pipeline(x.layers, x.workers, x.link, x.config)->predicted_step_s == 3.0,
              boost::test_tools::tolerance(1e-12));
@@ -316,11 +321,15 @@ BOOST_AUTO_TEST_CASE(a_memory_budget_excludes_the_otherwise_best_plan) {
   BOOST_REQUIRE(bounded);
   BOOST_TEST(bounded->predicted_step_s == 4.8, boost::test_tools::tolerance(1e-12));
   BOOST_REQUIRE(bounded->stages.size() == 1u);
-  BOOST_TEST(bounded->stages[0].workers == (std::vector<std::size_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(bounded->stages[0].workers == (std::vector<std::size_t>{1}),
+             boost::test_tools::per_element());
   BOOST_TEST(bounded->stages[0].memory_bytes[0] == 640.0);
-  const auto msg = error_of([&] { bal::check_plan(*unbounded, x.layers, x.workers, x.link, x.config); });
-  BOOST_TEST(msg == "heterograd: invalid argument 'pipeline_plan.stages[0].workers[0]' = 0: needs 520 bytes, "
-                    "over its budget 500");
+  const auto msg =
+      error_of([&] { bal::check_plan(*unbounded, x.layers, x.workers, x.link, x.config); });
+  BOOST_TEST(
+      msg ==
+      "heterograd: invalid argument 'pipeline_plan.stages[0].workers[0]' = 0: needs 520 bytes, "
+      "over its budget 500");
   x.workers[1].memory_bytes = 500;
   BOOST_TEST(!bal::plan_pipeline(x.layers, x.workers, x.link, x.config).has_value());
   BOOST_TEST(!bal::plan_pipeline_exhaustive(x.layers, x.workers, x.link, x.config).has_value());
@@ -333,13 +342,16 @@ BOOST_AUTO_TEST_CASE(a_memory_budget_excludes_the_otherwise_best_plan) {
 // partition of partition_stages.
 BOOST_AUTO_TEST_CASE(the_faster_worker_takes_more_layers_and_beats_the_even_split) {
   const std::vector<bal::layer_profile> layers(8, bal::layer_profile{1, 1, 1});
-  const std::vector<bal::worker_profile> workers{uniform_worker(8, 0.75, 2.25), uniform_worker(8, 0.25, 0.75)};
-  const bal::pipeline_plan_config config{.global_batch = 16, .micro_batches = {16}, .replication = false};
+  const std::vector<bal::worker_profile> workers{uniform_worker(8, 0.75, 2.25),
+                                                 uniform_worker(8, 0.25, 0.75)};
+  const bal::pipeline_plan_config config{
+      .global_batch = 16, .micro_batches = {16}, .replication = false};
   const auto planned = bal::plan_pipeline(layers, workers, {}, config);
   const auto even = bal::even_plan(2, layers, workers, {}, config);
   BOOST_REQUIRE(planned && even);
   BOOST_REQUIRE(planned->stages.size() == 2u);
-  BOOST_TEST(planned->stages[0].workers == (std::vector<std::size_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(planned->stages[0].workers == (std::vector<std::size_t>{1}),
+             boost::test_tools::per_element());
   BOOST_TEST(planned->stages[0].end_layer == 6u);
   BOOST_TEST(planned->predicted_step_s == 102.0);
   BOOST_TEST(even->stages[0].end_layer == 4u);
@@ -357,12 +369,15 @@ BOOST_AUTO_TEST_CASE(equal_stages_predict_the_list_scheduled_makespan) {
     for (std::size_t M = 1; M <= 8; ++M) {
       const std::vector<bal::layer_profile> layers(S, bal::layer_profile{});
       const std::vector<bal::worker_profile> workers(S, uniform_worker(S, 0.25, 0.5));
-      const bal::pipeline_plan_config config{.global_batch = M, .micro_batches = {M}, .replication = false};
+      const bal::pipeline_plan_config config{
+          .global_batch = M, .micro_batches = {M}, .replication = false};
       const auto p = bal::even_plan(S, layers, workers, {}, config);
       BOOST_REQUIRE(p);
       const std::vector<double> f(S, 0.25), b(S, 0.5);
-      BOOST_TEST(p->predicted_step_s == dec::execute_schedule(dec::schedule_1f1b(S, M), f, b, M).makespan);
-      BOOST_TEST(p->predicted_step_s == dec::execute_schedule(dec::schedule_gpipe(S, M), f, b, M).makespan);
+      BOOST_TEST(p->predicted_step_s ==
+                 dec::execute_schedule(dec::schedule_1f1b(S, M), f, b, M).makespan);
+      BOOST_TEST(p->predicted_step_s ==
+                 dec::execute_schedule(dec::schedule_gpipe(S, M), f, b, M).makespan);
     }
   }
 }
@@ -380,7 +395,8 @@ BOOST_AUTO_TEST_CASE(a_plan_is_priced_at_its_own_bottleneck) {
                                                  {{0, 2, 2, 0}, {2, 0, 0, 2}},
                                                  {{1, 0, 1, 1}, {0, 2, 2, 2}}};
   const bal::link_profile link{0, 1};
-  const bal::pipeline_plan_config config{.global_batch = 2, .micro_batches = {2}, .order = bal::worker_order::given};
+  const bal::pipeline_plan_config config{
+      .global_batch = 2, .micro_batches = {2}, .order = bal::worker_order::given};
   const auto p = bal::plan_pipeline(layers, workers, link, config);
   BOOST_REQUIRE(p);
   BOOST_TEST(p->predicted_step_s == 8.5);
@@ -391,16 +407,21 @@ BOOST_AUTO_TEST_CASE(a_plan_is_priced_at_its_own_bottleneck) {
 
 BOOST_AUTO_TEST_CASE(hostile_input_is_refused_naming_the_field) {
   const two_by_two x;
-  const auto plan = [&](auto layers, auto workers, bal::link_profile link, bal::pipeline_plan_config c) {
+  const auto plan = [&](auto layers, auto workers, bal::link_profile link,
+                        bal::pipeline_plan_config c) {
     return error_of([&] { bal::plan_pipeline(layers, workers, link, c); });
   };
-  const auto has = [](const std::string& msg, const std::string& what) { return msg.find(what) != std::string::npos; };
+  const auto has = [](const std::string& msg, const std::string& what) {
+    return msg.find(what) != std::string::npos;
+  };
   auto w = x.workers;
   w[1].forward_s_per_sample[0] = std::numeric_limits<double>::quiet_NaN();
-  BOOST_TEST(has(plan(x.layers, w, x.link, x.config), "'workers[1].forward_s_per_sample[0]' = nan"));
+  BOOST_TEST(
+      has(plan(x.layers, w, x.link, x.config), "'workers[1].forward_s_per_sample[0]' = nan"));
   w = x.workers;
   w[0].backward_s_per_sample[1] = -1;
-  BOOST_TEST(has(plan(x.layers, w, x.link, x.config), "'workers[0].backward_s_per_sample[1]' = -1"));
+  BOOST_TEST(
+      has(plan(x.layers, w, x.link, x.config), "'workers[0].backward_s_per_sample[1]' = -1"));
   w = x.workers;
   w[0].backward_s_per_sample.pop_back();
   BOOST_TEST(has(plan(x.layers, w, x.link, x.config), "'workers[0].backward_s_per_sample' = 1"));
@@ -410,8 +431,10 @@ BOOST_AUTO_TEST_CASE(hostile_input_is_refused_naming_the_field) {
   auto l = x.layers;
   l[1].parameters = -5;
   BOOST_TEST(has(plan(l, x.workers, x.link, x.config), "'layers[1].parameters' = -5"));
-  BOOST_TEST(has(plan(std::vector<bal::layer_profile>{}, x.workers, x.link, x.config), "'layers' = 0"));
-  BOOST_TEST(has(plan(x.layers, std::vector<bal::worker_profile>{}, x.link, x.config), "'workers' = 0"));
+  BOOST_TEST(
+      has(plan(std::vector<bal::layer_profile>{}, x.workers, x.link, x.config), "'layers' = 0"));
+  BOOST_TEST(
+      has(plan(x.layers, std::vector<bal::worker_profile>{}, x.link, x.config), "'workers' = 0"));
   BOOST_TEST(has(plan(x.layers, x.workers, {-1, 1}, x.config), "'link.latency_s' = -1"));
   BOOST_TEST(has(plan(x.layers, x.workers, {0, 0}, x.config), "'link.bytes_per_s' = 0"));
   auto c = x.config;
@@ -419,22 +442,28 @@ BOOST_AUTO_TEST_CASE(hostile_input_is_refused_naming_the_field) {
   BOOST_TEST(has(plan(x.layers, x.workers, x.link, c), "'pipeline_plan.global_batch' = 0"));
   c = x.config;
   c.micro_batches = {4, 3};
-  BOOST_TEST(has(plan(x.layers, x.workers, x.link, c), "'pipeline_plan.micro_batches[1]' = 3: must divide"));
+  BOOST_TEST(has(plan(x.layers, x.workers, x.link, c),
+                 "'pipeline_plan.micro_batches[1]' = 3: must divide"));
   c.micro_batches = {0};
   BOOST_TEST(has(plan(x.layers, x.workers, x.link, c), "'pipeline_plan.micro_batches[0]' = 0"));
   c = x.config;
   c.state_bytes_per_parameter = std::numeric_limits<double>::infinity();
-  BOOST_TEST(has(plan(x.layers, x.workers, x.link, c), "'pipeline_plan.state_bytes_per_parameter' = inf"));
+  BOOST_TEST(
+      has(plan(x.layers, x.workers, x.link, c), "'pipeline_plan.state_bytes_per_parameter' = inf"));
   // Too large for the oracle, or for every worker order.
   const std::vector<bal::layer_profile> eleven(11, bal::layer_profile{});
   const std::vector<bal::worker_profile> w11(2, uniform_worker(11, 1, 1));
-  BOOST_TEST(has(error_of([&] { bal::plan_pipeline_exhaustive(eleven, w11, {}, x.config); }), "'layers' = 11: must be <= 10"));
+  BOOST_TEST(has(error_of([&] { bal::plan_pipeline_exhaustive(eleven, w11, {}, x.config); }),
+                 "'layers' = 11: must be <= 10"));
   const std::vector<bal::worker_profile> six(6, uniform_worker(2, 1, 1));
-  BOOST_TEST(has(error_of([&] { bal::plan_pipeline_exhaustive(x.layers, six, {}, x.config); }), "'workers' = 6: must be <= 5"));
+  BOOST_TEST(has(error_of([&] { bal::plan_pipeline_exhaustive(x.layers, six, {}, x.config); }),
+                 "'workers' = 6: must be <= 5"));
   c = x.config;
   c.order = bal::worker_order::all;
-  BOOST_TEST(has(plan(x.layers, six, {}, c), "'workers' = 6: must be <= 5 for pipeline_plan.order = all"));
-  BOOST_TEST(has(error_of([&] { bal::even_plan(3, x.layers, x.workers, x.link, x.config); }), "'stages' = 3"));
+  BOOST_TEST(
+      has(plan(x.layers, six, {}, c), "'workers' = 6: must be <= 5 for pipeline_plan.order = all"));
+  BOOST_TEST(has(error_of([&] { bal::even_plan(3, x.layers, x.workers, x.link, x.config); }),
+                 "'stages' = 3"));
 }
 
 BOOST_AUTO_TEST_CASE(check_plan_names_bad_boundaries_and_unknown_workers) {
@@ -450,19 +479,25 @@ BOOST_AUTO_TEST_CASE(check_plan_names_bad_boundaries_and_unknown_workers) {
   BOOST_TEST(broken([](auto& p) { p.stages[1].first_layer = 0; }) ==
              "heterograd: invalid argument 'pipeline_plan.stages[1].first_layer' = 0: must equal "
              "stages[0].end_layer (1)");
-  BOOST_TEST(broken([](auto& p) { p.stages[1].end_layer = 3; }).find("'pipeline_plan.stages[1].end_layer' = 3") !=
-             std::string::npos);
+  BOOST_TEST(broken([](auto& p) {
+               p.stages[1].end_layer = 3;
+             }).find("'pipeline_plan.stages[1].end_layer' = 3") != std::string::npos);
   BOOST_TEST(broken([](auto& p) { p.stages[1].workers[0] = 2; }) ==
-             "heterograd: invalid argument 'pipeline_plan.stages[1].workers[0]' = 2: must be < the number of "
+             "heterograd: invalid argument 'pipeline_plan.stages[1].workers[0]' = 2: must be < the "
+             "number of "
              "workers (2)");
-  BOOST_TEST(broken([](auto& p) { p.stages[1].workers[0] = 0; }).find("'pipeline_plan.stages[1].workers[0]' = 0: must "
-                                                                      "not run more than one stage") != std::string::npos);
-  BOOST_TEST(broken([](auto& p) { p.stages[0].micro_batches[0] = 3; }).find("'pipeline_plan.stages[0].micro_batches' = 3") !=
-             std::string::npos);
-  BOOST_TEST(broken([](auto& p) { p.micro_batches = 3; }).find("'pipeline_plan.micro_batches' = 3: must divide") !=
-             std::string::npos);
-  BOOST_TEST(broken([](auto& p) { p.stages.pop_back(); }).find("'pipeline_plan.stages[0].end_layer' = 1: must equal the "
-                                                               "number of layers (2)") != std::string::npos);
+  BOOST_TEST(broken([](auto& p) { p.stages[1].workers[0] = 0; })
+                 .find("'pipeline_plan.stages[1].workers[0]' = 0: must "
+                       "not run more than one stage") != std::string::npos);
+  BOOST_TEST(broken([](auto& p) {
+               p.stages[0].micro_batches[0] = 3;
+             }).find("'pipeline_plan.stages[0].micro_batches' = 3") != std::string::npos);
+  BOOST_TEST(broken([](auto& p) {
+               p.micro_batches = 3;
+             }).find("'pipeline_plan.micro_batches' = 3: must divide") != std::string::npos);
+  BOOST_TEST(broken([](auto& p) { p.stages.pop_back(); })
+                 .find("'pipeline_plan.stages[0].end_layer' = 1: must equal the "
+                       "number of layers (2)") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(the_config_is_described) {
@@ -471,8 +506,9 @@ BOOST_AUTO_TEST_CASE(the_config_is_described) {
   BOOST_TEST(d.size() == 8u);
   std::string names;
   d.for_each([&](const auto& f) { names += std::string(f.name) + " "; });
-  BOOST_TEST(names == "global_batch micro_batches schedule replication state_bytes_per_parameter "
-                      "bytes_per_parameter stash_weights order ");
+  BOOST_TEST(names ==
+             "global_batch micro_batches schedule replication state_bytes_per_parameter "
+             "bytes_per_parameter stash_weights order ");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

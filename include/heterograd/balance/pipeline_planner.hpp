@@ -63,8 +63,9 @@ enum class worker_order {
   by_speed,  ///< fastest first (least Σ_l f + b), ties by index
   all        ///< every permutation (W <= max_workers_every_order)
 };
-inline constexpr choice<worker_order> worker_orders[] = {
-    {"given", worker_order::given}, {"by_speed", worker_order::by_speed}, {"all", worker_order::all}};
+inline constexpr choice<worker_order> worker_orders[] = {{"given", worker_order::given},
+                                                         {"by_speed", worker_order::by_speed},
+                                                         {"all", worker_order::all}};
 
 inline constexpr std::size_t max_workers_every_order = 5;
 
@@ -93,10 +94,10 @@ struct pipeline_plan_config {
   std::size_t global_batch = 0;            ///< B, rows per step
   std::vector<std::size_t> micro_batches;  ///< candidate M ({}: every divisor of B up to 32)
   pipeline_schedule_kind schedule = pipeline_schedule_kind::one_f_one_b;
-  bool replication = true;                 ///< a stage may run on a group of workers
-  double state_bytes_per_parameter = 12;   ///< weights + gradients + optimizer slots (fp32 momentum)
-  double bytes_per_parameter = 4;          ///< one copy: all-reduced gradients, a stashed weight
-  bool stash_weights = false;              ///< asynchronous pipelines: a weight copy per in-flight
+  bool replication = true;                ///< a stage may run on a group of workers
+  double state_bytes_per_parameter = 12;  ///< weights + gradients + optimizer slots (fp32 momentum)
+  double bytes_per_parameter = 4;         ///< one copy: all-reduced gradients, a stashed weight
+  bool stash_weights = false;             ///< asynchronous pipelines: a weight copy per in-flight
   worker_order order = worker_order::by_speed;
 
   static constexpr auto description() {
@@ -104,17 +105,20 @@ struct pipeline_plan_config {
     return describe(
         "pipeline_plan",
         describe_field("global_batch", &c::global_batch, "B, rows per step", at_least(1)),
-        describe_field("micro_batches", &c::micro_batches,
-                       "candidate micro-batch counts M, each dividing B (empty: every divisor up to 32)",
-                       at_least(1)),
-        describe_field("schedule", &c::schedule, "the schedule, which sets the micro-batches a worker holds in flight",
+        describe_field(
+            "micro_batches", &c::micro_batches,
+            "candidate micro-batch counts M, each dividing B (empty: every divisor up to 32)",
+            at_least(1)),
+        describe_field("schedule", &c::schedule,
+                       "the schedule, which sets the micro-batches a worker holds in flight",
                        pipeline_schedule_kinds),
         describe_field("replication", &c::replication, "a stage may run on a group of workers"),
         describe_field("state_bytes_per_parameter", &c::state_bytes_per_parameter,
                        "bytes a worker holds per parameter of its stage", finite_at_least(0)),
         describe_field("bytes_per_parameter", &c::bytes_per_parameter,
                        "bytes of one gradient or weight copy per parameter", finite_at_least(0)),
-        describe_field("stash_weights", &c::stash_weights, "a weight copy per in-flight micro-batch"),
+        describe_field("stash_weights", &c::stash_weights,
+                       "a weight copy per in-flight micro-batch"),
         describe_field("order", &c::order, "worker orders the stage groups are taken from",
                        worker_orders));
   }
@@ -166,22 +170,30 @@ inline void validate_planner_input(const planner_input& in) {
   for (std::size_t l = 0; l < in.layers.size(); ++l) {
     const std::string p = "layers[" + std::to_string(l) + "].";
     require_finite_non_negative(p + "parameters", in.layers[l].parameters);
-    require_finite_non_negative(p + "activation_bytes_per_sample", in.layers[l].activation_bytes_per_sample);
-    require_finite_non_negative(p + "output_bytes_per_sample", in.layers[l].output_bytes_per_sample);
+    require_finite_non_negative(p + "activation_bytes_per_sample",
+                                in.layers[l].activation_bytes_per_sample);
+    require_finite_non_negative(p + "output_bytes_per_sample",
+                                in.layers[l].output_bytes_per_sample);
   }
   for (std::size_t w = 0; w < in.workers.size(); ++w) {
     const auto& x = in.workers[w];
     const std::string p = "workers[" + std::to_string(w) + "].";
-    require_same_size(p + "forward_s_per_sample", x.forward_s_per_sample.size(), "layers", in.layers.size());
-    require_same_size(p + "backward_s_per_sample", x.backward_s_per_sample.size(), "layers", in.layers.size());
+    require_same_size(p + "forward_s_per_sample", x.forward_s_per_sample.size(), "layers",
+                      in.layers.size());
+    require_same_size(p + "backward_s_per_sample", x.backward_s_per_sample.size(), "layers",
+                      in.layers.size());
     for (std::size_t l = 0; l < in.layers.size(); ++l) {
-      require_finite_non_negative(p + "forward_s_per_sample[" + std::to_string(l) + "]", x.forward_s_per_sample[l]);
-      require_finite_non_negative(p + "backward_s_per_sample[" + std::to_string(l) + "]", x.backward_s_per_sample[l]);
+      require_finite_non_negative(p + "forward_s_per_sample[" + std::to_string(l) + "]",
+                                  x.forward_s_per_sample[l]);
+      require_finite_non_negative(p + "backward_s_per_sample[" + std::to_string(l) + "]",
+                                  x.backward_s_per_sample[l]);
     }
-    require(x.memory_bytes > 0, p + "memory_bytes", x.memory_bytes, "must be > 0 (infinity: no budget)");
+    require(x.memory_bytes > 0, p + "memory_bytes", x.memory_bytes,
+            "must be > 0 (infinity: no budget)");
   }
   require_finite_non_negative("link.latency_s", in.link.latency_s);
-  require(in.link.bytes_per_s > 0, "link.bytes_per_s", in.link.bytes_per_s, "must be > 0 (infinity: free)");
+  require(in.link.bytes_per_s > 0, "link.bytes_per_s", in.link.bytes_per_s,
+          "must be > 0 (infinity: free)");
 }
 
 /// The candidate micro-batch counts: the config's, or every divisor of B up to 32.
@@ -194,8 +206,8 @@ inline std::vector<std::size_t> candidate_micro_batches(const pipeline_plan_conf
 }
 
 /// Worker w's seconds for one micro-batch through layers [i, j).
-inline double micro_batch_seconds(const planner_input& in, std::size_t w, std::size_t i, std::size_t j,
-                                  std::size_t rows) {
+inline double micro_batch_seconds(const planner_input& in, std::size_t w, std::size_t i,
+                                  std::size_t j, std::size_t rows) {
   double s = 0;
   for (std::size_t l = i; l < j; ++l)
     s += in.workers[w].forward_s_per_sample[l] + in.workers[w].backward_s_per_sample[l];
@@ -206,7 +218,8 @@ inline double micro_batch_seconds(const planner_input& in, std::size_t w, std::s
 /// that would finish it first (optimal for identical jobs on uniform machines), ties to the
 /// lower worker id, so the split does not depend on the order the group is listed in.
 inline std::vector<std::size_t> split_micro_batches(std::span<const std::size_t> group,
-                                                    std::span<const double> seconds, std::size_t m) {
+                                                    std::span<const double> seconds,
+                                                    std::size_t m) {
   std::vector<std::size_t> n(group.size(), 0);
   for (std::size_t k = 0; k < m; ++k) {
     std::size_t best = 0;
@@ -264,7 +277,8 @@ inline group_cost evaluate_group(const planner_input& in, std::size_t i, std::si
                                  std::span<const std::size_t> group, std::size_t m) {
   const std::size_t rows = in.config.global_batch / m;
   std::vector<double> sec(group.size());
-  for (std::size_t g = 0; g < group.size(); ++g) sec[g] = micro_batch_seconds(in, group[g], i, j, rows);
+  for (std::size_t g = 0; g < group.size(); ++g)
+    sec[g] = micro_batch_seconds(in, group[g], i, j, rows);
   group_cost c;
   c.micro_batches = split_micro_batches(group, sec, m);
   double t = 0;
@@ -276,19 +290,21 @@ inline group_cost evaluate_group(const planner_input& in, std::size_t i, std::si
 }
 
 /// Whether every worker of the group fits its budget as stage s of S.
-inline bool group_fits(const planner_input& in, std::size_t i, std::size_t j, std::span<const std::size_t> group,
-                       std::span<const std::size_t> n, std::size_t rows, std::size_t stages, std::size_t s) {
+inline bool group_fits(const planner_input& in, std::size_t i, std::size_t j,
+                       std::span<const std::size_t> group, std::span<const std::size_t> n,
+                       std::size_t rows, std::size_t stages, std::size_t s) {
   for (std::size_t g = 0; g < group.size(); ++g)
-    if (worker_memory(in, i, j, rows, in_flight_of(in.config, stages, s, n[g])) > in.workers[group[g]].memory_bytes)
+    if (worker_memory(in, i, j, rows, in_flight_of(in.config, stages, s, n[g])) >
+        in.workers[group[g]].memory_bytes)
       return false;
   return true;
 }
 
 /// The plan with boundaries b (S + 1 entries) and groups (S), every derived field filled and J
 /// computed; nullopt when a worker is over its budget.
-inline std::optional<pipeline_plan> evaluate_plan(const planner_input& in, std::span<const std::size_t> b,
-                                                  const std::vector<std::vector<std::size_t>>& groups,
-                                                  std::size_t m) {
+inline std::optional<pipeline_plan> evaluate_plan(
+    const planner_input& in, std::span<const std::size_t> b,
+    const std::vector<std::vector<std::size_t>>& groups, std::size_t m) {
   const std::size_t stages = groups.size(), rows = in.config.global_batch / m;
   pipeline_plan p;
   p.micro_batches = m;
@@ -299,8 +315,8 @@ inline std::optional<pipeline_plan> evaluate_plan(const planner_input& in, std::
     const auto c = evaluate_group(in, b[s], b[s + 1], groups[s], m);
     stage_plan st{b[s], b[s + 1], groups[s], c.micro_batches, {}, c.tau, c.allreduce};
     for (std::size_t g = 0; g < groups[s].size(); ++g) {
-      st.memory_bytes.push_back(
-          worker_memory(in, b[s], b[s + 1], rows, in_flight_of(in.config, stages, s, c.micro_batches[g])));
+      st.memory_bytes.push_back(worker_memory(
+          in, b[s], b[s + 1], rows, in_flight_of(in.config, stages, s, c.micro_batches[g])));
       fits = fits && st.memory_bytes.back() <= in.workers[groups[s][g]].memory_bytes;
     }
     k = std::max(k, c.tau);
@@ -318,9 +334,10 @@ inline std::optional<pipeline_plan> evaluate_plan(const planner_input& in, std::
   for (std::size_t s = 0; s < stages; ++s)
     exposed = std::max(exposed, p.stages[s].allreduce_s - static_cast<double>(s) * k);
   p.predicted_step_s = static_cast<double>(m - 1) * k + sum + exposed;
-  p.bubble_fraction = p.predicted_step_s > 0
-                          ? 1 - static_cast<double>(m) * busy / (static_cast<double>(stages) * p.predicted_step_s)
-                          : 0;
+  p.bubble_fraction =
+      p.predicted_step_s > 0
+          ? 1 - static_cast<double>(m) * busy / (static_cast<double>(stages) * p.predicted_step_s)
+          : 0;
   return p;
 }
 
@@ -332,18 +349,20 @@ inline std::vector<std::vector<std::size_t>> worker_orders_of(const planner_inpu
   if (in.config.order == worker_order::given) return {id};
   if (in.config.order == worker_order::by_speed) {
     std::vector<double> total(w);
-    for (std::size_t i = 0; i < w; ++i) total[i] = micro_batch_seconds(in, i, 0, in.layers.size(), 1);
-    std::stable_sort(id.begin(), id.end(), [&](std::size_t a, std::size_t b) { return total[a] < total[b]; });
+    for (std::size_t i = 0; i < w; ++i)
+      total[i] = micro_batch_seconds(in, i, 0, in.layers.size(), 1);
+    std::stable_sort(id.begin(), id.end(),
+                     [&](std::size_t a, std::size_t b) { return total[a] < total[b]; });
     return {id};
   }
-  require(w <= max_workers_every_order, "workers", w,
-          "must be <= " + std::to_string(max_workers_every_order) + " for pipeline_plan.order = all");
+  require(
+      w <= max_workers_every_order, "workers", w,
+      "must be <= " + std::to_string(max_workers_every_order) + " for pipeline_plan.order = all");
   std::vector<std::vector<std::size_t>> all;
   do all.push_back(id);
   while (std::next_permutation(id.begin(), id.end()));
   return all;
 }
-
 
 /// One order and one M: every contiguous group's cost, indexed by layer range [i, j) and
 /// position range [a, b) in the order.
@@ -361,7 +380,8 @@ struct group_table {
 
 inline group_table build_group_table(const planner_input& in, const std::vector<std::size_t>& order,
                                      std::size_t m) {
-  group_table t{in.layers.size(), in.workers.size(), m, in.config.global_batch / m, order, {}, {}, {}};
+  group_table t{
+      in.layers.size(), in.workers.size(), m, in.config.global_batch / m, order, {}, {}, {}};
   const std::size_t L = t.layers, W = t.workers, smax = std::min(L, W);
   t.cost.resize((L + 1) * (L + 1) * (W + 1) * (W + 1));
   t.fits_below.assign(t.cost.size(), 0);
@@ -417,7 +437,8 @@ struct pass_result {
   std::vector<plan_label> stages;
 };
 
-inline pass_result plan_pass(const group_table& t, bool replication, std::size_t S, double cap, double best) {
+inline pass_result plan_pass(const group_table& t, bool replication, std::size_t S, double cap,
+                             double best) {
   const std::size_t L = t.layers, W = t.workers;
   const double fixed = static_cast<double>(t.m - 1) * cap;
   std::vector<plan_label> pool{{0, 0, -1, 0, 0, 0, 0}};
@@ -451,7 +472,8 @@ inline pass_result plan_pass(const group_table& t, bool replication, std::size_t
                 const plan_label n{o.sum + c.tau + x, std::max(o.exposed, e), id, i, j, a, b};
                 if (fixed + n.sum + n.exposed >= best) continue;
                 pool.push_back(n);
-                add_to_front(cell(s + 1, j, b, now_hit), pool, static_cast<std::ptrdiff_t>(pool.size() - 1));
+                add_to_front(cell(s + 1, j, b, now_hit), pool,
+                             static_cast<std::ptrdiff_t>(pool.size() - 1));
               }
             }
           }
@@ -466,7 +488,8 @@ inline pass_result plan_pass(const group_table& t, bool replication, std::size_t
       const auto& n = pool[static_cast<std::size_t>(id)];
       if (fixed + n.sum + n.exposed < r.j) r.j = fixed + n.sum + n.exposed, arg = id;
     }
-  for (; arg > 0; arg = pool[static_cast<std::size_t>(arg)].prev) r.stages.push_back(pool[static_cast<std::size_t>(arg)]);
+  for (; arg > 0; arg = pool[static_cast<std::size_t>(arg)].prev)
+    r.stages.push_back(pool[static_cast<std::size_t>(arg)]);
   std::reverse(r.stages.begin(), r.stages.end());
   return r;
 }
@@ -483,13 +506,13 @@ inline std::vector<double> candidate_caps(const group_table& t) {
 
 }  // namespace detail
 
-
 /// The best plan (least J) under the config, or nullopt when no plan fits the memory budgets.
 /// Throws std::invalid_argument naming the field on invalid input (NaN or negative times or
 /// sizes, a profile of the wrong length, no layers or workers, a bad config).
 inline std::optional<pipeline_plan> plan_pipeline(std::span<const layer_profile> layers,
                                                   std::span<const worker_profile> workers,
-                                                  const link_profile& link, const pipeline_plan_config& config) {
+                                                  const link_profile& link,
+                                                  const pipeline_plan_config& config) {
   const detail::planner_input in{layers, workers, link, config};
   detail::validate_planner_input(in);
   const std::size_t smax = std::min(layers.size(), workers.size());
@@ -540,7 +563,8 @@ inline bool contiguous_in(std::span<const std::size_t> stage_of, std::span<const
   return true;
 }
 
-inline void exhaustive_layers(const planner_input& in, std::size_t m, const std::vector<std::vector<std::size_t>>& groups,
+inline void exhaustive_layers(const planner_input& in, std::size_t m,
+                              const std::vector<std::vector<std::size_t>>& groups,
                               std::vector<std::size_t>& b, std::optional<pipeline_plan>& best) {
   const std::size_t S = groups.size(), L = in.layers.size();
   if (b.size() == S) {
@@ -563,10 +587,9 @@ inline void exhaustive_layers(const planner_input& in, std::size_t m, const std:
 /// to idling (for order = given or by_speed only those whose groups are contiguous in that
 /// order; with replication off, one worker per stage) and every layer split. The oracle for
 /// plan_pipeline; refuses more than max_exhaustive_layers layers or max_exhaustive_workers workers.
-inline std::optional<pipeline_plan> plan_pipeline_exhaustive(std::span<const layer_profile> layers,
-                                                             std::span<const worker_profile> workers,
-                                                             const link_profile& link,
-                                                             const pipeline_plan_config& config) {
+inline std::optional<pipeline_plan> plan_pipeline_exhaustive(
+    std::span<const layer_profile> layers, std::span<const worker_profile> workers,
+    const link_profile& link, const pipeline_plan_config& config) {
   const detail::planner_input in{layers, workers, link, config};
   detail::validate_planner_input(in);
   require(layers.size() <= max_exhaustive_layers, "layers", layers.size(),
@@ -585,8 +608,8 @@ inline std::optional<pipeline_plan> plan_pipeline_exhaustive(std::span<const lay
       const bool shaped = std::all_of(groups.begin(), groups.end(), [&](const auto& g) {
         return !g.empty() && (config.replication || g.size() == 1);
       });
-      const bool ordered = config.order == worker_order::all ||
-                           detail::contiguous_in(stage_of, orders.front(), S);
+      const bool ordered =
+          config.order == worker_order::all || detail::contiguous_in(stage_of, orders.front(), S);
       if (shaped && ordered)
         for (const std::size_t m : detail::candidate_micro_batches(config)) {
           std::vector<std::size_t> b{0};
@@ -594,8 +617,10 @@ inline std::optional<pipeline_plan> plan_pipeline_exhaustive(std::span<const lay
         }
       more = false;
       for (std::size_t w = 0; w < W && !more; ++w) {
-        if (++stage_of[w] <= S) more = true;
-        else stage_of[w] = 0;
+        if (++stage_of[w] <= S)
+          more = true;
+        else
+          stage_of[w] = 0;
       }
     }
   }
@@ -606,9 +631,11 @@ inline std::optional<pipeline_plan> plan_pipeline_exhaustive(std::span<const lay
 /// L mod S one layer longer), workers in the config's order (given for order = all) in
 /// near-equal contiguous groups (one each without replication), and the candidate M with the
 /// least J that fits; nullopt when none fits.
-inline std::optional<pipeline_plan> even_plan(std::size_t stages, std::span<const layer_profile> layers,
+inline std::optional<pipeline_plan> even_plan(std::size_t stages,
+                                              std::span<const layer_profile> layers,
                                               std::span<const worker_profile> workers,
-                                              const link_profile& link, const pipeline_plan_config& config) {
+                                              const link_profile& link,
+                                              const pipeline_plan_config& config) {
   const detail::planner_input in{layers, workers, link, config};
   detail::validate_planner_input(in);
   const std::size_t L = layers.size(), W = workers.size();
@@ -644,31 +671,43 @@ inline void check_plan_shape(const pipeline_plan& plan, const planner_input& in)
           "must divide global_batch (" + std::to_string(B) + ")");
   require(plan.micro_batch_rows == B / m, "pipeline_plan.micro_batch_rows", plan.micro_batch_rows,
           "must equal global_batch / micro_batches (" + std::to_string(B / m) + ")");
-  require(!plan.stages.empty(), "pipeline_plan.stages", plan.stages.size(), "must hold at least one stage");
+  require(!plan.stages.empty(), "pipeline_plan.stages", plan.stages.size(),
+          "must hold at least one stage");
   std::vector<char> seen(W, 0);
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const auto& st = plan.stages[s];
     const std::string p = "pipeline_plan.stages[" + std::to_string(s) + "].";
     const std::size_t first = s == 0 ? 0 : plan.stages[s - 1].end_layer;
     require(st.first_layer == first, p + "first_layer", st.first_layer,
-            s == 0 ? "must be 0" : "must equal stages[" + std::to_string(s - 1) + "].end_layer (" + std::to_string(first) + ")");
+            s == 0 ? "must be 0"
+                   : "must equal stages[" + std::to_string(s - 1) + "].end_layer (" +
+                         std::to_string(first) + ")");
     require(st.end_layer > st.first_layer && st.end_layer <= L, p + "end_layer", st.end_layer,
-            "must be in (first_layer, layers] = (" + std::to_string(st.first_layer) + ", " + std::to_string(L) + "]");
+            "must be in (first_layer, layers] = (" + std::to_string(st.first_layer) + ", " +
+                std::to_string(L) + "]");
     require(!st.workers.empty() && (in.config.replication || st.workers.size() == 1), p + "workers",
-            st.workers.size(), in.config.replication ? "must name at least one worker" : "must name one worker (replication is off)");
-    require_same_size(p + "micro_batches", st.micro_batches.size(), p + "workers", st.workers.size());
+            st.workers.size(),
+            in.config.replication ? "must name at least one worker"
+                                  : "must name one worker (replication is off)");
+    require_same_size(p + "micro_batches", st.micro_batches.size(), p + "workers",
+                      st.workers.size());
     std::size_t total = 0;
     for (std::size_t g = 0; g < st.workers.size(); ++g) {
       const std::string q = p + "workers[" + std::to_string(g) + "]";
-      require(st.workers[g] < W, q, st.workers[g], "must be < the number of workers (" + std::to_string(W) + ")");
-      require(!seen[st.workers[g]], q, st.workers[g], "must not run more than one stage or appear twice");
+      require(st.workers[g] < W, q, st.workers[g],
+              "must be < the number of workers (" + std::to_string(W) + ")");
+      require(!seen[st.workers[g]], q, st.workers[g],
+              "must not run more than one stage or appear twice");
       seen[st.workers[g]] = 1;
       total += st.micro_batches[g];
     }
-    require(total == m, p + "micro_batches", total, "must sum to pipeline_plan.micro_batches (" + std::to_string(m) + ")");
+    require(total == m, p + "micro_batches", total,
+            "must sum to pipeline_plan.micro_batches (" + std::to_string(m) + ")");
   }
-  require(plan.stages.back().end_layer == L, "pipeline_plan.stages[" + std::to_string(plan.stages.size() - 1) + "].end_layer",
-          plan.stages.back().end_layer, "must equal the number of layers (" + std::to_string(L) + ")");
+  require(plan.stages.back().end_layer == L,
+          "pipeline_plan.stages[" + std::to_string(plan.stages.size() - 1) + "].end_layer",
+          plan.stages.back().end_layer,
+          "must equal the number of layers (" + std::to_string(L) + ")");
 }
 
 }  // namespace detail
@@ -687,11 +726,15 @@ inline void check_plan(const pipeline_plan& plan, std::span<const layer_profile>
   for (std::size_t s = 0; s < S; ++s) {
     const auto& st = plan.stages[s];
     for (std::size_t g = 0; g < st.workers.size(); ++g) {
-      const double need = detail::worker_memory(in, st.first_layer, st.end_layer, plan.micro_batch_rows,
-                                                detail::in_flight_of(config, S, s, st.micro_batches[g]));
+      const double need =
+          detail::worker_memory(in, st.first_layer, st.end_layer, plan.micro_batch_rows,
+                                detail::in_flight_of(config, S, s, st.micro_batches[g]));
       const double budget = workers[st.workers[g]].memory_bytes;
-      require(need <= budget, "pipeline_plan.stages[" + std::to_string(s) + "].workers[" + std::to_string(g) + "]",
-              st.workers[g], "needs " + heterograd::detail::format_value(need) + " bytes, over its budget " + heterograd::detail::format_value(budget));
+      require(need <= budget,
+              "pipeline_plan.stages[" + std::to_string(s) + "].workers[" + std::to_string(g) + "]",
+              st.workers[g],
+              "needs " + heterograd::detail::format_value(need) + " bytes, over its budget " +
+                  heterograd::detail::format_value(budget));
     }
   }
 }
