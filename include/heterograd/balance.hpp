@@ -9,4 +9,5 @@
 #include "heterograd/balance/omnilearn.hpp"
 #include "heterograd/balance/pipeline.hpp"
 #include "heterograd/balance/pipeline_planner.hpp"
+#include "heterograd/balance/pipeline_schedule.hpp"
 #include "heterograd/balance/proportional.hpp"

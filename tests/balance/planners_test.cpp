@@ -458,6 +458,10 @@ BOOST_AUTO_TEST_CASE(hostile_input_is_refused_naming_the_field) {
   const std::vector<bal::worker_profile> six(6, uniform_worker(2, 1, 1));
   BOOST_TEST(has(error_of([&] { bal::plan_pipeline_exhaustive(x.layers, six, {}, x.config); }),
                  "'workers' = 6: must be <= 5"));
+  const std::vector<bal::layer_profile> hundred(100, bal::layer_profile{});
+  const std::vector<bal::worker_profile> w32(32, uniform_worker(100, 1, 1));
+  BOOST_TEST(has(plan(hundred, w32, {}, x.config),
+                 "'workers' = 32: must keep (layers + 1)^2 (workers + 1)^2 <= 4194304"));
   c = x.config;
   c.order = bal::worker_order::all;
   BOOST_TEST(

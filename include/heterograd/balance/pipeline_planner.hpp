@@ -44,18 +44,11 @@
 #include <utility>
 #include <vector>
 
+#include "heterograd/balance/pipeline_schedule.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::balance {
-
-/// The order in which a pipeline stage runs its forwards and backwards.
-enum class pipeline_schedule_kind {
-  gpipe,       ///< all forwards, then all backwards: a worker holds all its micro-batches
-  one_f_one_b  ///< DAPPLE's early backward: stage s holds at most S − s micro-batches
-};
-inline constexpr choice<pipeline_schedule_kind> pipeline_schedule_kinds[] = {
-    {"gpipe", pipeline_schedule_kind::gpipe}, {"1f1b", pipeline_schedule_kind::one_f_one_b}};
 
 /// Which orders of the workers the planner's contiguous groups are taken from.
 enum class worker_order {
@@ -368,10 +361,12 @@ inline std::vector<std::vector<std::size_t>> worker_orders_of(const planner_inpu
 /// position range [a, b) in the order.
 struct group_table {
   std::size_t layers = 0, workers = 0, m = 0, rows = 0;
-  std::vector<std::size_t> order;
-  std::vector<group_cost> cost;
-  std::vector<std::size_t> fits_below;  ///< fits as a stage with S − s <= this (0: never)
-  std::vector<double> cut;              ///< cut[j]: transfer before layer j
+  struct cell {
+    double tau = 0, allreduce = 0;
+    std::size_t fits_below = 0;  ///< fits as a stage with S − s <= this (0: never)
+  };
+  std::vector<cell> cost;
+  std::vector<double> cut;  ///< cut[j]: transfer before layer j
 
   std::size_t at(std::size_t i, std::size_t j, std::size_t a, std::size_t b) const {
     return ((i * (layers + 1) + j) * (workers + 1) + a) * (workers + 1) + b;
@@ -380,11 +375,9 @@ struct group_table {
 
 inline group_table build_group_table(const planner_input& in, const std::vector<std::size_t>& order,
                                      std::size_t m) {
-  group_table t{
-      in.layers.size(), in.workers.size(), m, in.config.global_batch / m, order, {}, {}, {}};
+  group_table t{in.layers.size(), in.workers.size(), m, in.config.global_batch / m, {}, {}};
   const std::size_t L = t.layers, W = t.workers, smax = std::min(L, W);
   t.cost.resize((L + 1) * (L + 1) * (W + 1) * (W + 1));
-  t.fits_below.assign(t.cost.size(), 0);
   t.cut.assign(L + 1, 0);
   for (std::size_t j = 1; j < L; ++j) t.cut[j] = cut_seconds(in, j, t.rows);
   for (std::size_t a = 0; a < W; ++a) {
@@ -393,12 +386,14 @@ inline group_table build_group_table(const planner_input& in, const std::vector<
       const std::span<const std::size_t> g(order.data() + a, b - a);
       for (std::size_t i = 0; i < L; ++i) {
         for (std::size_t j = i + 1; j <= L; ++j) {
-          const std::size_t k = t.at(i, j, a, b);
-          t.cost[k] = evaluate_group(in, i, j, g, m);
+          const auto c = evaluate_group(in, i, j, g, m);
+          auto& x = t.cost[t.at(i, j, a, b)];
+          x.tau = c.tau;
+          x.allreduce = c.allreduce;
           // Memory grows with S − s (1F1B) or not at all (GPipe): the largest S − s that fits.
           for (std::size_t r = 1; r <= smax; ++r) {
-            if (!group_fits(in, i, j, g, t.cost[k].micro_batches, t.rows, r, 0)) break;
-            t.fits_below[k] = r;
+            if (!group_fits(in, i, j, g, c.micro_batches, t.rows, r, 0)) break;
+            x.fits_below = r;
           }
         }
       }
@@ -464,7 +459,7 @@ inline pass_result plan_pass(const group_table& t, bool replication, std::size_t
             for (std::size_t j = i + 1; j + (left - 1) <= L; ++j) {
               const std::size_t k = t.at(i, j, a, b);
               const auto& c = t.cost[k];
-              if (c.tau > cap || t.fits_below[k] < left) continue;
+              if (c.tau > cap || c.fits_below < left) continue;
               const bool now_hit = hit || c.tau == cap || (s > 0 && x == cap);
               const double e = std::max(0.0, c.allreduce - static_cast<double>(s) * cap);
               for (auto id : labels) {
@@ -498,13 +493,17 @@ inline pass_result plan_pass(const group_table& t, bool replication, std::size_t
 inline std::vector<double> candidate_caps(const group_table& t) {
   std::vector<double> caps(t.cut.begin() + 1, t.cut.end() - 1);
   for (std::size_t k = 0; k < t.cost.size(); ++k)
-    if (t.fits_below[k] > 0) caps.push_back(t.cost[k].tau);
+    if (t.cost[k].fits_below > 0) caps.push_back(t.cost[k].tau);
   std::sort(caps.begin(), caps.end());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
   return caps;
 }
 
 }  // namespace detail
+
+/// The most (layer range, worker range) cells plan_pipeline tabulates (24 bytes each): 48 layers
+/// on 40 workers fit, 100 layers on 32 workers do not.
+inline constexpr std::size_t max_planner_cells = std::size_t{1} << 22;
 
 /// The best plan (least J) under the config, or nullopt when no plan fits the memory budgets.
 /// Throws std::invalid_argument naming the field on invalid input (NaN or negative times or
@@ -515,7 +514,10 @@ inline std::optional<pipeline_plan> plan_pipeline(std::span<const layer_profile>
                                                   const pipeline_plan_config& config) {
   const detail::planner_input in{layers, workers, link, config};
   detail::validate_planner_input(in);
-  const std::size_t smax = std::min(layers.size(), workers.size());
+  const std::size_t L = layers.size(), W = workers.size(), smax = std::min(L, W);
+  require((L + 1) * (L + 1) <= max_planner_cells / ((W + 1) * (W + 1)), "workers", W,
+          "must keep (layers + 1)^2 (workers + 1)^2 <= " + std::to_string(max_planner_cells) +
+              " (the planner's table of groups) with " + std::to_string(L) + " layers");
   double best = std::numeric_limits<double>::infinity();
   std::optional<pipeline_plan> plan;
   for (const auto& order : detail::worker_orders_of(in)) {
