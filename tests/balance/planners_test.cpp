@@ -464,8 +464,9 @@ BOOST_AUTO_TEST_CASE(hostile_input_is_refused_naming_the_field) {
                  "'workers' = 32: must keep (layers + 1)^2 (workers + 1)^2 <= 4194304"));
   c = x.config;
   c.order = bal::worker_order::all;
+  const std::vector<bal::worker_profile> seven(7, uniform_worker(2, 1, 1));
   BOOST_TEST(
-      has(plan(x.layers, six, {}, c), "'workers' = 6: must be <= 5 for pipeline_plan.order = all"));
+      has(plan(x.layers, seven, {}, c), "'workers' = 7: must be <= 6 for pipeline_plan.order = all"));
   BOOST_TEST(has(error_of([&] { bal::even_plan(3, x.layers, x.workers, x.link, x.config); }),
                  "'stages' = 3"));
 }

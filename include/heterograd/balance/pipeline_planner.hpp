@@ -24,16 +24,18 @@
 //
 // Exactness. J's max terms do not decompose over stages, so for every candidate cap C (each
 // value a stage or link time can take) and stage count S a dynamic program over (stages done,
-// layers done, workers done in the order) keeps a Pareto front of (Σ τ + Σ x, largest exposed
-// all-reduce) and accepts only plans whose largest stage or link time is exactly C; the best
-// (M, order, S, C) wins. Every plan of the model is counted by exactly the pass of its own K, so
-// the result is the optimum (plan_pipeline_exhaustive checks it by enumeration). Passes run in
-// increasing C and stop once M·C reaches the best J found (J >= M·K).
-// Complexity per order and M: caps O(L²·W²) × Σ_S O(S·L²·W²) transitions × front size; the
-// measured time for L = 10, W = 6 is in docs/balance.md. order = all repeats it for every
-// permutation of the workers (W <= max_workers_every_order).
+// layers done, worker state) keeps a Pareto front of (Σ τ + Σ x, largest exposed all-reduce)
+// and accepts only plans whose largest stage or link time is exactly C; the best (M, S, C)
+// wins. Every plan of the model is counted by exactly the pass of its own K, so the result is
+// the optimum (plan_pipeline_exhaustive checks it by enumeration). Passes run in increasing C
+// and stop once M·C reaches the best J found (J >= M·K). The worker state is a position in the
+// order (groups are runs of the order, G = O(W²) groups, W + 1 states) or, for order = all, the
+// set of workers used so far (groups are any sets: G = 2^W, 2^W states, 3^W moves).
+// Complexity per M: caps O(L²·G) × Σ_S O(S·L²·moves) × front size; measured times are in
+// docs/balance.md.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -50,17 +52,17 @@
 
 namespace heterograd::balance {
 
-/// Which orders of the workers the planner's contiguous groups are taken from.
+/// Which groups of workers a stage may run on.
 enum class worker_order {
-  given,     ///< the workers as listed
-  by_speed,  ///< fastest first (least Σ_l f + b), ties by index
-  all        ///< every permutation (W <= max_workers_every_order)
+  given,     ///< runs of the workers as listed
+  by_speed,  ///< runs of the workers fastest first (least Σ_l f + b), ties by index
+  all        ///< any set of workers (W <= max_workers_every_order)
 };
 inline constexpr choice<worker_order> worker_orders[] = {{"given", worker_order::given},
                                                          {"by_speed", worker_order::by_speed},
                                                          {"all", worker_order::all}};
 
-inline constexpr std::size_t max_workers_every_order = 5;
+inline constexpr std::size_t max_workers_every_order = 6;
 
 /// What a layer needs, whichever worker runs it.
 struct layer_profile {
@@ -112,8 +114,10 @@ struct pipeline_plan_config {
                        "bytes of one gradient or weight copy per parameter", finite_at_least(0)),
         describe_field("stash_weights", &c::stash_weights,
                        "a weight copy per in-flight micro-batch"),
-        describe_field("order", &c::order, "worker orders the stage groups are taken from",
-                       worker_orders));
+        describe_field(
+            "order", &c::order,
+            "groups a stage may run on: runs of the given order, runs fastest first, or any set",
+            worker_orders));
   }
   void validate() const {
     validate_fields(*this);
@@ -334,67 +338,104 @@ inline std::optional<pipeline_plan> evaluate_plan(
   return p;
 }
 
-/// The worker orders the config asks for.
-inline std::vector<std::vector<std::size_t>> worker_orders_of(const planner_input& in) {
+/// The worker order groups are taken from (order = all: the given one; the DP then takes
+/// groups as sets).
+inline std::vector<std::size_t> worker_order_of(const planner_input& in) {
   const std::size_t w = in.workers.size();
   std::vector<std::size_t> id(w);
   std::iota(id.begin(), id.end(), std::size_t{0});
-  if (in.config.order == worker_order::given) return {id};
-  if (in.config.order == worker_order::by_speed) {
-    std::vector<double> total(w);
-    for (std::size_t i = 0; i < w; ++i)
-      total[i] = micro_batch_seconds(in, i, 0, in.layers.size(), 1);
-    std::stable_sort(id.begin(), id.end(),
-                     [&](std::size_t a, std::size_t b) { return total[a] < total[b]; });
-    return {id};
-  }
-  require(
-      w <= max_workers_every_order, "workers", w,
-      "must be <= " + std::to_string(max_workers_every_order) + " for pipeline_plan.order = all");
-  std::vector<std::vector<std::size_t>> all;
-  do all.push_back(id);
-  while (std::next_permutation(id.begin(), id.end()));
-  return all;
+  if (in.config.order != worker_order::by_speed) return id;
+  std::vector<double> total(w);
+  for (std::size_t i = 0; i < w; ++i) total[i] = micro_batch_seconds(in, i, 0, in.layers.size(), 1);
+  std::stable_sort(id.begin(), id.end(),
+                   [&](std::size_t a, std::size_t b) { return total[a] < total[b]; });
+  return id;
 }
 
-/// One order and one M: every contiguous group's cost, indexed by layer range [i, j) and
-/// position range [a, b) in the order.
+/// One M: the groups a stage may run on, each group's cost for every layer range, and the
+/// worker states the DP walks. For order = given / by_speed a state is a position in the order
+/// (a group is a run of positions [a, b), a worker may idle between groups); for order = all a
+/// state is the set of workers used so far (a group is any set of unused workers).
 struct group_table {
-  std::size_t layers = 0, workers = 0, m = 0, rows = 0;
+  std::size_t layers = 0, m = 0, rows = 0;
   struct cell {
     double tau = 0, allreduce = 0;
     std::size_t fits_below = 0;  ///< fits as a stage with S − s <= this (0: never)
   };
-  std::vector<cell> cost;
-  std::vector<double> cut;  ///< cut[j]: transfer before layer j
+  struct move {
+    std::size_t group, to;
+  };
+  std::vector<std::vector<std::size_t>> groups;  ///< workers of each group
+  std::vector<cell> cost;                        ///< [(i·(L+1) + j)·G + group]
+  std::vector<double> cut;                       ///< cut[j]: transfer before layer j
+  std::vector<std::vector<move>> moves;          ///< per state: a stage on a group, and where to
+  std::vector<std::ptrdiff_t> idle;  ///< per state: the state past one idle worker, or -1
+  std::vector<std::size_t> free;     ///< per state: workers not yet used or passed
 
-  std::size_t at(std::size_t i, std::size_t j, std::size_t a, std::size_t b) const {
-    return ((i * (layers + 1) + j) * (workers + 1) + a) * (workers + 1) + b;
+  std::size_t at(std::size_t i, std::size_t j, std::size_t g) const {
+    return (i * (layers + 1) + j) * groups.size() + g;
   }
 };
 
-inline group_table build_group_table(const planner_input& in, const std::vector<std::size_t>& order,
-                                     std::size_t m) {
-  group_table t{in.layers.size(), in.workers.size(), m, in.config.global_batch / m, {}, {}};
-  const std::size_t L = t.layers, W = t.workers, smax = std::min(L, W);
-  t.cost.resize((L + 1) * (L + 1) * (W + 1) * (W + 1));
+/// The groups and states for the config's order.
+inline void add_worker_states(const planner_input& in, group_table& t) {
+  const std::size_t W = in.workers.size();
+  const bool any_size = in.config.replication;
+  if (in.config.order != worker_order::all) {
+    const auto order = worker_order_of(in);
+    t.moves.resize(W + 1);
+    t.idle.assign(W + 1, -1);
+    for (std::size_t a = 0; a <= W; ++a) t.free.push_back(W - a);
+    for (std::size_t a = 0; a < W; ++a) {
+      t.idle[a] = static_cast<std::ptrdiff_t>(a + 1);
+      for (std::size_t b = a + 1; b <= (any_size ? W : a + 1); ++b) {
+        t.moves[a].push_back({t.groups.size(), b});
+        t.groups.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(a),
+                              order.begin() + static_cast<std::ptrdiff_t>(b));
+      }
+    }
+    return;
+  }
+  require(
+      W <= max_workers_every_order, "workers", W,
+      "must be <= " + std::to_string(max_workers_every_order) + " for pipeline_plan.order = all");
+  const std::size_t sets = std::size_t{1} << W;
+  std::vector<std::size_t> group_of(sets, 0);
+  for (std::size_t g = 1; g < sets; ++g) {
+    if (!any_size && (g & (g - 1)) != 0) continue;
+    group_of[g] = t.groups.size();
+    t.groups.emplace_back();
+    for (std::size_t w = 0; w < W; ++w)
+      if (g >> w & 1) t.groups.back().push_back(w);
+  }
+  t.moves.resize(sets);
+  t.idle.assign(sets, -1);
+  for (std::size_t used = 0; used < sets; ++used)
+    t.free.push_back(W - static_cast<std::size_t>(std::popcount(used)));
+  for (std::size_t used = 0; used < sets; ++used)
+    for (std::size_t g = 1; g < sets; ++g)
+      if ((g & used) == 0 && (any_size || (g & (g - 1)) == 0))
+        t.moves[used].push_back({group_of[g], used | g});
+}
+
+inline group_table build_group_table(const planner_input& in, std::size_t m) {
+  group_table t{in.layers.size(), m, in.config.global_batch / m, {}, {}, {}, {}, {}, {}};
+  add_worker_states(in, t);
+  const std::size_t L = t.layers, smax = std::min(L, in.workers.size());
+  t.cost.resize((L + 1) * (L + 1) * t.groups.size());
   t.cut.assign(L + 1, 0);
   for (std::size_t j = 1; j < L; ++j) t.cut[j] = cut_seconds(in, j, t.rows);
-  for (std::size_t a = 0; a < W; ++a) {
-    const std::size_t bmax = in.config.replication ? W : a + 1;
-    for (std::size_t b = a + 1; b <= bmax; ++b) {
-      const std::span<const std::size_t> g(order.data() + a, b - a);
-      for (std::size_t i = 0; i < L; ++i) {
-        for (std::size_t j = i + 1; j <= L; ++j) {
-          const auto c = evaluate_group(in, i, j, g, m);
-          auto& x = t.cost[t.at(i, j, a, b)];
-          x.tau = c.tau;
-          x.allreduce = c.allreduce;
-          // Memory grows with S − s (1F1B) or not at all (GPipe): the largest S − s that fits.
-          for (std::size_t r = 1; r <= smax; ++r) {
-            if (!group_fits(in, i, j, g, c.micro_batches, t.rows, r, 0)) break;
-            x.fits_below = r;
-          }
+  for (std::size_t g = 0; g < t.groups.size(); ++g) {
+    for (std::size_t i = 0; i < L; ++i) {
+      for (std::size_t j = i + 1; j <= L; ++j) {
+        const auto c = evaluate_group(in, i, j, t.groups[g], m);
+        auto& x = t.cost[t.at(i, j, g)];
+        x.tau = c.tau;
+        x.allreduce = c.allreduce;
+        // Memory grows with S − s (1F1B) or not at all (GPipe): the largest S − s that fits.
+        for (std::size_t r = 1; r <= smax; ++r) {
+          if (!group_fits(in, i, j, t.groups[g], c.micro_batches, t.rows, r, 0)) break;
+          x.fits_below = r;
         }
       }
     }
@@ -403,11 +444,11 @@ inline group_table build_group_table(const planner_input& in, const std::vector<
 }
 
 /// A partial plan in the DP: Σ τ + Σ x so far, the largest exposed all-reduce so far, and how
-/// it was reached (its last stage: layers [i, j) on positions [a, b); prev: the label before).
+/// it was reached (its last stage: layers [i, j) on group g; prev: the label before).
 struct plan_label {
   double sum, exposed;
   std::ptrdiff_t prev;
-  std::size_t i, j, a, b;
+  std::size_t i, j, g;
 };
 
 /// Adds label `id` to a Pareto front of (sum, exposed), dropping what it dominates.
@@ -426,48 +467,46 @@ inline void add_to_front(std::vector<std::ptrdiff_t>& front, const std::vector<p
 }
 
 /// The best plan of S stages whose largest stage or link time is exactly `cap`, if its J beats
-/// `best`: J and the stages as (i, j, a, b).
+/// `best`: J and the stages as (i, j, g).
 struct pass_result {
   double j = std::numeric_limits<double>::infinity();
   std::vector<plan_label> stages;
 };
 
-inline pass_result plan_pass(const group_table& t, bool replication, std::size_t S, double cap,
-                             double best) {
-  const std::size_t L = t.layers, W = t.workers;
+inline pass_result plan_pass(const group_table& t, std::size_t S, double cap, double best) {
+  const std::size_t L = t.layers, U = t.moves.size();
   const double fixed = static_cast<double>(t.m - 1) * cap;
-  std::vector<plan_label> pool{{0, 0, -1, 0, 0, 0, 0}};
-  // front[((s·(L+1) + j)·(W+1) + w)·2 + hit]
-  std::vector<std::vector<std::ptrdiff_t>> front((S + 1) * (L + 1) * (W + 1) * 2);
-  const auto cell = [&](std::size_t s, std::size_t j, std::size_t w, bool hit) -> auto& {
-    return front[((s * (L + 1) + j) * (W + 1) + w) * 2 + (hit ? 1 : 0)];
+  std::vector<plan_label> pool{{0, 0, -1, 0, 0, 0}};
+  // front[((s·(L+1) + j)·U + state)·2 + hit]; states ascend along every move and idle step.
+  std::vector<std::vector<std::ptrdiff_t>> front((S + 1) * (L + 1) * U * 2);
+  const auto cell = [&](std::size_t s, std::size_t j, std::size_t u, bool hit) -> auto& {
+    return front[((s * (L + 1) + j) * U + u) * 2 + (hit ? 1 : 0)];
   };
   cell(0, 0, 0, false).push_back(0);
   for (std::size_t s = 0; s < S; ++s) {
     const std::size_t left = S - s;  // stages still to place, this one included
     for (std::size_t i = s; i + left <= L; ++i) {
-      for (std::size_t a = 0; a + left <= W; ++a) {
+      const double cut = s > 0 ? t.cut[i] : 0.0;
+      for (std::size_t u = 0; u < U; ++u) {
         for (const bool hit : {false, true}) {
-          const auto labels = cell(s, i, a, hit);  // copy: the skip below may grow another cell
-          if (labels.empty()) continue;
-          if (a + 1 + left <= W)  // worker a idles
-            for (auto id : labels) add_to_front(cell(s, i, a + 1, hit), pool, id);
-          const double x = s > 0 ? t.cut[i] : 0;
-          if (x > cap) continue;
-          const std::size_t bmax = replication ? W - (left - 1) : a + 1;
-          for (std::size_t b = a + 1; b <= bmax; ++b) {
+          const auto labels = cell(s, i, u, hit);  // a copy: the idle step may grow another cell
+          if (labels.empty() || t.free[u] < left) continue;
+          if (t.idle[u] >= 0)
+            for (auto id : labels)
+              add_to_front(cell(s, i, static_cast<std::size_t>(t.idle[u]), hit), pool, id);
+          if (cut > cap) continue;
+          for (const auto& mv : t.moves[u]) {
             for (std::size_t j = i + 1; j + (left - 1) <= L; ++j) {
-              const std::size_t k = t.at(i, j, a, b);
-              const auto& c = t.cost[k];
+              const auto& c = t.cost[t.at(i, j, mv.group)];
               if (c.tau > cap || c.fits_below < left) continue;
-              const bool now_hit = hit || c.tau == cap || (s > 0 && x == cap);
+              const bool now_hit = hit || c.tau == cap || (s > 0 && cut == cap);
               const double e = std::max(0.0, c.allreduce - static_cast<double>(s) * cap);
               for (auto id : labels) {
                 const auto& o = pool[static_cast<std::size_t>(id)];
-                const plan_label n{o.sum + c.tau + x, std::max(o.exposed, e), id, i, j, a, b};
+                const plan_label n{o.sum + c.tau + cut, std::max(o.exposed, e), id, i, j, mv.group};
                 if (fixed + n.sum + n.exposed >= best) continue;
                 pool.push_back(n);
-                add_to_front(cell(s + 1, j, b, now_hit), pool,
+                add_to_front(cell(s + 1, j, mv.to, now_hit), pool,
                              static_cast<std::ptrdiff_t>(pool.size() - 1));
               }
             }
@@ -478,8 +517,8 @@ inline pass_result plan_pass(const group_table& t, bool replication, std::size_t
   }
   pass_result r;
   std::ptrdiff_t arg = -1;
-  for (std::size_t w = S; w <= W; ++w)
-    for (auto id : cell(S, L, w, true)) {
+  for (std::size_t u = 0; u < U; ++u)
+    for (auto id : cell(S, L, u, true)) {
       const auto& n = pool[static_cast<std::size_t>(id)];
       if (fixed + n.sum + n.exposed < r.j) r.j = fixed + n.sum + n.exposed, arg = id;
     }
@@ -492,8 +531,8 @@ inline pass_result plan_pass(const group_table& t, bool replication, std::size_t
 /// Every value a stage or a link can take in this table: the candidate caps, ascending.
 inline std::vector<double> candidate_caps(const group_table& t) {
   std::vector<double> caps(t.cut.begin() + 1, t.cut.end() - 1);
-  for (std::size_t k = 0; k < t.cost.size(); ++k)
-    if (t.cost[k].fits_below > 0) caps.push_back(t.cost[k].tau);
+  for (const auto& c : t.cost)
+    if (c.fits_below > 0) caps.push_back(c.tau);
   std::sort(caps.begin(), caps.end());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
   return caps;
@@ -520,24 +559,21 @@ inline std::optional<pipeline_plan> plan_pipeline(std::span<const layer_profile>
               " (the planner's table of groups) with " + std::to_string(L) + " layers");
   double best = std::numeric_limits<double>::infinity();
   std::optional<pipeline_plan> plan;
-  for (const auto& order : detail::worker_orders_of(in)) {
-    for (const std::size_t m : detail::candidate_micro_batches(config)) {
-      const auto t = detail::build_group_table(in, order, m);
-      for (const double cap : detail::candidate_caps(t)) {
-        if (static_cast<double>(m) * cap >= best) break;  // J >= (M − 1)·K + K
-        for (std::size_t S = 1; S <= smax; ++S) {
-          auto r = detail::plan_pass(t, config.replication, S, cap, best);
-          if (!(r.j < best)) continue;
-          std::vector<std::size_t> b{0};
-          std::vector<std::vector<std::size_t>> groups;
-          for (const auto& st : r.stages) {
-            b.push_back(st.j);
-            groups.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(st.a),
-                                order.begin() + static_cast<std::ptrdiff_t>(st.b));
-          }
-          best = r.j;
-          plan = detail::evaluate_plan(in, b, groups, m);
+  for (const std::size_t m : detail::candidate_micro_batches(config)) {
+    const auto t = detail::build_group_table(in, m);
+    for (const double cap : detail::candidate_caps(t)) {
+      if (static_cast<double>(m) * cap >= best) break;  // J >= (M − 1)·K + K
+      for (std::size_t S = 1; S <= smax; ++S) {
+        auto r = detail::plan_pass(t, S, cap, best);
+        if (!(r.j < best)) continue;
+        std::vector<std::size_t> b{0};
+        std::vector<std::vector<std::size_t>> groups;
+        for (const auto& st : r.stages) {
+          b.push_back(st.j);
+          groups.push_back(t.groups[st.g]);
         }
+        best = r.j;
+        plan = detail::evaluate_plan(in, b, groups, m);
       }
     }
   }
@@ -599,7 +635,7 @@ inline std::optional<pipeline_plan> plan_pipeline_exhaustive(
   require(workers.size() <= max_exhaustive_workers, "workers", workers.size(),
           "must be <= " + std::to_string(max_exhaustive_workers) + " for plan_pipeline_exhaustive");
   const std::size_t W = workers.size();
-  const auto orders = detail::worker_orders_of(in);
+  const auto order = detail::worker_order_of(in);
   std::optional<pipeline_plan> best;
   for (std::size_t S = 1; S <= std::min(layers.size(), W); ++S) {
     std::vector<std::size_t> stage_of(W, 0);  // S = idle; counts in base S + 1
@@ -611,7 +647,7 @@ inline std::optional<pipeline_plan> plan_pipeline_exhaustive(
         return !g.empty() && (config.replication || g.size() == 1);
       });
       const bool ordered =
-          config.order == worker_order::all || detail::contiguous_in(stage_of, orders.front(), S);
+          config.order == worker_order::all || detail::contiguous_in(stage_of, order, S);
       if (shaped && ordered)
         for (const std::size_t m : detail::candidate_micro_batches(config)) {
           std::vector<std::size_t> b{0};
@@ -643,9 +679,7 @@ inline std::optional<pipeline_plan> even_plan(std::size_t stages,
   const std::size_t L = layers.size(), W = workers.size();
   require(stages >= 1 && stages <= std::min(L, W), "stages", stages,
           "must be in [1, min(layers, workers)] = [1, " + std::to_string(std::min(L, W)) + "]");
-  pipeline_plan_config given = config;
-  if (given.order == worker_order::all) given.order = worker_order::given;
-  const auto order = detail::worker_orders_of({layers, workers, link, given}).front();
+  const auto order = detail::worker_order_of(in);
   const std::size_t used = config.replication ? W : stages;
   std::vector<std::size_t> b{0};
   std::vector<std::vector<std::size_t>> groups;
