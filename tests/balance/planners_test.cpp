@@ -444,6 +444,10 @@ BOOST_AUTO_TEST_CASE(hostile_input_is_refused_naming_the_field) {
   c.micro_batches = {4, 3};
   BOOST_TEST(has(plan(x.layers, x.workers, x.link, c),
                  "'pipeline_plan.micro_batches[1]' = 3: must divide"));
+  c.global_batch = 4096;
+  c.micro_batches = {4096};
+  BOOST_TEST(has(plan(x.layers, x.workers, x.link, c),
+                 "'pipeline_plan.micro_batches[0]' = 4096: must be <= 1024"));
   c.micro_batches = {0};
   BOOST_TEST(has(plan(x.layers, x.workers, x.link, c), "'pipeline_plan.micro_batches[0]' = 0"));
   c = x.config;

@@ -63,6 +63,8 @@ inline constexpr choice<worker_order> worker_orders[] = {{"given", worker_order:
                                                          {"all", worker_order::all}};
 
 inline constexpr std::size_t max_workers_every_order = 6;
+/// The largest micro-batch count a plan may use.
+inline constexpr std::size_t max_micro_batches = 1024;
 
 /// What a layer needs, whichever worker runs it.
 struct layer_profile {
@@ -121,10 +123,14 @@ struct pipeline_plan_config {
   }
   void validate() const {
     validate_fields(*this);
-    for (std::size_t i = 0; i < micro_batches.size(); ++i)
-      require(micro_batches[i] <= global_batch && global_batch % micro_batches[i] == 0,
-              "pipeline_plan.micro_batches[" + std::to_string(i) + "]", micro_batches[i],
-              "must divide global_batch (" + std::to_string(global_batch) + ")");
+    for (std::size_t i = 0; i < micro_batches.size(); ++i) {
+      const std::string name = "pipeline_plan.micro_batches[" + std::to_string(i) + "]";
+      require(micro_batches[i] <= global_batch && global_batch % micro_batches[i] == 0, name,
+              micro_batches[i], "must divide global_batch (" + std::to_string(global_batch) + ")");
+      // The planner splits a stage's micro-batches one by one, for every group it tabulates.
+      require(micro_batches[i] <= max_micro_batches, name, micro_batches[i],
+              "must be <= " + std::to_string(max_micro_batches));
+    }
   }
 };
 
