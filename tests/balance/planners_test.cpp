@@ -335,6 +335,28 @@ BOOST_AUTO_TEST_CASE(a_memory_budget_excludes_the_otherwise_best_plan) {
   BOOST_TEST(!bal::plan_pipeline_exhaustive(x.layers, x.workers, x.link, x.config).has_value());
 }
 
+// The two-stage plan's stage 0 (10 parameters, 100 activation bytes per sample, 2 rows, 4
+// micro-batches): 1F1B holds 2 in flight, 12·10 + 100·2·2 = 520 bytes; GPipe holds all 4,
+// 120 + 100·2·4 = 920; stashing adds a 4-byte weight copy per in-flight micro-batch,
+// 520 + 4·10·2 = 600. The last stage holds one micro-batch under 1F1B: 120 + 200 = 320.
+BOOST_AUTO_TEST_CASE(memory_follows_the_schedule_and_weight_stashing) {
+  two_by_two x;
+  const auto stage_bytes = [&](const bal::pipeline_plan_config& c, std::size_t s) {
+    const auto p = bal::even_plan(2, x.layers, x.workers, x.link, c);
+    BOOST_REQUIRE(p);
+    return p->stages[s].memory_bytes[0];
+  };
+  BOOST_TEST(stage_bytes(x.config, 0) == 520.0);
+  BOOST_TEST(stage_bytes(x.config, 1) == 320.0);
+  auto c = x.config;
+  c.schedule = bal::pipeline_schedule_kind::gpipe;
+  BOOST_TEST(stage_bytes(c, 0) == 920.0);
+  BOOST_TEST(stage_bytes(c, 1) == 920.0);
+  c = x.config;
+  c.stash_weights = true;
+  BOOST_TEST(stage_bytes(c, 0) == 600.0);
+}
+
 // Eight equal layers, worker 1 three times as fast (f + b = 1 s per sample and layer against
 // 3 s), M = B = 16, no replication, a free network. Planned: 6 layers on the fast worker and 2
 // on the slow one, τ = 6 s each: J = 15·6 + 12 = 102 s. Even: 4 and 4, τ = 4 s and 12 s:
