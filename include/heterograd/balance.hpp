@@ -8,4 +8,6 @@
 #include "heterograd/balance/measurement.hpp"
 #include "heterograd/balance/omnilearn.hpp"
 #include "heterograd/balance/pipeline.hpp"
+#include "heterograd/balance/pipeline_planner.hpp"
+#include "heterograd/balance/pipeline_schedule.hpp"
 #include "heterograd/balance/proportional.hpp"

@@ -320,6 +320,75 @@ BOOST_AUTO_TEST_CASE(pipeline_partition_matches_brute_force) {
   }
 }
 
+// DAPPLE's planner: the DP's plan has the exhaustive optimum's J on random small instances with
+// workers of different speeds (and per-layer jitter, so no worker is a scaled copy of another),
+// budgets that bind, links that cost, every worker order, both schedules, with and without
+// replication. The instances must cover each outcome the DP has to get right.
+BOOST_AUTO_TEST_CASE(pipeline_planner_matches_the_exhaustive_oracle) {
+  const hg::counter_rng rng(hg_test::seed(), 59);
+  std::uint64_t k = 0;
+  int replicated = 0, pipelined = 0, budget_binds = 0, infeasible = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t L = 1 + rng.below(k++, 8), W = 1 + rng.below(k++, 4);
+    std::vector<bal::layer_profile> layers(L);
+    double model_bytes = 0;
+    for (auto& l : layers) {
+      l = {rng.uniform(k++, 0, 100), rng.uniform(k++, 0, 50), rng.uniform(k++, 0, 20)};
+      model_bytes += 12 * l.parameters + 4 * l.activation_bytes_per_sample;
+    }
+    std::vector<bal::worker_profile> workers(W);
+    // A third of the instances take small integer times: zeros and ties, where a cap is hit
+    // by several stages at once.
+    const bool coarse = rng.below(k++, 3) == 0;
+    for (auto& w : workers) {
+      const double slow = coarse ? 1 : rng.uniform(k++, 0.25, 4.0);
+      for (std::size_t l = 0; l < L; ++l) {
+        w.forward_s_per_sample.push_back(coarse ? double(rng.below(k++, 3))
+                                                : slow * rng.uniform(k++, 0.0, 1.0));
+        w.backward_s_per_sample.push_back(coarse ? double(rng.below(k++, 3))
+                                                 : slow * rng.uniform(k++, 0.0, 2.0));
+      }
+      // From half the model's bytes with one 4-row micro-batch in flight (binds) to none.
+      w.memory_bytes = rng.below(k++, 4) == 0 ? std::numeric_limits<double>::infinity()
+                                              : model_bytes * rng.uniform(k++, 0.5, 2.0);
+    }
+    const bal::link_profile link{rng.uniform(k++, 0, 0.5), rng.uniform(k++, 20, 2000)};
+    bal::pipeline_plan_config c{.global_batch = 8};
+    const std::vector<std::vector<std::size_t>> ms{{}, {1, 2}, {4, 8}, {2, 8}};
+    c.micro_batches = ms[rng.below(k++, ms.size())];
+    c.order = static_cast<bal::worker_order>(rng.below(k++, 3));
+    c.schedule = rng.below(k++, 2) ? bal::pipeline_schedule_kind::gpipe
+                                   : bal::pipeline_schedule_kind::one_f_one_b;
+    c.replication = rng.below(k++, 4) != 0;
+    c.stash_weights = rng.below(k++, 4) == 0;
+    const auto dp = bal::plan_pipeline(layers, workers, link, c);
+    const auto oracle = bal::plan_pipeline_exhaustive(layers, workers, link, c);
+    BOOST_TEST_REQUIRE(dp.has_value() == oracle.has_value(), "trial " << trial);
+    if (!oracle) {
+      ++infeasible;
+      continue;
+    }
+    BOOST_TEST(std::abs(dp->predicted_step_s - oracle->predicted_step_s) <=
+                   1e-9 * oracle->predicted_step_s,
+               "trial " << trial << ": DP " << dp->predicted_step_s << ", oracle "
+                        << oracle->predicted_step_s);
+    BOOST_CHECK_NO_THROW(bal::check_plan(*dp, layers, workers, link, c));
+    pipelined += oracle->stages.size() > 1;
+    replicated += std::any_of(oracle->stages.begin(), oracle->stages.end(),
+                              [](const auto& s) { return s.workers.size() > 1; });
+    auto unbounded = workers;
+    for (auto& w : unbounded) w.memory_bytes = std::numeric_limits<double>::infinity();
+    budget_binds +=
+        bal::plan_pipeline(layers, unbounded, link, c)->predicted_step_s < oracle->predicted_step_s;
+  }
+  BOOST_TEST_MESSAGE("pipelined " << pipelined << ", replicated " << replicated << ", budget binds "
+                                  << budget_binds << ", infeasible " << infeasible);
+  BOOST_TEST(pipelined >= 20);
+  BOOST_TEST(replicated >= 20);
+  BOOST_TEST(budget_binds >= 20);
+  BOOST_TEST(infeasible >= 5);
+}
+
 BOOST_AUTO_TEST_CASE(cost_model_recovers_the_cost_function_and_picks_the_true_optimum) {
   // A known streaming cost: T(P, K) = c · (1, W/P, P, K, W/K).
   const double work = 1000;

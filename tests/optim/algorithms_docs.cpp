@@ -1,4 +1,5 @@
-// docs/async.md's, docs/sync.md's and docs/pipeline.md's parameter tables are the descriptions of the methods'
+// docs/async.md's, docs/sync.md's, docs/pipeline.md's and docs/balance.md's parameter tables are the
+// descriptions of the methods' and planners'
 // config structs, printed with their defaults (tests/support/doc_tables.hpp): a default or a
 // rule changed in a header and not in its page fails here, with the table to paste.
 #include <string>
@@ -15,6 +16,7 @@
 #include "heterograd/algorithms/sync/selsync.hpp"
 #include "heterograd/balance/dssp.hpp"
 #include "heterograd/balance/omnilearn.hpp"
+#include "heterograd/balance/pipeline_planner.hpp"
 
 #ifndef HG_DOCS_DIR
 #error "HG_DOCS_DIR names the docs folder"
@@ -64,6 +66,10 @@ BOOST_AUTO_TEST_CASE(the_sync_pages_tables_are_the_round_methods_configs) {
 
 BOOST_AUTO_TEST_CASE(the_pipeline_pages_table_is_the_pipeline_config) {
   check_in("pipeline.md", heterograd::algorithms::pipeline::pipeline_config{});
+}
+
+BOOST_AUTO_TEST_CASE(the_balance_pages_table_is_the_pipeline_planners_config) {
+  check_in("balance.md", hb::pipeline_plan_config{});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
