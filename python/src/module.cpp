@@ -15,6 +15,7 @@
 #include "heterograd/version.hpp"
 #include "plans.hpp"
 #include "reference.hpp"
+#include "sim.hpp"
 
 namespace {
 
@@ -90,6 +91,7 @@ NB_MODULE(_core, m) {
   hgpy::bind_configs(m);
   bind_plans(m);
   bind_build(m);
+  hgpy::simpy::bind_sim(m);
   m.def("reference_run", &hgpy::reference_run, "kind"_a, "config"_a, "params"_a, "grads"_a,
         "slots"_a,
         "For tests: the C++ optimizer `kind` (sgd, momentum, nesterov, adam, adamw, adagrad, "
