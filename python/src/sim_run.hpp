@@ -5,7 +5,8 @@
 //
 // The event loop runs with the GIL released; a Python callback takes it for the call only.
 // x is a read-only numpy view of the server's parameters (no copy; it is the model at the
-// job's start, and changes as the run goes on: copy it to keep it). The returned array is
+// job's start, and changes as the run goes on: copy it to keep it; every call of a run gets
+// the same view object). The returned array is
 // checked (an array of x0's shape, float32 or float64, C-contiguous, in host memory) and
 // copied, rounded to x0's dtype; non-finite entries meet the server's non-finite policy
 // (fail / skip / zero). A broken rule or an exception in a callback stops the run: the Python
@@ -153,9 +154,16 @@ class run_context {
   std::vector<double> scratch_;
   std::uint64_t calls_ = 0;
 
-  nb::object view(heterograd::span<const T> x) const {
-    return nb::ndarray<nb::numpy, const T>(x.data(), shape.size(), shape.data(), owner).cast();
+  nb::object view_;  // made once: the server's parameters never move during a run
+
+  nb::object view(heterograd::span<const T> x) {
+    if (!view_.is_valid() || view_data_ != x.data()) {
+      view_ = nb::ndarray<nb::numpy, const T>(x.data(), shape.size(), shape.data(), owner).cast();
+      view_data_ = x.data();
+    }
+    return view_;
   }
+  const T* view_data_ = nullptr;
 
   // Runs f (GIL held); a Python error gets a note naming the callback and is kept for
   // simulate() to raise, and the event loop is left.
