@@ -286,3 +286,14 @@ def test_the_example_runs_at_a_tiny_size():
     assert out.returncode == 0, out.stderr
     assert "Ringmaster(threshold=8, variant='interrupt')" in out.stdout
     assert "Rennala(batch=8" in out.stdout
+
+
+def test_a_torch_tensor_result_takes_the_dlpack_path():
+    torch = pytest.importorskip("torch")
+
+    def grad(x, worker, job):
+        return torch.from_numpy(x - 1.0)
+
+    a = hgs.simulate(hgs.ASGD(), grad, np.zeros(3), [1.0, 2.0], horizon=20, lr=0.1)
+    b = hgs.simulate(hgs.ASGD(), lambda x, w, k: x - 1.0, np.zeros(3), [1.0, 2.0], horizon=20, lr=0.1)
+    assert a.updates == 30 and a.x.tobytes() == b.x.tobytes()
