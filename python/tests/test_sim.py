@@ -1,7 +1,7 @@
 """heterograd.sim: the library's simulator with a Python gradient function.
 
-E1 (docs/experiments.md, docs/references.md) through a Python callback, to the digits
-heterograd-run reports; a Python callback against the same problem computed in C++ (bitwise);
+E1 (docs/experiments.md, docs/references.md) through a Python callback, bitwise equal to
+heterograd-run's run of the same configuration (final x, trace hash, updates); a Python callback against the same problem computed in C++ (bitwise);
 bad callbacks and bad configurations (exceptions naming the argument and the rule, nothing
 changed); Ctrl-C; the example at a tiny size.
 """
@@ -36,22 +36,31 @@ def e1_run(method, grad):
 
 # docs/experiments.md, E1 "Ours": heterograd-run's final x (5 digits; IA2SGD to 8), and the
 # paper's fixed points: sum(c/tau)/sum(1/tau) for vanilla ASGD, the mean of c for the others.
+# heterograd-run's own run of examples/experiments/e1_rescaled.json (2026-12-07, main at
+# 531e275: `heterograd-run examples/experiments/e1_rescaled.json --out DIR`, each method's
+# summary.json): final x (float32, printed in full), trace hash, updates applied and buffered.
 E1_CASES = [
-    ("vanilla ASGD", lambda: hgs.ASGD(), 0.73344, 1e-5),
-    ("Rescaled ASGD", lambda: hgs.RescaledASGD(initial_tau=E1_TAU), 1.50056, 1e-5),
-    ("IA2SGD", lambda: hgs.IA2SGD(), 1.4994076, 1e-7),
-    ("Ringleader", lambda: hgs.Ringleader(), 1.49940, 1e-5),
+    ("vanilla ASGD", lambda: hgs.ASGD(), 0.73344, 1e-5,
+     (0.7334352135658264, 0x87cf439b8b996a2b, 375000, 0)),
+    ("Rescaled ASGD", lambda: hgs.RescaledASGD(initial_tau=E1_TAU), 1.50056, 1e-5,
+     (1.5005569458007812, 0x87cf439b8b996a2b, 375000, 0)),
+    ("IA2SGD", lambda: hgs.IA2SGD(), 1.4994076, 1e-7,
+     (1.4994076490402222, 0xfa4801c8f8dbda77, 374988, 12)),
+    ("Ringleader", lambda: hgs.Ringleader(), 1.49940, 1e-5,
+     (1.4994043111801147, 0x3f931ba2adf0a559, 100000, 275000)),
 ]
 
 
-@pytest.mark.parametrize("label,method,documented,tol", E1_CASES, ids=[c[0] for c in E1_CASES])
-def test_e1_fixed_points_through_a_python_callback(label, method, documented, tol):
+@pytest.mark.parametrize("label,method,documented,tol,driver", E1_CASES, ids=[c[0] for c in E1_CASES])
+def test_e1_fixed_points_through_a_python_callback(label, method, documented, tol, driver):
     r = e1_run(method(), e1_grad)
     x = float(r.x[0])
     assert abs(x - documented) <= tol, f"{label}: x = {x!r}, docs/experiments.md: {documented}"
     theory = (np.sum(E1_C / E1_TAU) / np.sum(1 / np.array(E1_TAU)) if label == "vanilla ASGD"
               else E1_C.mean())
     assert abs(x - theory) < 1e-3
+    # heterograd-run on the same configuration: the same bits and the same schedule.
+    assert (x, r.trace_hash, r.updates, int(r.buffered.sum())) == driver
     # The same run with the gradient computed in C++ (heterograd-run's arithmetic): bitwise.
     c = e1_run(method(), hgs.scalar_quadratics(list(E1_C)))
     assert r.x.tobytes() == c.x.tobytes() and r.trajectory.tobytes() == c.trajectory.tobytes()
