@@ -20,7 +20,8 @@ are written once: ``Ringmaster.fields``, ``help(hgs.Ringmaster)``.
 
 ``grad(x, worker, job)`` is called when worker ``worker`` starts its job ``job`` (0-based,
 interrupted jobs count), at the model as it is then (what a worker reading that version sees);
-its result is delivered at the job's virtual finish time. It must return an array of x0's shape,
+its result is delivered at the job's virtual finish time. Under ``LocalSGD`` (the round
+runtime) it is called for every local step, with the worker's own replica and its step count. It must return an array of x0's shape,
 float32 or float64 (rounded to x0's dtype), C-contiguous. A wrong result, or an exception in
 ``grad`` or ``eval`` (KeyboardInterrupt included), stops the run and is raised by
 ``simulate``; the arrays the caller holds are unchanged. Randomness in ``grad`` should be drawn
@@ -67,7 +68,7 @@ class Method:
 
 
 # Python class names of the C++ methods (any other method gets its name in CamelCase).
-_CLASS_NAMES = {"asgd": "ASGD", "delay_adaptive": "DelayAdaptiveASGD",
+_CLASS_NAMES = {"asgd": "ASGD", "local_sgd": "LocalSGD", "delay_adaptive": "DelayAdaptiveASGD",
                 "staleness_scaled": "StalenessScaledASGD", "ringmaster": "Ringmaster",
                 "rennala": "Rennala", "rescaled": "RescaledASGD", "ia2sgd": "IA2SGD",
                 "malenia": "Malenia", "ringleader": "Ringleader", "fedbuff": "FedBuff",

@@ -12,78 +12,63 @@
 #include <vector>
 
 #include "configs.hpp"
+#include "sim_rounds.hpp"
 #include "sim_run.hpp"
 
 namespace hgpy::simpy {
 
-/// What simulate() was given, checked.
-struct sim_args {
-  std::string method;
-  nb::object config, grad, eval;
-  const problem* builtin = nullptr;
-  time_model times;
-  std::size_t workers = 0;
-  double horizon = 0, eval_interval = 0;
-  std::uint64_t max_events = 0;
-  heterograd::optim::schedule lr;
-  heterograd::algorithms::nonfinite_policy nonfinite = heterograd::algorithms::nonfinite_policy::fail;
-  std::vector<std::size_t> shape;
-};
-
-template <class X>
-nb::object to_numpy(std::vector<X> v, std::vector<std::size_t> shape) {
-  auto* h = new std::vector<X>(std::move(v));
-  nb::capsule own(h, [](void* q) noexcept { delete static_cast<std::vector<X>*>(q); });
-  return nb::ndarray<nb::numpy, X>(h->data(), shape.size(), shape.data(), own).cast();
+/// The names of every method, for errors.
+inline std::string method_names() {
+  std::string s;
+  const auto add = [&](const auto& m) { s += (s.empty() ? "" : ", ") + std::string(m.name); };
+  for_each_method(add);
+  for_each_round_method(add);
+  return s;
 }
 
-/// The run's results: final x, evaluations, per-worker outcomes and times, staleness.
-template <class T, class Policy, class Runtime>
-nb::dict results(const Policy& p, const Runtime& rt, run_context<T>& ctx, const sim_args& a) {
-  const auto& rec = rt.recorder();
-  const std::size_t n = a.workers;
-  nb::dict d;
-  const auto x = p.params();
-  d["x"] = to_numpy(std::vector<T>(x.begin(), x.end()), a.shape);
-  std::vector<double> times;
-  for (const auto& e : rec.evaluations()) times.push_back(e.time);
-  const std::size_t m = times.size();
-  std::vector<std::size_t> tshape{m};
-  tshape.insert(tshape.end(), a.shape.begin(), a.shape.end());
-  d["times"] = to_numpy(std::move(times), {m});
-  d["trajectory"] = to_numpy(std::move(ctx.trajectory), tshape);
-  d["metrics"] = to_numpy(std::move(ctx.metrics), {m, ctx.metric_count});
-  nb::dict staleness;
-  for (std::size_t o = 0; o < hsim::update_outcome_count; ++o) {
-    const auto outcome = static_cast<hsim::update_outcome>(o);
-    std::vector<std::uint64_t> per(n);
-    for (std::size_t w = 0; w < n; ++w) per[w] = rec.count(static_cast<worker_id>(w), outcome);
-    d[hsim::to_string(outcome)] = to_numpy(std::move(per), {n});
-    const auto& h = rec.staleness_histogram(outcome);
-    staleness[hsim::to_string(outcome)] = to_numpy(std::vector<std::uint64_t>(h), {h.size()});
-  }
-  d["staleness"] = staleness;
-  std::vector<std::uint64_t> finished(n), cancelled(n);
-  std::vector<double> busy(n), idle(n), waiting(n);
-  for (std::size_t w = 0; w < n; ++w) {
-    const auto& s = rec.worker(static_cast<worker_id>(w));
-    finished[w] = s.jobs_finished;
-    cancelled[w] = s.jobs_cancelled;
-    busy[w] = s.busy;
-    idle[w] = s.idle;
-    waiting[w] = s.waiting;
-  }
-  d["jobs_finished"] = to_numpy(std::move(finished), {n});
-  d["jobs_cancelled"] = to_numpy(std::move(cancelled), {n});
-  d["busy"] = to_numpy(std::move(busy), {n});
-  d["idle"] = to_numpy(std::move(idle), {n});
-  d["waiting"] = to_numpy(std::move(waiting), {n});
-  d["updates"] = p.version();
-  d["end_time"] = rec.end_time();
-  d["events"] = rec.events();
-  d["trace_hash"] = rec.trace_hash();
-  d["nonfinite_skipped"] = p.server().nonfinite_skipped();
-  return d;
+/// Calls f(m) for every method, servers and round methods (their configurations only).
+template <class F>
+void for_each_described(F&& f) {
+  for_each_method(f);
+  for_each_round_method(f);
+}
+
+/// Calls f(m) for the method named `name`; ValueError naming `method` otherwise.
+template <class F>
+void with_method(const std::string& name, F&& f) {
+  bool found = false;
+  for_each_method([&](const auto& m) {
+    if (!found && name == m.name) {
+      found = true;
+      f(m);
+    }
+  });
+  if (!found) value_rule("method", "'" + name + "'", "must be one of " + method_names());
+}
+
+inline void bind_methods(nb::module_& m) {
+  m.def("sim_methods", [] {
+    nb::list out;
+    for_each_described([&](const auto& x) {
+      using C = typename std::remove_cvref_t<decltype(x)>::config_type;
+      out.append(nb::make_tuple(std::string(x.name), std::string(x.title), config_fields<C>()));
+    });
+    return out;
+  }, "The simulator's methods: (name, title, [(field, default, meaning, rule)]).");
+  m.def("sim_method_config", [](const std::string& name, nb::handle kwargs) {
+    nb::dict d;
+    bool found = false;
+    for_each_described([&](const auto& x) {
+      using C = typename std::remove_cvref_t<decltype(x)>::config_type;
+      if (found || name != x.name) return;
+      found = true;
+      d = config_dict(config_from<C>(name, kwargs));
+    });
+    if (!found) value_rule("method", "'" + name + "'", "must be one of " + method_names());
+    return d;
+  }, "name"_a, "config"_a = nb::none(),
+  "Checks a method's configuration (every key a field, every value by its rule) and returns it "
+  "with the defaults filled in.");
 }
 
 /// Runs method m (config type C) in element type T from x0.
@@ -179,6 +164,9 @@ inline nb::dict simulate(const std::string& method, nb::object config, nb::objec
   if (a.builtin && a.builtin->dim() != x.size)
     value_rule("x0", std::to_string(x.size) + " elements", "must have " + a.builtin->name + "'s dimension (" + std::to_string(a.builtin->dim()) + ")");
   nb::dict out;
+  if (method == "local_sgd") {
+    return x.type == element::f32 ? run_local_sgd<float>(a, copy_x0<float>(x)) : run_local_sgd<double>(a, copy_x0<double>(x));
+  }
   with_method(method, [&](const auto& m) {
     out = x.type == element::f32 ? run_method<float>(m, a, copy_x0<float>(x)) : run_method<double>(m, a, copy_x0<double>(x));
   });

@@ -283,45 +283,4 @@ void for_each_method(F&& f) {
 }
 #undef HGPY_POLICY
 
-/// The names of every method, for errors.
-inline std::string method_names() {
-  std::string s;
-  for_each_method([&](const auto& m) { s += (s.empty() ? "" : ", ") + std::string(m.name); });
-  return s;
-}
-
-/// Calls f(m) for the method named `name`; ValueError naming `method` otherwise.
-template <class F>
-void with_method(const std::string& name, F&& f) {
-  bool found = false;
-  for_each_method([&](const auto& m) {
-    if (!found && name == m.name) {
-      found = true;
-      f(m);
-    }
-  });
-  if (!found) value_rule("method", "'" + name + "'", "must be one of " + method_names());
-}
-
-inline void bind_methods(nb::module_& m) {
-  m.def("sim_methods", [] {
-    nb::list out;
-    for_each_method([&](const auto& x) {
-      using C = typename std::remove_cvref_t<decltype(x)>::config_type;
-      out.append(nb::make_tuple(std::string(x.name), std::string(x.title), config_fields<C>()));
-    });
-    return out;
-  }, "The simulator's methods: (name, title, [(field, default, meaning, rule)]).");
-  m.def("sim_method_config", [](const std::string& name, nb::handle kwargs) {
-    nb::dict d;
-    with_method(name, [&](const auto& x) {
-      using C = typename std::remove_cvref_t<decltype(x)>::config_type;
-      d = config_dict(config_from<C>(name, kwargs));
-    });
-    return d;
-  }, "name"_a, "config"_a = nb::none(),
-  "Checks a method's configuration (every key a field, every value by its rule) and returns it "
-  "with the defaults filled in.");
-}
-
 }  // namespace hgpy::simpy

@@ -119,13 +119,17 @@ class run_context {
   /// compute(worker, version, job, out) of the runtime, at parameters x.
   void gradient(worker_id w, std::uint64_t k, heterograd::span<const T> x, std::vector<T>& out) {
     out.resize(dim);
+    gradient_into(w, k, x, heterograd::span<T>(out.data(), dim));
+  }
+  /// The same into dim elements at out (the round methods' oracle).
+  void gradient_into(worker_id w, std::uint64_t k, heterograd::span<const T> x, heterograd::span<T> out) {
     if (builtin) {
       builtin->gradient(w, x, out.data(), scratch_);
       if ((++calls_ & 1023) == 0) check_signals();
       return;
     }
     nb::gil_scoped_acquire gil;
-    guarded("grad", w, k, [&] { take_gradient(grad(view(x), w, k), w, k, out); });
+    guarded("grad", w, k, [&] { take_gradient(grad(view(x), w, k), w, k, out.data()); });
   }
 
   /// The runtime's evaluation at virtual time t: x into the trajectory, eval(x) into metrics.
@@ -198,7 +202,7 @@ class run_context {
   // Fast path: a C-contiguous float32 / float64 buffer of x0's shape (a numpy array), read
   // through the buffer protocol with no allocation. Anything else takes check_gradient's path,
   // which accepts DLPack objects too and names what is wrong.
-  void take_gradient(const nb::object& r, worker_id w, std::uint64_t k, std::vector<T>& out) const {
+  void take_gradient(const nb::object& r, worker_id w, std::uint64_t k, T* out) const {
     Py_buffer b;
     if (PyObject_GetBuffer(r.ptr(), &b, PyBUF_FORMAT | PyBUF_ND) != 0) {
       PyErr_Clear();
@@ -218,7 +222,7 @@ class run_context {
   }
 
   // The general path: any array (DLPack or buffer protocol), every rule checked by name.
-  void check_gradient(const nb::object& r, worker_id w, std::uint64_t k, std::vector<T>& out) const {
+  void check_gradient(const nb::object& r, worker_id w, std::uint64_t k, T* out) const {
     const std::string name = "grad(x, worker=" + std::to_string(w) + ", job=" + std::to_string(k) + ")";
     const std::string want = "x0's shape " + shape_text(shape);
     nb::ndarray<nb::ro> a;
@@ -238,9 +242,98 @@ class run_context {
     else raise(PyExc_TypeError, name, "dtype " + dtype_name(a.dtype()), "must be float32 or float64");
   }
   template <class S>
-  void copy(const S* p, std::vector<T>& out) const {
+  void copy(const S* p, T* out) const {
     for (std::size_t i = 0; i < dim; ++i) out[i] = static_cast<T>(p[i]);
   }
 };
+
+// ---- what simulate() was given, and what a run returns ------------------------------------
+
+/// What simulate() was given, checked.
+struct sim_args {
+  std::string method;
+  nb::object config, grad, eval;
+  const problem* builtin = nullptr;
+  time_model times;
+  std::size_t workers = 0;
+  double horizon = 0, eval_interval = 0;
+  std::uint64_t max_events = 0;
+  heterograd::optim::schedule lr;
+  heterograd::algorithms::nonfinite_policy nonfinite = heterograd::algorithms::nonfinite_policy::fail;
+  std::vector<std::size_t> shape;
+};
+
+template <class X>
+nb::object to_numpy(std::vector<X> v, std::vector<std::size_t> shape) {
+  auto* h = new std::vector<X>(std::move(v));
+  nb::capsule own(h, [](void* q) noexcept { delete static_cast<std::vector<X>*>(q); });
+  return nb::ndarray<nb::numpy, X>(h->data(), shape.size(), shape.data(), own).cast();
+}
+
+/// What every run reports: x, the evaluations, per-worker outcomes and times, staleness.
+template <class T>
+nb::dict common_results(const hsim::recorder& rec, heterograd::span<const T> x, run_context<T>& ctx,
+                        const sim_args& a) {
+  const std::size_t n = a.workers;
+  nb::dict d;
+  d["x"] = to_numpy(std::vector<T>(x.begin(), x.end()), a.shape);
+  std::vector<double> times;
+  for (const auto& e : rec.evaluations()) times.push_back(e.time);
+  const std::size_t m = times.size();
+  std::vector<std::size_t> tshape{m};
+  tshape.insert(tshape.end(), a.shape.begin(), a.shape.end());
+  d["times"] = to_numpy(std::move(times), {m});
+  d["trajectory"] = to_numpy(std::move(ctx.trajectory), tshape);
+  d["metrics"] = to_numpy(std::move(ctx.metrics), {m, ctx.metric_count});
+  nb::dict staleness;
+  for (std::size_t o = 0; o < hsim::update_outcome_count; ++o) {
+    const auto outcome = static_cast<hsim::update_outcome>(o);
+    std::vector<std::uint64_t> per(n);
+    for (std::size_t w = 0; w < n; ++w) per[w] = rec.count(static_cast<worker_id>(w), outcome);
+    d[hsim::to_string(outcome)] = to_numpy(std::move(per), {n});
+    const auto& h = rec.staleness_histogram(outcome);
+    staleness[hsim::to_string(outcome)] = to_numpy(std::vector<std::uint64_t>(h), {h.size()});
+  }
+  d["staleness"] = staleness;
+  std::vector<std::uint64_t> finished(n), cancelled(n);
+  std::vector<double> busy(n), idle(n), waiting(n);
+  for (std::size_t w = 0; w < n; ++w) {
+    const auto& s = rec.worker(static_cast<worker_id>(w));
+    finished[w] = s.jobs_finished;
+    cancelled[w] = s.jobs_cancelled;
+    busy[w] = s.busy;
+    idle[w] = s.idle;
+    waiting[w] = s.waiting;
+  }
+  d["jobs_finished"] = to_numpy(std::move(finished), {n});
+  d["jobs_cancelled"] = to_numpy(std::move(cancelled), {n});
+  d["busy"] = to_numpy(std::move(busy), {n});
+  d["idle"] = to_numpy(std::move(idle), {n});
+  d["waiting"] = to_numpy(std::move(waiting), {n});
+  d["end_time"] = rec.end_time();
+  d["events"] = rec.events();
+  d["trace_hash"] = rec.trace_hash();
+  return d;
+}
+
+/// A server run's results: the common ones, the server's version and non-finite skips.
+template <class T, class Policy, class Runtime>
+nb::dict results(const Policy& p, const Runtime& rt, run_context<T>& ctx, const sim_args& a) {
+  nb::dict d = common_results<T>(rt.recorder(), p.params(), ctx, a);
+  d["updates"] = p.version();
+  d["nonfinite_skipped"] = p.server().nonfinite_skipped();
+  return d;
+}
+
+/// A round run's results: x is the anchor (the last global synchronisation's model), updates
+/// the rounds completed.
+template <class T, class Policy, class Runtime>
+nb::dict round_results(const Policy& p, const Runtime& rt, run_context<T>& ctx, const sim_args& a) {
+  const auto& x = p.anchor();
+  nb::dict d = common_results<T>(rt.recorder(), heterograd::span<const T>(x.data(), x.size()), ctx, a);
+  d["updates"] = p.rounds();
+  d["nonfinite_skipped"] = 0;
+  return d;
+}
 
 }  // namespace hgpy::simpy

@@ -95,6 +95,7 @@ PARITY = [
     lambda n: hgs.DCASGD(),
     lambda n: hgs.SSP(staleness=2),
     lambda n: hgs.Malenia(threshold=2.0),
+    lambda n: hgs.LocalSGD(period=2),
 ]
 
 
@@ -113,6 +114,29 @@ def test_python_callback_equals_the_cxx_problem_bitwise(make, dtype):
     for k in ("applied", "buffered", "discarded", "interrupted", "jobs_finished", "busy"):
         assert np.array_equal(getattr(py, k), getattr(cxx, k)), k
     assert not np.array_equal(py.trajectory[0], py.trajectory[-1])  # it moved
+
+
+def test_local_sgd_equals_its_rounds_written_in_numpy():
+    # f_w(x) = |x - c_w|^2 / 2, H local SGD steps per round from the common model, then the
+    # uniform average: after a round x <- mean_w(c_w + (1 - lr)^H (x - c_w)) per coordinate.
+    # Fixed times (1, 2, 3, 4) and H = 4: a round lasts 16 (the slowest worker's 4 steps).
+    c = np.array([[0.0, 1.0], [1.0, -1.0], [2.0, 0.5], [4.0, 2.0]])
+    lr, h = 0.05, 4
+    r = hgs.simulate(hgs.LocalSGD(period=h), lambda x, w, k: x - c[w], np.zeros(2),
+                     [1.0, 2.0, 3.0, 4.0], horizon=200, lr=lr, eval_interval=16)
+    x = np.zeros(2)
+    anchors = [x.copy()]
+    for _ in range(12):
+        x = np.mean([cw + (1 - lr) ** h * (x - cw) for cw in c], axis=0)
+        anchors.append(x.copy())
+    assert r.updates == 12 and r.applied.tolist() == [12] * 4
+    assert np.allclose(r.x, anchors[-1], rtol=0, atol=1e-12)
+    # The evaluation at t = 16 k sees round k's synchronisation (events at t are in).
+    assert np.allclose(r.trajectory, anchors[:13], rtol=0, atol=1e-12)
+    # At the barrier: 12 rounds of 16 - 4 tau_w, then round 13's from its end to t = 200.
+    assert np.array_equal(r.waiting, [148.0, 96.0, 48.0, 0.0])
+    with pytest.raises(ValueError, match="'local_sgd.period' = 0: must be >= 1"):
+        hgs.LocalSGD(period=0)
 
 
 def test_a_run_repeats_exactly_and_the_outcomes_add_up():
@@ -293,8 +317,8 @@ def test_the_example_runs_at_a_tiny_size():
     out = subprocess.run([sys.executable, str(example), "--tiny"], capture_output=True,
                          text=True, timeout=120, env=os.environ.copy())
     assert out.returncode == 0, out.stderr
-    assert "Ringmaster(threshold=8, variant='interrupt')" in out.stdout
-    assert "Rennala(batch=8" in out.stdout
+    for label in ("Ringmaster R=8, interrupt", "Rennala B=8", "local SGD H=2"):
+        assert label in out.stdout
 
 
 def test_a_torch_tensor_result_takes_the_dlpack_path():
