@@ -1,6 +1,7 @@
 #pragma once
-// heterograd._core.simulate: one simulated run of an asynchronous server policy (see
-// sim_run.hpp for the callbacks' contract and sim_models.hpp for methods and time models).
+// heterograd._core.simulate: one simulated run of an asynchronous server policy, or of local
+// SGD on the round runtime (sim_rounds.hpp); see sim_run.hpp for the callbacks' contract and
+// sim_models.hpp for methods and time models.
 // Every argument is checked before anything runs; the result is a dict of numpy arrays that
 // heterograd.sim wraps in a SimResult.
 
