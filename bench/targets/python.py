@@ -1,7 +1,10 @@
 """Ratios of the python suite (issue 45), from one run of bench/python_bench.py: the median over
 steps of the per-step ratio torch.optim step time / heterograd.optim step time (> 1: heterograd
 is faster), measured in the same process with the variants interleaved step by step. Reports
-only: the issue sets no target."""
+only: the issue sets no target. From bench/python_sim_bench.py (python-peers.json, when run
+with the authors' simulator): the time per update of the Ringmaster authors' Python simulator
+over heterograd.sim's with the same Python gradient (the issue's target: >= 10x), and the
+simulators' own time per gradient call (report)."""
 from report import Target, entries, guard
 
 VARIANTS = (("torch_foreach", "foreach"), ("torch_single", "for-loop"), ("torch_fused", "fused"))
@@ -22,4 +25,14 @@ def targets(bench, peers):
                     with guard(rows, t):
                         rows.append(Target(t, e[key], 0.0, note=f"{e[v + '_ms']:.3g} vs "
                                            f"{e[h + '_ms']:.3g} ms"))
+    for e in peers.get("benchmarks", []):
+        if "authors_over_hg_python" not in e:
+            continue
+        where = e["name"].replace("BM_python_sim/", "").replace("/d:", ", d = ")
+        t = f"python: simulator {where}, authors' / heterograd.sim time per update (Python grad)"
+        rows.append(Target(t, e["authors_over_hg_python"], 10.0,
+                           note=f"{e['authors_us_per_update']:.0f} vs {e['hg_python_us_per_update']:.0f} us"))
+        t = f"python: simulator {where}, authors' / heterograd.sim own time per gradient (report)"
+        rows.append(Target(t, e["authors_over_hg_python_sim"], 0.0,
+                           note=f"{e['authors_sim_us_per_grad']:.2f} vs {e['hg_python_sim_us_per_grad']:.2f} us"))
     return rows

@@ -2,7 +2,8 @@
 // binds the hyper-parameter structs and schedules (configs.hpp), checks the caller's arrays and
 // runs the fused kernels on them in place (arrays.hpp, plans.hpp), and exposes the C++
 // optimizers for the tests' bitwise comparisons (reference.hpp). heterograd.optim (Python)
-// builds torch.optim.Optimizer semantics on top.
+// builds torch.optim.Optimizer semantics on top. The simulator with a Python gradient
+// (heterograd.sim) is bound in sim.cpp.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -15,6 +16,11 @@
 #include "heterograd/version.hpp"
 #include "plans.hpp"
 #include "reference.hpp"
+
+namespace hgpy::simpy {
+// heterograd.sim (sim.cpp).
+void bind_sim_module(nanobind::module_& m);
+}  // namespace hgpy::simpy
 
 namespace {
 
@@ -85,11 +91,12 @@ NB_MODULE(_core, m) {
   m.doc() =
       "heterograd's fused optimizer kernels over the caller's arrays (DLPack / buffer protocol, "
       "zero-copy), the hyper-parameter structs and learning-rate schedules. heterograd.optim "
-      "builds torch.optim optimizers on it.";
+      "builds torch.optim optimizers on it; simulate() runs the simulator (heterograd.sim).";
   hgpy::bind_schedules(m);
   hgpy::bind_configs(m);
   bind_plans(m);
   bind_build(m);
+  hgpy::simpy::bind_sim_module(m);
   m.def("reference_run", &hgpy::reference_run, "kind"_a, "config"_a, "params"_a, "grads"_a,
         "slots"_a,
         "For tests: the C++ optimizer `kind` (sgd, momentum, nesterov, adam, adamw, adagrad, "
