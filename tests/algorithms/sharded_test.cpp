@@ -443,3 +443,159 @@ BOOST_AUTO_TEST_CASE(ranks_whose_layouts_differ_fail_on_every_rank_with_a_mismat
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// Training with a Cephalo plan (cephalo_run.hpp): an nn::mlp over inproc threads, each rank a_d
+// micro-batches of m_d samples, the sample-weighted sum reduce-scattered into shards f_d.
+
+namespace {
+
+namespace hb = heterograd::balance;
+namespace hn = heterograd::nn;
+
+constexpr std::size_t kGlobal = 12;  // B
+
+hn::mlp<float> cephalo_model() { return hn::mlp<float>({5, 7, 6, 3}); }
+
+/// The B samples of step t (inputs in [-1, 1], labels in [0, 3)).
+struct samples {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  std::size_t width = 0;
+  hn::batch<float> range(std::size_t begin, std::size_t end) const {
+    return {hg::span<const float>(x.data() + begin * width, (end - begin) * width),
+            hg::span<const std::int32_t>(y.data() + begin, end - begin)};
+  }
+  hn::batch<float> all() const { return range(0, y.size()); }
+};
+
+samples step_samples(int t, const hn::mlp<float>& model) {
+  const hg::counter_rng rng(hg_test::seed(), 7000 + static_cast<std::uint64_t>(t));
+  samples s;
+  s.width = model.input_dim();
+  s.x.resize(kGlobal * s.width);
+  for (std::size_t i = 0; i < s.x.size(); ++i) s.x[i] = static_cast<float>(rng.uniform(i, -1.0, 1.0));
+  for (std::size_t j = 0; j < kGlobal; ++j)
+    s.y.push_back(static_cast<std::int32_t>(rng.below(1000000 + j, model.classes())));
+  return s;
+}
+
+/// A plan of (m_d, a_d, f_d) per device.
+hb::cephalo_plan make_plan(const std::vector<std::tuple<std::size_t, std::size_t, double>>& d) {
+  hb::cephalo_plan p;
+  for (const auto& [m, a, f] : d) {
+    hb::device_plan x;
+    x.micro_batch = m;
+    x.accumulation = a;
+    x.shard_fraction = f;
+    p.devices.push_back(x);
+  }
+  return p;
+}
+// Planned: uneven micro-batches, accumulations and shards (a rank of fraction 0 still
+// computes); even: the same m, a and f everywhere. Each covers B = 12 samples.
+const hb::cephalo_plan kPlanned3 = make_plan({{2, 3, 0.2}, {1, 2, 0.5}, {4, 1, 0.3}});
+const hb::cephalo_plan kEven3 = make_plan({{4, 1, 1.0 / 3}, {4, 1, 1.0 / 3}, {4, 1, 1.0 / 3}});
+const hb::cephalo_plan kPlanned4 = make_plan({{3, 1, 0.4}, {1, 4, 0.1}, {2, 2, 0.0}, {1, 1, 0.5}});
+
+std::vector<float> cephalo_init(const hn::mlp<float>& model) {
+  std::vector<float> p(model.num_params());
+  model.init(hg::span<float>(p.data(), p.size()), hg_test::seed() + 11);
+  return p;
+}
+
+/// The step a Cephalo plan defines, computed sequentially in the order the header derives:
+/// per device, its micro-batch mean gradients added in order, times float(m_d / B); the
+/// devices' sums added in rank order (reduce_scatter_v's order); the optimizer on the whole
+/// vector.
+template <class O>
+void reference_step(hn::mlp<float>& model, const O& opt, ho::state<float>& st, std::vector<float>& p,
+                    const hb::cephalo_plan& plan, const samples& s) {
+  const std::size_t n = p.size();
+  std::vector<float> total(n), acc(n), g(n);
+  const hg::span<const float> params(p.data(), n);
+  std::size_t at = 0;
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    const std::size_t m = plan.devices[d].micro_batch;
+    for (std::size_t k = 0; k < plan.devices[d].accumulation; ++k, at += m) {
+      model.loss_and_gradient(params, s.range(at, at + m), hg::span<float>(g.data(), n));
+      for (std::size_t i = 0; i < n; ++i) acc[i] = k == 0 ? g[i] : acc[i] + g[i];
+    }
+    const auto w = static_cast<float>(static_cast<double>(m) / static_cast<double>(kGlobal));
+    for (std::size_t i = 0; i < n; ++i) acc[i] *= w;
+    for (std::size_t i = 0; i < n; ++i) total[i] = d == 0 ? acc[i] : total[i] + acc[i];
+  }
+  opt.update(thrust::cpp::par, hg::span<const float>(total.data(), n), st, hg::span<float>(p.data(), n));
+}
+
+/// Steps [from, to) of a Cephalo run of `plan` over inproc threads from `start` (every rank's
+/// shard, of the plan's layout); `trace` receives the whole parameters after each step.
+template <class O>
+std::vector<hs::shard> cephalo_steps(const O& opt, const hb::cephalo_plan& plan, std::vector<hs::shard> start,
+                                     int from, int to, std::vector<std::vector<float>>& trace) {
+  const auto model = cephalo_model();
+  const int n = static_cast<int>(plan.devices.size());
+  std::vector<hs::shard> end(static_cast<std::size_t>(n));
+  trace.assign(static_cast<std::size_t>(to - from), {});
+  hi::spawn(n, [&](hi::communicator c) {
+    hs::cephalo_worker<O> w(model, opt, plan, kGlobal, start[static_cast<std::size_t>(c.rank())]);
+    std::vector<float> full(model.num_params());
+    for (int t = from; t < to; ++t) {
+      const auto s = step_samples(t, model);
+      const auto [b, e] = w.samples();
+      w.step(thrust::cpp::par, c, s.range(b, e));
+      w.gather(c, hg::span<float>(full.data(), full.size()));
+      if (c.rank() == 0) trace[static_cast<std::size_t>(t - from)] = full;
+    }
+    end[static_cast<std::size_t>(c.rank())] = w.save();
+  });
+  return end;
+}
+
+template <class O>
+std::vector<hs::shard> fresh_shards(const O& opt, const hb::cephalo_plan& plan, const std::vector<float>& init) {
+  const auto l = hs::cephalo_layout(plan, hs::mlp_buckets(cephalo_model()));
+  std::vector<hs::shard> s;
+  for (int r = 0; r < l.ranks(); ++r) s.push_back(hs::sharded_state<O>(opt, l, r, init).save());
+  return s;
+}
+
+auto cephalo_optimizers() {
+  return std::make_tuple(ho::sgd({.lr = 0.1, .weight_decay = 0.01}),
+                         ho::momentum({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}),
+                         ho::adam({.lr = 0.01, .weight_decay = 0.01}));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cephalo_run)
+
+BOOST_AUTO_TEST_CASE(a_cephalo_step_is_the_global_batch_step_in_its_derived_order_bitwise) {
+  // The sharded run against the sequential computation of the same sums in the same order
+  // (reference_step): bitwise, every step, for uneven, even and 4-rank plans and 3 optimizers.
+  std::apply(
+      [&](const auto&... opts) {
+        const auto one = [&](const auto& opt) {
+          using O = std::remove_cvref_t<decltype(opt)>;
+          for (const auto* plan : {&kPlanned3, &kEven3, &kPlanned4}) {
+            auto model = cephalo_model();
+            auto p = cephalo_init(model);
+            auto st = opt.init(thrust::cpp::par, hg::span<const float>(p.data(), p.size()));
+            std::vector<std::vector<float>> trace;
+            const auto end = cephalo_steps(opt, *plan, fresh_shards(opt, *plan, p), 0, 4, trace);
+            for (int t = 0; t < 4; ++t) {
+              reference_step(model, opt, st, p, *plan, step_samples(t, model));
+              BOOST_TEST(same_bits(trace[static_cast<std::size_t>(t)], p),
+                         O::name() << " with " << plan->devices.size() << " ranks: step " << t);
+            }
+            const auto& l = end[0].shard_layout;
+            for (int r = 0; r < l.ranks(); ++r)
+              BOOST_TEST(same_state(l, r, end[static_cast<std::size_t>(r)].state, st), O::name() << " state of rank " << r);
+          }
+        };
+        (one(opts), ...);
+      },
+      cephalo_optimizers());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
