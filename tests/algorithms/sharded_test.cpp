@@ -566,6 +566,51 @@ auto cephalo_optimizers() {
                          ho::adam({.lr = 0.01, .weight_decay = 0.01}));
 }
 
+/// The float-reassociation bound between two computations of the mean gradient over the B
+/// samples at `p` that differ only in summation order and in how 1/B is applied (1/B once, or
+/// 1/m_d then m_d/B), per layer: each element of layer l is off by at most gamma_K · max_{i in
+/// l} Σ_j |g_{j,i}| / B per computation, K = B (the sum over samples) + L·W (the dot products
+/// of L layers of width <= W, whose order BLAS may change with the number of rows) + 4 (the
+/// scalings), gamma_K = K u / (1 - K u), u = 2^-24; the two differ by at most twice that.
+/// Normwise per layer, not per element: a rounding of 1/m_d in the logits' gradient travels
+/// back through the layers, and an element whose per-sample terms cancel there gets an error
+/// relative to its layer's scale, not its own.
+std::vector<double> reassociation_bound(hn::mlp<float>& model, const std::vector<float>& p, const samples& s) {
+  const std::size_t n = p.size();
+  std::vector<double> abs_sum(n, 0.0);
+  std::vector<float> g(n);
+  for (std::size_t j = 0; j < kGlobal; ++j) {
+    model.loss_and_gradient(hg::span<const float>(p.data(), n), s.range(j, j + 1), hg::span<float>(g.data(), n));
+    for (std::size_t i = 0; i < n; ++i) abs_sum[i] += std::abs(static_cast<double>(g[i]));
+  }
+  std::size_t widest = 0;
+  for (auto w : model.sizes()) widest = std::max(widest, w);
+  const double u = std::ldexp(1.0, -24);
+  const double k = static_cast<double>(kGlobal + model.num_layers() * widest + 4);
+  const double gamma = k * u / (1.0 - k * u);
+  std::vector<double> bound(n);
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    const auto first = abs_sum.begin() + static_cast<std::ptrdiff_t>(model.layer_offset(l));
+    const auto last = first + static_cast<std::ptrdiff_t>(model.layer_params(l));
+    const double b = 2.0 * gamma * *std::max_element(first, last) / static_cast<double>(kGlobal);
+    std::fill(bound.begin() + (first - abs_sum.begin()), bound.begin() + (last - abs_sum.begin()), b);
+  }
+  return bound;
+}
+
+/// The unsharded model's full-batch step: the mean gradient over the B samples in one call.
+std::vector<float> full_batch_gradient(hn::mlp<float>& model, const std::vector<float>& p, const samples& s) {
+  std::vector<float> g(p.size());
+  model.loss_and_gradient(hg::span<const float>(p.data(), p.size()), s.all(), hg::span<float>(g.data(), g.size()));
+  return g;
+}
+
+template <class F>
+void refused_by(F&& f, const std::string& what) {
+  const auto e = error_of<std::invalid_argument>(f);
+  BOOST_TEST(e.find(what) != std::string::npos, "expected '" << what << "' in: " << e);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cephalo_run)
@@ -596,6 +641,166 @@ BOOST_AUTO_TEST_CASE(a_cephalo_step_is_the_global_batch_step_in_its_derived_orde
         (one(opts), ...);
       },
       cephalo_optimizers());
+}
+
+BOOST_AUTO_TEST_CASE(the_cephalo_gradient_is_the_full_batch_gradient_within_the_reassociation_bound) {
+  // Every step, every rank: its reduced gradient shard against the unsharded model's gradient
+  // over all B samples at the same parameters (reassociation_bound). A mis-weighted sum (the
+  // ranks' means averaged, ignoring m_d a_d) is off by O(|g|), far outside the bound.
+  for (const auto* plan : {&kPlanned3, &kPlanned4}) {
+    const auto model0 = cephalo_model();
+    const auto init = cephalo_init(model0);
+    failures f;
+    std::mutex m;
+    double worst = 0.0;
+    hi::spawn(static_cast<int>(plan->devices.size()), [&](hi::communicator c) {
+      auto model = model0;
+      hs::cephalo_worker<ho::sgd> w(model0, ho::sgd({.lr = 0.1}), *plan, kGlobal, c.rank(), init);
+      std::vector<float> p(model.num_params());
+      for (int t = 0; t < 4; ++t) {
+        const auto s = step_samples(t, model);
+        w.gather(c, hg::span<float>(p.data(), p.size()));
+        const auto g = full_batch_gradient(model, p, s);
+        const auto bound = reassociation_bound(model, p, s);
+        const auto [b, e] = w.samples();
+        w.step(thrust::cpp::par, c, s.range(b, e));
+        const auto mine = w.state().gradients();
+        for (const auto& seg : w.state().shard_layout().segments(c.rank())) {
+          for (std::size_t k = 0; k < seg.count; ++k) {
+            const std::size_t i = seg.global + k;
+            const double d = std::abs(static_cast<double>(mine[seg.local + k]) - static_cast<double>(g[i]));
+            if (d > bound[i]) f.add("step " + std::to_string(t) + " element " + std::to_string(i) + ": |diff| " +
+                                    std::to_string(d) + " > bound " + std::to_string(bound[i]));
+            std::lock_guard<std::mutex> l(m);
+            if (bound[i] > 0) worst = std::max(worst, d / bound[i]);
+          }
+        }
+      }
+    });
+    BOOST_TEST(f.list.empty(), f.list.size() << " outside; first: " << (f.list.empty() ? "" : f.list.front()));
+    BOOST_TEST_MESSAGE("cephalo gradient vs full batch, " << plan->devices.size() << " ranks: worst |diff| / bound = " << worst);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(planned_even_and_unsharded_full_batch_runs_follow_one_trajectory_within_the_bound) {
+  // 5 SGD steps (lr 0.1). The full-batch run's parameter error bound: delta_{t+1} = 2 delta_t +
+  // lr · eps_t, eps_t = max_i reassociation_bound at its parameters (the factor 2 is 1 + lr·L
+  // with lr·L <= 1 for a stable step size); a planned or even run is within delta_t of it.
+  const ho::sgd opt({.lr = 0.1, .weight_decay = 0.01});
+  auto model = cephalo_model();
+  auto p = cephalo_init(model);
+  const auto init = p;
+  auto st = opt.init(thrust::cpp::par, hg::span<const float>(p.data(), p.size()));
+  std::vector<std::vector<float>> full;
+  std::vector<double> delta;
+  double d = 0.0;
+  for (int t = 0; t < 5; ++t) {
+    const auto s = step_samples(t, model);
+    const auto bound = reassociation_bound(model, p, s);
+    const auto g = full_batch_gradient(model, p, s);
+    opt.update(thrust::cpp::par, hg::span<const float>(g.data(), g.size()), st, hg::span<float>(p.data(), p.size()));
+    d = 2.0 * d + 0.1 * *std::max_element(bound.begin(), bound.end());
+    full.push_back(p);
+    delta.push_back(d);
+  }
+  double moved = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) moved = std::max(moved, std::abs(static_cast<double>(p[i] - init[i])));
+  BOOST_TEST(moved > 1000 * delta.back());  // the runs move far beyond the bound
+  for (const auto* plan : {&kPlanned3, &kEven3, &kPlanned4}) {
+    std::vector<std::vector<float>> trace;
+    cephalo_steps(opt, *plan, fresh_shards(opt, *plan, init), 0, 5, trace);
+    double worst = 0.0;
+    for (std::size_t t = 0; t < 5; ++t) {
+      double err = 0.0;
+      for (std::size_t i = 0; i < p.size(); ++i)
+        err = std::max(err, std::abs(static_cast<double>(trace[t][i]) - static_cast<double>(full[t][i])));
+      BOOST_TEST(err <= delta[t], plan->devices.size() << " ranks, step " << t << ": " << err << " > " << delta[t]);
+      worst = std::max(worst, err / delta[t]);
+    }
+    BOOST_TEST_MESSAGE("trajectory vs full batch, " << plan->devices.size() << " ranks: worst err / bound = " << worst);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(resume_onto_another_plan_continues_the_same_trajectory_bitwise) {
+  // 2 adam steps with the 3-rank plan, sealed checkpoints, resharded onto the 4-rank plan's
+  // layout, 2 more steps: bitwise the sequential run of 2 steps in the first plan's order and
+  // 2 in the second's (a_cephalo_step_is_...: each plan's step is its derived order).
+  const ho::adam opt({.lr = 0.01, .weight_decay = 0.01});
+  auto model = cephalo_model();
+  auto p = cephalo_init(model);
+  std::vector<std::vector<float>> trace;
+  const auto mid = cephalo_steps(opt, kPlanned3, fresh_shards(opt, kPlanned3, p), 0, 2, trace);
+  std::vector<hs::shard> saved;
+  for (const auto& s : mid) saved.push_back(through_checkpoint(s));
+  const auto to = hs::cephalo_layout(kPlanned4, hs::mlp_buckets(model));
+  std::vector<hs::shard> resumed;
+  for (int r = 0; r < to.ranks(); ++r) resumed.push_back(hs::reshard(saved, to, r));
+  const auto end = cephalo_steps(opt, kPlanned4, resumed, 2, 4, trace);
+  auto st = opt.init(thrust::cpp::par, hg::span<const float>(p.data(), p.size()));
+  for (int t = 0; t < 4; ++t) reference_step(model, opt, st, p, t < 2 ? kPlanned3 : kPlanned4, step_samples(t, model));
+  BOOST_TEST(same_bits(trace.back(), p));
+  BOOST_TEST(end[0].steps == 4);
+  for (int r = 0; r < to.ranks(); ++r) BOOST_TEST(same_state(to, r, end[static_cast<std::size_t>(r)].state, st));
+  // A shard of another layout is refused by name.
+  refused_by([&] { hs::cephalo_worker<ho::adam>(model, opt, kPlanned4, kGlobal, saved[0]); },
+             "cephalo_worker.resumed.shard_layout");
+}
+
+BOOST_AUTO_TEST_CASE(a_plan_over_a_rank_s_memory_budget_is_refused_naming_rank_worker_and_bytes) {
+  // Rank 1 of the 3-rank plan with adam, by the header's items computed here: its shard
+  // (params, reduced gradients, 2 adam slots: 4 floats per element), the gathered and gradient
+  // bucket (the largest layer), the reduce-scatter scratch (2 peers x its largest piece), the
+  // gathered model, accumulator and micro-batch gradient (3 S), and m_1 = 1 sample's
+  // activations (layer outputs 7 + 6 + 3, logits' gradient 3, two rows of the widest layer 7).
+  const auto model = cephalo_model();
+  const auto init = cephalo_init(model);
+  const auto l = hs::cephalo_layout(kPlanned3, hs::mlp_buckets(model));
+  std::size_t largest_piece = 0, largest_bucket = 0;
+  for (std::size_t b = 0; b < l.buckets(); ++b) {
+    largest_piece = std::max(largest_piece, l.piece_count(b, 1));
+    largest_bucket = std::max(largest_bucket, model.layer_params(b));
+  }
+  const std::size_t need = 4 * (4 * l.shard_size(1) + 2 * largest_bucket + 2 * largest_piece +
+                                3 * model.num_params() + 1 * (7 + 6 + 3 + 3 + 2 * 7));
+  const auto budgets = [&](std::size_t b1) {
+    return std::vector<hs::memory_budget>{{"fast-big", 1 << 20}, {"slow-small", b1}, {"mid", 1 << 20}};
+  };
+  const ho::adam opt;
+  for (int r = 0; r < 3; ++r)  // every rank refuses before any collective
+    refused_by([&] { hs::cephalo_worker<ho::adam>(model, opt, kPlanned3, kGlobal, r, init, {.budgets = budgets(need - 1)}); },
+               "memory_budgets[1] (worker 'slow-small', bytes)' = " + std::to_string(need - 1) +
+                   ": rank 1 (worker 'slow-small') needs " + std::to_string(need) + " bytes");
+  hs::cephalo_worker<ho::adam> ok(model, opt, kPlanned3, kGlobal, 0, init, {.budgets = budgets(need)});
+  BOOST_TEST(hs::cephalo_memory_of<ho::adam>(l, 1, 1, hs::mlp_activation_bytes_per_sample(model)).total() == need);
+  // The even plan gives rank 1 a third of the state and m = 4: a budget the planned one fits
+  // refuses it (the planner's trade: a small device takes a small micro-batch).
+  const auto le = hs::cephalo_layout(kEven3, hs::mlp_buckets(model));
+  const std::size_t even_need = hs::cephalo_memory_of<ho::adam>(le, 1, 4, hs::mlp_activation_bytes_per_sample(model)).total();
+  BOOST_TEST(even_need > need);
+  refused_by([&] { hs::cephalo_worker<ho::adam>(model, opt, kEven3, kGlobal, 0, init, {.budgets = budgets(need)}); },
+             "needs " + std::to_string(even_need) + " bytes");
+}
+
+BOOST_AUTO_TEST_CASE(bad_plans_and_steps_are_refused_naming_device_field_value_and_rule) {
+  const auto model = cephalo_model();
+  const auto init = cephalo_init(model);
+  const ho::sgd opt;
+  const auto refuses = [&](const hb::cephalo_plan& plan, const std::string& what) {
+    refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, plan, kGlobal, 0, init); }, what);
+  };
+  refuses(make_plan({{2, 3, 0.2}, {1, 2, 0.4}, {4, 1, 0.3}}), "cephalo_plan (sum of shard_fraction)' = 0.9");
+  refuses(make_plan({{2, 3, 0.2}, {1, 1, 0.5}, {4, 1, 0.3}}), "cephalo_plan (sum of micro_batch * accumulation)' = 11");
+  refuses(make_plan({{2, 3, 0.2}, {0, 2, 0.5}, {4, 1, 0.3}}), "cephalo_plan.devices[1].micro_batch' = 0");
+  refuses(make_plan({{2, 3, 0.2}, {1, 2, 0.5}, {4, 0, 0.3}}), "cephalo_plan.devices[2].accumulation' = 0");
+  refuses(make_plan({{2, 3, -0.2}, {1, 2, 0.9}, {4, 1, 0.3}}), "cephalo_plan.devices[0].shard_fraction' = -0.2");
+  refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, kPlanned3, kGlobal, 3, init); }, "cephalo_worker.rank");
+  refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, kPlanned3, kGlobal, 0, init, {.step = {.op = hc::reduce_op::avg}}); },
+             "cephalo_options.step.op");
+  hi::spawn(1, [&](hi::communicator c) {
+    hs::cephalo_worker<ho::sgd> w(model, opt, make_plan({{4, 3, 1.0}}), kGlobal, 0, init);
+    const auto s = step_samples(0, model);
+    refused_by([&] { w.step(thrust::cpp::par, c, s.range(0, 11)); }, "cephalo_worker.step.mine (samples)");
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
