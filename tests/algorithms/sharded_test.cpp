@@ -803,4 +803,35 @@ BOOST_AUTO_TEST_CASE(bad_plans_and_steps_are_refused_naming_device_field_value_a
   });
 }
 
+BOOST_AUTO_TEST_CASE(the_planner_s_plan_under_the_runner_s_memory_model_passes_the_budget_check) {
+  // Profile -> plan -> train: three workers (fast and large, middle, slow and small), the
+  // planner given this runner's memory model (cephalo_memory_model, cephalo_reserved_bytes),
+  // its plan trained with every worker's capacity as its enforced budget; every rank's
+  // accounted bytes are within its capacity and at most the planner's estimate.
+  const auto model = cephalo_model();
+  const auto mem = hs::cephalo_memory_model<ho::adam>(model);
+  const double reserved = hs::cephalo_reserved_bytes<ho::adam>(model, 3);
+  const double full = reserved + mem.state_bytes + mem.activation_bytes_per_sample * 4;
+  const std::vector<hb::device_profile> devices = {{1e-3, 1e-4, 2 * full, reserved},
+                                                   {2e-3, 1e-4, 0.8 * full, reserved},
+                                                   {4e-3, 1e-4, 0.6 * full, reserved}};
+  const auto plan = hb::plan_cephalo(devices, mem, {.global_batch = kGlobal, .max_micro_batch = 4});
+  BOOST_TEST_REQUIRE(plan.has_value());
+  std::vector<hs::memory_budget> budgets;
+  for (std::size_t d = 0; d < 3; ++d)
+    budgets.push_back({"w" + std::to_string(d), static_cast<std::size_t>(devices[d].memory_bytes)});
+  const auto init = cephalo_init(model);
+  for (int r = 0; r < 3; ++r) {
+    const hs::cephalo_worker<ho::adam> w(model, ho::adam{}, *plan, kGlobal, r, init, {.budgets = budgets});
+    const double used = static_cast<double>(w.memory().total());
+    BOOST_TEST(used <= plan->devices[static_cast<std::size_t>(r)].memory_bytes);
+    BOOST_TEST(used <= devices[static_cast<std::size_t>(r)].memory_bytes);
+  }
+  // No worker holds the whole state: the even split of it is refused on the smallest.
+  const auto even = make_plan({{4, 1, 1.0 / 3}, {4, 1, 1.0 / 3}, {4, 1, 1.0 / 3}});
+  BOOST_TEST(plan->devices[2].shard_fraction < 1.0 / 3);
+  refused_by([&] { hs::cephalo_worker<ho::adam>(model, ho::adam{}, even, kGlobal, 0, init, {.budgets = budgets}); },
+             "rank 2 (worker 'w2')");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

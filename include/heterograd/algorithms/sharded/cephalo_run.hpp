@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -156,6 +157,31 @@ void require_cephalo_within_budget(const balance::cephalo_plan& plan, const layo
             " samples " + std::to_string(m.activations) + "; over its budget by " +
             std::to_string(m.total() - b.bytes) + " bytes"));
   }
+}
+
+/// The planner's memory model of this runner (balance/cephalo.hpp's reserved + act · m_d +
+/// state · f_d): state = S · E · (2 + k) (parameters, reduced gradients, k optimizer slots;
+/// LAMB adds its 2 slot copies), act = mlp_activation_bytes_per_sample.
+template <shardable_optimizer O>
+balance::training_memory_model cephalo_memory_model(const nn::mlp<float>& model) {
+  const std::size_t slots = O::state_slots + (std::same_as<O, optim::lamb> ? 2 : 0);
+  return {static_cast<double>(mlp_activation_bytes_per_sample(model)),
+          static_cast<double>(model.num_params() * (2 + slots) * sizeof(float))};
+}
+
+/// The planner's reserved bytes of a rank of this runner, an upper bound of everything
+/// cephalo_memory_of counts besides state · f_d and the activations: the gathered model,
+/// accumulator and micro-batch gradient (3 S · E), the gathered and gradient buckets and the
+/// reduce-scatter scratch ((n + 1) · largest bucket · E), and the cuts' rounding (a piece is at
+/// most one element over f_d of its bucket: L · (2 + k) · E). Add the worker's own reserve.
+template <shardable_optimizer O>
+double cephalo_reserved_bytes(const nn::mlp<float>& model, int ranks) {
+  std::size_t largest = 0;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) largest = std::max(largest, model.layer_params(l));
+  const std::size_t slots = O::state_slots + (std::same_as<O, optim::lamb> ? 2 : 0);
+  return static_cast<double>((3 * model.num_params() + (static_cast<std::size_t>(ranks) + 1) * largest +
+                              model.num_layers() * (2 + slots)) *
+                             sizeof(float));
 }
 
 /// Settings of a Cephalo run besides the plan.
