@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -21,6 +22,7 @@
 #include "heterograd/algorithms/sharded.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/core/archive.hpp"
+#include "heterograd/core/clock.hpp"
 #include "heterograd/core/rng.hpp"
 #include "hg_test.hpp"
 
@@ -832,6 +834,63 @@ BOOST_AUTO_TEST_CASE(the_planner_s_plan_under_the_runner_s_memory_model_passes_t
   BOOST_TEST(plan->devices[2].shard_fraction < 1.0 / 3);
   refused_by([&] { hs::cephalo_worker<ho::adam>(model, ho::adam{}, even, kGlobal, 0, init, {.budgets = budgets}); },
              "rank 2 (worker 'w2')");
+}
+
+BOOST_AUTO_TEST_CASE(profile_plan_train_measured_speeds_fit_the_injected_ones_and_the_plan_beats_the_even_split) {
+  // Three workers whose micro-batch of m samples takes o_d + m s_d on a manual clock (advanced
+  // by the injected compute hook): two profiling steps (m = 2, a = 2; m = 4, a = 1) give each
+  // rank two measurements, fit_device_profile recovers (s_d, o_d), plan_cephalo plans over the
+  // fitted profiles, and a step with that plan takes the predicted time, less than the even
+  // split's max_d (o_d + 4 s_d) = 13 ms.
+  const std::vector<double> s_true = {0.5e-3, 1e-3, 3e-3}, o_true = {2e-3, 1e-3, 1e-3};
+  const auto model = cephalo_model();
+  const auto init = cephalo_init(model);
+  const auto profile = make_plan({{2, 2, 0.4}, {2, 2, 0.3}, {2, 2, 0.3}});
+  std::vector<hb::device_profile> fitted(3);
+  std::vector<double> stepped(3);
+  std::optional<hb::cephalo_plan> plan;
+  std::mutex m;
+  hi::spawn(3, [&](hi::communicator c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    hg::manual_clock clk;
+    hs::cephalo_options o;
+    o.now = [clk] { return clk.now(); };
+    o.after_micro_batch = [clk, &s_true, &o_true](int q, std::size_t mb) mutable {
+      const auto d = static_cast<std::size_t>(q);
+      clk.advance(hg::seconds{o_true[d] + static_cast<double>(mb) * s_true[d]});
+    };
+    const auto s = step_samples(0, model);
+    std::vector<hb::worker_measurement> seen;
+    for (const auto& pl : {profile, kEven3}) {
+      hs::cephalo_worker<ho::sgd> w(model, ho::sgd{}, pl, kGlobal, c.rank(), init, o);
+      const auto [b, e] = w.samples();
+      w.step(thrust::cpp::par, c, s.range(b, e));
+      seen.push_back(w.last_measurement());
+    }
+    BOOST_TEST(seen[0].samples == 4u);
+    BOOST_TEST(seen[0].iterations == 2u);
+    {
+      std::lock_guard<std::mutex> l(m);
+      fitted[r] = hb::fit_device_profile(seen, 1e9);
+    }
+    c.barrier().wait();
+    if (c.rank() == 0) plan = hb::plan_cephalo(fitted, {0, 0}, {.global_batch = kGlobal});
+    c.barrier().wait();
+    hs::cephalo_worker<ho::sgd> w(model, ho::sgd{}, *plan, kGlobal, c.rank(), init, o);
+    const auto [b, e] = w.samples();
+    w.step(thrust::cpp::par, c, s.range(b, e));
+    stepped[r] = w.last_measurement().compute_time.count();
+  });
+  for (std::size_t d = 0; d < 3; ++d) {
+    BOOST_TEST(std::abs(fitted[d].seconds_per_sample - s_true[d]) <= 1e-12);
+    BOOST_TEST(std::abs(fitted[d].seconds_per_micro_batch - o_true[d]) <= 1e-12);
+    BOOST_TEST(std::abs(stepped[d] - plan->devices[d].compute_seconds) <= 1e-12);
+  }
+  BOOST_TEST(plan->step_seconds < 13e-3 - 1e-6);
+  BOOST_TEST(*std::max_element(stepped.begin(), stepped.end()) < 13e-3 - 1e-6);
+  // Measurements at one micro-batch size cannot separate o from s.
+  const std::vector<hb::worker_measurement> one = {{4, 2, hg::seconds{0.01}, 0}, {2, 1, hg::seconds{0.005}, 0}};
+  refused_by([&] { (void)hb::fit_device_profile(one, 1e9); }, "fit_device_profile.measured (micro-batch sizes)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -41,6 +41,7 @@
 #include "heterograd/algorithms/sharded/memory.hpp"
 #include "heterograd/algorithms/sharded/state.hpp"
 #include "heterograd/balance/cephalo.hpp"
+#include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/nn/mlp.hpp"
@@ -191,6 +192,8 @@ struct cephalo_options {
   /// Called after each micro-batch with (rank, micro-batch size): injected compute time in
   /// tests and benchmarks; empty: nothing.
   std::function<void(int, std::size_t)> after_micro_batch;
+  /// The clock of last_measurement() (core/clock.hpp: injected, a manual_clock in tests).
+  std::function<seconds()> now = [c = steady_clock()] { return c.now(); };
 };
 
 /// One rank of a Cephalo run of an nn::mlp (see the header).
@@ -243,6 +246,7 @@ class cephalo_worker {
                       mine.size() * width);
     state_.gather_all(t, span<float>(params_.data(), n), o_.step);
     const span<const float> params(params_.data(), n);
+    const seconds start = o_.now();
     double loss = 0.0;
     for (std::size_t k = 0; k < p.accumulation; ++k) {
       const std::size_t at = k * p.micro_batch;
@@ -256,6 +260,7 @@ class cephalo_worker {
     }
     const float w = sample_weight();
     for (std::size_t i = 0; i < n; ++i) acc_[i] *= w;
+    measured_ = {p.micro_batch * p.accumulation, p.accumulation, o_.now() - start, 0.0};
     state_.step(policy, t, span<const float>(acc_.data(), n), o_.step);
     return loss * static_cast<double>(w);
   }
@@ -265,6 +270,9 @@ class cephalo_worker {
   void gather(const Transport& t, span<float> out) const {
     state_.gather_all(t, out, o_.step);
   }
+  /// The last step's compute (its micro-batches and the local sum; no communication), for
+  /// balance::fit_device_profile: samples a_d m_d, iterations a_d, time by options.now.
+  const balance::worker_measurement& last_measurement() const { return measured_; }
   /// This rank's checkpoint, between steps (checkpoint.hpp).
   shard save() const { return state_.save(); }
   /// w_d = m_d / B, rounded once to float.
@@ -301,6 +309,7 @@ class cephalo_worker {
   cephalo_options o_;
   sharded_state<O> state_;
   std::vector<float> params_, acc_, micro_;
+  balance::worker_measurement measured_{0, 1, seconds{0}, 0.0};
 };
 
 }  // namespace heterograd::algorithms::sharded
