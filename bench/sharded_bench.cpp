@@ -52,7 +52,9 @@ hb::cephalo_plan even_plan(std::size_t m, std::size_t a) {
     x.micro_batch = m;
     x.accumulation = a;
     x.shard_fraction = 1.0 / 3;
-    x.compute_seconds = static_cast<double>(a) * (kSecondsPerMicroBatch + static_cast<double>(m) * kSecondsPerSample[static_cast<std::size_t>(d)]);
+    x.compute_seconds = static_cast<double>(a) *
+                        (kSecondsPerMicroBatch +
+                         static_cast<double>(m) * kSecondsPerSample[static_cast<std::size_t>(d)]);
     p.step_seconds = std::max(p.step_seconds, x.compute_seconds);
     p.devices.push_back(x);
   }
@@ -72,7 +74,8 @@ struct bench_setup {
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rng.uniform(i, -1.0, 1.0));
     for (std::size_t j = 0; j < kGlobal; ++j) y.push_back(static_cast<std::int32_t>(j % 10));
     o.after_micro_batch = [](int r, std::size_t m) {
-      const double s = kSecondsPerMicroBatch + static_cast<double>(m) * kSecondsPerSample[static_cast<std::size_t>(r)];
+      const double s = kSecondsPerMicroBatch +
+                       static_cast<double>(m) * kSecondsPerSample[static_cast<std::size_t>(r)];
       std::this_thread::sleep_for(std::chrono::duration<double>(s));
     };
   }
@@ -80,10 +83,12 @@ struct bench_setup {
   std::vector<hb::worker_measurement> run(const hb::cephalo_plan& plan, int steps) const {
     std::vector<hb::worker_measurement> seen(3);
     hg::comm::inproc::spawn(3, [&](hg::comm::inproc::communicator c) {
-      hs::cephalo_worker<hg::optim::sgd> w(model, hg::optim::sgd({.lr = 0.01}), plan, kGlobal, c.rank(), init, o);
+      hs::cephalo_worker<hg::optim::sgd> w(model, hg::optim::sgd({.lr = 0.01}), plan, kGlobal,
+                                           c.rank(), init, o);
       const auto [b, e] = w.samples();
-      const hg::nn::batch<float> mine{hg::span<const float>(x.data() + b * model.input_dim(), (e - b) * model.input_dim()),
-                                      hg::span<const std::int32_t>(y.data() + b, e - b)};
+      const hg::nn::batch<float> mine{
+          hg::span<const float>(x.data() + b * model.input_dim(), (e - b) * model.input_dim()),
+          hg::span<const std::int32_t>(y.data() + b, e - b)};
       for (int t = 0; t < steps; ++t) w.step(thrust::cpp::par, c, mine);
       seen[static_cast<std::size_t>(c.rank())] = w.last_measurement();
     });
@@ -110,9 +115,9 @@ void BM_cephalo_step(benchmark::State& state) {
   const auto plan = state.range(0) == 1 ? measured_plan(setup) : even_plan(16, 1);
   for (auto _ : state) setup.run(plan, kSteps);
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(kGlobal * kSteps));
-  state.counters["ms_per_step"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * kSteps / 1e3,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ms_per_step"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kSteps / 1e3,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["predicted_ms"] = plan.step_seconds * 1e3;
   for (std::size_t d = 0; d < 3; ++d) {
     state.counters["m" + std::to_string(d)] = static_cast<double>(plan.devices[d].micro_batch);

@@ -457,7 +457,9 @@ namespace hn = heterograd::nn;
 
 constexpr std::size_t kGlobal = 12;  // B
 
-hn::mlp<float> cephalo_model() { return hn::mlp<float>({5, 7, 6, 3}); }
+hn::mlp<float> cephalo_model() {
+  return hn::mlp<float>({5, 7, 6, 3});
+}
 
 /// The B samples of step t (inputs in [-1, 1], labels in [0, 3)).
 struct samples {
@@ -476,7 +478,8 @@ samples step_samples(int t, const hn::mlp<float>& model) {
   samples s;
   s.width = model.input_dim();
   s.x.resize(kGlobal * s.width);
-  for (std::size_t i = 0; i < s.x.size(); ++i) s.x[i] = static_cast<float>(rng.uniform(i, -1.0, 1.0));
+  for (std::size_t i = 0; i < s.x.size(); ++i)
+    s.x[i] = static_cast<float>(rng.uniform(i, -1.0, 1.0));
   for (std::size_t j = 0; j < kGlobal; ++j)
     s.y.push_back(static_cast<std::int32_t>(rng.below(1000000 + j, model.classes())));
   return s;
@@ -511,8 +514,8 @@ std::vector<float> cephalo_init(const hn::mlp<float>& model) {
 /// devices' sums added in rank order (reduce_scatter_v's order); the optimizer on the whole
 /// vector.
 template <class O>
-void reference_step(hn::mlp<float>& model, const O& opt, ho::state<float>& st, std::vector<float>& p,
-                    const hb::cephalo_plan& plan, const samples& s) {
+void reference_step(hn::mlp<float>& model, const O& opt, ho::state<float>& st,
+                    std::vector<float>& p, const hb::cephalo_plan& plan, const samples& s) {
   const std::size_t n = p.size();
   std::vector<float> total(n), acc(n), g(n);
   const hg::span<const float> params(p.data(), n);
@@ -527,14 +530,16 @@ void reference_step(hn::mlp<float>& model, const O& opt, ho::state<float>& st, s
     for (std::size_t i = 0; i < n; ++i) acc[i] *= w;
     for (std::size_t i = 0; i < n; ++i) total[i] = d == 0 ? acc[i] : total[i] + acc[i];
   }
-  opt.update(thrust::cpp::par, hg::span<const float>(total.data(), n), st, hg::span<float>(p.data(), n));
+  opt.update(thrust::cpp::par, hg::span<const float>(total.data(), n), st,
+             hg::span<float>(p.data(), n));
 }
 
 /// Steps [from, to) of a Cephalo run of `plan` over inproc threads from `start` (every rank's
 /// shard, of the plan's layout); `trace` receives the whole parameters after each step.
 template <class O>
-std::vector<hs::shard> cephalo_steps(const O& opt, const hb::cephalo_plan& plan, std::vector<hs::shard> start,
-                                     int from, int to, std::vector<std::vector<float>>& trace) {
+std::vector<hs::shard> cephalo_steps(const O& opt, const hb::cephalo_plan& plan,
+                                     std::vector<hs::shard> start, int from, int to,
+                                     std::vector<std::vector<float>>& trace) {
   const auto model = cephalo_model();
   const int n = static_cast<int>(plan.devices.size());
   std::vector<hs::shard> end(static_cast<std::size_t>(n));
@@ -555,7 +560,8 @@ std::vector<hs::shard> cephalo_steps(const O& opt, const hb::cephalo_plan& plan,
 }
 
 template <class O>
-std::vector<hs::shard> fresh_shards(const O& opt, const hb::cephalo_plan& plan, const std::vector<float>& init) {
+std::vector<hs::shard> fresh_shards(const O& opt, const hb::cephalo_plan& plan,
+                                    const std::vector<float>& init) {
   const auto l = hs::cephalo_layout(plan, hs::mlp_buckets(cephalo_model()));
   std::vector<hs::shard> s;
   for (int r = 0; r < l.ranks(); ++r) s.push_back(hs::sharded_state<O>(opt, l, r, init).save());
@@ -577,12 +583,14 @@ auto cephalo_optimizers() {
 /// Normwise per layer, not per element: a rounding of 1/m_d in the logits' gradient travels
 /// back through the layers, and an element whose per-sample terms cancel there gets an error
 /// relative to its layer's scale, not its own.
-std::vector<double> reassociation_bound(hn::mlp<float>& model, const std::vector<float>& p, const samples& s) {
+std::vector<double> reassociation_bound(hn::mlp<float>& model, const std::vector<float>& p,
+                                        const samples& s) {
   const std::size_t n = p.size();
   std::vector<double> abs_sum(n, 0.0);
   std::vector<float> g(n);
   for (std::size_t j = 0; j < kGlobal; ++j) {
-    model.loss_and_gradient(hg::span<const float>(p.data(), n), s.range(j, j + 1), hg::span<float>(g.data(), n));
+    model.loss_and_gradient(hg::span<const float>(p.data(), n), s.range(j, j + 1),
+                            hg::span<float>(g.data(), n));
     for (std::size_t i = 0; i < n; ++i) abs_sum[i] += std::abs(static_cast<double>(g[i]));
   }
   std::size_t widest = 0;
@@ -595,15 +603,18 @@ std::vector<double> reassociation_bound(hn::mlp<float>& model, const std::vector
     const auto first = abs_sum.begin() + static_cast<std::ptrdiff_t>(model.layer_offset(l));
     const auto last = first + static_cast<std::ptrdiff_t>(model.layer_params(l));
     const double b = 2.0 * gamma * *std::max_element(first, last) / static_cast<double>(kGlobal);
-    std::fill(bound.begin() + (first - abs_sum.begin()), bound.begin() + (last - abs_sum.begin()), b);
+    std::fill(bound.begin() + (first - abs_sum.begin()), bound.begin() + (last - abs_sum.begin()),
+              b);
   }
   return bound;
 }
 
 /// The unsharded model's full-batch step: the mean gradient over the B samples in one call.
-std::vector<float> full_batch_gradient(hn::mlp<float>& model, const std::vector<float>& p, const samples& s) {
+std::vector<float> full_batch_gradient(hn::mlp<float>& model, const std::vector<float>& p,
+                                       const samples& s) {
   std::vector<float> g(p.size());
-  model.loss_and_gradient(hg::span<const float>(p.data(), p.size()), s.all(), hg::span<float>(g.data(), g.size()));
+  model.loss_and_gradient(hg::span<const float>(p.data(), p.size()), s.all(),
+                          hg::span<float>(g.data(), g.size()));
   return g;
 }
 
@@ -637,7 +648,8 @@ BOOST_AUTO_TEST_CASE(a_cephalo_step_is_the_global_batch_step_in_its_derived_orde
             }
             const auto& l = end[0].shard_layout;
             for (int r = 0; r < l.ranks(); ++r)
-              BOOST_TEST(same_state(l, r, end[static_cast<std::size_t>(r)].state, st), O::name() << " state of rank " << r);
+              BOOST_TEST(same_state(l, r, end[static_cast<std::size_t>(r)].state, st),
+                         O::name() << " state of rank " << r);
           }
         };
         (one(opts), ...);
@@ -645,7 +657,8 @@ BOOST_AUTO_TEST_CASE(a_cephalo_step_is_the_global_batch_step_in_its_derived_orde
       cephalo_optimizers());
 }
 
-BOOST_AUTO_TEST_CASE(the_cephalo_gradient_is_the_full_batch_gradient_within_the_reassociation_bound) {
+BOOST_AUTO_TEST_CASE(
+    the_cephalo_gradient_is_the_full_batch_gradient_within_the_reassociation_bound) {
   // Every step, every rank: its reduced gradient shard against the unsharded model's gradient
   // over all B samples at the same parameters (reassociation_bound). A mis-weighted sum (the
   // ranks' means averaged, ignoring m_d a_d) is off by O(|g|), far outside the bound.
@@ -670,21 +683,26 @@ BOOST_AUTO_TEST_CASE(the_cephalo_gradient_is_the_full_batch_gradient_within_the_
         for (const auto& seg : w.state().shard_layout().segments(c.rank())) {
           for (std::size_t k = 0; k < seg.count; ++k) {
             const std::size_t i = seg.global + k;
-            const double d = std::abs(static_cast<double>(mine[seg.local + k]) - static_cast<double>(g[i]));
-            if (d > bound[i]) f.add("step " + std::to_string(t) + " element " + std::to_string(i) + ": |diff| " +
-                                    std::to_string(d) + " > bound " + std::to_string(bound[i]));
+            const double d =
+                std::abs(static_cast<double>(mine[seg.local + k]) - static_cast<double>(g[i]));
+            if (d > bound[i])
+              f.add("step " + std::to_string(t) + " element " + std::to_string(i) + ": |diff| " +
+                    std::to_string(d) + " > bound " + std::to_string(bound[i]));
             std::lock_guard<std::mutex> l(m);
             if (bound[i] > 0) worst = std::max(worst, d / bound[i]);
           }
         }
       }
     });
-    BOOST_TEST(f.list.empty(), f.list.size() << " outside; first: " << (f.list.empty() ? "" : f.list.front()));
-    BOOST_TEST_MESSAGE("cephalo gradient vs full batch, " << plan->devices.size() << " ranks: worst |diff| / bound = " << worst);
+    BOOST_TEST(f.list.empty(),
+               f.list.size() << " outside; first: " << (f.list.empty() ? "" : f.list.front()));
+    BOOST_TEST_MESSAGE("cephalo gradient vs full batch, "
+                       << plan->devices.size() << " ranks: worst |diff| / bound = " << worst);
   }
 }
 
-BOOST_AUTO_TEST_CASE(planned_even_and_unsharded_full_batch_runs_follow_one_trajectory_within_the_bound) {
+BOOST_AUTO_TEST_CASE(
+    planned_even_and_unsharded_full_batch_runs_follow_one_trajectory_within_the_bound) {
   // 5 SGD steps (lr 0.1). The full-batch run's parameter error bound: delta_{t+1} = 2 delta_t +
   // lr · eps_t, eps_t = max_i reassociation_bound at its parameters (the factor 2 is 1 + lr·L
   // with lr·L <= 1 for a stable step size); a planned or even run is within delta_t of it.
@@ -700,13 +718,15 @@ BOOST_AUTO_TEST_CASE(planned_even_and_unsharded_full_batch_runs_follow_one_traje
     const auto s = step_samples(t, model);
     const auto bound = reassociation_bound(model, p, s);
     const auto g = full_batch_gradient(model, p, s);
-    opt.update(thrust::cpp::par, hg::span<const float>(g.data(), g.size()), st, hg::span<float>(p.data(), p.size()));
+    opt.update(thrust::cpp::par, hg::span<const float>(g.data(), g.size()), st,
+               hg::span<float>(p.data(), p.size()));
     d = 2.0 * d + 0.1 * *std::max_element(bound.begin(), bound.end());
     full.push_back(p);
     delta.push_back(d);
   }
   double moved = 0.0;
-  for (std::size_t i = 0; i < p.size(); ++i) moved = std::max(moved, std::abs(static_cast<double>(p[i] - init[i])));
+  for (std::size_t i = 0; i < p.size(); ++i)
+    moved = std::max(moved, std::abs(static_cast<double>(p[i] - init[i])));
   BOOST_TEST(moved > 1000 * delta.back());  // the runs move far beyond the bound
   for (const auto* plan : {&kPlanned3, &kEven3, &kPlanned4}) {
     std::vector<std::vector<float>> trace;
@@ -715,11 +735,14 @@ BOOST_AUTO_TEST_CASE(planned_even_and_unsharded_full_batch_runs_follow_one_traje
     for (std::size_t t = 0; t < 5; ++t) {
       double err = 0.0;
       for (std::size_t i = 0; i < p.size(); ++i)
-        err = std::max(err, std::abs(static_cast<double>(trace[t][i]) - static_cast<double>(full[t][i])));
-      BOOST_TEST(err <= delta[t], plan->devices.size() << " ranks, step " << t << ": " << err << " > " << delta[t]);
+        err = std::max(
+            err, std::abs(static_cast<double>(trace[t][i]) - static_cast<double>(full[t][i])));
+      BOOST_TEST(err <= delta[t], plan->devices.size()
+                                      << " ranks, step " << t << ": " << err << " > " << delta[t]);
       worst = std::max(worst, err / delta[t]);
     }
-    BOOST_TEST_MESSAGE("trajectory vs full batch, " << plan->devices.size() << " ranks: worst err / bound = " << worst);
+    BOOST_TEST_MESSAGE("trajectory vs full batch, " << plan->devices.size()
+                                                    << " ranks: worst err / bound = " << worst);
   }
 }
 
@@ -739,10 +762,12 @@ BOOST_AUTO_TEST_CASE(resume_onto_another_plan_continues_the_same_trajectory_bitw
   for (int r = 0; r < to.ranks(); ++r) resumed.push_back(hs::reshard(saved, to, r));
   const auto end = cephalo_steps(opt, kPlanned4, resumed, 2, 4, trace);
   auto st = opt.init(thrust::cpp::par, hg::span<const float>(p.data(), p.size()));
-  for (int t = 0; t < 4; ++t) reference_step(model, opt, st, p, t < 2 ? kPlanned3 : kPlanned4, step_samples(t, model));
+  for (int t = 0; t < 4; ++t)
+    reference_step(model, opt, st, p, t < 2 ? kPlanned3 : kPlanned4, step_samples(t, model));
   BOOST_TEST(same_bits(trace.back(), p));
   BOOST_TEST(end[0].steps == 4);
-  for (int r = 0; r < to.ranks(); ++r) BOOST_TEST(same_state(to, r, end[static_cast<std::size_t>(r)].state, st));
+  for (int r = 0; r < to.ranks(); ++r)
+    BOOST_TEST(same_state(to, r, end[static_cast<std::size_t>(r)].state, st));
   // A shard of another layout is refused by name.
   refused_by([&] { hs::cephalo_worker<ho::adam>(model, opt, kPlanned4, kGlobal, saved[0]); },
              "cephalo_worker.resumed.shard_layout");
@@ -765,22 +790,34 @@ BOOST_AUTO_TEST_CASE(a_plan_over_a_rank_s_memory_budget_is_refused_naming_rank_w
   const std::size_t need = 4 * (4 * l.shard_size(1) + 2 * largest_bucket + 2 * largest_piece +
                                 3 * model.num_params() + 1 * (7 + 6 + 3 + 3 + 2 * 7));
   const auto budgets = [&](std::size_t b1) {
-    return std::vector<hs::memory_budget>{{"fast-big", 1 << 20}, {"slow-small", b1}, {"mid", 1 << 20}};
+    return std::vector<hs::memory_budget>{
+        {"fast-big", 1 << 20}, {"slow-small", b1}, {"mid", 1 << 20}};
   };
   const ho::adam opt;
   for (int r = 0; r < 3; ++r)  // every rank refuses before any collective
-    refused_by([&] { hs::cephalo_worker<ho::adam>(model, opt, kPlanned3, kGlobal, r, init, {.budgets = budgets(need - 1)}); },
-               "memory_budgets[1] (worker 'slow-small', bytes)' = " + std::to_string(need - 1) +
-                   ": rank 1 (worker 'slow-small') needs " + std::to_string(need) + " bytes");
-  hs::cephalo_worker<ho::adam> ok(model, opt, kPlanned3, kGlobal, 0, init, {.budgets = budgets(need)});
-  BOOST_TEST(hs::cephalo_memory_of<ho::adam>(l, 1, 1, hs::mlp_activation_bytes_per_sample(model)).total() == need);
+    refused_by(
+        [&] {
+          hs::cephalo_worker<ho::adam>(model, opt, kPlanned3, kGlobal, r, init,
+                                       {.budgets = budgets(need - 1)});
+        },
+        "memory_budgets[1] (worker 'slow-small', bytes)' = " + std::to_string(need - 1) +
+            ": rank 1 (worker 'slow-small') needs " + std::to_string(need) + " bytes");
+  hs::cephalo_worker<ho::adam> ok(model, opt, kPlanned3, kGlobal, 0, init,
+                                  {.budgets = budgets(need)});
+  BOOST_TEST(hs::cephalo_memory_of<ho::adam>(l, 1, 1, hs::mlp_activation_bytes_per_sample(model))
+                 .total() == need);
   // The even plan gives rank 1 a third of the state and m = 4: a budget the planned one fits
   // refuses it (the planner's trade: a small device takes a small micro-batch).
   const auto le = hs::cephalo_layout(kEven3, hs::mlp_buckets(model));
-  const std::size_t even_need = hs::cephalo_memory_of<ho::adam>(le, 1, 4, hs::mlp_activation_bytes_per_sample(model)).total();
+  const std::size_t even_need =
+      hs::cephalo_memory_of<ho::adam>(le, 1, 4, hs::mlp_activation_bytes_per_sample(model)).total();
   BOOST_TEST(even_need > need);
-  refused_by([&] { hs::cephalo_worker<ho::adam>(model, opt, kEven3, kGlobal, 0, init, {.budgets = budgets(need)}); },
-             "needs " + std::to_string(even_need) + " bytes");
+  refused_by(
+      [&] {
+        hs::cephalo_worker<ho::adam>(model, opt, kEven3, kGlobal, 0, init,
+                                     {.budgets = budgets(need)});
+      },
+      "needs " + std::to_string(even_need) + " bytes");
 }
 
 BOOST_AUTO_TEST_CASE(bad_plans_and_steps_are_refused_naming_device_field_value_and_rule) {
@@ -790,18 +827,29 @@ BOOST_AUTO_TEST_CASE(bad_plans_and_steps_are_refused_naming_device_field_value_a
   const auto refuses = [&](const hb::cephalo_plan& plan, const std::string& what) {
     refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, plan, kGlobal, 0, init); }, what);
   };
-  refuses(make_plan({{2, 3, 0.2}, {1, 2, 0.4}, {4, 1, 0.3}}), "cephalo_plan (sum of shard_fraction)' = 0.9");
-  refuses(make_plan({{2, 3, 0.2}, {1, 1, 0.5}, {4, 1, 0.3}}), "cephalo_plan (sum of micro_batch * accumulation)' = 11");
-  refuses(make_plan({{2, 3, 0.2}, {0, 2, 0.5}, {4, 1, 0.3}}), "cephalo_plan.devices[1].micro_batch' = 0");
-  refuses(make_plan({{2, 3, 0.2}, {1, 2, 0.5}, {4, 0, 0.3}}), "cephalo_plan.devices[2].accumulation' = 0");
-  refuses(make_plan({{2, 3, -0.2}, {1, 2, 0.9}, {4, 1, 0.3}}), "cephalo_plan.devices[0].shard_fraction' = -0.2");
-  refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, kPlanned3, kGlobal, 3, init); }, "cephalo_worker.rank");
-  refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, kPlanned3, kGlobal, 0, init, {.step = {.op = hc::reduce_op::avg}}); },
-             "cephalo_options.step.op");
+  refuses(make_plan({{2, 3, 0.2}, {1, 2, 0.4}, {4, 1, 0.3}}),
+          "cephalo_plan (sum of shard_fraction)' = 0.9");
+  refuses(make_plan({{2, 3, 0.2}, {1, 1, 0.5}, {4, 1, 0.3}}),
+          "cephalo_plan (sum of micro_batch * accumulation)' = 11");
+  refuses(make_plan({{2, 3, 0.2}, {0, 2, 0.5}, {4, 1, 0.3}}),
+          "cephalo_plan.devices[1].micro_batch' = 0");
+  refuses(make_plan({{2, 3, 0.2}, {1, 2, 0.5}, {4, 0, 0.3}}),
+          "cephalo_plan.devices[2].accumulation' = 0");
+  refuses(make_plan({{2, 3, -0.2}, {1, 2, 0.9}, {4, 1, 0.3}}),
+          "cephalo_plan.devices[0].shard_fraction' = -0.2");
+  refused_by([&] { hs::cephalo_worker<ho::sgd>(model, opt, kPlanned3, kGlobal, 3, init); },
+             "cephalo_worker.rank");
+  refused_by(
+      [&] {
+        hs::cephalo_worker<ho::sgd>(model, opt, kPlanned3, kGlobal, 0, init,
+                                    {.step = {.op = hc::reduce_op::avg}});
+      },
+      "cephalo_options.step.op");
   hi::spawn(1, [&](hi::communicator c) {
     hs::cephalo_worker<ho::sgd> w(model, opt, make_plan({{4, 3, 1.0}}), kGlobal, 0, init);
     const auto s = step_samples(0, model);
-    refused_by([&] { w.step(thrust::cpp::par, c, s.range(0, 11)); }, "cephalo_worker.step.mine (samples)");
+    refused_by([&] { w.step(thrust::cpp::par, c, s.range(0, 11)); },
+               "cephalo_worker.step.mine (samples)");
   });
 }
 
@@ -824,7 +872,8 @@ BOOST_AUTO_TEST_CASE(the_planner_s_plan_under_the_runner_s_memory_model_passes_t
     budgets.push_back({"w" + std::to_string(d), static_cast<std::size_t>(devices[d].memory_bytes)});
   const auto init = cephalo_init(model);
   for (int r = 0; r < 3; ++r) {
-    const hs::cephalo_worker<ho::adam> w(model, ho::adam{}, *plan, kGlobal, r, init, {.budgets = budgets});
+    const hs::cephalo_worker<ho::adam> w(model, ho::adam{}, *plan, kGlobal, r, init,
+                                         {.budgets = budgets});
     const double used = static_cast<double>(w.memory().total());
     BOOST_TEST(used <= plan->devices[static_cast<std::size_t>(r)].memory_bytes);
     BOOST_TEST(used <= devices[static_cast<std::size_t>(r)].memory_bytes);
@@ -832,11 +881,16 @@ BOOST_AUTO_TEST_CASE(the_planner_s_plan_under_the_runner_s_memory_model_passes_t
   // No worker holds the whole state: the even split of it is refused on the smallest.
   const auto even = make_plan({{4, 1, 1.0 / 3}, {4, 1, 1.0 / 3}, {4, 1, 1.0 / 3}});
   BOOST_TEST(plan->devices[2].shard_fraction < 1.0 / 3);
-  refused_by([&] { hs::cephalo_worker<ho::adam>(model, ho::adam{}, even, kGlobal, 0, init, {.budgets = budgets}); },
-             "rank 2 (worker 'w2')");
+  refused_by(
+      [&] {
+        hs::cephalo_worker<ho::adam>(model, ho::adam{}, even, kGlobal, 0, init,
+                                     {.budgets = budgets});
+      },
+      "rank 2 (worker 'w2')");
 }
 
-BOOST_AUTO_TEST_CASE(profile_plan_train_measured_speeds_fit_the_injected_ones_and_the_plan_beats_the_even_split) {
+BOOST_AUTO_TEST_CASE(
+    profile_plan_train_measured_speeds_fit_the_injected_ones_and_the_plan_beats_the_even_split) {
   // Three workers whose micro-batch of m samples takes o_d + m s_d on a manual clock (advanced
   // by the injected compute hook): two profiling steps (m = 2, a = 2; m = 4, a = 1) give each
   // rank two measurements, fit_device_profile recovers (s_d, o_d), plan_cephalo plans over the
@@ -889,8 +943,10 @@ BOOST_AUTO_TEST_CASE(profile_plan_train_measured_speeds_fit_the_injected_ones_an
   BOOST_TEST(plan->step_seconds < 13e-3 - 1e-6);
   BOOST_TEST(*std::max_element(stepped.begin(), stepped.end()) < 13e-3 - 1e-6);
   // Measurements at one micro-batch size cannot separate o from s.
-  const std::vector<hb::worker_measurement> one = {{4, 2, hg::seconds{0.01}, 0}, {2, 1, hg::seconds{0.005}, 0}};
-  refused_by([&] { (void)hb::fit_device_profile(one, 1e9); }, "fit_device_profile.measured (micro-batch sizes)");
+  const std::vector<hb::worker_measurement> one = {{4, 2, hg::seconds{0.01}, 0},
+                                                   {2, 1, hg::seconds{0.005}, 0}};
+  refused_by([&] { (void)hb::fit_device_profile(one, 1e9); },
+             "fit_device_profile.measured (micro-batch sizes)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

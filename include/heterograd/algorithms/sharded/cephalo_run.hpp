@@ -114,11 +114,11 @@ inline std::size_t mlp_activation_bytes_per_sample(const nn::mlp<float>& model) 
 
 /// The bytes rank r holds while training with a plan (see the header).
 struct cephalo_memory {
-  rank_memory state;                  ///< the sharded state (memory.hpp)
-  std::size_t gathered_model = 0;     ///< the whole model's parameters, S · E
-  std::size_t accumulator = 0;        ///< the local gradient sum G_d, S · E
-  std::size_t micro_gradient = 0;     ///< one micro-batch's gradient, S · E
-  std::size_t activations = 0;        ///< m_d · activation bytes per sample
+  rank_memory state;               ///< the sharded state (memory.hpp)
+  std::size_t gathered_model = 0;  ///< the whole model's parameters, S · E
+  std::size_t accumulator = 0;     ///< the local gradient sum G_d, S · E
+  std::size_t micro_gradient = 0;  ///< one micro-batch's gradient, S · E
+  std::size_t activations = 0;     ///< m_d · activation bytes per sample
   std::size_t total() const {
     return state.total() + gathered_model + accumulator + micro_gradient + activations;
   }
@@ -178,16 +178,18 @@ balance::training_memory_model cephalo_memory_model(const nn::mlp<float>& model)
 template <shardable_optimizer O>
 double cephalo_reserved_bytes(const nn::mlp<float>& model, int ranks) {
   std::size_t largest = 0;
-  for (std::size_t l = 0; l < model.num_layers(); ++l) largest = std::max(largest, model.layer_params(l));
+  for (std::size_t l = 0; l < model.num_layers(); ++l)
+    largest = std::max(largest, model.layer_params(l));
   const std::size_t slots = O::state_slots + (std::same_as<O, optim::lamb> ? 2 : 0);
-  return static_cast<double>((3 * model.num_params() + (static_cast<std::size_t>(ranks) + 1) * largest +
+  return static_cast<double>((3 * model.num_params() +
+                              (static_cast<std::size_t>(ranks) + 1) * largest +
                               model.num_layers() * (2 + slots)) *
                              sizeof(float));
 }
 
 /// Settings of a Cephalo run besides the plan.
 struct cephalo_options {
-  std::vector<memory_budget> budgets;  ///< one per rank, or empty: no budget enforced
+  std::vector<memory_budget> budgets;             ///< one per rank, or empty: no budget enforced
   step_options step{.op = comm::reduce_op::sum};  ///< the reduce-scatter (op must be sum)
   /// Called after each micro-batch with (rank, micro-batch size): injected compute time in
   /// tests and benchmarks; empty: nothing.
@@ -201,20 +203,24 @@ template <shardable_optimizer O>
 class cephalo_worker {
  public:
   /// A fresh run from the whole initial parameter vector (the same on every rank).
-  cephalo_worker(nn::mlp<float> model, O opt, balance::cephalo_plan plan,
-                 std::size_t global_batch, int rank, std::span<const float> initial,
-                 cephalo_options o = {})
-      : model_(std::move(model)), plan_(checked(std::move(plan), global_batch, rank)),
-        global_(global_batch), o_(std::move(o)),
+  cephalo_worker(nn::mlp<float> model, O opt, balance::cephalo_plan plan, std::size_t global_batch,
+                 int rank, std::span<const float> initial, cephalo_options o = {})
+      : model_(std::move(model)),
+        plan_(checked(std::move(plan), global_batch, rank)),
+        global_(global_batch),
+        o_(std::move(o)),
         state_(std::move(opt), cephalo_layout(plan_, mlp_buckets(model_)), rank, initial) {
     finish();
   }
   /// A resumed run: a shard saved by a run of this plan, or reshard()ed onto
   /// cephalo_layout(plan, mlp_buckets(model)) from the shards of a run of another plan.
-  cephalo_worker(nn::mlp<float> model, O opt, balance::cephalo_plan plan,
-                 std::size_t global_batch, shard resumed, cephalo_options o = {})
-      : model_(std::move(model)), plan_(checked(std::move(plan), global_batch, resumed.rank)),
-        global_(global_batch), o_(std::move(o)), state_(std::move(opt), std::move(resumed)) {
+  cephalo_worker(nn::mlp<float> model, O opt, balance::cephalo_plan plan, std::size_t global_batch,
+                 shard resumed, cephalo_options o = {})
+      : model_(std::move(model)),
+        plan_(checked(std::move(plan), global_batch, resumed.rank)),
+        global_(global_batch),
+        o_(std::move(o)),
+        state_(std::move(opt), std::move(resumed)) {
     require(state_.shard_layout() == cephalo_layout(plan_, mlp_buckets(model_)),
             "cephalo_worker.resumed.shard_layout", std::string("another layout"),
             "must be the plan's layout: reshard() the old shards onto cephalo_layout(plan, "
@@ -250,8 +256,9 @@ class cephalo_worker {
     double loss = 0.0;
     for (std::size_t k = 0; k < p.accumulation; ++k) {
       const std::size_t at = k * p.micro_batch;
-      const nn::batch<float> micro{span<const float>(mine.x.data() + at * width, p.micro_batch * width),
-                                   span<const std::int32_t>(mine.y.data() + at, p.micro_batch)};
+      const nn::batch<float> micro{
+          span<const float>(mine.x.data() + at * width, p.micro_batch * width),
+          span<const std::int32_t>(mine.y.data() + at, p.micro_batch)};
       float* into = k == 0 ? acc_.data() : micro_.data();
       loss += static_cast<double>(model_.loss_and_gradient(params, micro, span<float>(into, n)));
       if (k > 0)
