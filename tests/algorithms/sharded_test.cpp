@@ -775,20 +775,21 @@ BOOST_AUTO_TEST_CASE(resume_onto_another_plan_continues_the_same_trajectory_bitw
 
 BOOST_AUTO_TEST_CASE(a_plan_over_a_rank_s_memory_budget_is_refused_naming_rank_worker_and_bytes) {
   // Rank 1 of the 3-rank plan with adam, by the header's items computed here: its shard
-  // (params, reduced gradients, 2 adam slots: 4 floats per element), the gathered and gradient
-  // bucket (the largest layer), the reduce-scatter scratch (2 peers x its largest piece), the
-  // gathered model, accumulator and micro-batch gradient (3 S), and m_1 = 1 sample's
-  // activations (layer outputs 7 + 6 + 3, logits' gradient 3, two rows of the widest layer 7).
+  // (params, reduced gradients, 2 adam slots: 4 floats per element), the reduce-scatter
+  // scratch (2 peers x its largest piece), the gathered model, accumulator and micro-batch
+  // gradient (3 S; no separate bucket buffers), and m_1 = 1 sample's activations (layer outputs
+  // 7 + 6 + 3, logits' gradient 3, two rows of the widest layer 7). By hand: layers of 42, 48
+  // and 21 elements, rank 1's pieces (cuts at floor(0.2 S), floor(0.7 S)) 21, 24 and 10, so 55
+  // elements and a largest piece of 24; S = 111: 4 (4·55 + 2·24 + 3·111 + 33) = 2536 bytes.
   const auto model = cephalo_model();
   const auto init = cephalo_init(model);
   const auto l = hs::cephalo_layout(kPlanned3, hs::mlp_buckets(model));
-  std::size_t largest_piece = 0, largest_bucket = 0;
-  for (std::size_t b = 0; b < l.buckets(); ++b) {
+  std::size_t largest_piece = 0;
+  for (std::size_t b = 0; b < l.buckets(); ++b)
     largest_piece = std::max(largest_piece, l.piece_count(b, 1));
-    largest_bucket = std::max(largest_bucket, model.layer_params(b));
-  }
-  const std::size_t need = 4 * (4 * l.shard_size(1) + 2 * largest_bucket + 2 * largest_piece +
-                                3 * model.num_params() + 1 * (7 + 6 + 3 + 3 + 2 * 7));
+  const std::size_t need = 4 * (4 * l.shard_size(1) + 2 * largest_piece + 3 * model.num_params() +
+                                1 * (7 + 6 + 3 + 3 + 2 * 7));
+  BOOST_TEST(need == 2536u);
   const auto budgets = [&](std::size_t b1) {
     return std::vector<hs::memory_budget>{
         {"fast-big", 1 << 20}, {"slow-small", b1}, {"mid", 1 << 20}};
@@ -859,7 +860,7 @@ BOOST_AUTO_TEST_CASE(the_planner_s_plan_under_the_runner_s_memory_model_passes_t
   // its plan trained with every worker's capacity as its enforced budget; every rank's
   // accounted bytes are within its capacity and at most the planner's estimate.
   const auto model = cephalo_model();
-  const auto mem = hs::cephalo_memory_model<ho::adam>(model);
+  const auto mem = hs::cephalo_memory_model<ho::adam>(model, 3);
   const double reserved = hs::cephalo_reserved_bytes<ho::adam>(model, 3);
   const double full = reserved + mem.state_bytes + mem.activation_bytes_per_sample * 4;
   const std::vector<hb::device_profile> devices = {{1e-3, 1e-4, 2 * full, reserved},

@@ -18,10 +18,10 @@
 // batch k the k-th m_d of them (cephalo_samples). Every rank reduces each bucket once per step
 // (its accumulation stays local), so ranks with different a_d issue the same collectives.
 //
-// Memory (cephalo_memory_of): the sharded state of memory.hpp, plus what this runner holds on
-// top: the whole model's gathered parameters, the local gradient accumulator and one micro-
-// batch's gradient (S elements each: the model computes its gradient as one flat vector), and
-// the activations of m_d samples. A rank over its budget is refused by name at construction,
+// Memory (cephalo_memory_of): the sharded state of memory.hpp (its shard and scratch; its
+// bucket buffers are the next two items), the whole model's gathered parameters, the local
+// gradient accumulator and one micro-batch's gradient (S elements each: the model computes its
+// gradient as one flat vector), and the activations of m_d samples. A rank over its budget is refused by name at construction,
 // on every rank, before any collective.
 
 #include <algorithm>
@@ -129,6 +129,9 @@ cephalo_memory cephalo_memory_of(const layout& l, int r, std::size_t micro_batch
                                  std::size_t activation_bytes_per_sample) {
   cephalo_memory m;
   m.state = memory_of<O>(l, r);
+  // The runner gathers every bucket straight into the gathered model and reduce-scatters
+  // from the accumulator: no separate bucket buffers.
+  m.state.gathered = m.state.gradient_bucket = 0;
   m.gathered_model = m.accumulator = m.micro_gradient = l.size() * sizeof(float);
   m.activations = micro_batch * activation_bytes_per_sample;
   return m;
@@ -160,31 +163,32 @@ void require_cephalo_within_budget(const balance::cephalo_plan& plan, const layo
   }
 }
 
-/// The planner's memory model of this runner (balance/cephalo.hpp's reserved + act · m_d +
-/// state · f_d): state = S · E · (2 + k) (parameters, reduced gradients, k optimizer slots;
-/// LAMB adds its 2 slot copies), act = mlp_activation_bytes_per_sample.
+/// The planner's memory model of this runner on `ranks` ranks (balance/cephalo.hpp's reserved +
+/// act · m_d + state · f_d), an upper bound of cephalo_memory_of: with k optimizer slots (LAMB:
+/// its 2 slot copies too), S elements in L layers, the largest of X elements, a rank's shard
+/// holds at most f_d S + L elements and its largest piece at most f_d X + 1, so
+///   state    = (S (2 + k) + (n - 1) X) · E          shard and reduce-scatter scratch, · f_d
+///   reserved = (3 S + L (2 + k) + (n - 1)) · E      gathered model, accumulator, micro-batch
+///                                                    gradient, and the cuts' rounding
+///   act      = mlp_activation_bytes_per_sample.
+/// Add the worker's own reserve to cephalo_reserved_bytes.
 template <shardable_optimizer O>
-balance::training_memory_model cephalo_memory_model(const nn::mlp<float>& model) {
-  const std::size_t slots = O::state_slots + (std::same_as<O, optim::lamb> ? 2 : 0);
-  return {static_cast<double>(mlp_activation_bytes_per_sample(model)),
-          static_cast<double>(model.num_params() * (2 + slots) * sizeof(float))};
-}
-
-/// The planner's reserved bytes of a rank of this runner, an upper bound of everything
-/// cephalo_memory_of counts besides state · f_d and the activations: the gathered model,
-/// accumulator and micro-batch gradient (3 S · E), the gathered and gradient buckets and the
-/// reduce-scatter scratch ((n + 1) · largest bucket · E), and the cuts' rounding (a piece is at
-/// most one element over f_d of its bucket: L · (2 + k) · E). Add the worker's own reserve.
-template <shardable_optimizer O>
-double cephalo_reserved_bytes(const nn::mlp<float>& model, int ranks) {
+balance::training_memory_model cephalo_memory_model(const nn::mlp<float>& model, int ranks) {
   std::size_t largest = 0;
   for (std::size_t l = 0; l < model.num_layers(); ++l)
     largest = std::max(largest, model.layer_params(l));
   const std::size_t slots = O::state_slots + (std::same_as<O, optim::lamb> ? 2 : 0);
-  return static_cast<double>((3 * model.num_params() +
-                              (static_cast<std::size_t>(ranks) + 1) * largest +
-                              model.num_layers() * (2 + slots)) *
-                             sizeof(float));
+  const auto peers = static_cast<std::size_t>(ranks - 1);
+  return {static_cast<double>(mlp_activation_bytes_per_sample(model)),
+          static_cast<double>((model.num_params() * (2 + slots) + peers * largest) * sizeof(float))};
+}
+
+template <shardable_optimizer O>
+double cephalo_reserved_bytes(const nn::mlp<float>& model, int ranks) {
+  const std::size_t slots = O::state_slots + (std::same_as<O, optim::lamb> ? 2 : 0);
+  const auto peers = static_cast<std::size_t>(ranks - 1);
+  return static_cast<double>(
+      (3 * model.num_params() + model.num_layers() * (2 + slots) + peers) * sizeof(float));
 }
 
 /// Settings of a Cephalo run besides the plan.
