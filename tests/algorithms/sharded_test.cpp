@@ -943,6 +943,18 @@ BOOST_AUTO_TEST_CASE(
   }
   BOOST_TEST(plan->step_seconds < 13e-3 - 1e-6);
   BOOST_TEST(*std::max_element(stepped.begin(), stepped.end()) < 13e-3 - 1e-6);
+  // Clamped fits: a time falling with m gives s = 0 and o the mean time; a line through
+  // (1, 0.5 ms), (2, 2 ms) would have o = -1 ms: o = 0 and s = Σ m t / Σ m² = 0.9 ms.
+  const std::vector<hb::worker_measurement> falling = {{1, 1, hg::seconds{3e-3}, 0},
+                                                       {4, 1, hg::seconds{1e-3}, 0}};
+  const auto pf = hb::fit_device_profile(falling, 1e9);
+  BOOST_TEST(pf.seconds_per_sample == 0.0);
+  BOOST_TEST(std::abs(pf.seconds_per_micro_batch - 2e-3) <= 1e-15);
+  const std::vector<hb::worker_measurement> steep = {{1, 1, hg::seconds{0.5e-3}, 0},
+                                                     {4, 2, hg::seconds{4e-3}, 0}};
+  const auto ps = hb::fit_device_profile(steep, 1e9);
+  BOOST_TEST(ps.seconds_per_micro_batch == 0.0);
+  BOOST_TEST(std::abs(ps.seconds_per_sample - 0.9e-3) <= 1e-15);
   // Measurements at one micro-batch size cannot separate o from s.
   const std::vector<hb::worker_measurement> one = {{4, 2, hg::seconds{0.01}, 0},
                                                    {2, 1, hg::seconds{0.005}, 0}};
