@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "heterograd/balance/measurement.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::balance {
@@ -75,6 +76,39 @@ struct cephalo_plan {
   double step_seconds = 0;  ///< max_d compute_seconds
   friend bool operator==(const cephalo_plan&, const cephalo_plan&) = default;
 };
+
+/// A device's speed from its measurements: the least-squares line t = o + m · s through the
+/// points (m_k, t_k) = (samples_k / iterations_k, compute_time_k / iterations_k), each
+/// measurement one point, clamped to o, s >= 0 (a negative coefficient is set to 0 and the
+/// other refitted). Needs measurements at two or more different micro-batch sizes.
+inline device_profile fit_device_profile(std::span<const worker_measurement> measured,
+                                         double memory_bytes, double reserved_bytes = 0) {
+  std::vector<double> x, y;
+  for (std::size_t k = 0; k < measured.size(); ++k) {
+    const auto& m = measured[k];
+    detail::validate_measurement(m);
+    require(m.samples > 0, "fit_device_profile.measured[" + std::to_string(k) + "].samples",
+            m.samples, "must be > 0");
+    x.push_back(static_cast<double>(m.samples) / static_cast<double>(m.iterations));
+    y.push_back(m.compute_time.count() / static_cast<double>(m.iterations));
+  }
+  const double n = static_cast<double>(x.size());
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / std::max(n, 1.0);
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / std::max(n, 1.0);
+  double sxx = 0, sxy = 0, xx = 0, xy = 0;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    sxx += (x[k] - mx) * (x[k] - mx);
+    sxy += (x[k] - mx) * (y[k] - my);
+    xx += x[k] * x[k];
+    xy += x[k] * y[k];
+  }
+  require(sxx > 0, "fit_device_profile.measured (micro-batch sizes)", x.size(),
+          "must hold at least two different samples / iterations");
+  device_profile p{sxy / sxx, my - (sxy / sxx) * mx, memory_bytes, reserved_bytes};
+  if (p.seconds_per_sample < 0) p = {0, my, memory_bytes, reserved_bytes};
+  if (p.seconds_per_micro_batch < 0) p = {xy / xx, 0, memory_bytes, reserved_bytes};
+  return p;
+}
 
 /// Device d's compute time per step: a · (o + m · s).
 inline double device_step_seconds(const device_profile& d, std::size_t micro_batch,
