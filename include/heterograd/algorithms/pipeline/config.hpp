@@ -28,8 +28,6 @@ inline constexpr choice<pipeline_schedule_kind> pipeline_schedule_kinds[] = {
     {"gpipe", pipeline_schedule_kind::gpipe}, {"1f1b", pipeline_schedule_kind::one_f_one_b}};
 
 using decoupled::pipeline_update;
-/// Asynchronous updates (PipeDream, SpecTrain) are not in this runtime yet: the config accepts
-/// the first entry only, and its error says so.
 inline constexpr choice<pipeline_update> pipeline_updates[] = {
     {"synchronous", pipeline_update::synchronous}, {"asynchronous", pipeline_update::asynchronous}};
 
@@ -37,6 +35,9 @@ struct pipeline_config {
   pipeline_schedule_kind schedule = pipeline_schedule_kind::one_f_one_b;
   std::size_t micro_batches = 4;
   pipeline_update update = pipeline_update::synchronous;
+  bool stash_weights = false;
+  bool spectrain = false;
+  float spectrain_gamma = 0.9f;
 
   static constexpr auto description() {
     return describe(
@@ -47,13 +48,31 @@ struct pipeline_config {
         describe_field("micro_batches", &pipeline_config::micro_batches,
                        "micro-batches M a step's batch is split into (each batch needs >= M rows)",
                        with_note(at_least(1), "(M = 0 would split a batch into nothing)")),
-        describe_field(
-            "update", &pipeline_config::update,
-            "synchronous: gradients of the M micro-batches summed, one optimizer step per "
-            "stage per step (asynchronous updates are not implemented yet)",
-            std::span(pipeline_updates).first(1)));
+        describe_field("update", &pipeline_config::update,
+                       "synchronous: the M micro-batches' gradients summed, one optimizer step "
+                       "per stage per step; asynchronous (PipeDream): each stage steps its slice "
+                       "after every backward with that micro-batch's mean gradient",
+                       pipeline_updates),
+        describe_field("stash_weights", &pipeline_config::stash_weights,
+                       "asynchronous only: a backward uses the weights its forward used "
+                       "(PipeDream's weight stashing; one slice copy per micro-batch in flight)"),
+        describe_field("spectrain", &pipeline_config::spectrain,
+                       "asynchronous only, not with stash_weights: a forward uses SpecTrain's "
+                       "prediction of the weights its backward will meet"),
+        describe_field("spectrain_gamma", &pipeline_config::spectrain_gamma,
+                       "SpecTrain's smoothing of each stage's weight change", closed_open(0, 1)));
   }
-  void validate() const { validate_fields(*this); }
+  void validate() const {
+    validate_fields(*this);
+    const bool async = update == pipeline_update::asynchronous;
+    require(async || !stash_weights, "pipeline.stash_weights", stash_weights,
+            "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
+    require(async || !spectrain, "pipeline.spectrain", spectrain,
+            "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
+    require(!(spectrain && stash_weights), "pipeline.spectrain", spectrain,
+            "excludes pipeline.stash_weights (SpecTrain's backward uses the weights it "
+            "predicted, the current ones: there is nothing to stash)");
+  }
 };
 
 /// The op list of every stage for S stages under the configuration.
@@ -94,10 +113,11 @@ inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::siz
 }
 
 /// What a run reports. Over a transport each rank fills its own stage's entry of peak_in_flight
-/// and only the last stage's rank has the losses.
+/// and peak_stashes, and only the last stage's rank has the losses.
 struct pipeline_report {
   std::vector<float> losses;                // per step: mean loss over the step's batch
   std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
+  std::vector<std::size_t> peak_stashes;    // per stage: most stashed slice copies (stash_weights)
 };
 
 namespace detail {

@@ -15,6 +15,10 @@
 // the M micro-batches and steps once per step. Because stage s runs its backwards in the order
 // m = 0..M-1 under both schedules and touches only its slice, its gradient sum is formed in the
 // same order as sequential_step's: the two are equal bitwise, whatever the schedule (tested).
+// Asynchronous update (update.hpp): each stage steps after every backward, with stashing or
+// SpecTrain as configured; each step's M micro-batches drain the pipeline at the step's end.
+// Stage s still runs a fixed op list on inputs that arrive in that order and touches only its
+// slice, so the run over threads or MPI ranks equals this one bitwise (tested).
 
 #include <cstddef>
 #include <span>
@@ -23,6 +27,7 @@
 #include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/algorithms/pipeline/concepts.hpp"
 #include "heterograd/algorithms/pipeline/config.hpp"
+#include "heterograd/algorithms/pipeline/update.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 
@@ -52,13 +57,6 @@ std::size_t total_rows(const M& model, const std::vector<batch_data>& mbs) {
     B += mbs[m].rows();
   }
   return B;
-}
-template <stage_model M, class MakeOpt>
-auto make_optimizers(const M& model, MakeOpt& make_opt) {
-  std::vector<decltype(make_opt(std::size_t{}))> opts;
-  for (std::size_t s = 0; s < model.stages(); ++s)
-    opts.push_back(make_opt(model.stage_offset(s + 1) - model.stage_offset(s)));
-  return opts;
 }
 template <stage_model M>
 void check_params(const M& model, std::size_t n) {
@@ -96,13 +94,24 @@ float sequential_step(M& model, span<float> params, std::vector<Opt>& per_stage,
 }
 
 namespace detail {
-/// One synchronous step in simulated order: returns the loss; pools[s].peak() grows.
-template <stage_model M, class Opt>
-float simulate_step(M& model, span<float> params, std::vector<Opt>& opts,
+/// Stage s's updater for the run: make_opt(slice size), the config's update rule, `slots`.
+template <stage_model M, class MakeOpt>
+auto make_updater(const M& model, MakeOpt& make_opt, const pipeline_config& cfg, std::size_t s,
+                  std::size_t slots) {
+  const std::size_t first = model.stage_offset(s), end = model.stage_offset(s + 1);
+  return stage_updater<decltype(make_opt(std::size_t{}))>(make_opt(end - first), cfg, first, end,
+                                                          model.num_params(), slots);
+}
+
+/// One step in simulated order: returns the loss; pools[s].peak() grows. versions[s][m]: the
+/// updates stage s makes between F(m) and B(m) (SpecTrain's distance).
+template <stage_model M, class Upd>
+float simulate_step(M& model, span<float> params, std::vector<Upd>& upd,
                     const decoupled::schedule_stats& st, const std::vector<batch_data>& mbs,
-                    std::vector<slot_pool>& pools) {
-  const std::size_t S = model.stages(), Mb = mbs.size();
-  const float scale = 1.0f / static_cast<float>(total_rows(model, mbs));
+                    std::vector<slot_pool>& pools,
+                    const std::vector<std::vector<std::size_t>>& versions) {
+  const std::size_t S = model.stages(), Mb = mbs.size(), B = total_rows(model, mbs);
+  const bool async = upd.front().asynchronous();
   const span<const float> p(params.data(), params.size());
   std::vector<float> g(params.size(), 0.0f);
   // act[s][m]: stage s's output for m (the message to s + 1); grad[s][m]: d/d(its input).
@@ -113,29 +122,34 @@ float simulate_step(M& model, span<float> params, std::vector<Opt>& opts,
     const std::size_t s = t.stage, m = t.op.micro_batch, rows = mbs[m].rows();
     if (t.op.kind == decoupled::pass::forward) {
       const float* in = s == 0 ? mbs[m].x.data() : act[s - 1][m].data();
-      const auto out = model.forward(s, pools[s].take(m), p, in, rows);
+      const std::size_t slot = pools[s].take(m);
+      const auto out =
+          model.forward(s, slot, upd[s].forward_weights(p, slot, versions[s][m]), in, rows);
       if (s + 1 < S) act[s][m].assign(out.begin(), out.end());
       if (s > 0) std::vector<float>().swap(act[s - 1][m]);
       continue;
     }
     const std::size_t slot = pools[s].give(m);
+    const auto w = upd[s].backward_weights(p, slot);
     grad[s][m].resize(s > 0 ? rows * model.input_width(s) : 0);
     if (s + 1 == S) {
-      loss +=
-          model.loss_backward(slot, p, span<const std::int32_t>(mbs[m].y), scale, g, grad[s][m]);
+      const float l = model.loss_backward(slot, w, span<const std::int32_t>(mbs[m].y),
+                                          loss_scale(async, rows, B), g, grad[s][m]);
+      loss += step_loss_term(async, l, rows, B);
     } else {
-      model.backward(s, slot, p, grad[s + 1][m], g, grad[s][m]);
+      model.backward(s, slot, w, grad[s + 1][m], g, grad[s][m]);
       std::vector<float>().swap(grad[s + 1][m]);
     }
+    upd[s].after_backward(params, g);
   }
-  step_stages(model, params, opts, g);
+  for (auto& u : upd) u.end_step(params, g);
   return loss;
 }
 }  // namespace detail
 
-/// `steps` synchronous pipeline steps in one thread (see the top of this file); batch t comes
-/// from source(t), split into cfg.micro_batches. make_opt(slice size) makes stage s's
-/// optimizer. The report has every step's loss and each stage's peak in-flight micro-batches.
+/// `steps` pipeline steps in one thread (see the top of this file); batch t comes from
+/// source(t), split into cfg.micro_batches. make_opt(slice size) makes stage s's optimizer.
+/// The report has every step's loss and each stage's peak in-flight micro-batches and stashes.
 template <stage_model M, class MakeOpt>
 pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt,
                                   const pipeline_config& cfg, const batch_source& source,
@@ -143,17 +157,26 @@ pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt 
   cfg.validate();
   detail::check_params(model, params.size());
   const std::size_t S = model.stages(), Mb = cfg.micro_batches;
-  const auto st = decoupled::execute_schedule(schedule_for(cfg, S), std::vector<double>(S, 1.0),
+  const auto sch = schedule_for(cfg, S);
+  const auto st = decoupled::execute_schedule(sch, std::vector<double>(S, 1.0),
                                               std::vector<double>(S, 2.0), Mb);
-  auto opts = detail::make_optimizers(model, make_opt);
+  std::vector<decltype(detail::make_updater(model, make_opt, cfg, 0, Mb))> upd;
+  std::vector<std::vector<std::size_t>> versions;
+  for (std::size_t s = 0; s < S; ++s) {
+    upd.push_back(detail::make_updater(model, make_opt, cfg, s, Mb));
+    versions.push_back(detail::versions_until_backward(sch[s], Mb));
+  }
   std::vector<detail::slot_pool> pools(S, detail::slot_pool(Mb));
   pipeline_report report;
   for (std::size_t t = 0; t < steps; ++t) {
     const auto mbs = split_micro_batches(source(t), model.input_width(0), Mb);
     report.losses.push_back(
-        detail::simulate_step(model, span<float>(params), opts, st, mbs, pools));
+        detail::simulate_step(model, span<float>(params), upd, st, mbs, pools, versions));
   }
-  for (const auto& pool : pools) report.peak_in_flight.push_back(pool.peak());
+  for (std::size_t s = 0; s < S; ++s) {
+    report.peak_in_flight.push_back(pools[s].peak());
+    report.peak_stashes.push_back(upd[s].peak_stashes());
+  }
   return report;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// The synchronous pipeline over a transport (issue 47): rank s of the transport runs stage s
-// (inproc threads or MPI ranks). Each rank holds the whole flat parameter buffer and updates
-// only its stage's slice; gather_stages collects every slice on rank 0.
+// The pipeline over a transport (issue 47), synchronous or asynchronous (update.hpp): rank s of the
+// transport runs stage s (inproc threads or MPI ranks). Each rank holds the whole flat parameter
+// buffer and updates only its stage's slice; gather_stages collects every slice on rank 0.
 //
 // Wire protocol (tags transfer_options::tag_base + 0..6). Per micro-batch m of step t:
 //   stage s -> s + 1   activation header {t, m, rows, width}, then rows x width floats
@@ -59,21 +59,22 @@ enum wire_tag : int {
   gather_slice
 };
 
-/// Stage s of a synchronous pipeline on rank s: its op list, slots, optimizer and messages.
-template <class Transport, stage_model M, class Opt>
+/// Stage s of a pipeline on rank s: its op list, slots, updater and messages.
+template <class Transport, stage_model M, class Upd>
 class stage_runner {
  public:
-  stage_runner(const Transport& t, M& model, std::vector<float>& params, Opt opt,
+  stage_runner(const Transport& t, M& model, std::vector<float>& params, Upd upd,
                const pipeline_config& cfg, const transfer_options& to)
       : t_(t),
         model_(model),
         params_(params),
-        opt_(std::move(opt)),
+        upd_(std::move(upd)),
         to_(to),
         s_(static_cast<std::size_t>(t.rank())),
         S_(model.stages()),
         Mb_(cfg.micro_batches),
         ops_(schedule_for(cfg, S_)[s_]),
+        versions_(versions_until_backward(ops_, Mb_)),
         pool_(Mb_),
         rows_(Mb_, 0),
         labels_(Mb_),
@@ -87,9 +88,7 @@ class stage_runner {
     loss_ = 0;
     if (s_ == 0) {
       mbs_ = split_micro_batches(source(t), model_.input_width(0), Mb_);
-      batch_rows_ = total_rows(model_, mbs_);
-      scale_ =
-          1.0f / static_cast<float>(batch_rows_);  // used here only when S = 1 (no label message)
+      batch_rows_ = total_rows(model_, mbs_);  // the last stage's when S = 1 (no label message)
     }
     for (const auto& op : ops_) {
       if (op.kind == decoupled::pass::forward)
@@ -100,12 +99,11 @@ class stage_runner {
     for (auto& e : outbox_)
       for (auto& r : e.requests) r.wait();
     outbox_.clear();
-    const auto gs = stage_slice(model_, span<float>(g_), s_);
-    opt_.step(stage_slice(model_, span<float>(params_), s_),
-              span<const float>(gs.data(), gs.size()));
+    upd_.end_step(span<float>(params_), span<float>(g_));
     return loss_;
   }
   std::size_t peak_in_flight() const { return pool_.peak(); }
+  std::size_t peak_stashes() const { return upd_.peak_stashes(); }
 
  private:
   using request = decltype(std::declval<const Transport&>().send(span<const float>{}, 0, 0,
@@ -140,7 +138,9 @@ class stage_runner {
                                        tag(activation_payload), ro_, "pipeline.activations");
       x = in_.data();
     }
-    const auto out = model_.forward(s_, pool_.take(m), params(), x, rows_[m]);
+    const std::size_t slot = pool_.take(m);
+    const auto out =
+        model_.forward(s_, slot, upd_.forward_weights(params(), slot, versions_[m]), x, rows_[m]);
     if (s_ + 1 < S_)
       post(s_ + 1, activation_header, {t, m, rows_[m], model_.input_width(s_ + 1)},
            std::vector<float>(out.begin(), out.end()));
@@ -150,10 +150,13 @@ class stage_runner {
 
   void backward(std::size_t t, std::size_t m) {
     const std::size_t slot = pool_.give(m), rows = rows_[m];
+    const bool async = upd_.asynchronous();
+    const auto weights = upd_.backward_weights(params(), slot);
     std::vector<float> dx(s_ > 0 ? rows * model_.input_width(s_) : 0);
     if (s_ + 1 == S_) {
-      loss_ += model_.loss_backward(slot, params(), span<const std::int32_t>(labels_[m]), scale_,
-                                    g_, dx);
+      const float l = model_.loss_backward(slot, weights, span<const std::int32_t>(labels_[m]),
+                                           loss_scale(async, rows, batch_rows_), g_, dx);
+      loss_ += step_loss_term(async, l, rows, batch_rows_);
     } else {
       const std::size_t w = model_.input_width(s_ + 1);
       receive_header(
@@ -162,8 +165,9 @@ class stage_runner {
       dy_.resize(rows * w);
       decoupled::detail::receive_field(t_, span<float>(dy_), rank_of(s_ + 1), tag(gradient_payload),
                                        ro_, "pipeline.gradients");
-      model_.backward(s_, slot, params(), dy_, g_, dx);
+      model_.backward(s_, slot, weights, dy_, g_, dx);
     }
+    upd_.after_backward(span<float>(params_), span<float>(g_));
     if (s_ > 0) post(s_ - 1, gradient_header, {t, m, rows, model_.input_width(s_)}, std::move(dx));
   }
 
@@ -226,7 +230,6 @@ class stage_runner {
     require(h[3] >= h[2] && h[3] == static_cast<std::int64_t>(batch_rows_), key + ".batch_rows",
             h[3],
             "must be >= the micro-batch's rows and the same for every micro-batch of the step");
-    scale_ = 1.0f / static_cast<float>(batch_rows_);
     labels_[m].resize(rows_[m]);
     decoupled::detail::receive_field(t_, span<std::int32_t>(labels_[m]), 0, tag(label_payload), ro_,
                                      "pipeline.labels");
@@ -235,10 +238,11 @@ class stage_runner {
   const Transport& t_;
   M& model_;
   std::vector<float>& params_;
-  Opt opt_;
+  Upd upd_;
   transfer_options to_;
   std::size_t s_, S_, Mb_;
   std::vector<decoupled::pipeline_op> ops_;
+  std::vector<std::size_t> versions_;  // [m]: this stage's updates between F(m) and B(m)
   slot_pool pool_;
   std::vector<std::size_t> rows_;
   std::vector<std::vector<std::int32_t>> labels_;
@@ -248,15 +252,15 @@ class stage_runner {
   comm::send_options so_;
   comm::recv_options ro_;
   std::size_t batch_rows_ = 0;
-  float scale_ = 0, loss_ = 0;
+  float loss_ = 0;
 };
 }  // namespace detail
 
-/// Runs `steps` synchronous pipeline steps; rank s of `t` runs stage s (t.size() must equal
+/// Runs `steps` pipeline steps; rank s of `t` runs stage s (t.size() must equal
 /// model.stages()) and updates only its slice of `params` (the whole flat buffer, the same
 /// initial values on every rank). Only rank 0 calls `source`. make_opt(slice size) makes the
-/// rank's optimizer. The report holds this rank's peak in-flight micro-batches and, on the last
-/// stage's rank, every step's loss.
+/// rank's optimizer. The report holds this rank's peak in-flight micro-batches and stashes and, on
+/// the last stage's rank, every step's loss.
 template <class Transport, stage_model M, class MakeOpt>
 pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<float>& params,
                                   MakeOpt make_opt, const pipeline_config& cfg,
@@ -268,8 +272,8 @@ pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<floa
   require(static_cast<std::size_t>(t.size()) == S, "pipeline.transport.size", t.size(),
           "must equal the number of stages (" + std::to_string(S) + ")");
   require_positive("transfer_options.timeout", to.timeout.count());
-  auto opt = make_opt(model.stage_offset(s + 1) - model.stage_offset(s));
-  detail::stage_runner<Transport, M, decltype(opt)> runner(t, model, params, std::move(opt), cfg,
+  auto upd = detail::make_updater(model, make_opt, cfg, s, cfg.micro_batches);
+  detail::stage_runner<Transport, M, decltype(upd)> runner(t, model, params, std::move(upd), cfg,
                                                            to);
   pipeline_report report;
   for (std::size_t k = 0; k < steps; ++k) {
@@ -278,6 +282,8 @@ pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<floa
   }
   report.peak_in_flight.assign(S, 0);
   report.peak_in_flight[s] = runner.peak_in_flight();
+  report.peak_stashes.assign(S, 0);
+  report.peak_stashes[s] = runner.peak_stashes();
   return report;
 }
 

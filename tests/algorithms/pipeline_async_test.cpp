@@ -1,0 +1,261 @@
+// Issue 47: asynchronous updates on the stage runtime (PipeDream's per-backward updates, weight
+// stashing, SpecTrain's prediction): the rules against hand computations and the sequential
+// pieces, threads against the simulated order, and pipelined_backprop where the rules coincide.
+// Part of decoupled_test.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+
+#include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "pipeline_support.hpp"
+
+namespace hg = heterograd;
+namespace nn = heterograd::nn;
+namespace pl = heterograd::algorithms::pipeline;
+namespace dc = heterograd::algorithms::decoupled;
+using hg_pipeline_test::batches;
+using hg_pipeline_test::five_layers;
+using hg_pipeline_test::initial;
+using hg_pipeline_test::make_sgd;
+using hg_pipeline_test::same_bits;
+
+namespace {
+constexpr auto async = pl::pipeline_update::asynchronous;
+/// The three asynchronous modes: plain (PipeDream without stashing), stashing, SpecTrain.
+const std::vector<pl::pipeline_config> async_modes(std::size_t M) {
+  return {{.micro_batches = M, .update = async},
+          {.micro_batches = M, .update = async, .stash_weights = true},
+          {.micro_batches = M, .update = async, .spectrain = true}};
+}
+std::string name_of(const pl::pipeline_config& c) {
+  return c.stash_weights ? "stash" : c.spectrain ? "spectrain" : "plain";
+}
+/// p -= lr g: the optimizer whose step SpecTrain's formula assumes.
+struct plain_sgd {
+  float lr = 0.5f;
+  void step(hg::span<float> p, hg::span<const float> g) {
+    for (std::size_t j = 0; j < p.size(); ++j) p[j] -= lr * g[j];
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pipeline_async)
+
+BOOST_AUTO_TEST_CASE(one_f_one_b_versions_between_forward_and_backward_are_min_m_and_s_minus_s_1) {
+  // Stage s of 1F1B runs K = min(S - s, M) warm-up forwards, then B, F alternately: F(m) for
+  // m >= K follows B(m - K), so B(m) meets K - 1 newer versions; warm-up m meets m. Hence
+  // v_s(m) = min(m, K - 1): S - s - 1 in the steady state (PipeDream's staleness).
+  for (std::size_t S : {1, 2, 3, 4}) {
+    for (std::size_t M : {1, 2, 3, 6}) {
+      const auto sch = dc::schedule_1f1b(S, M);
+      for (std::size_t s = 0; s < S; ++s) {
+        const auto v = pl::detail::versions_until_backward(sch[s], M);
+        const std::size_t K = std::min(S - s, M);
+        for (std::size_t m = 0; m < M; ++m)
+          BOOST_TEST(v[m] == std::min(m, K - 1), "S=" << S << " M=" << M << " s=" << s);
+      }
+    }
+  }
+  // GPipe: all M forwards first, so B(m) meets m newer versions.
+  const auto g = pl::detail::versions_until_backward(dc::schedule_gpipe(2, 3)[0], 3);
+  BOOST_TEST(g == (std::vector<std::size_t>{0, 1, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(spectrain_predicts_w_minus_s_lr_v_on_a_hand_computed_case) {
+  // Slice [1, 3) of a 3-float buffer, plain SGD lr 1/2, gamma 1/2 (every number exact).
+  // Update 1, g = (1, -2): W = (1, 2) -> (0.5, 3); v = 0.5 g = (0.5, -1).
+  // Update 2, g = (2, 2):  W -> (-0.5, 2);  v = 0.5 v + 0.5 g = (1.25, 0.5).
+  // Prediction 2 versions ahead: W - 2 lr v = (-0.5 - 1.25, 2 - 0.5) = (-1.75, 1.5); the
+  // smoothed weight change d = -lr v gives the same W + 2 d.
+  const pl::pipeline_config cfg{.update = async, .spectrain = true, .spectrain_gamma = 0.5f};
+  pl::detail::stage_updater<plain_sgd> u(plain_sgd{}, cfg, 1, 3, 3, 2);
+  std::vector<float> p{9, 1, 2}, g{7, 1, -2};
+  auto w = u.forward_weights(p, 0, 3);  // d = 0: the live weights
+  BOOST_TEST((std::vector<float>(w.begin() + 1, w.end()) == std::vector<float>{1, 2}));
+  u.after_backward(p, g);
+  BOOST_TEST((p == std::vector<float>{9, 0.5f, 3}));
+  BOOST_TEST((g == std::vector<float>{7, 0, 0}));  // the slice's gradient is consumed
+  w = u.forward_weights(p, 1, 3);                  // (0.5, 3) + 3 (-0.25, 0.5)
+  BOOST_TEST((std::vector<float>(w.begin() + 1, w.end()) == std::vector<float>{-0.25f, 4.5f}));
+  g = {0, 2, 2};
+  u.after_backward(p, g);
+  w = u.forward_weights(p, 0, 2);
+  BOOST_TEST((std::vector<float>(w.begin() + 1, w.end()) == std::vector<float>{-1.75f, 1.5f}));
+  BOOST_TEST((p == std::vector<float>{9, -0.5f, 2}));  // the prediction never writes the weights
+  BOOST_TEST(u.backward_weights(p, 0).data() == p.data());  // B uses the live weights
+}
+
+BOOST_AUTO_TEST_CASE(with_one_stage_every_async_mode_is_momentum_sgd_per_micro_batch_bitwise) {
+  // S = 1 under 1F1B: F(m), B(m) adjacent, so v = 0: no staleness, the stash is the live
+  // slice and SpecTrain's prediction W + 0 d is W. Each micro-batch's mean gradient takes one
+  // heavy-ball step: nn::mlp's loss_and_gradient on each micro-batch then the same optimizer,
+  // bitwise. Batches of 7 rows in micro-batches of 3, 2, 2; step loss = sum rows_m loss_m / B.
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 7, hg_test::seed() + 3);
+  nn::mlp<float> net = five_layers;
+  std::vector<float> ref = p0, g(net.num_params());
+  hg_test::sgd_stepper opt;
+  std::vector<float> ref_losses;
+  for (std::size_t t = 0; t < 3; ++t) {
+    float loss = 0;
+    for (const auto& mb : pl::split_micro_batches(source(t), 12, 3)) {
+      loss += net.loss_and_gradient(ref, nn::batch<float>{mb.x, mb.y}, g) *
+              static_cast<float>(mb.rows()) / 7.0f;
+      opt.step(ref, g);
+    }
+    ref_losses.push_back(loss);
+  }
+  BOOST_TEST(!same_bits(ref, p0));
+  for (const auto& cfg : async_modes(3)) {
+    pl::mlp_stages model(five_layers, {}, 1, 3);
+    std::vector<float> p = p0;
+    const auto r = pl::simulate_pipeline(model, p, make_sgd, cfg, source, 3);
+    BOOST_TEST(same_bits(p, ref), name_of(cfg));
+    for (std::size_t t = 0; t < 3; ++t)
+      BOOST_TEST(std::abs(r.losses[t] - ref_losses[t]) <= 1e-6f * ref_losses[t], name_of(cfg));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stashing_makes_the_backward_use_the_forward_weights) {
+  // S = 2, M = 2, 1F1B: stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1 (five layers split 3 + 2).
+  // Built from mlp_stages' pieces: stage 1 steps after B0, so F1 on stage 1 sees the new
+  // weights; stage 0 steps after its B0, so its B1 meets weights one version newer than its
+  // F1 used, unless it uses the stash (the weights at F1 = the initial ones). Stage 0 has 3
+  // layers, so its backward reads its own weights (dx through layers 2 and 1): the two differ.
+  const auto p0 = initial(five_layers);
+  const auto mbs = pl::split_micro_batches(batches(12, 5, 5, hg_test::seed() + 4)(0), 12, 2);
+  auto reference = [&](bool stash) {
+    pl::mlp_stages m(five_layers, {}, 2, 2);
+    std::vector<float> p = p0, g(p.size());
+    hg_test::sgd_stepper opt0, opt1;
+    auto step = [&](std::size_t s, hg_test::sgd_stepper& o) {
+      const auto slice = [&](std::vector<float>& v) {
+        return hg::span<float>(v.data() + m.stage_offset(s),
+                               m.stage_offset(s + 1) - m.stage_offset(s));
+      };
+      const auto gs = slice(g);
+      o.step(slice(p), hg::span<const float>(gs.data(), gs.size()));
+      std::fill(g.begin(), g.end(), 0.0f);
+    };
+    const std::vector<float> at_forward = p;  // stage 0's weights at F0 and F1
+    std::vector<std::vector<float>> a(2), dx(2);
+    for (std::size_t k = 0; k < 2; ++k) {
+      const auto out = m.forward(0, k, at_forward, mbs[k].x.data(), mbs[k].rows());
+      a[k].assign(out.begin(), out.end());
+    }
+    for (std::size_t k = 0; k < 2; ++k) {
+      m.forward(1, 0, p, a[k].data(), mbs[k].rows());
+      dx[k].resize(mbs[k].rows() * m.input_width(1));
+      m.loss_backward(0, p, mbs[k].y, 1.0f / static_cast<float>(mbs[k].rows()), g, dx[k]);
+      step(1, opt1);
+    }
+    for (std::size_t k = 0; k < 2; ++k) {
+      m.backward(0, k, stash ? at_forward : p, dx[k], g, {});
+      step(0, opt0);
+    }
+    return p;
+  };
+  const auto with = reference(true), without = reference(false);
+  BOOST_TEST(!same_bits(with, without));
+  const pl::batch_source one = [&](std::size_t) {
+    return batches(12, 5, 5, hg_test::seed() + 4)(0);
+  };
+  for (bool stash : {true, false}) {
+    pl::mlp_stages model(five_layers, {}, 2, 2);
+    std::vector<float> p = p0;
+    const auto r = pl::simulate_pipeline(
+        model, p, make_sgd, {.micro_batches = 2, .update = async, .stash_weights = stash}, one, 1);
+    BOOST_TEST(same_bits(p, stash ? with : without), "stash=" << stash);
+    BOOST_TEST(r.peak_stashes ==
+               (stash ? std::vector<std::size_t>{2, 1} : std::vector<std::size_t>{0, 0}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(async_modes_over_inproc_threads_equal_the_simulated_order_bitwise,
+                     *boost::unit_test::timeout(60)) {
+  // Each stage runs a fixed op list on inputs arriving in that order and touches only its
+  // slice, so asynchronous updates are deterministic: the threads' parameters, losses, peak
+  // in-flight micro-batches and peak stashes equal simulate_pipeline's bitwise, for every mode,
+  // S = 2, 3, 4, 1F1B with M = 3 (and GPipe without stashing), four steps. Stashing holds
+  // min(S - s, M) slice copies at its peak on stage s (M under GPipe).
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 7, hg_test::seed() + 5);
+  for (std::size_t S : {2, 3, 4}) {
+    auto modes = async_modes(3);
+    modes.push_back({.schedule = pl::pipeline_schedule_kind::gpipe,
+                     .micro_batches = 3,
+                     .update = async,
+                     .stash_weights = true});
+    for (const auto& cfg : modes) {
+      const std::string what = "S=" + std::to_string(S) + " " + name_of(cfg) +
+                               (cfg.schedule == pl::pipeline_schedule_kind::gpipe ? " gpipe" : "");
+      pl::mlp_stages sim_model(five_layers, {}, S, 3);
+      std::vector<float> sim = p0, sync = p0;
+      const auto expect = pl::simulate_pipeline(sim_model, sim, make_sgd, cfg, source, 4);
+      pl::simulate_pipeline(sim_model, sync, make_sgd, {.micro_batches = 3}, source, 4);
+      BOOST_TEST(!same_bits(sim, sync), what);  // asynchronous updates change the result
+      std::vector<float> gathered, losses;
+      std::vector<std::size_t> peak(S), stashes(S);
+      hg::comm::inproc::spawn(static_cast<int>(S), [&](const hg::comm::inproc::communicator& c) {
+        pl::mlp_stages model(five_layers, {}, S, 3);
+        std::vector<float> p = p0;
+        const auto r = pl::run_pipeline_over(c, model, p, make_sgd, cfg, source, 4,
+                                             {.timeout = std::chrono::seconds{30}});
+        pl::gather_stages(c, model, p);
+        const auto s = static_cast<std::size_t>(c.rank());
+        peak[s] = r.peak_in_flight[s];
+        stashes[s] = r.peak_stashes[s];
+        if (s == 0) gathered = p;
+        if (s + 1 == S) losses = r.losses;
+      });
+      BOOST_TEST(same_bits(gathered, sim), what);
+      BOOST_TEST(same_bits(losses, expect.losses), what);
+      BOOST_TEST(peak == expect.peak_in_flight, what);
+      BOOST_TEST(stashes == expect.peak_stashes, what);
+      for (std::size_t s = 0; s < S; ++s) {
+        const bool gpipe = cfg.schedule == pl::pipeline_schedule_kind::gpipe;
+        const std::size_t bound = gpipe ? 3 : std::min<std::size_t>(S - s, 3);
+        BOOST_TEST(stashes[s] == (cfg.stash_weights ? bound : 0), what << " s=" << s);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(async_and_spectrain_equal_pipelined_backprop_bitwise) {
+  // decoupled::pipelined_backprop runs the same rules in one thread over one schedule per call:
+  // a micro-batch's mean gradient (1 / rows) steps the stage after each backward, SpecTrain's
+  // W + s d with the same smoothing, s = execute_schedule's updates_between, which is
+  // versions_until_backward. One call per step drains the pipeline as our steps do, so the
+  // parameters are equal bitwise (S = 3, M = 4, 9-row batches: micro-batches of 3, 2, 2, 2).
+  // Not compared: its synchronous mode (it averages the M micro-batch means, we weigh rows by
+  // 1 / B: equal only in exact arithmetic and equal rows), and stashing, which it lacks.
+  const auto p0 = initial(five_layers);
+  const auto source = batches(12, 5, 9, hg_test::seed() + 6);
+  for (bool spectrain : {false, true}) {
+    dc::pipelined_backprop<hg_test::sgd_stepper> pb(
+        five_layers, p0, {.stages = 3, .update = async, .spectrain = spectrain}, make_sgd);
+    for (std::size_t t = 0; t < 3; ++t) {
+      std::vector<std::vector<float>> xs;
+      std::vector<std::vector<std::int32_t>> ys;
+      for (const auto& mb : pl::split_micro_batches(source(t), 12, 4)) {
+        xs.push_back(mb.x);
+        ys.push_back(mb.y);
+      }
+      pb.run(dc::schedule_1f1b(3, 4), xs, ys);
+    }
+    pl::mlp_stages model(five_layers, {}, 3, 4);
+    std::vector<float> p = p0;
+    pl::simulate_pipeline(model, p, make_sgd,
+                          {.micro_batches = 4, .update = async, .spectrain = spectrain}, source, 3);
+    BOOST_TEST(same_bits(p, pb.params()), "spectrain=" << spectrain);
+    BOOST_TEST(!same_bits(p, p0));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
