@@ -43,7 +43,11 @@ BOOST_AUTO_TEST_CASE(stage_pipeline_over_mpi_ranks_equals_the_simulated_pipeline
       {.micro_batches = 4, .update = async},
       {.micro_batches = 4, .update = async, .stash_weights = true},
       {.micro_batches = 4, .update = async, .spectrain = true},
-      {.schedule = gpipe, .micro_batches = 4, .update = async, .stash_weights = true}};
+      {.schedule = gpipe,
+       .micro_batches = 4,
+       .update = async,
+       .stash_weights = true,
+       .drain_every = 1}};
   for (std::size_t k = 0; k < configs.size(); ++k) {
     const auto& cfg = configs[k];
     pl::mlp_stages sim_model(net, {}, S, 4), model(net, {}, S, 4);

@@ -38,6 +38,7 @@ struct pipeline_config {
   bool stash_weights = false;
   bool spectrain = false;
   float spectrain_gamma = 0.9f;
+  std::size_t drain_every = 0;
 
   static constexpr auto description() {
     return describe(
@@ -60,7 +61,11 @@ struct pipeline_config {
                        "asynchronous only, not with stash_weights: a forward uses SpecTrain's "
                        "prediction of the weights its backward will meet"),
         describe_field("spectrain_gamma", &pipeline_config::spectrain_gamma,
-                       "SpecTrain's smoothing of each stage's weight change", closed_open(0, 1)));
+                       "SpecTrain's smoothing of each stage's weight change", closed_open(0, 1)),
+        describe_field("drain_every", &pipeline_config::drain_every,
+                       "asynchronous: steps whose micro-batches form one continuous 1F1B stream "
+                       "before the pipeline drains (0: the whole run; synchronous steps always "
+                       "drain)"));
   }
   void validate() const {
     validate_fields(*this);
@@ -75,11 +80,27 @@ struct pipeline_config {
   }
 };
 
-/// The op list of every stage for S stages under the configuration.
-inline decoupled::pipeline_schedule schedule_for(const pipeline_config& cfg, std::size_t stages) {
-  return cfg.schedule == pipeline_schedule_kind::gpipe
-             ? decoupled::schedule_gpipe(stages, cfg.micro_batches)
-             : decoupled::schedule_1f1b(stages, cfg.micro_batches);
+/// The op list of every stage for S stages and n micro-batches under the configuration's
+/// schedule (n = 0: cfg.micro_batches).
+inline decoupled::pipeline_schedule schedule_for(const pipeline_config& cfg, std::size_t stages,
+                                                 std::size_t n = 0) {
+  if (n == 0) n = cfg.micro_batches;
+  return cfg.schedule == pipeline_schedule_kind::gpipe ? decoupled::schedule_gpipe(stages, n)
+                                                       : decoupled::schedule_1f1b(stages, n);
+}
+
+/// The steps [first, first + count) that run as one stream of count x M micro-batches before
+/// the pipeline drains: one step when synchronous, drain_every (0: all) when asynchronous.
+struct segment {
+  std::size_t first, count;
+};
+inline std::vector<segment> segments_of(const pipeline_config& cfg, std::size_t steps) {
+  const std::size_t per = cfg.update == pipeline_update::synchronous ? 1
+                          : cfg.drain_every == 0 ? std::max<std::size_t>(steps, 1)
+                                                 : cfg.drain_every;
+  std::vector<segment> out;
+  for (std::size_t t = 0; t < steps; t += per) out.push_back({t, std::min(per, steps - t)});
+  return out;
 }
 
 /// A batch (or micro-batch) on the host: rows = y.size() inputs of the first stage's width.
@@ -118,6 +139,8 @@ struct pipeline_report {
   std::vector<float> losses;                // per step: mean loss over the step's batch
   std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
   std::vector<std::size_t> peak_stashes;    // per stage: most stashed slice copies (stash_weights)
+  std::vector<std::size_t> peak_pending_sends;  // per stage (transport runs): most messages whose
+                                                // buffers were kept for an unfinished send
 };
 
 namespace detail {

@@ -103,53 +103,80 @@ auto make_updater(const M& model, MakeOpt& make_opt, const pipeline_config& cfg,
                                                           model.num_params(), slots);
 }
 
-/// One step in simulated order: returns the loss; pools[s].peak() grows. versions[s][m]: the
-/// updates stage s makes between F(m) and B(m) (SpecTrain's distance).
+/// The micro-batches of steps [seg.first, seg.first + seg.count), in order, with each one's
+/// step and that step's rows B.
+struct segment_data {
+  std::vector<batch_data> mbs;
+  std::vector<std::size_t> step, batch_rows;
+};
+template <stage_model M>
+segment_data load_segment(const M& model, const batch_source& source, segment seg,
+                          std::size_t micro_batches) {
+  segment_data d;
+  for (std::size_t t = seg.first; t < seg.first + seg.count; ++t) {
+    auto mbs = split_micro_batches(source(t), model.input_width(0), micro_batches);
+    const std::size_t B = total_rows(model, mbs);
+    for (auto& mb : mbs) {
+      d.mbs.push_back(std::move(mb));
+      d.step.push_back(t);
+      d.batch_rows.push_back(B);
+    }
+  }
+  return d;
+}
+
+/// One segment (a stream of N micro-batches, drained at its end) in simulated order; adds each
+/// micro-batch's loss term to losses[its step]; peak[s] grows to stage s's most in flight.
 template <stage_model M, class Upd>
-float simulate_step(M& model, span<float> params, std::vector<Upd>& upd,
-                    const decoupled::schedule_stats& st, const std::vector<batch_data>& mbs,
-                    std::vector<slot_pool>& pools,
-                    const std::vector<std::vector<std::size_t>>& versions) {
-  const std::size_t S = model.stages(), Mb = mbs.size(), B = total_rows(model, mbs);
+void simulate_segment(M& model, span<float> params, std::vector<Upd>& upd,
+                      const pipeline_config& cfg, const segment_data& d, std::vector<float>& losses,
+                      std::vector<std::size_t>& peak) {
+  const std::size_t S = model.stages(), N = d.mbs.size();
   const bool async = upd.front().asynchronous();
+  const auto sch = schedule_for(cfg, S, N);
+  const auto st =
+      decoupled::execute_schedule(sch, std::vector<double>(S, 1.0), std::vector<double>(S, 2.0), N);
+  std::vector<std::vector<std::size_t>> versions;
+  for (std::size_t s = 0; s < S; ++s) versions.push_back(versions_until_backward(sch[s], N));
+  std::vector<slot_pool> pools(S, slot_pool(N));
   const span<const float> p(params.data(), params.size());
   std::vector<float> g(params.size(), 0.0f);
-  // act[s][m]: stage s's output for m (the message to s + 1); grad[s][m]: d/d(its input).
-  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(Mb)),
+  // act[s][k]: stage s's output for k (the message to s + 1); grad[s][k]: d/d(its input).
+  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(N)),
       grad = act;
-  float loss = 0;
   for (const auto& t : st.order) {
-    const std::size_t s = t.stage, m = t.op.micro_batch, rows = mbs[m].rows();
+    const std::size_t s = t.stage, k = t.op.micro_batch, rows = d.mbs[k].rows();
     if (t.op.kind == decoupled::pass::forward) {
-      const float* in = s == 0 ? mbs[m].x.data() : act[s - 1][m].data();
-      const std::size_t slot = pools[s].take(m);
+      const float* in = s == 0 ? d.mbs[k].x.data() : act[s - 1][k].data();
+      const std::size_t slot = pools[s].take(k);
       const auto out =
-          model.forward(s, slot, upd[s].forward_weights(p, slot, versions[s][m]), in, rows);
-      if (s + 1 < S) act[s][m].assign(out.begin(), out.end());
-      if (s > 0) std::vector<float>().swap(act[s - 1][m]);
+          model.forward(s, slot, upd[s].forward_weights(p, slot, versions[s][k]), in, rows);
+      if (s + 1 < S) act[s][k].assign(out.begin(), out.end());
+      if (s > 0) std::vector<float>().swap(act[s - 1][k]);
       continue;
     }
-    const std::size_t slot = pools[s].give(m);
+    const std::size_t slot = pools[s].give(k), B = d.batch_rows[k];
     const auto w = upd[s].backward_weights(p, slot);
-    grad[s][m].resize(s > 0 ? rows * model.input_width(s) : 0);
+    grad[s][k].resize(s > 0 ? rows * model.input_width(s) : 0);
     if (s + 1 == S) {
-      const float l = model.loss_backward(slot, w, span<const std::int32_t>(mbs[m].y),
-                                          loss_scale(async, rows, B), g, grad[s][m]);
-      loss += step_loss_term(async, l, rows, B);
+      const float l = model.loss_backward(slot, w, span<const std::int32_t>(d.mbs[k].y),
+                                          loss_scale(async, rows, B), g, grad[s][k]);
+      losses.at(d.step[k]) += step_loss_term(async, l, rows, B);
     } else {
-      model.backward(s, slot, w, grad[s + 1][m], g, grad[s][m]);
-      std::vector<float>().swap(grad[s + 1][m]);
+      model.backward(s, slot, w, grad[s + 1][k], g, grad[s][k]);
+      std::vector<float>().swap(grad[s + 1][k]);
     }
     upd[s].after_backward(params, g);
   }
   for (auto& u : upd) u.end_step(params, g);
-  return loss;
+  for (std::size_t s = 0; s < S; ++s) peak[s] = std::max(peak[s], pools[s].peak());
 }
 }  // namespace detail
 
 /// `steps` pipeline steps in one thread (see the top of this file); batch t comes from
-/// source(t), split into cfg.micro_batches. make_opt(slice size) makes stage s's optimizer.
-/// The report has every step's loss and each stage's peak in-flight micro-batches and stashes.
+/// source(t), split into cfg.micro_batches; asynchronous runs stream drain_every steps' micro-
+/// batches before draining. make_opt(slice size) makes stage s's optimizer. The report has
+/// every step's loss and each stage's peak in-flight micro-batches and stashes.
 template <stage_model M, class MakeOpt>
 pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt,
                                   const pipeline_config& cfg, const batch_source& source,
@@ -157,26 +184,17 @@ pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt 
   cfg.validate();
   detail::check_params(model, params.size());
   const std::size_t S = model.stages(), Mb = cfg.micro_batches;
-  const auto sch = schedule_for(cfg, S);
-  const auto st = decoupled::execute_schedule(sch, std::vector<double>(S, 1.0),
-                                              std::vector<double>(S, 2.0), Mb);
   std::vector<decltype(detail::make_updater(model, make_opt, cfg, 0, Mb))> upd;
-  std::vector<std::vector<std::size_t>> versions;
-  for (std::size_t s = 0; s < S; ++s) {
+  for (std::size_t s = 0; s < S; ++s)
     upd.push_back(detail::make_updater(model, make_opt, cfg, s, Mb));
-    versions.push_back(detail::versions_until_backward(sch[s], Mb));
-  }
-  std::vector<detail::slot_pool> pools(S, detail::slot_pool(Mb));
   pipeline_report report;
-  for (std::size_t t = 0; t < steps; ++t) {
-    const auto mbs = split_micro_batches(source(t), model.input_width(0), Mb);
-    report.losses.push_back(
-        detail::simulate_step(model, span<float>(params), upd, st, mbs, pools, versions));
-  }
-  for (std::size_t s = 0; s < S; ++s) {
-    report.peak_in_flight.push_back(pools[s].peak());
-    report.peak_stashes.push_back(upd[s].peak_stashes());
-  }
+  report.losses.assign(steps, 0.0f);
+  report.peak_in_flight.assign(S, 0);
+  for (const auto seg : segments_of(cfg, steps))
+    detail::simulate_segment(model, span<float>(params), upd, cfg,
+                             detail::load_segment(model, source, seg, Mb), report.losses,
+                             report.peak_in_flight);
+  for (std::size_t s = 0; s < S; ++s) report.peak_stashes.push_back(upd[s].peak_stashes());
   return report;
 }
 

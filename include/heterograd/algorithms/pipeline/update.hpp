@@ -88,7 +88,8 @@ class stage_updater {
   span<const float> forward_weights(span<const float> params, std::size_t slot,
                                     std::size_t versions) {
     if (stash_) {
-      stashes_.at(slot).assign(params.begin() + first_, params.begin() + end_);
+      if (slot >= stashes_.size()) stashes_.resize(slot + 1);  // GPipe streams: N in flight
+      stashes_[slot].assign(params.begin() + first_, params.begin() + end_);
       peak_ = std::max(peak_, ++live_);
     }
     if (!spectrain_) return params;
