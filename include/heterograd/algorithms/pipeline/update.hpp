@@ -5,13 +5,13 @@
 //
 // asynchronous (PipeDream: Narayanan et al., PipeDream: Generalized Pipeline Parallelism for DNN
 // Training, SOSP 2019): after the backward of micro-batch m, stage s steps its slice with m's
-// gradient alone (the loss of m weighted by 1 / rows_m: the micro-batch's mean). Under 1F1B the
-// stage runs v_s(m) other backwards between F(m) and B(m) (versions_until_backward), so B(m)
-// meets weights v_s(m) updates newer than F(m) did: S - s - 1 in the steady state (min(S - s,
-// M) - 1 here, where each step's pipeline drains).
+// gradient alone (the loss of m weighted by 1 / rows_m: the micro-batch's mean). The stage
+// runs v_s(m) other backwards between F(m) and B(m) (versions_until_backward), so B(m) meets
+// weights v_s(m) updates newer than F(m) did: under 1F1B min(m, K - 1), K = min(S - s, N) for
+// a stream of N micro-batches, i.e. S - s - 1 in the steady state (PipeDream's staleness).
 //   stash_weights: F(m) keeps a copy of the slice it used and B(m) uses it (PipeDream's weight
 //   stashing): the gradient is that of the weights the activations came from. One copy per
-//   micro-batch in flight: at most min(S - s, M) under 1F1B (peak_stashes, tested).
+//   micro-batch in flight: at most min(S - s, N) under 1F1B (peak_stashes, tested).
 //   spectrain (Chen, Yang, Cheng, arXiv 1809.02839): F(m) uses the prediction
 //   W_hat = W + v_s(m) d of the weights B(m) will meet, d = gamma d + (1 - gamma) (W_after -
 //   W_before) the smoothed weight change of the stage's updates, and B(m) the current weights.
