@@ -303,6 +303,8 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_configuration_and_input_are_refused_by_name) {
       {{.stash_weights = true},
        "'pipeline.stash_weights' = true: needs pipeline.update = asynchronous"},
       {{.spectrain = true}, "'pipeline.spectrain' = true: needs pipeline.update = asynchronous"},
+      {{.measure_staleness = true},
+       "'pipeline.measure_staleness' = true: needs pipeline.update = asynchronous"},
       {{.update = async, .stash_weights = true, .spectrain = true},
        "'pipeline.spectrain' = true: excludes pipeline.stash_weights"},
       {{.update = async, .spectrain = true, .spectrain_gamma = 1.0f},

@@ -39,6 +39,7 @@ struct pipeline_config {
   bool spectrain = false;
   float spectrain_gamma = 0.9f;
   std::size_t drain_every = 0;
+  bool measure_staleness = false;
 
   static constexpr auto description() {
     return describe(
@@ -65,7 +66,10 @@ struct pipeline_config {
         describe_field("drain_every", &pipeline_config::drain_every,
                        "asynchronous: steps whose micro-batches form one continuous 1F1B stream "
                        "before the pipeline drains (0: the whole run; synchronous steps always "
-                       "drain)"));
+                       "drain)"),
+        describe_field("measure_staleness", &pipeline_config::measure_staleness,
+                       "asynchronous only: each stage sums the squared distance of its forward's "
+                       "weights (and SpecTrain's prediction) to its backward's into the report"));
   }
   void validate() const {
     validate_fields(*this);
@@ -73,6 +77,8 @@ struct pipeline_config {
     require(async || !stash_weights, "pipeline.stash_weights", stash_weights,
             "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
     require(async || !spectrain, "pipeline.spectrain", spectrain,
+            "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
+    require(async || !measure_staleness, "pipeline.measure_staleness", measure_staleness,
             "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
     require(!(spectrain && stash_weights), "pipeline.spectrain", spectrain,
             "excludes pipeline.stash_weights (SpecTrain's backward uses the weights it "
@@ -139,6 +145,7 @@ struct pipeline_report {
   std::vector<float> losses;                // per step: mean loss over the step's batch
   std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
   std::vector<std::size_t> peak_stashes;    // per stage: most stashed slice copies (stash_weights)
+  std::vector<decoupled::staleness_report> staleness;  // per stage: measure_staleness's sums
   std::vector<std::size_t> peak_pending_sends;  // per stage (transport runs): most messages whose
                                                 // buffers were kept for an unfinished send
 };

@@ -194,7 +194,10 @@ pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt 
     detail::simulate_segment(model, span<float>(params), upd, cfg,
                              detail::load_segment(model, source, seg, Mb), report.losses,
                              report.peak_in_flight);
-  for (std::size_t s = 0; s < S; ++s) report.peak_stashes.push_back(upd[s].peak_stashes());
+  for (std::size_t s = 0; s < S; ++s) {
+    report.peak_stashes.push_back(upd[s].peak_stashes());
+    report.staleness.push_back(upd[s].staleness());
+  }
   return report;
 }
 

@@ -108,6 +108,7 @@ class stage_runner {
   std::size_t peak_in_flight() const { return peak_; }
   std::size_t peak_pending_sends() const { return peak_pending_; }
   std::size_t peak_stashes() const { return upd_.peak_stashes(); }
+  const decoupled::staleness_report& staleness() const { return upd_.staleness(); }
 
  private:
   using request = decltype(std::declval<const Transport&>().send(span<const float>{}, 0, 0,
@@ -379,6 +380,8 @@ pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<floa
   report.peak_in_flight[s] = runner.peak_in_flight();
   report.peak_stashes.assign(S, 0);
   report.peak_stashes[s] = runner.peak_stashes();
+  report.staleness.assign(S, {});
+  report.staleness[s] = runner.staleness();
   report.peak_pending_sends.assign(S, 0);
   report.peak_pending_sends[s] = runner.peak_pending_sends();
   return report;

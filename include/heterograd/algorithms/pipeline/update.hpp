@@ -19,6 +19,9 @@
 //   and W_hat = W - s lr v, the paper's formula (equal in exact arithmetic); for momentum or Adam
 //   the smoothed change is the step actually taken. This is decoupled::pipelined_backprop's rule
 //   (equal bitwise, tested).
+//   measure_staleness: each backward adds ||W_F - W_B||^2 (the weights F(m) found against
+//   those B(m) meets, before its update) and, with SpecTrain, ||W_hat - W_B||^2 to the stage's
+//   staleness_report, as pipelined_backprop does (one more slice copy per micro-batch).
 
 #include <algorithm>
 #include <cstddef>
@@ -26,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
 #include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/algorithms/pipeline/config.hpp"
 #include "heterograd/core/error.hpp"
@@ -73,6 +77,7 @@ class stage_updater {
         async_(cfg.update == pipeline_update::asynchronous),
         stash_(cfg.stash_weights),
         spectrain_(cfg.spectrain),
+        measure_(cfg.measure_staleness),
         gamma_(cfg.spectrain_gamma),
         first_(first),
         end_(end) {
@@ -87,6 +92,7 @@ class stage_updater {
   /// live slice is copied to the slot's stash. SpecTrain: the prediction, in a private buffer.
   span<const float> forward_weights(span<const float> params, std::size_t slot,
                                     std::size_t versions) {
+    if (measure_) keep(at_forward_, slot, params);
     if (stash_) {
       if (slot >= stashes_.size()) stashes_.resize(slot + 1);  // GPipe streams: N in flight
       stashes_[slot].assign(params.begin() + first_, params.begin() + end_);
@@ -95,11 +101,13 @@ class stage_updater {
     if (!spectrain_) return params;
     const float k = static_cast<float>(versions);
     for (std::size_t j = first_; j < end_; ++j) view_[j] = params[j] + k * velocity_[j - first_];
+    if (measure_) keep(predicted_, slot, span<const float>(view_.data(), view_.size()));
     return span<const float>(view_.data(), view_.size());
   }
 
   /// The buffer B(m) reads: the slot's stash when stashing, else the live weights.
   span<const float> backward_weights(span<const float> params, std::size_t slot) {
+    if (measure_) record_staleness(params, slot);
     if (!stash_) return params;
     std::vector<float>& w = stashes_.at(slot);
     std::copy(w.begin(), w.end(), view_.begin() + first_);
@@ -119,8 +127,29 @@ class stage_updater {
   }
   /// Most stashed slice copies held at once (0 without stashing).
   std::size_t peak_stashes() const { return peak_; }
+  /// measure_staleness: sums over this stage's backwards (pipelined_backprop's measure).
+  const decoupled::staleness_report& staleness() const { return staleness_; }
 
  private:
+  void keep(std::vector<std::vector<float>>& to, std::size_t slot, span<const float> w) {
+    if (slot >= to.size()) to.resize(slot + 1);
+    to[slot].assign(w.begin() + first_, w.begin() + end_);
+  }
+  // ||W_F - W_B||^2 and, with SpecTrain, ||W_hat - W_B||^2, W_B = the live slice at B(m).
+  void record_staleness(span<const float> params, std::size_t slot) {
+    auto dist = [&](const std::vector<float>& w) {
+      double e = 0;
+      for (std::size_t j = 0; j < w.size(); ++j) {
+        const double d = static_cast<double>(w[j]) - params[first_ + j];
+        e += d * d;
+      }
+      return e;
+    };
+    staleness_.stale_error += dist(at_forward_.at(slot));
+    if (spectrain_) staleness_.predicted_error += dist(predicted_.at(slot));
+    ++staleness_.samples;
+  }
+
   void apply(span<float> params, span<float> g) {
     const span<float> w = params.subspan(first_, end_ - first_);
     const span<float> gs = g.subspan(first_, end_ - first_);
@@ -133,11 +162,13 @@ class stage_updater {
   }
 
   Opt opt_;
-  bool async_, stash_, spectrain_;
+  bool async_, stash_, spectrain_, measure_;
   float gamma_;
   std::size_t first_, end_;
   std::vector<float> view_, velocity_, before_;
-  std::vector<std::vector<float>> stashes_;  // [slot]: the slice F used
+  std::vector<std::vector<float>> stashes_;                 // [slot]: the slice F used
+  std::vector<std::vector<float>> at_forward_, predicted_;  // [slot]: measure_staleness
+  decoupled::staleness_report staleness_;
   std::size_t live_ = 0, peak_ = 0;
 };
 
