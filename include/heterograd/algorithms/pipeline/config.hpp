@@ -152,13 +152,15 @@ struct pipeline_report {
 
 namespace detail {
 /// The model slots of one stage: a forward takes the lowest free one, its backward gives it
-/// back; `peak` is the most taken at once.
+/// back; `peak` is the most taken at once. O(slots) per call, whatever the stream's length.
 class slot_pool {
  public:
   explicit slot_pool(std::size_t micro_batches) : of_(micro_batches, none) {}
   std::size_t take(std::size_t m) {
-    std::size_t s = 0;
-    while (std::find(of_.begin(), of_.end(), s) != of_.end()) ++s;
+    const std::size_t s = static_cast<std::size_t>(
+        std::find(used_.begin(), used_.end(), false) - used_.begin());
+    if (s == used_.size()) used_.push_back(false);
+    used_[s] = true;
     of_.at(m) = s;
     peak_ = std::max(peak_, ++live_);
     return s;
@@ -166,6 +168,7 @@ class slot_pool {
   std::size_t give(std::size_t m) {
     const std::size_t s = of_.at(m);
     of_[m] = none;
+    used_.at(s) = false;
     --live_;
     return s;
   }
@@ -174,6 +177,7 @@ class slot_pool {
  private:
   static constexpr std::size_t none = ~std::size_t{0};
   std::vector<std::size_t> of_;  // micro-batch -> slot
+  std::vector<bool> used_;       // slot -> taken
   std::size_t live_ = 0, peak_ = 0;
 };
 }  // namespace detail

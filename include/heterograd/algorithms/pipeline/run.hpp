@@ -206,6 +206,7 @@ class stage_runner {
       const float l = model_.loss_backward(slot, weights, span<const std::int32_t>(labels_[k]),
                                            loss_scale(async, rows, batch_rows_[k]), g_, dx);
       loss = step_loss_term(async, l, rows, batch_rows_[k]);
+      std::vector<std::int32_t>().swap(labels_[k]);
     } else {
       const std::size_t w = model_.input_width(s_ + 1);
       receive_header(
