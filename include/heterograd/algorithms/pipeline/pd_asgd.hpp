@@ -182,7 +182,7 @@ class pd_asgd_run {
 
 /// Runs PD-ASGD over batches source(0..batches-1) on `params` (shared, updated in place);
 /// make_opt(slice size) makes stage s's optimizer. `model` is copied max_in_flight times
-/// (each copy needs one slot per stage).
+/// (each copy needs one slot per stage). `source` is called from the forward threads at once.
 template <stage_model M, class MakeOpt>
 pd_asgd_report pd_asgd(const M& model, std::vector<float>& params, MakeOpt make_opt,
                        const batch_source& source, std::size_t batches,
