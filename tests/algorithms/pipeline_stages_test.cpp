@@ -6,48 +6,28 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
 
-#include "decoupled_support.hpp"
 #include "heterograd/algorithms/pipeline.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/testing/algorithms_pipeline_archetypes.hpp"
 #include "hg_test.hpp"
+#include "pipeline_support.hpp"
 
 namespace hg = heterograd;
 namespace nn = heterograd::nn;
 namespace pl = heterograd::algorithms::pipeline;
 
+using hg_pipeline_test::batches;
+using hg_pipeline_test::five_layers;
+using hg_pipeline_test::initial;
+using hg_pipeline_test::make_sgd;
+using hg_pipeline_test::same_bits;
+
 namespace {
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-/// Batch t: `rows` rows of `dim` normal inputs shifted towards their class.
-pl::batch_source batches(std::size_t dim, std::size_t classes, std::size_t rows,
-                         std::uint64_t seed) {
-  return [=](std::size_t t) {
-    const hg::counter_rng rng(seed, t);
-    pl::batch_data b;
-    for (std::size_t r = 0; r < rows; ++r) {
-      b.y.push_back(static_cast<std::int32_t>(rng.below(1u << 30 | r, classes)));
-      for (std::size_t j = 0; j < dim; ++j)
-        b.x.push_back(
-            static_cast<float>(rng.normal(r * dim + j) +
-                               (j % classes == static_cast<std::size_t>(b.y[r]) ? 1.0 : 0.0)));
-    }
-    return b;
-  };
-}
-auto make_sgd = [](std::size_t) { return hg_test::sgd_stepper{}; };
-// Five dense layers: 2, 3 and 4 stages split them unevenly (3+2, 2+2+1, 2+1+1+1).
-const nn::mlp<float> five_layers({12, 10, 9, 8, 7, 5});
-std::vector<float> initial(const nn::mlp<float>& net) {
-  std::vector<float> p(net.num_params());
-  net.init(p, hg_test::seed());
-  return p;
-}
 std::string what_of(const std::function<void()>& f) {
   try {
     f();
@@ -317,8 +297,25 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_configuration_and_input_are_refused_by_name) {
   };
   BOOST_TEST(sim({.micro_batches = 0}, 4).find("'pipeline.micro_batches' = 0: must be >= 1") !=
              std::string::npos);
-  BOOST_TEST(sim({.update = pl::pipeline_update::asynchronous}, 4)
-                 .find("'pipeline.update' = 1: must be one of synchronous") != std::string::npos);
+  // Stashing and SpecTrain need asynchronous updates and exclude each other; gamma in [0, 1).
+  const auto async = pl::pipeline_update::asynchronous;
+  const std::vector<std::pair<pl::pipeline_config, std::string>> refused{
+      {{.stash_weights = true},
+       "'pipeline.stash_weights' = true: needs pipeline.update = asynchronous"},
+      {{.spectrain = true}, "'pipeline.spectrain' = true: needs pipeline.update = asynchronous"},
+      {{.measure_staleness = true},
+       "'pipeline.measure_staleness' = true: needs pipeline.update = asynchronous"},
+      {{.update = async, .stash_weights = true, .spectrain = true},
+       "'pipeline.spectrain' = true: excludes pipeline.stash_weights"},
+      {{.update = async, .spectrain = true, .spectrain_gamma = 1.0f},
+       "'pipeline.spectrain_gamma' = 1: must be in [0, 1)"},
+      {{.update = static_cast<pl::pipeline_update>(2)},
+       "'pipeline.update' = 2: must be one of synchronous, asynchronous"}};
+  for (const auto& [cfg, says] : refused) {
+    const std::string what = sim(cfg, 4);
+    BOOST_TEST(what.find(says) != std::string::npos, what);
+  }
+  BOOST_TEST(sim({.micro_batches = 3, .update = async, .stash_weights = true}, 4) == "no error");
   BOOST_TEST(sim({.schedule = static_cast<pl::pipeline_schedule_kind>(7)}, 4)
                  .find("'pipeline.schedule' = 7: must be one of gpipe, 1f1b") != std::string::npos);
   BOOST_TEST(sim({.micro_batches = 4}, 4)

@@ -28,8 +28,6 @@ inline constexpr choice<pipeline_schedule_kind> pipeline_schedule_kinds[] = {
     {"gpipe", pipeline_schedule_kind::gpipe}, {"1f1b", pipeline_schedule_kind::one_f_one_b}};
 
 using decoupled::pipeline_update;
-/// Asynchronous updates (PipeDream, SpecTrain) are not in this runtime yet: the config accepts
-/// the first entry only, and its error says so.
 inline constexpr choice<pipeline_update> pipeline_updates[] = {
     {"synchronous", pipeline_update::synchronous}, {"asynchronous", pipeline_update::asynchronous}};
 
@@ -37,6 +35,11 @@ struct pipeline_config {
   pipeline_schedule_kind schedule = pipeline_schedule_kind::one_f_one_b;
   std::size_t micro_batches = 4;
   pipeline_update update = pipeline_update::synchronous;
+  bool stash_weights = false;
+  bool spectrain = false;
+  float spectrain_gamma = 0.9f;
+  std::size_t drain_every = 0;
+  bool measure_staleness = false;
 
   static constexpr auto description() {
     return describe(
@@ -47,20 +50,63 @@ struct pipeline_config {
         describe_field("micro_batches", &pipeline_config::micro_batches,
                        "micro-batches M a step's batch is split into (each batch needs >= M rows)",
                        with_note(at_least(1), "(M = 0 would split a batch into nothing)")),
-        describe_field(
-            "update", &pipeline_config::update,
-            "synchronous: gradients of the M micro-batches summed, one optimizer step per "
-            "stage per step (asynchronous updates are not implemented yet)",
-            std::span(pipeline_updates).first(1)));
+        describe_field("update", &pipeline_config::update,
+                       "synchronous: the M micro-batches' gradients summed, one optimizer step "
+                       "per stage per step; asynchronous (PipeDream): each stage steps its slice "
+                       "after every backward with that micro-batch's mean gradient",
+                       pipeline_updates),
+        describe_field("stash_weights", &pipeline_config::stash_weights,
+                       "asynchronous only: a backward uses the weights its forward used "
+                       "(PipeDream's weight stashing; one slice copy per micro-batch in flight)"),
+        describe_field("spectrain", &pipeline_config::spectrain,
+                       "asynchronous only, not with stash_weights: a forward uses SpecTrain's "
+                       "prediction of the weights its backward will meet"),
+        describe_field("spectrain_gamma", &pipeline_config::spectrain_gamma,
+                       "SpecTrain's smoothing of each stage's weight change", closed_open(0, 1)),
+        describe_field("drain_every", &pipeline_config::drain_every,
+                       "asynchronous: steps whose micro-batches form one continuous 1F1B stream "
+                       "before the pipeline drains (0: the whole run; synchronous steps always "
+                       "drain)"),
+        describe_field("measure_staleness", &pipeline_config::measure_staleness,
+                       "asynchronous only: each stage sums the squared distance of its forward's "
+                       "weights (and SpecTrain's prediction) to its backward's into the report"));
   }
-  void validate() const { validate_fields(*this); }
+  void validate() const {
+    validate_fields(*this);
+    const bool async = update == pipeline_update::asynchronous;
+    require(async || !stash_weights, "pipeline.stash_weights", stash_weights,
+            "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
+    require(async || !spectrain, "pipeline.spectrain", spectrain,
+            "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
+    require(async || !measure_staleness, "pipeline.measure_staleness", measure_staleness,
+            "needs pipeline.update = asynchronous (a synchronous step has no stale weights)");
+    require(!(spectrain && stash_weights), "pipeline.spectrain", spectrain,
+            "excludes pipeline.stash_weights (SpecTrain's backward uses the weights it "
+            "predicted, the current ones: there is nothing to stash)");
+  }
 };
 
-/// The op list of every stage for S stages under the configuration.
-inline decoupled::pipeline_schedule schedule_for(const pipeline_config& cfg, std::size_t stages) {
-  return cfg.schedule == pipeline_schedule_kind::gpipe
-             ? decoupled::schedule_gpipe(stages, cfg.micro_batches)
-             : decoupled::schedule_1f1b(stages, cfg.micro_batches);
+/// The op list of every stage for S stages and n micro-batches under the configuration's
+/// schedule (n = 0: cfg.micro_batches).
+inline decoupled::pipeline_schedule schedule_for(const pipeline_config& cfg, std::size_t stages,
+                                                 std::size_t n = 0) {
+  if (n == 0) n = cfg.micro_batches;
+  return cfg.schedule == pipeline_schedule_kind::gpipe ? decoupled::schedule_gpipe(stages, n)
+                                                       : decoupled::schedule_1f1b(stages, n);
+}
+
+/// The steps [first, first + count) that run as one stream of count x M micro-batches before
+/// the pipeline drains: one step when synchronous, drain_every (0: all) when asynchronous.
+struct segment {
+  std::size_t first, count;
+};
+inline std::vector<segment> segments_of(const pipeline_config& cfg, std::size_t steps) {
+  const std::size_t per = cfg.update == pipeline_update::synchronous ? 1
+                          : cfg.drain_every == 0 ? std::max<std::size_t>(steps, 1)
+                                                 : cfg.drain_every;
+  std::vector<segment> out;
+  for (std::size_t t = 0; t < steps; t += per) out.push_back({t, std::min(per, steps - t)});
+  return out;
 }
 
 /// A batch (or micro-batch) on the host: rows = y.size() inputs of the first stage's width.
@@ -94,21 +140,27 @@ inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::siz
 }
 
 /// What a run reports. Over a transport each rank fills its own stage's entry of peak_in_flight
-/// and only the last stage's rank has the losses.
+/// and peak_stashes, and only the last stage's rank has the losses.
 struct pipeline_report {
   std::vector<float> losses;                // per step: mean loss over the step's batch
   std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
+  std::vector<std::size_t> peak_stashes;    // per stage: most stashed slice copies (stash_weights)
+  std::vector<decoupled::staleness_report> staleness;  // per stage: measure_staleness's sums
+  std::vector<std::size_t> peak_pending_sends;  // per stage (transport runs): most messages whose
+                                                // buffers were kept for an unfinished send
 };
 
 namespace detail {
 /// The model slots of one stage: a forward takes the lowest free one, its backward gives it
-/// back; `peak` is the most taken at once.
+/// back; `peak` is the most taken at once. O(slots) per call, whatever the stream's length.
 class slot_pool {
  public:
   explicit slot_pool(std::size_t micro_batches) : of_(micro_batches, none) {}
   std::size_t take(std::size_t m) {
-    std::size_t s = 0;
-    while (std::find(of_.begin(), of_.end(), s) != of_.end()) ++s;
+    const std::size_t s = static_cast<std::size_t>(
+        std::find(used_.begin(), used_.end(), false) - used_.begin());
+    if (s == used_.size()) used_.push_back(false);
+    used_[s] = true;
     of_.at(m) = s;
     peak_ = std::max(peak_, ++live_);
     return s;
@@ -116,6 +168,7 @@ class slot_pool {
   std::size_t give(std::size_t m) {
     const std::size_t s = of_.at(m);
     of_[m] = none;
+    used_.at(s) = false;
     --live_;
     return s;
   }
@@ -124,6 +177,7 @@ class slot_pool {
  private:
   static constexpr std::size_t none = ~std::size_t{0};
   std::vector<std::size_t> of_;  // micro-batch -> slot
+  std::vector<bool> used_;       // slot -> taken
   std::size_t live_ = 0, peak_ = 0;
 };
 }  // namespace detail

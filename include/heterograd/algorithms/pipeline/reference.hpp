@@ -15,6 +15,10 @@
 // the M micro-batches and steps once per step. Because stage s runs its backwards in the order
 // m = 0..M-1 under both schedules and touches only its slice, its gradient sum is formed in the
 // same order as sequential_step's: the two are equal bitwise, whatever the schedule (tested).
+// Asynchronous update (update.hpp): each stage steps after every backward, with stashing or
+// SpecTrain as configured; each step's M micro-batches drain the pipeline at the step's end.
+// Stage s still runs a fixed op list on inputs that arrive in that order and touches only its
+// slice, so the run over threads or MPI ranks equals this one bitwise (tested).
 
 #include <cstddef>
 #include <span>
@@ -23,6 +27,7 @@
 #include "heterograd/algorithms/decoupled/schedule.hpp"
 #include "heterograd/algorithms/pipeline/concepts.hpp"
 #include "heterograd/algorithms/pipeline/config.hpp"
+#include "heterograd/algorithms/pipeline/update.hpp"
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 
@@ -52,13 +57,6 @@ std::size_t total_rows(const M& model, const std::vector<batch_data>& mbs) {
     B += mbs[m].rows();
   }
   return B;
-}
-template <stage_model M, class MakeOpt>
-auto make_optimizers(const M& model, MakeOpt& make_opt) {
-  std::vector<decltype(make_opt(std::size_t{}))> opts;
-  for (std::size_t s = 0; s < model.stages(); ++s)
-    opts.push_back(make_opt(model.stage_offset(s + 1) - model.stage_offset(s)));
-  return opts;
 }
 template <stage_model M>
 void check_params(const M& model, std::size_t n) {
@@ -96,46 +94,89 @@ float sequential_step(M& model, span<float> params, std::vector<Opt>& per_stage,
 }
 
 namespace detail {
-/// One synchronous step in simulated order: returns the loss; pools[s].peak() grows.
-template <stage_model M, class Opt>
-float simulate_step(M& model, span<float> params, std::vector<Opt>& opts,
-                    const decoupled::schedule_stats& st, const std::vector<batch_data>& mbs,
-                    std::vector<slot_pool>& pools) {
-  const std::size_t S = model.stages(), Mb = mbs.size();
-  const float scale = 1.0f / static_cast<float>(total_rows(model, mbs));
-  const span<const float> p(params.data(), params.size());
-  std::vector<float> g(params.size(), 0.0f);
-  // act[s][m]: stage s's output for m (the message to s + 1); grad[s][m]: d/d(its input).
-  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(Mb)),
-      grad = act;
-  float loss = 0;
-  for (const auto& t : st.order) {
-    const std::size_t s = t.stage, m = t.op.micro_batch, rows = mbs[m].rows();
-    if (t.op.kind == decoupled::pass::forward) {
-      const float* in = s == 0 ? mbs[m].x.data() : act[s - 1][m].data();
-      const auto out = model.forward(s, pools[s].take(m), p, in, rows);
-      if (s + 1 < S) act[s][m].assign(out.begin(), out.end());
-      if (s > 0) std::vector<float>().swap(act[s - 1][m]);
-      continue;
-    }
-    const std::size_t slot = pools[s].give(m);
-    grad[s][m].resize(s > 0 ? rows * model.input_width(s) : 0);
-    if (s + 1 == S) {
-      loss +=
-          model.loss_backward(slot, p, span<const std::int32_t>(mbs[m].y), scale, g, grad[s][m]);
-    } else {
-      model.backward(s, slot, p, grad[s + 1][m], g, grad[s][m]);
-      std::vector<float>().swap(grad[s + 1][m]);
+/// Stage s's updater for the run: make_opt(slice size), the config's update rule, `slots`.
+template <stage_model M, class MakeOpt>
+auto make_updater(const M& model, MakeOpt& make_opt, const pipeline_config& cfg, std::size_t s,
+                  std::size_t slots) {
+  const std::size_t first = model.stage_offset(s), end = model.stage_offset(s + 1);
+  return stage_updater<decltype(make_opt(std::size_t{}))>(make_opt(end - first), cfg, first, end,
+                                                          model.num_params(), slots);
+}
+
+/// The micro-batches of steps [seg.first, seg.first + seg.count), in order, with each one's
+/// step and that step's rows B.
+struct segment_data {
+  std::vector<batch_data> mbs;
+  std::vector<std::size_t> step, batch_rows;
+};
+template <stage_model M>
+segment_data load_segment(const M& model, const batch_source& source, segment seg,
+                          std::size_t micro_batches) {
+  segment_data d;
+  for (std::size_t t = seg.first; t < seg.first + seg.count; ++t) {
+    auto mbs = split_micro_batches(source(t), model.input_width(0), micro_batches);
+    const std::size_t B = total_rows(model, mbs);
+    for (auto& mb : mbs) {
+      d.mbs.push_back(std::move(mb));
+      d.step.push_back(t);
+      d.batch_rows.push_back(B);
     }
   }
-  step_stages(model, params, opts, g);
-  return loss;
+  return d;
+}
+
+/// One segment (a stream of N micro-batches, drained at its end) in simulated order; adds each
+/// micro-batch's loss term to losses[its step]; peak[s] grows to stage s's most in flight.
+template <stage_model M, class Upd>
+void simulate_segment(M& model, span<float> params, std::vector<Upd>& upd,
+                      const pipeline_config& cfg, const segment_data& d, std::vector<float>& losses,
+                      std::vector<std::size_t>& peak) {
+  const std::size_t S = model.stages(), N = d.mbs.size();
+  const bool async = upd.front().asynchronous();
+  const auto sch = schedule_for(cfg, S, N);
+  const auto st =
+      decoupled::execute_schedule(sch, std::vector<double>(S, 1.0), std::vector<double>(S, 2.0), N);
+  std::vector<std::vector<std::size_t>> versions;
+  for (std::size_t s = 0; s < S; ++s) versions.push_back(versions_until_backward(sch[s], N));
+  std::vector<slot_pool> pools(S, slot_pool(N));
+  const span<const float> p(params.data(), params.size());
+  std::vector<float> g(params.size(), 0.0f);
+  // act[s][k]: stage s's output for k (the message to s + 1); grad[s][k]: d/d(its input).
+  std::vector<std::vector<std::vector<float>>> act(S, std::vector<std::vector<float>>(N)),
+      grad = act;
+  for (const auto& t : st.order) {
+    const std::size_t s = t.stage, k = t.op.micro_batch, rows = d.mbs[k].rows();
+    if (t.op.kind == decoupled::pass::forward) {
+      const float* in = s == 0 ? d.mbs[k].x.data() : act[s - 1][k].data();
+      const std::size_t slot = pools[s].take(k);
+      const auto out =
+          model.forward(s, slot, upd[s].forward_weights(p, slot, versions[s][k]), in, rows);
+      if (s + 1 < S) act[s][k].assign(out.begin(), out.end());
+      if (s > 0) std::vector<float>().swap(act[s - 1][k]);
+      continue;
+    }
+    const std::size_t slot = pools[s].give(k), B = d.batch_rows[k];
+    const auto w = upd[s].backward_weights(p, slot);
+    grad[s][k].resize(s > 0 ? rows * model.input_width(s) : 0);
+    if (s + 1 == S) {
+      const float l = model.loss_backward(slot, w, span<const std::int32_t>(d.mbs[k].y),
+                                          loss_scale(async, rows, B), g, grad[s][k]);
+      losses.at(d.step[k]) += step_loss_term(async, l, rows, B);
+    } else {
+      model.backward(s, slot, w, grad[s + 1][k], g, grad[s][k]);
+      std::vector<float>().swap(grad[s + 1][k]);
+    }
+    upd[s].after_backward(params, g);
+  }
+  for (auto& u : upd) u.end_step(params, g);
+  for (std::size_t s = 0; s < S; ++s) peak[s] = std::max(peak[s], pools[s].peak());
 }
 }  // namespace detail
 
-/// `steps` synchronous pipeline steps in one thread (see the top of this file); batch t comes
-/// from source(t), split into cfg.micro_batches. make_opt(slice size) makes stage s's
-/// optimizer. The report has every step's loss and each stage's peak in-flight micro-batches.
+/// `steps` pipeline steps in one thread (see the top of this file); batch t comes from
+/// source(t), split into cfg.micro_batches; asynchronous runs stream drain_every steps' micro-
+/// batches before draining. make_opt(slice size) makes stage s's optimizer. The report has
+/// every step's loss and each stage's peak in-flight micro-batches and stashes.
 template <stage_model M, class MakeOpt>
 pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt,
                                   const pipeline_config& cfg, const batch_source& source,
@@ -143,17 +184,20 @@ pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt 
   cfg.validate();
   detail::check_params(model, params.size());
   const std::size_t S = model.stages(), Mb = cfg.micro_batches;
-  const auto st = decoupled::execute_schedule(schedule_for(cfg, S), std::vector<double>(S, 1.0),
-                                              std::vector<double>(S, 2.0), Mb);
-  auto opts = detail::make_optimizers(model, make_opt);
-  std::vector<detail::slot_pool> pools(S, detail::slot_pool(Mb));
+  std::vector<decltype(detail::make_updater(model, make_opt, cfg, 0, Mb))> upd;
+  for (std::size_t s = 0; s < S; ++s)
+    upd.push_back(detail::make_updater(model, make_opt, cfg, s, Mb));
   pipeline_report report;
-  for (std::size_t t = 0; t < steps; ++t) {
-    const auto mbs = split_micro_batches(source(t), model.input_width(0), Mb);
-    report.losses.push_back(
-        detail::simulate_step(model, span<float>(params), opts, st, mbs, pools));
+  report.losses.assign(steps, 0.0f);
+  report.peak_in_flight.assign(S, 0);
+  for (const auto seg : segments_of(cfg, steps))
+    detail::simulate_segment(model, span<float>(params), upd, cfg,
+                             detail::load_segment(model, source, seg, Mb), report.losses,
+                             report.peak_in_flight);
+  for (std::size_t s = 0; s < S; ++s) {
+    report.peak_stashes.push_back(upd[s].peak_stashes());
+    report.staleness.push_back(upd[s].staleness());
   }
-  for (const auto& pool : pools) report.peak_in_flight.push_back(pool.peak());
   return report;
 }
 

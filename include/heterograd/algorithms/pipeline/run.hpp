@@ -1,7 +1,7 @@
 #pragma once
-// The synchronous pipeline over a transport (issue 47): rank s of the transport runs stage s
-// (inproc threads or MPI ranks). Each rank holds the whole flat parameter buffer and updates
-// only its stage's slice; gather_stages collects every slice on rank 0.
+// The pipeline over a transport (issue 47), synchronous or asynchronous (update.hpp): rank s of the
+// transport runs stage s (inproc threads or MPI ranks). Each rank holds the whole flat parameter
+// buffer and updates only its stage's slice; gather_stages collects every slice on rank 0.
 //
 // Wire protocol (tags transfer_options::tag_base + 0..6). Per micro-batch m of step t:
 //   stage s -> s + 1   activation header {t, m, rows, width}, then rows x width floats
@@ -16,12 +16,19 @@
 // type is refused by the transport before a byte is written). A hostile previous stage can
 // make a rank allocate at most max_rows x width floats per message.
 //
-// Sends are posted without waiting and waited at the end of the step (their buffers live until
-// then), and every stage receives in its op list's order, so the run cannot deadlock when the
-// schedule does not (decoupled::execute_schedule checks that); every wait has the timeout, and
-// a rank that throws aborts the world under inproc::spawn, so a refused header surfaces on
-// every rank. Because stage s runs the same ops on the same inputs in the same order as
-// simulate_pipeline does, the parameters are equal to simulate_pipeline's bitwise (tested).
+// The ops run in segments (config.hpp's segments_of): one step when synchronous, drain_every
+// steps' micro-batches as one stream when asynchronous; a segment's op list is the schedule
+// over its N = steps x M micro-batches, k = (t - first step) M + m. Sends are posted without
+// waiting; a send is waited and its buffers freed (reap) once its receiver provably has it: a
+// neighbour whose message from its op i arrived has run every op before i, its receives
+// included (and stage 0 knows the last stage took the labels of k once the gradient of k
+// reaches it). That wait cannot block, and 1F1B keeps at most 2 min(S - s, N) messages
+// pending (tested); the rest are waited at the segment's end. Every stage receives in its op
+// list's order, so the run cannot deadlock when the schedule does not (execute_schedule checks
+// that); every wait has the timeout, and a rank that throws aborts the world under
+// inproc::spawn, so a refused header surfaces on every rank. Because stage s runs the same ops
+// on the same inputs in the same order as simulate_pipeline does, the parameters are equal to
+// simulate_pipeline's bitwise, synchronous or asynchronous (tested).
 
 #include <algorithm>
 #include <array>
@@ -59,58 +66,56 @@ enum wire_tag : int {
   gather_slice
 };
 
-/// Stage s of a synchronous pipeline on rank s: its op list, slots, optimizer and messages.
-template <class Transport, stage_model M, class Opt>
+/// Stage s of a pipeline on rank s: its op list, slots, updater and messages.
+template <class Transport, stage_model M, class Upd>
 class stage_runner {
  public:
-  stage_runner(const Transport& t, M& model, std::vector<float>& params, Opt opt,
+  stage_runner(const Transport& t, M& model, std::vector<float>& params, Upd upd,
                const pipeline_config& cfg, const transfer_options& to)
       : t_(t),
         model_(model),
         params_(params),
-        opt_(std::move(opt)),
+        upd_(std::move(upd)),
         to_(to),
         s_(static_cast<std::size_t>(t.rank())),
         S_(model.stages()),
         Mb_(cfg.micro_batches),
-        ops_(schedule_for(cfg, S_)[s_]),
-        pool_(Mb_),
-        rows_(Mb_, 0),
-        labels_(Mb_),
+        cfg_(cfg),
         g_(params.size(), 0.0f) {
     so_.timeout = ro_.timeout = to.timeout;
   }
 
-  /// One step; returns the step's loss on the last stage (0 elsewhere).
-  float step(std::size_t t, const batch_source& source) {
-    std::fill(g_.begin(), g_.end(), 0.0f);
-    loss_ = 0;
-    if (s_ == 0) {
-      mbs_ = split_micro_batches(source(t), model_.input_width(0), Mb_);
-      batch_rows_ = total_rows(model_, mbs_);
-      scale_ =
-          1.0f / static_cast<float>(batch_rows_);  // used here only when S = 1 (no label message)
-    }
+  /// One segment (its steps' micro-batches k = 0..N-1 as one stream); the last stage adds each
+  /// micro-batch's loss term to losses[its step].
+  void run_segment(segment seg, const batch_source& source, std::vector<float>& losses) {
+    start_segment(seg);
     for (const auto& op : ops_) {
-      if (op.kind == decoupled::pass::forward)
-        forward(t, op.micro_batch);
-      else
-        backward(t, op.micro_batch);
+      const std::size_t k = op.micro_batch;
+      if (op.kind == decoupled::pass::forward) {
+        if (s_ == 0 && k % Mb_ == 0) load_step(seg_.first + k / Mb_, source);
+        forward(k);
+      } else {
+        const float l = backward(k);
+        if (s_ + 1 == S_) losses.at(seg_.first + k / Mb_) += l;
+      }
     }
     for (auto& e : outbox_)
       for (auto& r : e.requests) r.wait();
     outbox_.clear();
-    const auto gs = stage_slice(model_, span<float>(g_), s_);
-    opt_.step(stage_slice(model_, span<float>(params_), s_),
-              span<const float>(gs.data(), gs.size()));
-    return loss_;
+    upd_.end_step(span<float>(params_), span<float>(g_));
+    peak_ = std::max(peak_, pool_.peak());
   }
-  std::size_t peak_in_flight() const { return pool_.peak(); }
+  std::size_t peak_in_flight() const { return peak_; }
+  std::size_t peak_pending_sends() const { return peak_pending_; }
+  std::size_t peak_stashes() const { return upd_.peak_stashes(); }
+  const decoupled::staleness_report& staleness() const { return upd_.staleness(); }
 
  private:
   using request = decltype(std::declval<const Transport&>().send(span<const float>{}, 0, 0,
                                                                  comm::send_options{}));
   struct message {  // a posted send and its buffers (the requests go first when it is destroyed)
+    wire_tag kind;  // activation_header, gradient_header or label_header
+    std::size_t k;  // its micro-batch in the segment
     std::array<std::int64_t, 4> header{};
     std::vector<float> x;
     std::vector<std::int32_t> y;
@@ -120,56 +125,142 @@ class stage_runner {
   int tag(wire_tag w) const { return to_.tag_base + static_cast<int>(w); }
   int rank_of(std::size_t s) const { return static_cast<int>(s); }
 
-  void forward(std::size_t t, std::size_t m) {
+  std::size_t step_of(std::size_t k) const { return seg_.first + k / Mb_; }
+
+  void start_segment(segment seg) {
+    seg_ = seg;
+    const std::size_t N = seg.count * Mb_;
+    const auto sch = schedule_for(cfg_, S_, N);
+    ops_ = sch[s_];
+    versions_ = versions_until_backward(ops_, N);
+    auto index_of = [&](std::size_t stage, decoupled::pass kind) {
+      std::vector<std::size_t> at(N, 0);
+      for (std::size_t i = 0; i < sch[stage].size(); ++i)
+        if (sch[stage][i].kind == kind) at[sch[stage][i].micro_batch] = i;
+      return at;
+    };
+    if (s_ + 1 < S_) {
+      next_forward_at_ = index_of(s_ + 1, decoupled::pass::forward);
+      next_backward_at_ = index_of(s_ + 1, decoupled::pass::backward);
+    }
+    if (s_ > 0) {
+      prev_forward_at_ = index_of(s_ - 1, decoupled::pass::forward);
+      prev_backward_at_ = index_of(s_ - 1, decoupled::pass::backward);
+    }
+    next_done_ = prev_done_ = labels_done_ = 0;
+    pool_ = slot_pool(N);
+    rows_.assign(N, 0);
+    batch_rows_.assign(N, 0);
+    labels_.assign(N, {});
+    std::fill(g_.begin(), g_.end(), 0.0f);
+  }
+
+  /// Stage 0, at the first forward of step t: its micro-batches.
+  void load_step(std::size_t t, const batch_source& source) {
+    mbs_ = split_micro_batches(source(t), model_.input_width(0), Mb_);
+    step_rows_ = total_rows(model_, mbs_);
+  }
+
+  void forward(std::size_t k) {
+    const std::size_t t = step_of(k), m = k % Mb_;
     const float* x = nullptr;
     if (s_ == 0) {
       x = mbs_[m].x.data();
-      rows_[m] = mbs_[m].rows();
+      rows_[k] = mbs_[m].rows();
+      batch_rows_[k] = step_rows_;  // the last stage's when S = 1 (no label message)
       if (S_ == 1)
-        labels_[m] = mbs_[m].y;
+        labels_[k] = mbs_[m].y;
       else
-        post_labels(t, m);
+        post_labels(k);
     } else {
       const std::size_t w = model_.input_width(s_);
-      rows_[m] = receive_header("pipeline.header", activation_header, s_ - 1, t, m, w, 0,
+      rows_[k] = receive_header("pipeline.header", activation_header, s_ - 1, t, m, w, 0,
                                 "must equal stage " + std::to_string(s_) + "'s input width (" +
                                     std::to_string(w) + "), which stage " + std::to_string(s_ - 1) +
                                     "'s output must match");
-      in_.resize(rows_[m] * w);
+      in_.resize(rows_[k] * w);
       decoupled::detail::receive_field(t_, span<float>(in_), rank_of(s_ - 1),
                                        tag(activation_payload), ro_, "pipeline.activations");
+      prev_done_ = std::max(prev_done_, prev_forward_at_[k] + 1);
+      reap();
       x = in_.data();
     }
-    const auto out = model_.forward(s_, pool_.take(m), params(), x, rows_[m]);
+    const std::size_t slot = pool_.take(k);
+    const auto out =
+        model_.forward(s_, slot, upd_.forward_weights(params(), slot, versions_[k]), x, rows_[k]);
     if (s_ + 1 < S_)
-      post(s_ + 1, activation_header, {t, m, rows_[m], model_.input_width(s_ + 1)},
+      post(s_ + 1, activation_header, k, {t, m, rows_[k], model_.input_width(s_ + 1)},
            std::vector<float>(out.begin(), out.end()));
     else if (S_ > 1)
-      receive_labels(t, m);
+      receive_labels(k);
   }
 
-  void backward(std::size_t t, std::size_t m) {
-    const std::size_t slot = pool_.give(m), rows = rows_[m];
+  /// Returns the micro-batch's loss term on the last stage (0 elsewhere).
+  float backward(std::size_t k) {
+    const std::size_t slot = pool_.give(k), rows = rows_[k];
+    const bool async = upd_.asynchronous();
+    const auto weights = upd_.backward_weights(params(), slot);
     std::vector<float> dx(s_ > 0 ? rows * model_.input_width(s_) : 0);
+    float loss = 0;
     if (s_ + 1 == S_) {
-      loss_ += model_.loss_backward(slot, params(), span<const std::int32_t>(labels_[m]), scale_,
-                                    g_, dx);
+      const float l = model_.loss_backward(slot, weights, span<const std::int32_t>(labels_[k]),
+                                           loss_scale(async, rows, batch_rows_[k]), g_, dx);
+      loss = step_loss_term(async, l, rows, batch_rows_[k]);
+      std::vector<std::int32_t>().swap(labels_[k]);
     } else {
       const std::size_t w = model_.input_width(s_ + 1);
       receive_header(
-          "pipeline.gradient_header", gradient_header, s_ + 1, t, m, w, rows,
+          "pipeline.gradient_header", gradient_header, s_ + 1, step_of(k), k % Mb_, w, rows,
           "must equal stage " + std::to_string(s_) + "'s output width (" + std::to_string(w) + ")");
       dy_.resize(rows * w);
       decoupled::detail::receive_field(t_, span<float>(dy_), rank_of(s_ + 1), tag(gradient_payload),
                                        ro_, "pipeline.gradients");
-      model_.backward(s_, slot, params(), dy_, g_, dx);
+      next_done_ = std::max(next_done_, next_backward_at_[k] + 1);
+      if (s_ == 0) labels_done_ = k + 1;  // the last stage ran B(k), after F(k) took the labels
+      reap();
+      model_.backward(s_, slot, weights, dy_, g_, dx);
     }
-    if (s_ > 0) post(s_ - 1, gradient_header, {t, m, rows, model_.input_width(s_)}, std::move(dx));
+    upd_.after_backward(span<float>(params_), span<float>(g_));
+    if (s_ > 0)
+      post(s_ - 1, gradient_header, k, {step_of(k), k % Mb_, rows, model_.input_width(s_)},
+           std::move(dx));
+    return loss;
   }
 
-  void post(std::size_t to, wire_tag header_tag, std::array<std::size_t, 4> h,
-            std::vector<float> x) {
+  /// Waits and frees the sends whose receivers have provably received them: a neighbour that
+  /// sent us the message of its op i has run every op before i, receives included.
+  void reap() {
+    auto received = [&](const message& e) {
+      switch (e.kind) {
+        case activation_header:
+          return next_done_ > next_forward_at_[e.k];
+        case gradient_header:
+          return prev_done_ > prev_backward_at_[e.k];
+        default:
+          return labels_done_ > e.k;
+      }
+    };
+    for (auto it = outbox_.begin(); it != outbox_.end();) {
+      if (!received(*it)) {
+        ++it;
+        continue;
+      }
+      for (auto& r : it->requests) r.wait();
+      it = outbox_.erase(it);
+    }
+  }
+
+  message& new_message() {
     message& e = outbox_.emplace_back();
+    peak_pending_ = std::max(peak_pending_, outbox_.size());
+    return e;
+  }
+
+  void post(std::size_t to, wire_tag header_tag, std::size_t k, std::array<std::size_t, 4> h,
+            std::vector<float> x) {
+    message& e = new_message();
+    e.kind = header_tag;
+    e.k = k;
     for (std::size_t i = 0; i < 4; ++i) e.header[i] = static_cast<std::int64_t>(h[i]);
     e.x = std::move(x);
     e.requests.push_back(
@@ -177,11 +268,13 @@ class stage_runner {
     e.requests.push_back(t_.send(span<const float>(e.x), rank_of(to), tag(header_tag) + 1, so_));
   }
 
-  void post_labels(std::size_t t, std::size_t m) {
-    message& e = outbox_.emplace_back();
-    e.header = {static_cast<std::int64_t>(t), static_cast<std::int64_t>(m),
-                static_cast<std::int64_t>(rows_[m]), static_cast<std::int64_t>(batch_rows_)};
-    e.y = mbs_[m].y;
+  void post_labels(std::size_t k) {
+    message& e = new_message();
+    e.kind = label_header;
+    e.k = k;
+    e.header = {static_cast<std::int64_t>(step_of(k)), static_cast<std::int64_t>(k % Mb_),
+                static_cast<std::int64_t>(rows_[k]), static_cast<std::int64_t>(step_rows_)};
+    e.y = mbs_[k % Mb_].y;
     e.requests.push_back(t_.send(span<const std::int64_t>(e.header.data(), 4), rank_of(S_ - 1),
                                  tag(label_header), so_));
     e.requests.push_back(
@@ -210,8 +303,9 @@ class stage_runner {
     return static_cast<std::size_t>(h[2]);
   }
 
-  void receive_labels(std::size_t t, std::size_t m) {
+  void receive_labels(std::size_t k) {
     const std::string key = "pipeline.label_header";
+    const std::size_t t = step_of(k), m = k % Mb_;
     std::int64_t h[4] = {0, 0, 0, 0};
     decoupled::detail::receive_field(t_, span<std::int64_t>(h, 4), 0, tag(label_header), ro_,
                                      key.c_str());
@@ -219,44 +313,52 @@ class stage_runner {
             "must be this step (" + std::to_string(t) + ")");
     require(h[1] == static_cast<std::int64_t>(m), key + ".micro_batch", h[1],
             "must be the micro-batch whose activations arrived (" + std::to_string(m) + ")");
-    require(h[2] == static_cast<std::int64_t>(rows_[m]), key + ".rows", h[2],
+    require(h[2] == static_cast<std::int64_t>(rows_[k]), key + ".rows", h[2],
             "must equal the rows of micro-batch " + std::to_string(m) + "'s activations (" +
-                std::to_string(rows_[m]) + ")");
-    if (m == 0) batch_rows_ = static_cast<std::size_t>(std::max<std::int64_t>(h[3], 0));
-    require(h[3] >= h[2] && h[3] == static_cast<std::int64_t>(batch_rows_), key + ".batch_rows",
+                std::to_string(rows_[k]) + ")");
+    if (m == 0) step_rows_ = static_cast<std::size_t>(std::max<std::int64_t>(h[3], 0));
+    require(h[3] >= h[2] && h[3] == static_cast<std::int64_t>(step_rows_), key + ".batch_rows",
             h[3],
             "must be >= the micro-batch's rows and the same for every micro-batch of the step");
-    scale_ = 1.0f / static_cast<float>(batch_rows_);
-    labels_[m].resize(rows_[m]);
-    decoupled::detail::receive_field(t_, span<std::int32_t>(labels_[m]), 0, tag(label_payload), ro_,
+    batch_rows_[k] = step_rows_;
+    labels_[k].resize(rows_[k]);
+    decoupled::detail::receive_field(t_, span<std::int32_t>(labels_[k]), 0, tag(label_payload), ro_,
                                      "pipeline.labels");
   }
 
   const Transport& t_;
   M& model_;
   std::vector<float>& params_;
-  Opt opt_;
+  Upd upd_;
   transfer_options to_;
   std::size_t s_, S_, Mb_;
+  pipeline_config cfg_;
+  // The segment: its op list, and per micro-batch k of it (k = (step - first) M + m) the
+  // updates between F(k) and B(k), rows, step rows B and labels (last stage).
+  segment seg_{0, 0};
   std::vector<decoupled::pipeline_op> ops_;
-  slot_pool pool_;
-  std::vector<std::size_t> rows_;
+  std::vector<std::size_t> versions_, rows_, batch_rows_;
   std::vector<std::vector<std::int32_t>> labels_;
+  // Where F(k) and B(k) sit in the neighbours' op lists, and how many of their ops (and, on
+  // stage 0, of the last stage's label receives) have certainly run.
+  std::vector<std::size_t> next_forward_at_, next_backward_at_, prev_forward_at_, prev_backward_at_;
+  std::size_t next_done_ = 0, prev_done_ = 0, labels_done_ = 0;
+  slot_pool pool_{1};
+  std::size_t peak_ = 0, peak_pending_ = 0;
   std::vector<float> g_, in_, dy_;
-  std::vector<batch_data> mbs_;
+  std::vector<batch_data> mbs_;  // stage 0: the current step's micro-batches
+  std::size_t step_rows_ = 0;    // their rows B (last stage: from the label header)
   std::deque<message> outbox_;
   comm::send_options so_;
   comm::recv_options ro_;
-  std::size_t batch_rows_ = 0;
-  float scale_ = 0, loss_ = 0;
 };
 }  // namespace detail
 
-/// Runs `steps` synchronous pipeline steps; rank s of `t` runs stage s (t.size() must equal
+/// Runs `steps` pipeline steps; rank s of `t` runs stage s (t.size() must equal
 /// model.stages()) and updates only its slice of `params` (the whole flat buffer, the same
 /// initial values on every rank). Only rank 0 calls `source`. make_opt(slice size) makes the
-/// rank's optimizer. The report holds this rank's peak in-flight micro-batches and, on the last
-/// stage's rank, every step's loss.
+/// rank's optimizer. The report holds this rank's peak in-flight micro-batches and stashes and, on
+/// the last stage's rank, every step's loss.
 template <class Transport, stage_model M, class MakeOpt>
 pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<float>& params,
                                   MakeOpt make_opt, const pipeline_config& cfg,
@@ -268,16 +370,21 @@ pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<floa
   require(static_cast<std::size_t>(t.size()) == S, "pipeline.transport.size", t.size(),
           "must equal the number of stages (" + std::to_string(S) + ")");
   require_positive("transfer_options.timeout", to.timeout.count());
-  auto opt = make_opt(model.stage_offset(s + 1) - model.stage_offset(s));
-  detail::stage_runner<Transport, M, decltype(opt)> runner(t, model, params, std::move(opt), cfg,
+  auto upd = detail::make_updater(model, make_opt, cfg, s, cfg.micro_batches);
+  detail::stage_runner<Transport, M, decltype(upd)> runner(t, model, params, std::move(upd), cfg,
                                                            to);
   pipeline_report report;
-  for (std::size_t k = 0; k < steps; ++k) {
-    const float loss = runner.step(k, source);
-    if (s + 1 == S) report.losses.push_back(loss);
-  }
+  std::vector<float> losses(steps, 0.0f);
+  for (const auto seg : segments_of(cfg, steps)) runner.run_segment(seg, source, losses);
+  if (s + 1 == S) report.losses = std::move(losses);
   report.peak_in_flight.assign(S, 0);
   report.peak_in_flight[s] = runner.peak_in_flight();
+  report.peak_stashes.assign(S, 0);
+  report.peak_stashes[s] = runner.peak_stashes();
+  report.staleness.assign(S, {});
+  report.staleness[s] = runner.staleness();
+  report.peak_pending_sends.assign(S, 0);
+  report.peak_pending_sends[s] = runner.peak_pending_sends();
   return report;
 }
 
