@@ -16,16 +16,17 @@
 
 #include "heterograd/algorithms/decoupled/pipelined_backprop.hpp"
 #include "heterograd/algorithms/decoupled/schedule.hpp"
+#include "heterograd/balance/pipeline_schedule.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/core/error.hpp"
 
 namespace heterograd::algorithms::pipeline {
 
 /// GPipe: all M forwards, then all M backwards (M activations per stage). 1F1B: DAPPLE's early
-/// backward (min(S - s, M) warm-up forwards, then one forward one backward).
-enum class pipeline_schedule_kind { gpipe, one_f_one_b };
-inline constexpr choice<pipeline_schedule_kind> pipeline_schedule_kinds[] = {
-    {"gpipe", pipeline_schedule_kind::gpipe}, {"1f1b", pipeline_schedule_kind::one_f_one_b}};
+/// backward (min(S - s, M) warm-up forwards, then one forward one backward). One enumeration
+/// and one table of names with the planner (balance/pipeline_schedule.hpp).
+using balance::pipeline_schedule_kind;
+using balance::pipeline_schedule_kinds;
 
 using decoupled::pipeline_update;
 inline constexpr choice<pipeline_update> pipeline_updates[] = {
