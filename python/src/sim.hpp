@@ -98,16 +98,7 @@ nb::dict run_method(const M& m, const sim_args& a, std::vector<T> x0) {
     ctx.gradient(w, k, p->params(), out);
   };
   auto evaluate = [&](double t) { return ctx.evaluate(t, p->params()); };
-  bool failed = false;
-  {
-    nb::gil_scoped_release release;
-    try {
-      rt.run(*p, compute, opt, evaluate);
-    } catch (callback_failed&) {
-      failed = true;
-    }
-  }
-  if (failed) throw nb::python_error(*ctx.error);
+  run_released(ctx, [&] { rt.run(*p, compute, opt, evaluate); });
   return results(*p, rt, ctx, a);
 }
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "arrays.hpp"
 #include "heterograd/algorithms/async/asgd.hpp"
 #include "heterograd/algorithms/async/dc_asgd.hpp"
 #include "heterograd/algorithms/async/fedbuff.hpp"
@@ -43,14 +44,6 @@ using namespace nb::literals;
 namespace as = heterograd::algorithms::async;
 namespace hsim = heterograd::sim;
 
-[[noreturn]] inline void type_rule(const std::string& name, const std::string& value,
-                                   std::string_view rule) {
-  throw nb::type_error(heterograd::invalid_argument_message(name, value, rule).c_str());
-}
-[[noreturn]] inline void value_rule(const std::string& name, const std::string& value,
-                                    std::string_view rule) {
-  throw nb::value_error(heterograd::invalid_argument_message(name, value, rule).c_str());
-}
 inline std::string py_repr(nb::handle v) { return nb::repr(v).c_str(); }
 
 // ---- worker-time models -----------------------------------------------------------------

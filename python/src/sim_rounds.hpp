@@ -67,16 +67,7 @@ nb::dict run_local_sgd(const sim_args& a, std::vector<T> x0) {
     const auto& x = p->anchor();
     return ctx->evaluate(t, heterograd::span<const T>(x.data(), x.size()));
   };
-  bool failed = false;
-  {
-    nb::gil_scoped_release release;
-    try {
-      rt.run(*p, compute, opt, evaluate);
-    } catch (callback_failed&) {
-      failed = true;
-    }
-  }
-  if (failed) throw nb::python_error(*ctx->error);
+  run_released(*ctx, [&] { rt.run(*p, compute, opt, evaluate); });
   return round_results(*p, rt, *ctx, a);
 }
 

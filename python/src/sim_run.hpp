@@ -247,6 +247,22 @@ class run_context {
   }
 };
 
+/// Runs `run` (the library's event loop) with the GIL released; a callback's failure, kept in
+/// ctx while the loop unwound, is raised once the GIL is held again.
+template <class T, class Run>
+void run_released(run_context<T>& ctx, Run&& run) {
+  bool failed = false;
+  {
+    nb::gil_scoped_release release;
+    try {
+      run();
+    } catch (callback_failed&) {
+      failed = true;
+    }
+  }
+  if (failed) throw nb::python_error(*ctx.error);
+}
+
 // ---- what simulate() was given, and what a run returns ------------------------------------
 
 /// What simulate() was given, checked.
