@@ -586,3 +586,40 @@ BOOST_AUTO_TEST_CASE(three_ranks_meet_in_a_redis_store_the_test_starts) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(gloo_shapes)
+
+BOOST_AUTO_TEST_CASE(
+    mismatched_sizes_types_and_operators_throw_on_every_rank_and_leave_the_group_usable) {
+  on_every_size(
+      [](hgl::communicator& c) {
+        const bool odd = c.rank() == c.size() - 1;
+        std::vector<float> f(odd ? 5 : 4, 1.0f);
+        std::vector<double> d(4, 1.0);
+        expect(throws_naming<hc::mismatch_error>(
+                   [&] { c.allreduce(hg::span<float>(f)).wait(); },
+                   {"rank " + std::to_string(c.size() - 1), "allreduce of 5 f32"}),
+               "sizes");
+        std::vector<float> g(4, 1.0f);
+        expect(throws_naming<hc::mismatch_error>(
+                   [&] {
+                     if (odd)
+                       c.allreduce(hg::span<double>(d)).wait();
+                     else
+                       c.allreduce(hg::span<float>(g)).wait();
+                   },
+                   {"f64", "f32"}),
+               "types");
+        hc::allreduce_options o;
+        o.op = odd ? hc::reduce_op::max : hc::reduce_op::sum;
+        expect(throws_naming<hc::mismatch_error>([&] { c.allreduce(hg::span<float>(g), o).wait(); },
+                                                 {"operator"}),
+               "operators");
+        std::vector<int> v{1};
+        c.allreduce(hg::span<int>(v)).wait();
+        expect(v[0] == c.size() && !c.failed(), "the group still works");
+      },
+      {2, 3});
+}
+
+BOOST_AUTO_TEST_SUITE_END()

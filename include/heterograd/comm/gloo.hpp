@@ -22,8 +22,9 @@
 //   and reason), then closes its connections; peers' pending and later operations end with
 //   aborted_error naming the rank that started it (or, if the notice could not be sent, with
 //   Gloo's error, which names the closed connection). Reconnect under a new prefix.
-// - Not yet: a shape check across ranks (a collective called with different sizes fails
-//   with Gloo's error or times out), partial collectives, any_tag.
+// - The first call of each collective shape is compared across ranks (mismatch_error on every
+//   rank, the group stays usable), as on mpi.
+// - Not yet: partial collectives, any_tag, the elastic runtime and the launcher.
 
 #include "heterograd/comm/gloo/communicator.hpp"
 #include "heterograd/comm/gloo/point_to_point.hpp"

@@ -87,9 +87,11 @@ class communicator {
   template <element T>
   request allreduce(span<T> data, const allreduce_options& o = {}) const {
     comm::detail::check_allreduce<T>(*this, o);
-    return collective("allreduce", o.timeout, [&](const auto& ctx, std::uint32_t tag) {
-      reduce_in_place(ctx, tag, data, o.op, o.weight, o.timeout);
-    });
+    return collective(shape_of<T>(comm::detail::collective::allreduce, data.size(),
+                                  2 * static_cast<int>(o.op) + (o.weight ? 1 : 0)),
+                      o.timeout, [&](const auto& ctx, std::uint32_t tag) {
+                        reduce_in_place(ctx, tag, data, o.op, o.weight, o.timeout);
+                      });
   }
 
   /// in.size() = size() * out.size(): an allreduce of a copy of `in`, then this rank's block.
@@ -98,12 +100,14 @@ class communicator {
   reduce_scatter(span<U, host_space> in, span<T> out, const reduce_scatter_options& o = {})
   const {
     comm::detail::check_reduce_scatter(*this, in.size(), out.size(), o);
-    return collective("reduce_scatter", o.timeout, [&](const auto& ctx, std::uint32_t tag) {
-      std::vector<T> all(in.begin(), in.end());
-      reduce_in_place(ctx, tag, span<T>(all), o.op, std::nullopt, o.timeout);
-      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(out.size() * rank()), out.size(),
-                  out.data());
-    });
+    return collective(
+        shape_of<T>(comm::detail::collective::reduce_scatter, out.size(), static_cast<int>(o.op)),
+        o.timeout, [&](const auto& ctx, std::uint32_t tag) {
+          std::vector<T> all(in.begin(), in.end());
+          reduce_in_place(ctx, tag, span<T>(all), o.op, std::nullopt, o.timeout);
+          std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(out.size() * rank()), out.size(),
+                      out.data());
+        });
   }
 
   template <class U, element T>
@@ -111,29 +115,31 @@ class communicator {
   allgather(span<U, host_space> in, span<T> out, const allgather_options& o = {})
   const {
     comm::detail::check_allgather(*this, in.size(), out.size(), o);
-    return collective("allgather", o.timeout, [&](const auto& ctx, std::uint32_t tag) {
-      if (in.empty()) return;
-      ::gloo::AllgatherOptions g(ctx);
-      g.setInput(const_cast<T*>(in.data()), in.size());
-      g.setOutput(out.data(), out.size());
-      g.setTag(tag);
-      g.setTimeout(detail::to_ms(o.timeout));
-      ::gloo::allgather(g);
-    });
+    return collective(shape_of<T>(comm::detail::collective::allgather, in.size(), 0), o.timeout,
+                      [&](const auto& ctx, std::uint32_t tag) {
+                        if (in.empty()) return;
+                        ::gloo::AllgatherOptions g(ctx);
+                        g.setInput(const_cast<T*>(in.data()), in.size());
+                        g.setOutput(out.data(), out.size());
+                        g.setTag(tag);
+                        g.setTimeout(detail::to_ms(o.timeout));
+                        ::gloo::allgather(g);
+                      });
   }
 
   template <element T>
   request broadcast(span<T> data, int root, const broadcast_options& o = {}) const {
     comm::detail::check_broadcast(*this, root, o);
-    return collective("broadcast", o.timeout, [&](const auto& ctx, std::uint32_t tag) {
-      if (data.empty()) return;
-      ::gloo::BroadcastOptions g(ctx);
-      g.setOutput(data.data(), data.size());
-      g.setRoot(root);
-      g.setTag(tag);
-      g.setTimeout(detail::to_ms(o.timeout));
-      ::gloo::broadcast(g);
-    });
+    return collective(shape_of<T>(comm::detail::collective::broadcast, data.size(), root),
+                      o.timeout, [&](const auto& ctx, std::uint32_t tag) {
+                        if (data.empty()) return;
+                        ::gloo::BroadcastOptions g(ctx);
+                        g.setOutput(data.data(), data.size());
+                        g.setRoot(root);
+                        g.setTag(tag);
+                        g.setTimeout(detail::to_ms(o.timeout));
+                        ::gloo::broadcast(g);
+                      });
   }
 
   template <class U, element T>
@@ -142,26 +148,29 @@ class communicator {
                                                                   const gather_options& o = {})
   const {
     comm::detail::check_gather(*this, in.size(), out.size(), root, o);
-    return collective("gather", o.timeout, [&](const auto& ctx, std::uint32_t tag) {
-      if (in.empty()) return;
-      ::gloo::GatherOptions g(ctx);
-      g.setInput(const_cast<T*>(in.data()), in.size());
-      if (rank() == root) g.setOutput(out.data(), out.size());
-      g.setRoot(root);
-      g.setTag(tag);
-      g.setTimeout(detail::to_ms(o.timeout));
-      ::gloo::gather(g);
-    });
+    return collective(shape_of<T>(comm::detail::collective::gather, in.size(), root), o.timeout,
+                      [&](const auto& ctx, std::uint32_t tag) {
+                        if (in.empty()) return;
+                        ::gloo::GatherOptions g(ctx);
+                        g.setInput(const_cast<T*>(in.data()), in.size());
+                        if (rank() == root) g.setOutput(out.data(), out.size());
+                        g.setRoot(root);
+                        g.setTag(tag);
+                        g.setTimeout(detail::to_ms(o.timeout));
+                        ::gloo::gather(g);
+                      });
   }
 
   request barrier(const barrier_options& o = {}) const {
     comm::detail::check_barrier(*this, o);
-    return collective("barrier", o.timeout, [&](const auto& ctx, std::uint32_t tag) {
-      ::gloo::BarrierOptions g(ctx);
-      g.setTag(tag);
-      g.setTimeout(detail::to_ms(o.timeout));
-      ::gloo::barrier(g);
-    });
+    return collective(
+        detail::call_shape{static_cast<std::int64_t>(comm::detail::collective::barrier), 0, -1, 0},
+        o.timeout, [&](const auto& ctx, std::uint32_t tag) {
+          ::gloo::BarrierOptions g(ctx);
+          g.setTag(tag);
+          g.setTimeout(detail::to_ms(o.timeout));
+          ::gloo::barrier(g);
+        });
   }
 
   template <class U>
@@ -183,13 +192,26 @@ class communicator {
 
   /// Runs `body` now (Gloo's collectives block) and returns its outcome as a finished request.
   /// A Gloo error fails the group on every rank (the epoch ends: reconnect under a new prefix).
+  template <class T>
+  static detail::call_shape shape_of(comm::detail::collective k, std::size_t count, int extra) {
+    return {static_cast<std::int64_t>(k), static_cast<std::int64_t>(count),
+            static_cast<std::int64_t>(dtype_of_v<T>), extra};
+  }
+
+  /// Runs `body` now (Gloo's collectives block) and returns its outcome as a finished request.
+  /// A new shape is first compared across ranks (mismatch_error on every rank, the group stays
+  /// usable). A Gloo error fails the group on every rank (the epoch ends: reconnect under a new
+  /// prefix).
   template <class Body>
-  request collective(const char* what, seconds timeout, Body&& body) const {
+  request collective(const detail::call_shape& shape, seconds timeout, Body&& body) const {
+    const char* what =
+        comm::detail::collective_name(static_cast<comm::detail::collective>(shape[0]));
     std::lock_guard<std::mutex> l(s_->coll_m);
     if (s_->failed.load()) return request::failed(s_->error());
     const std::uint32_t tag = s_->coll_tag++;
     try {
       std::shared_ptr<::gloo::Context> ctx = s_->ctx;
+      check_shape(ctx, tag, shape, timeout);
       body(ctx, tag);
       if (s_->failed.load()) return request::failed(s_->error());
       return request::completed();
@@ -197,7 +219,35 @@ class communicator {
       return request::failed(fail_with(std::string(what) + " (collective " + std::to_string(tag) +
                                            ", timeout " + std::to_string(timeout.count()) + " s)",
                                        e.what()));
+    } catch (const mismatch_error&) {
+      return request::failed(std::current_exception());
     }
+  }
+
+  /// The first call of each shape: an allgather of every rank's shape (on the call's tag with
+  /// bit 30 set). A shape enters the cache only when every rank called it, so the caches stay
+  /// equal on every rank.
+  void check_shape(const std::shared_ptr<::gloo::Context>& ctx, std::uint32_t tag,
+                   const detail::call_shape& mine, seconds timeout) const {
+    if (size() < 2 || s_->shapes.count(mine)) return;
+    std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(size()));
+    ::gloo::AllgatherOptions g(ctx);
+    g.setInput(const_cast<std::int64_t*>(mine.data()), mine.size());
+    g.setOutput(all.data(), all.size());
+    g.setTag(tag | 0x40000000u);
+    g.setTimeout(detail::to_ms(timeout));
+    ::gloo::allgather(g);
+    for (int r = 1; r < size(); ++r) {
+      const detail::call_shape theirs{all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]};
+      const detail::call_shape first{all[0], all[1], all[2], all[3]};
+      if (theirs != first)
+        throw mismatch_error("heterograd: comm: gloo: ranks called different collectives: rank 0 " +
+                                 detail::describe(first) + ", rank " + std::to_string(r) + " " +
+                                 detail::describe(theirs) +
+                                 "; nothing was reduced, the group stays usable",
+                             -1);
+    }
+    s_->shapes.insert(mine);
   }
 
   std::exception_ptr fail_with(const std::string& what, const std::string& gloo_what) const {

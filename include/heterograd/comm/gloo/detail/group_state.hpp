@@ -74,6 +74,23 @@ struct notice {
 };
 inline constexpr std::uint32_t notice_text_max = 240;
 
+// --- shapes -------------------------------------------------------------------------------------
+
+/// A collective as ranks compare it: kind (comm::detail::collective), count, element type (-1:
+/// none), and its operator, weight flag or root.
+using call_shape = std::array<std::int64_t, 4>;
+
+inline std::string describe(const call_shape& c) {
+  const char* names[] = {"barrier",   "allreduce", "reduce_scatter", "allgather",
+                         "broadcast", "gather",    "split"};
+  const std::string kind =
+      c[0] >= 0 && c[0] < 7 ? names[c[0]] : "collective " + std::to_string(c[0]);
+  const std::string type =
+      c[2] >= 0 && c[2] <= 7 ? std::string(dtype_name(static_cast<dtype>(c[2]))) : "no data";
+  return kind + " of " + std::to_string(c[1]) + " " + type + " (operator/root " +
+         std::to_string(c[3]) + ")";
+}
+
 // --- stores -------------------------------------------------------------------------------------
 
 /// Where the ranks of a group meet: a directory on a filesystem every rank sees, or a Redis
@@ -154,6 +171,7 @@ struct group_state {
   std::mutex coll_m;            // one collective at a time (posting order = tag order)
   std::uint32_t coll_tag = 0;   // under coll_m
   std::uint32_t split_seq = 0;  // under coll_m
+  std::set<call_shape> shapes{};  // under coll_m: shapes every rank has called
   std::mutex m;                 // guards what follows
   std::map<std::pair<int, int>, std::uint32_t> send_seq{};
   std::set<waiter*> waiters{};
