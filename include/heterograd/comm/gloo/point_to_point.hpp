@@ -113,28 +113,28 @@ const {
   using T = std::remove_const_t<U>;
   comm::detail::check_send(*this, dest, tag, max_tag, o);
   if (s_->failed.load()) return request::failed(s_->error());
-  auto h = std::make_shared<detail::wire_header>();
-  h->type = static_cast<std::uint8_t>(dtype_of_v<T>);
-  h->tag = tag;
-  h->bytes = data.size() * sizeof(T);
-  {
-    std::lock_guard<std::mutex> l(s_->m);
-    h->seq = s_->send_seq[{dest, tag}]++;
-  }
   const std::string what =
       "send to rank " + std::to_string(dest) + " (tag " + std::to_string(tag) + ")";
   auto op = std::make_shared<detail::p2p_op>(s_, what);
-  auto ctx = s_->ctx;
+  detail::wire_header& h = op->storage().header;
+  h.type = static_cast<std::uint8_t>(dtype_of_v<T>);
+  h.tag = tag;
+  h.bytes = data.size() * sizeof(T);
+  {
+    std::lock_guard<std::mutex> l(s_->m);
+    h.seq = s_->send_seq[{dest, tag}]++;
+  }
   void* p = const_cast<T*>(data.data());
-  op->start([ctx, h, p, dest, tag, timeout = o.timeout](detail::p2p_op& self) {
-    auto hb = ctx->createUnboundBuffer(h.get(), sizeof *h);
-    hb->send(dest, detail::header_slot(tag));
-    std::unique_ptr<::gloo::transport::UnboundBuffer> pb;
-    if (h->bytes > 0) {
-      pb = ctx->createUnboundBuffer(p, h->bytes);
-      pb->send(dest, detail::payload_slot(tag, h->seq));
+  op->start([p, dest, tag, timeout = o.timeout](detail::p2p_op& self) {
+    detail::wire_header& h = self.storage().header;
+    auto& hb = self.buffer(&h, sizeof h);
+    hb.send(dest, detail::header_slot(tag));
+    ::gloo::transport::UnboundBuffer* pb = nullptr;
+    if (h.bytes > 0) {
+      pb = &self.buffer(p, h.bytes);
+      pb->send(dest, detail::payload_slot(tag, h.seq));
     }
-    if (!self.wait_send(*hb, timeout)) self.throw_woken();
+    if (!self.wait_send(hb, timeout)) self.throw_woken();
     if (pb && !self.wait_send(*pb, timeout)) self.throw_woken();
   });
   return request(op);
@@ -153,15 +153,14 @@ request communicator::recv(span<T> data, int source, int tag, const recv_options
       (source == any_source ? std::string("any rank") : "rank " + std::to_string(source)) +
       " (tag " + std::to_string(tag) + ")";
   auto op = std::make_shared<detail::p2p_op>(s_, what);
-  auto ctx = s_->ctx;
   const std::size_t limit = s_->max_message_bytes;
-  op->start([ctx, from = std::move(from), data, tag, limit, up_to = o.up_to,
+  op->start([from = std::move(from), data, tag, limit, up_to = o.up_to,
              timeout = o.timeout](detail::p2p_op& self) {
-    detail::wire_header h;
-    auto hb = ctx->createUnboundBuffer(&h, sizeof h);
-    hb->recv(from, detail::header_slot(tag));
+    detail::wire_header& h = self.storage().header;
+    auto& hb = self.buffer(&h, sizeof h);
+    hb.recv(from, detail::header_slot(tag));
     int src = -1;
-    if (!self.wait_recv(*hb, &src, timeout)) self.throw_woken();
+    if (!self.wait_recv(hb, &src, timeout)) self.throw_woken();
     if (const std::string bad = detail::header_fault(h, tag, limit); !bad.empty())
       throw comm_error("heterograd: comm: gloo: refused the header of a message from rank " +
                        std::to_string(src) + " (tag " + std::to_string(tag) + "): " + bad +
@@ -169,12 +168,12 @@ request communicator::recv(span<T> data, int source, int tag, const recv_options
     const std::size_t want = data.size() * sizeof(T);
     const bool fits = static_cast<dtype>(h.type) == dtype_of_v<T> &&
                       comm::detail::size_accepted(want, h.bytes, up_to);
-    std::vector<char> drain(fits ? 0 : h.bytes);
+    std::vector<char>& drain = self.storage().scratch;
+    drain.resize(fits ? 0 : h.bytes);
     if (h.bytes > 0) {
-      auto pb =
-          ctx->createUnboundBuffer(fits ? static_cast<void*>(data.data()) : drain.data(), h.bytes);
-      pb->recv(src, detail::payload_slot(tag, h.seq));
-      if (!self.wait_recv(*pb, nullptr, timeout)) self.throw_woken();
+      auto& pb = self.buffer(fits ? static_cast<void*>(data.data()) : drain.data(), h.bytes);
+      pb.recv(src, detail::payload_slot(tag, h.seq));
+      if (!self.wait_recv(pb, nullptr, timeout)) self.throw_woken();
     }
     if (static_cast<dtype>(h.type) != dtype_of_v<T>)
       throw mismatch_error("heterograd: comm: gloo: message from rank " + std::to_string(src) +

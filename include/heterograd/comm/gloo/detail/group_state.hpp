@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "heterograd/comm/types.hpp"
 
@@ -164,15 +165,20 @@ struct group_state {
   std::string prefix{};
   std::shared_ptr<::gloo::rendezvous::Store> store{};
   std::shared_ptr<::gloo::transport::Device> device{};
+  // Buffers of operations that ended with the epoch failing: Gloo's connections may still
+  // refer to them, so they go after the context (members are destroyed in reverse order).
+  std::vector<std::shared_ptr<void>> graveyard{};
+  notice inbox{};
+  std::unique_ptr<::gloo::transport::UnboundBuffer> inbox_buf{};
   std::shared_ptr<::gloo::rendezvous::Context> ctx{};
   int rank = 0, size = 0;
   std::size_t max_message_bytes = 0;
 
-  std::mutex coll_m;            // one collective at a time (posting order = tag order)
-  std::uint32_t coll_tag = 0;   // under coll_m
-  std::uint32_t split_seq = 0;  // under coll_m
+  std::mutex coll_m;              // one collective at a time (posting order = tag order)
+  std::uint32_t coll_tag = 0;     // under coll_m
+  std::uint32_t split_seq = 0;    // under coll_m
   std::set<call_shape> shapes{};  // under coll_m: shapes every rank has called
-  std::mutex m;                 // guards what follows
+  std::mutex m;                   // guards what follows
   std::map<std::pair<int, int>, std::uint32_t> send_seq{};
   std::set<waiter*> waiters{};
   std::atomic<bool> failed{false};
@@ -180,8 +186,6 @@ struct group_state {
   int abort_rank = -1;
   bool timed_out = false;
 
-  notice inbox{};
-  std::unique_ptr<::gloo::transport::UnboundBuffer> inbox_buf{};
   std::thread watcher{};
 
   group_state() = default;

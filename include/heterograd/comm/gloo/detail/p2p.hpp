@@ -33,6 +33,13 @@ inline bool is_timeout(const std::string& what) {
   return what.find("imed out") != std::string::npos;
 }
 
+/// What Gloo may touch while an operation is pending: its header, scratch, and buffers.
+struct op_storage {
+  wire_header header{};
+  std::vector<char> scratch{};
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> bufs{};  // destroyed first
+};
+
 /// A send or a receive, completed by its thread; the request's progress() reads the outcome.
 class p2p_op : public request_state, public waiter {
  public:
@@ -47,7 +54,15 @@ class p2p_op : public request_state, public waiter {
     if (worker_.joinable()) worker_.join();
     std::lock_guard<std::mutex> l(g_->m);
     g_->waiters.erase(this);
+    if (g_->failed.load()) g_->graveyard.push_back(store_);  // Gloo may still refer to it
   }
+
+  /// An unbound buffer of this operation (kept until the operation goes).
+  ::gloo::transport::UnboundBuffer& buffer(void* p, std::size_t bytes) {
+    store_->bufs.push_back(g_->ctx->createUnboundBuffer(p, bytes));
+    return *store_->bufs.back();
+  }
+  op_storage& storage() { return *store_; }
 
   template <class F>
   void start(F body) {
@@ -120,7 +135,15 @@ class p2p_op : public request_state, public waiter {
     fail(std::make_exception_ptr(
         timeout_error("heterograd: comm: gloo: " + what_ + " timed out: " + why)));
   }
+  /// The last handle of a pending operation went. Gloo cannot withdraw a posted operation: it
+  /// would later write into (or read from) memory that is gone. So the epoch fails first (its
+  /// connections close, nothing more arrives), then the thread is woken and joined.
   void abandon_pending() noexcept override {
+    if (!ready_.load(std::memory_order_acquire))
+      g_->fail(g_->rank,
+               "rank " + std::to_string(g_->rank) + ": " + what_ +
+                   " was dropped while pending (Gloo cannot withdraw it): the epoch fails",
+               false, true, false);
     wake();
     if (worker_.joinable()) worker_.join();
   }
@@ -155,6 +178,7 @@ class p2p_op : public request_state, public waiter {
   std::exception_ptr err_{};
   std::mutex cur_m_;
   ::gloo::transport::UnboundBuffer* cur_ = nullptr;
+  std::shared_ptr<op_storage> store_ = std::make_shared<op_storage>();
 };
 
 /// What a receive refuses in a header, or an empty string.
