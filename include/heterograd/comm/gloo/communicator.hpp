@@ -219,8 +219,11 @@ class communicator {
       return request::failed(fail_with(std::string(what) + " (collective " + std::to_string(tag) +
                                            ", timeout " + std::to_string(timeout.count()) + " s)",
                                        e.what()));
-    } catch (const mismatch_error&) {
+    } catch (const comm_error&) {  // a shape mismatch, a zero weight sum: the group is fine
       return request::failed(std::current_exception());
+    } catch (const std::exception& e) {  // Gloo's enforce failures are std::exceptions
+      return request::failed(
+          fail_with(std::string(what) + " (collective " + std::to_string(tag) + ")", e.what()));
     }
   }
 
