@@ -370,6 +370,33 @@ BOOST_AUTO_TEST_CASE(a_rank_that_never_arrives_gives_a_timeout_and_the_late_rank
       {2, 3});
 }
 
+// Gloo fails its whole context when one of its waits times out: the receive's error names the
+// peer and the tag, and the epoch is failed on the silent peer too.
+BOOST_AUTO_TEST_CASE(
+    a_receive_that_times_out_names_its_peer_and_tag_and_fails_the_epoch_everywhere) {
+  on_every_size(
+      [](hgl::communicator& c) {
+        if (c.rank() == 0) {
+          std::vector<float> buf(4);
+          const auto t0 = std::chrono::steady_clock::now();
+          expect(throws_naming<hc::timeout_error>(
+                     [&] {
+                       c.recv(hg::span<float>(buf), 1, 9,
+                              hc::recv_options{.timeout = hg::seconds{0.5}})
+                           .wait();
+                     },
+                     {"recv from rank 1 (tag 9) timed out"}),
+                 "timeout naming the peer");
+          const double t = since(t0);
+          expect(t >= 0.49 && t < 1.5, "after " + std::to_string(t) + " s (timeout 0.5 s)");
+        }
+        expect(c.barrier(hc::barrier_options{.timeout = hg::seconds{10}}).error() != nullptr &&
+                   c.failed(),
+               "the epoch failed on every rank");
+      },
+      {2, 3});
+}
+
 BOOST_AUTO_TEST_CASE(a_rank_killed_with_sigkill_fails_its_peers_collective_instead_of_hanging) {
   for (int n : {2, 3}) {
     temp_dir dir;
