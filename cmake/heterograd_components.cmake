@@ -2,6 +2,7 @@
 # the build tree and by the installed package config alike. Each carries HG_HAS_<X>.
 #   heterograd::openmp  OpenMP (Thrust's omp backend)          HG_HAS_OPENMP
 #   heterograd::mpi     MPI (the mpi transport)                 HG_HAS_MPI
+#   heterograd::gloo    Gloo with TCP (the gloo transport)      HG_HAS_GLOO
 #   heterograd::cuda    CUDA runtime and cuBLAS                 HG_HAS_CUDA
 #   heterograd::nccl    NCCL (the nccl transport)               HG_HAS_NCCL
 #   heterograd::blas    CBLAS for the models' GEMM              HG_HAS_BLAS
@@ -27,6 +28,33 @@ if(NOT TARGET heterograd::mpi AND (NOT DEFINED HG_ENABLE_MPI OR HG_ENABLE_MPI))
     add_library(heterograd::mpi INTERFACE IMPORTED GLOBAL)
     target_link_libraries(heterograd::mpi INTERFACE heterograd::heterograd MPI::MPI_CXX)
     target_compile_definitions(heterograd::mpi INTERFACE HG_HAS_MPI=1)
+  endif()
+endif()
+
+# Gloo (Debian: libgloo-dev) with its TCP transport; HG_GLOO_HAS_REDIS when its build has the
+# Redis store (GLOO_USE_REDIS in gloo/config.h) and hiredis.h, which its header includes, is
+# there (Debian: libhiredis-dev, not a dependency of libgloo-dev).
+if(NOT TARGET heterograd::gloo AND (NOT DEFINED HG_ENABLE_GLOO OR HG_ENABLE_GLOO))
+  find_path(HG_GLOO_INCLUDE_DIR gloo/config.h)
+  find_library(HG_GLOO_LIBRARY gloo)
+  if(HG_GLOO_INCLUDE_DIR AND HG_GLOO_LIBRARY)
+    file(STRINGS "${HG_GLOO_INCLUDE_DIR}/gloo/config.h" hg_gloo_tcp
+         REGEX "define GLOO_HAVE_TRANSPORT_TCP 1")
+    file(STRINGS "${HG_GLOO_INCLUDE_DIR}/gloo/config.h" hg_gloo_redis
+         REGEX "define GLOO_USE_REDIS 1")
+    find_package(Threads QUIET)
+    if(hg_gloo_tcp AND Threads_FOUND)
+      add_library(heterograd::gloo INTERFACE IMPORTED GLOBAL)
+      target_include_directories(heterograd::gloo INTERFACE "${HG_GLOO_INCLUDE_DIR}")
+      target_link_libraries(heterograd::gloo INTERFACE heterograd::heterograd
+                                                       "${HG_GLOO_LIBRARY}" Threads::Threads)
+      target_compile_definitions(heterograd::gloo INTERFACE HG_HAS_GLOO=1)
+      find_path(HG_HIREDIS_INCLUDE_DIR hiredis.h PATH_SUFFIXES hiredis)
+      if(hg_gloo_redis AND HG_HIREDIS_INCLUDE_DIR)
+        target_include_directories(heterograd::gloo INTERFACE "${HG_HIREDIS_INCLUDE_DIR}")
+        target_compile_definitions(heterograd::gloo INTERFACE HG_GLOO_HAS_REDIS=1)
+      endif()
+    endif()
   endif()
 endif()
 

@@ -1,7 +1,7 @@
 #pragma once
 // The transport layer: the concept, requests and options, collective schedules, the inproc
 // transport, partial collectives, collectives with uneven counts; the mpi transport when the mpi component is linked
-// (HG_HAS_MPI). The nccl transport (heterograd/comm/nccl.cuh) is CUDA-only: include it under nvcc.
+// (HG_HAS_MPI); the gloo transport when the gloo component is linked (HG_HAS_GLOO). The nccl transport (heterograd/comm/nccl.cuh) is CUDA-only: include it under nvcc.
 #include "heterograd/comm/concepts.hpp"
 #include "heterograd/comm/executor.hpp"
 #include "heterograd/comm/inproc.hpp"
@@ -16,4 +16,7 @@
 #if defined(HG_HAS_MPI)
 #include "heterograd/comm/mpi.hpp"
 #include "heterograd/comm/mpi_partial.hpp"
+#endif
+#if defined(HG_HAS_GLOO)
+#include "heterograd/comm/gloo.hpp"
 #endif

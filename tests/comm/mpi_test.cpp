@@ -15,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "comm_test_support.hpp"
+#include "transport_conformance.hpp"
 #include "heterograd/comm/mpi_partial.hpp"
 #include "heterograd/comm/uneven.hpp"
 #include "hg_mpi.hpp"
@@ -52,35 +53,10 @@ BOOST_AUTO_TEST_CASE(the_handle_reports_rank_size_and_the_thread_level_mpi_grant
 }
 
 BOOST_AUTO_TEST_CASE(allreduce_by_every_algorithm_equals_the_integer_reference_bitwise) {
-  auto& c = mpi_test::world();
-  const auto seed = shared_seed();
-  const int n = c.size();
-  for (auto a : {hc::algorithm::automatic, hc::algorithm::native, hc::algorithm::ring,
-                 hc::algorithm::recursive_halving_doubling, hc::algorithm::tree,
-                 hc::algorithm::hierarchical, hc::algorithm::torus_2d}) {
-    for (std::size_t m : {std::size_t{1}, std::size_t{1000}, std::size_t{70001}}) {
-      for (auto op : {hc::reduce_op::sum, hc::reduce_op::min, hc::reduce_op::max, hc::reduce_op::avg}) {
-        std::vector<std::int64_t> expected(m);
-        for (int r = 0; r < n; ++r) {
-          const auto in = comm_test::integer_input<std::int64_t>(seed, r, m, 0, 1000);
-          for (std::size_t i = 0; i < m; ++i)
-            expected[i] = r == 0 ? in[i]
-                          : op == hc::reduce_op::min ? std::min(expected[i], in[i])
-                          : op == hc::reduce_op::max ? std::max(expected[i], in[i])
-                                                     : expected[i] + in[i];
-        }
-        if (op == hc::reduce_op::avg)
-          for (auto& e : expected) e /= n;
-        auto v = comm_test::integer_input<std::int64_t>(seed, c.rank(), m, 0, 1000);
-        hc::allreduce_options o;
-        o.op = op;
-        o.algo = a;
-        o.segment_bytes = 64 * 1024;
-        c.allreduce(hg::span<std::int64_t>(v), o).wait();
-        BOOST_TEST(v == expected, hc::algorithm_name(a) << " m=" << m << " " << hc::reduce_op_name(op));
-      }
-    }
-  }
+  comm_conformance::allreduce_equals_the_integer_reference(
+      mpi_test::world(), {hc::algorithm::automatic, hc::algorithm::native, hc::algorithm::ring,
+                          hc::algorithm::recursive_halving_doubling, hc::algorithm::tree,
+                          hc::algorithm::hierarchical, hc::algorithm::torus_2d});
 }
 
 BOOST_AUTO_TEST_CASE(float_allreduce_matches_the_reference_within_reordering_tolerance_and_weights_average) {
@@ -100,17 +76,7 @@ BOOST_AUTO_TEST_CASE(float_allreduce_matches_the_reference_within_reordering_tol
     c.allreduce(hg::span<float>(v), o).wait();
     for (std::size_t i = 0; i < m; ++i) BOOST_TEST(std::abs(v[i] - ref[i]) <= 2.0 * n * n * 1.2e-7);
   }
-  std::vector<double> w(10, static_cast<double>(c.rank() + 1));
-  hc::allreduce_options o;
-  o.op = hc::reduce_op::avg;
-  o.weight = static_cast<double>(c.rank() + 1);
-  c.allreduce(hg::span<double>(w), o).wait();
-  double num = 0, den = 0;
-  for (int r = 1; r <= n; ++r) {
-    num += r * r;
-    den += r;
-  }
-  for (double x : w) BOOST_TEST(x == num / den, boost::test_tools::tolerance(1e-14));
+  comm_conformance::weighted_average_is_the_sum_of_weighted_inputs_over_the_sum_of_weights(c);
 }
 
 BOOST_AUTO_TEST_CASE(waits_yield_between_polls_only_when_ranks_outnumber_cores_and_mpi_does_not_yield_itself) {
@@ -226,87 +192,22 @@ BOOST_AUTO_TEST_CASE(the_blocking_mode_equals_the_deadline_path_bitwise) {
 }
 
 BOOST_AUTO_TEST_CASE(reduce_scatter_allgather_broadcast_gather_and_barrier) {
-  auto& c = mpi_test::world();
-  const int n = c.size(), r = c.rank();
-  const std::size_t b = 4;
-  std::vector<std::int32_t> in(b * static_cast<std::size_t>(n)), out(b, hg_test::poison<std::int32_t>());
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = r + static_cast<std::int32_t>(i);
-  c.reduce_scatter(hg::span<const std::int32_t>(in), hg::span<std::int32_t>(out)).wait();
-  for (std::size_t i = 0; i < b; ++i)
-    BOOST_TEST(out[i] == n * (n - 1) / 2 + n * static_cast<std::int32_t>(static_cast<std::size_t>(r) * b + i));
-  std::vector<float> mine(b, static_cast<float>(r)), all(b * static_cast<std::size_t>(n), hg_test::poison<float>());
-  c.allgather(hg::span<const float>(mine), hg::span<float>(all)).wait();
-  for (std::size_t i = 0; i < all.size(); ++i) BOOST_TEST(all[i] == static_cast<float>(i / b));
-  std::vector<double> v(3, r == n - 1 ? 2.5 : 0.0);
-  c.broadcast(hg::span<double>(v), n - 1).wait();
-  for (double x : v) BOOST_TEST(x == 2.5);
-  std::vector<std::int64_t> one{r * 10}, g(r == 0 ? static_cast<std::size_t>(n) : 0);
-  c.gather(hg::span<const std::int64_t>(one), hg::span<std::int64_t>(g), 0).wait();
-  if (r == 0)
-    for (int q = 0; q < n; ++q) BOOST_TEST(g[static_cast<std::size_t>(q)] == q * 10);
-  c.barrier().wait();
+  comm_conformance::reduce_scatter_allgather_broadcast_gather_and_barrier(mpi_test::world());
 }
 
 // Receives are matched (their message's size is learnt before they post), yet a posted
 // receive is taken while its rank waits on something else of the communicator, as a posted
 // MPI_Irecv is: two ranks that each wait on a rendezvous send before their receive finish.
 BOOST_AUTO_TEST_CASE(a_posted_receive_is_taken_while_its_rank_waits_on_a_rendezvous_send) {
-  auto& c = mpi_test::world();
-  if (c.rank() > 1) return;
-  const int peer = 1 - c.rank();
-  std::vector<float> out(1 << 20, static_cast<float>(c.rank())), in(1 << 20, -1.0f);
-  auto r = c.recv(hg::span<float>(in), peer, 11, hc::recv_options{.timeout = hg::seconds{20}});
-  c.send(hg::span<const float>(out), peer, 11, hc::send_options{.timeout = hg::seconds{20}}).wait();
-  r.wait();
-  BOOST_TEST(in.front() == static_cast<float>(peer));
-  BOOST_TEST(in.back() == static_cast<float>(peer));
+  comm_conformance::a_posted_receive_is_taken_while_its_rank_waits_on_a_send(mpi_test::world());
 }
 
 BOOST_AUTO_TEST_CASE(any_source_receive_serves_every_worker_and_reports_the_sender) {
-  auto& c = mpi_test::world();
-  const int n = c.size(), rounds = 10;
-  if (c.rank() == 0) {
-    std::vector<int> served(static_cast<std::size_t>(n), 0);
-    for (int k = 0; k < (n - 1) * rounds; ++k) {
-      std::vector<float> g(16, hg_test::poison<float>());
-      auto q = c.recv(hg::span<float>(g), hc::any_source, hc::any_tag);
-      q.wait();
-      const auto st = q.status();
-      BOOST_TEST(st.tag == 3);
-      BOOST_TEST(st.bytes == 16 * sizeof(float));
-      BOOST_TEST(g[0] == static_cast<float>(st.source));
-      ++served[static_cast<std::size_t>(st.source)];
-      std::vector<std::int64_t> ack{k};
-      c.send(hg::span<const std::int64_t>(ack), st.source, 4).wait();
-    }
-    for (int j = 1; j < n; ++j) BOOST_TEST(served[static_cast<std::size_t>(j)] == rounds);
-  } else {
-    for (int k = 0; k < rounds; ++k) {
-      std::vector<float> g(16, static_cast<float>(c.rank()));
-      std::vector<std::int64_t> ack{-1};
-      auto a = c.recv(hg::span<std::int64_t>(ack), 0, 4);
-      c.send(hg::span<const float>(g), 0, 3).wait();
-      a.wait();
-      BOOST_TEST(ack[0] >= k);
-    }
-  }
-  c.barrier().wait();
+  comm_conformance::any_source_receive_serves_every_worker_and_reports_the_sender(mpi_test::world(), hc::any_tag);
 }
 
 BOOST_AUTO_TEST_CASE(split_makes_subgroups_ordered_by_key) {
-  auto& c = mpi_test::world();
-  auto sub = c.split(c.rank() % 2, -c.rank());
-  std::vector<int> v{c.rank()};
-  sub.allreduce(hg::span<int>(v)).wait();
-  int expected = 0, count = 0;
-  for (int r = c.rank() % 2; r < c.size(); r += 2) {
-    expected += r;
-    ++count;
-  }
-  BOOST_TEST(v[0] == expected);
-  BOOST_TEST(sub.size() == count);
-  auto none = c.split(c.rank() == 0 ? 0 : -1, 0);
-  BOOST_TEST(none.valid() == (c.rank() == 0));
+  comm_conformance::split_makes_subgroups_ordered_by_key(mpi_test::world());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
