@@ -75,6 +75,16 @@ fs::path make_corpus(const std::string& tag) {
   return d;
 }
 
+// Removes the corpus however the test case ends (a failed check included).
+struct corpus_dir {
+  fs::path path;
+  ~corpus_dir() {
+    std::error_code ec;
+    fs::permissions(path / "j.py", fs::perms::owner_all, ec);
+    fs::remove_all(path, ec);
+  }
+};
+
 // heterograd-run's rule (tools/driver/run_torch.cpp, load_corpus, main 2aae40f), copied here
 // because that function lives in a LibTorch translation unit of the driver: the sorted names.
 std::vector<std::string> driver_listing(const fs::path& dir) {
@@ -130,7 +140,8 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 BOOST_AUTO_TEST_SUITE(text)
 
 BOOST_AUTO_TEST_CASE(list_corpus_splits_every_tenth_sorted_py_file_as_the_driver_does) {
-  const fs::path d = make_corpus("list");
+  const corpus_dir dir_guard{make_corpus("list")};
+  const fs::path& d = dir_guard.path;
   const auto c = hd::list_corpus(d);
   const std::vector<std::string> all{"a.py", "a/b.py", "b.py", "c.py", "d.py", "e.py",
                                      "f.py", "g.py",   "h.py", "i.py", "j.py", "k.py"};
@@ -139,7 +150,6 @@ BOOST_AUTO_TEST_CASE(list_corpus_splits_every_tenth_sorted_py_file_as_the_driver
   BOOST_TEST(c.train.size() == 11u);
   BOOST_TEST(c.files == driver_listing(d), boost::test_tools::per_element());
   BOOST_TEST(c.bytes == 5u + 9 + 0 + 6 + 7 + 6 + 2 * huge_line_words + 9 + 3 + 7 + 1 + 5);
-  fs::remove_all(d);
 }
 
 BOOST_AUTO_TEST_CASE(words_are_ascii_identifiers_and_everything_else_separates) {
@@ -152,7 +162,8 @@ BOOST_AUTO_TEST_CASE(words_are_ascii_identifiers_and_everything_else_separates) 
 }
 
 BOOST_AUTO_TEST_CASE(vocabulary_counts_and_cut_match_the_hand_count) {
-  const fs::path d = make_corpus("vocab");
+  const corpus_dir dir_guard{make_corpus("vocab")};
+  const fs::path& d = dir_guard.path;
   const auto text = hd::read_corpus(hd::list_corpus(d));
   BOOST_TEST_REQUIRE(text.train.size() == 11u);
   const auto v = hd::build_vocabulary(text.train, 7);
@@ -174,11 +185,11 @@ BOOST_AUTO_TEST_CASE(vocabulary_counts_and_cut_match_the_hand_count) {
   BOOST_TEST(total == huge_line_words + 21);
   BOOST_CHECK_THROW(hd::build_vocabulary(text.train, 12), std::invalid_argument);
   BOOST_CHECK_THROW(hd::build_vocabulary(text.train, 1), std::invalid_argument);
-  fs::remove_all(d);
 }
 
 BOOST_AUTO_TEST_CASE(vocabulary_and_samples_do_not_depend_on_the_order_files_are_counted) {
-  const fs::path d = make_corpus("det");
+  const corpus_dir dir_guard{make_corpus("det")};
+  const fs::path& d = dir_guard.path;
   const auto text = hd::read_corpus(hd::list_corpus(d));
   auto reversed = text.train;
   std::reverse(reversed.begin(), reversed.end());
@@ -189,11 +200,11 @@ BOOST_AUTO_TEST_CASE(vocabulary_and_samples_do_not_depend_on_the_order_files_are
   const auto s2 = hd::make_word_samples(hd::encode_words(text.train, b), b, 3);
   BOOST_TEST(s1.contexts == s2.contexts);
   BOOST_TEST(s1.targets == s2.targets);
-  fs::remove_all(d);
 }
 
 BOOST_AUTO_TEST_CASE(samples_pad_file_starts_with_bos_and_skip_unknown_targets) {
-  const fs::path d = make_corpus("samples");
+  const corpus_dir dir_guard{make_corpus("samples")};
+  const fs::path& d = dir_guard.path;
   const auto text = hd::read_corpus(hd::list_corpus(d));
   const auto v = hd::build_vocabulary(text.train, 7);  // <unk> e a b c caf Z; bos 7
   const auto val = hd::encode_words(text.validation, v);
@@ -214,11 +225,11 @@ BOOST_AUTO_TEST_CASE(samples_pad_file_starts_with_bos_and_skip_unknown_targets) 
   BOOST_TEST(t.contexts[7] == 7u);
   BOOST_TEST(t.contexts[9] == 3u);  // sample 4: context (bos, b) -> c
   BOOST_CHECK_THROW(hd::make_word_samples(train, v, 0), std::invalid_argument);
-  fs::remove_all(d);
 }
 
 BOOST_AUTO_TEST_CASE(hostile_corpora_are_refused_naming_the_path_and_the_rule) {
-  const fs::path d = make_corpus("hostile");
+  const corpus_dir dir_guard{make_corpus("hostile")};
+  const fs::path& d = dir_guard.path;
   BOOST_TEST(contains(error_of([&] { hd::list_corpus(d / "a.py"); }), "expected a folder"));
   BOOST_TEST(contains(error_of([&] { hd::list_corpus(d / "missing"); }), (d / "missing").string()));
   BOOST_TEST(contains(error_of([&] { hd::list_corpus(d, {.max_bytes = 100}); }), "corpus_limits"));
@@ -247,7 +258,6 @@ BOOST_AUTO_TEST_CASE(hostile_corpora_are_refused_naming_the_path_and_the_rule) {
     BOOST_TEST_MESSAGE("running as root: the unreadable-file case is not checked");
   }
   fs::permissions(d / "j.py", fs::perms::owner_all);
-  fs::remove_all(d);
 }
 
 // Measures (does not assert) the driver's default corpus, the Python standard library; the
