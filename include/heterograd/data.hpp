@@ -5,3 +5,4 @@
 #include "heterograd/data/partition.hpp"
 #include "heterograd/data/sampler.hpp"
 #include "heterograd/data/synthetic.hpp"
+#include "heterograd/data/text.hpp"
