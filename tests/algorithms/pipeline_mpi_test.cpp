@@ -3,8 +3,10 @@
 // runs on every rank (it is deterministic).
 // Activations of 300 rows x 64 floats (75 KiB) are above Open MPI's eager limit, so the
 // posted-then-waited sends must not deadlock under rendezvous.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -12,6 +14,7 @@
 #include "decoupled_support.hpp"
 #include "heterograd/algorithms/pipeline.hpp"
 #include "hg_mpi.hpp"
+#include "pipeline_support.hpp"
 
 namespace hg = heterograd;
 namespace nn = heterograd::nn;
@@ -64,5 +67,66 @@ BOOST_AUTO_TEST_CASE(stage_pipeline_over_mpi_ranks_equals_the_simulated_pipeline
     const auto s = static_cast<std::size_t>(world.rank());
     BOOST_TEST(r.peak_in_flight[s] == expect.peak_in_flight[s], "config " << k);
     BOOST_TEST(r.peak_stashes[s] == expect.peak_stashes[s], "config " << k);
+  }
+}
+
+// Hostile peers over MPI (np 3; skipped at other sizes): a forged header from rank 0 or 2, in
+// the synchronous mode and mid-stream in the asynchronous one. The receiving rank refuses it by
+// name (key, value, rule) and aborts the group (run_or_abort); every other rank fails with that
+// abort and the root cause well before its 20 s timeout. Each case runs on its own duplicate
+// of the world (an aborted communicator stays failed), the world stays usable.
+BOOST_AUTO_TEST_CASE(a_hostile_stage_header_over_mpi_is_refused_by_name_and_reaches_every_rank) {
+  namespace hp = hg_pipeline_test;
+  if (mpi_test::world().size() != 3) return;
+  const auto async = pl::pipeline_update::asynchronous;
+  struct mpi_case {
+    hp::forged f;
+    pl::pipeline_config cfg;
+  };
+  const std::vector<mpi_case> cases{
+      {{0, 1, 7200, {0, 0, 5, 9},
+        "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)"},
+       {.micro_batches = 2}},
+      {{0, 2, 7204, {1, 0, 4, 100},
+        "'pipeline.label_header.batch_rows' = 100: must be >= the micro-batch's rows", 2},
+       {.micro_batches = 2, .update = async, .stash_weights = true}},
+      {{2, 1, 7202, {0, 0, 4, 7},
+        "'pipeline.gradient_header.micro_batch' = 0: must be the micro-batch stage 1's schedule "
+        "expects next (1)",
+        1},
+       {.micro_batches = 2, .update = async, .spectrain = true}},
+  };
+  const auto p0 = hp::initial(hp::five_layers);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& [f, cfg] = cases[i];
+    hg::comm::mpi::communicator c(MPI_COMM_WORLD);
+    const auto start = std::chrono::steady_clock::now();
+    std::string what = "no error";
+    try {
+      if (c.rank() == f.from) {
+        hp::forge(c, f);
+        float never = 0;
+        c.recv(hg::span<float>(&never, 1), (c.rank() + 1) % 3, 7299,
+               {.timeout = std::chrono::seconds{20}})
+            .wait();
+      } else {
+        hg::comm::mpi::run_or_abort(c, [&] {
+          pl::mlp_stages model(hp::five_layers, {}, 3, 4);
+          std::vector<float> p = p0;
+          pl::run_pipeline_over(c, model, p, hp::make_sgd, cfg, hp::batches(12, 5, 8, 1), 2,
+                                {.timeout = std::chrono::seconds{20}, .max_rows = 4});
+        });
+      }
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BOOST_TEST(what.find(f.says) != std::string::npos, "case " << i << ": " << what);
+    if (c.rank() != f.to)
+      BOOST_TEST(what.find("aborted by rank " + std::to_string(f.to)) != std::string::npos,
+                 "case " << i << ": " << what);
+    BOOST_TEST(seconds < 10.0, "case " << i << " took " << seconds << " s");
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 }

@@ -160,11 +160,12 @@ struct rank_outcome {
   std::string what = "no error";
   double seconds = 0;
 };
-/// Runs S ranks; rank `hostile` runs `forge` instead of the pipeline (then waits on a message
-/// that never comes); every rank records its error and how long it took to see it.
-std::vector<rank_outcome> run_with_hostile(
-    std::size_t S, int hostile,
-    const std::function<void(const hg::comm::inproc::communicator&)>& forge) {
+/// Runs 3 ranks of the pipeline `cfg` for two steps; rank f.from runs forge(f) instead (then
+/// waits on a message that never comes); every rank records its error and how long it took
+/// to see it.
+std::vector<rank_outcome> run_with_hostile(const hg_pipeline_test::forged& f,
+                                           const pl::pipeline_config& cfg) {
+  const std::size_t S = 3;
   std::vector<rank_outcome> out(S);
   const pl::transfer_options to{.timeout = std::chrono::seconds{20}, .max_rows = 4};
   const auto p0 = initial(five_layers);
@@ -173,17 +174,16 @@ std::vector<rank_outcome> run_with_hostile(
       const auto start = std::chrono::steady_clock::now();
       auto& me = out[static_cast<std::size_t>(c.rank())];
       try {
-        if (c.rank() == hostile) {
-          forge(c);
+        if (c.rank() == f.from) {
+          hg_pipeline_test::forge(c, f);
           float never = 0;
           c.recv(hg::span<float>(&never, 1), (c.rank() + 1) % static_cast<int>(S), 7299,
                  {.timeout = std::chrono::seconds{20}})
               .wait();
         } else {
-          pl::mlp_stages model(five_layers, {}, S, 2);
+          pl::mlp_stages model(five_layers, {}, S, 4);  // 1F1B streams: min(S, N) = 3 slots
           std::vector<float> p = p0;
-          pl::run_pipeline_over(c, model, p, make_sgd, {.micro_batches = 2}, batches(12, 5, 8, 1),
-                                2, to);
+          pl::run_pipeline_over(c, model, p, make_sgd, cfg, batches(12, 5, 8, 1), 2, to);
         }
       } catch (const std::exception& e) {
         me.what = e.what();
@@ -196,93 +196,105 @@ std::vector<rank_outcome> run_with_hostile(
   }
   return out;
 }
+/// The receiving rank refuses f naming the field, value and rule; the others fail with its
+/// abort and the root cause well before their 20 s timeout.
+void check_refused(const hg_pipeline_test::forged& f, const pl::pipeline_config& cfg,
+                   const std::string& mode) {
+  const auto out = run_with_hostile(f, cfg);
+  const auto refuser = static_cast<std::size_t>(f.to);
+  BOOST_TEST(out[refuser].what.find(f.says) != std::string::npos, mode << ": " << out[refuser].what);
+  const std::string abort = "aborted by rank " + std::to_string(f.to);
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    if (r != refuser)
+      BOOST_TEST((out[r].what.find(abort) != std::string::npos &&
+                  out[r].what.find(f.says) != std::string::npos),
+                 mode << " rank " << r << ": " << out[r].what);
+    BOOST_TEST(out[r].seconds < 10.0, mode << " rank " << r << " took " << out[r].seconds << " s");
+  }
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_hostile_stage_header_is_refused_by_name_and_the_fault_reaches_every_rank,
                      *boost::unit_test::timeout(100)) {
-  // Three stages over 5 layers (bounds 0, 2, 4, 5): stage 1's input width is 9, stage 2's 7;
-  // micro-batches of 4 rows. A forged header from rank 0 (activations to rank 1), from rank 2
-  // (gradients to rank 1, after rank 1's first forward) or from rank 0 to rank 2 (labels,
-  // after a valid first activation through rank 1): the receiving rank refuses it naming the
-  // field and the rule before it sizes anything; the other ranks fail with its abort well
-  // before their 20 s timeout.
-  struct forged {
-    int from, to, tag;
-    std::array<std::int64_t, 4> header;
-    const char* says;
-  };
-  const std::vector<forged> cases{
-      {0,
-       1,
-       7200,
-       {0, 0, 5, 9},
+  // Synchronous, M = 2. A forged header from rank 0 (activations to rank 1), from rank 2
+  // (gradients to rank 1, after rank 1's forwards) or from rank 0 to rank 2 (labels, after a
+  // valid first activation through rank 1): refused before anything is sized by it.
+  const std::vector<hg_pipeline_test::forged> cases{
+      {0, 1, 7200, {0, 0, 5, 9},
        "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)"},
-      {0,
-       1,
-       7200,
-       {0, 0, std::int64_t{1} << 62, 9},
+      {0, 1, 7200, {0, 0, std::int64_t{1} << 62, 9},
        "'pipeline.header.rows' = 4611686018427387904: must be > 0"},
       {0, 1, 7200, {0, 0, -2, 9}, "'pipeline.header.rows' = -2: must be > 0"},
-      {0,
-       1,
-       7200,
-       {0, 0, 4, 8},
+      {0, 1, 7200, {0, 0, 4, 8},
        "'pipeline.header.width' = 8: must equal stage 1's input width (9), which stage 0's output "
        "must match"},
       {0, 1, 7200, {1, 0, 4, 9}, "'pipeline.header.step' = 1: must be this step (0)"},
-      {0,
-       1,
-       7200,
-       {0, 1, 4, 9},
+      {0, 1, 7200, {0, 1, 4, 9},
        "'pipeline.header.micro_batch' = 1: must be the micro-batch stage 1's schedule expects next "
        "(0)"},
-      {2,
-       1,
-       7202,
-       {0, 0, 3, 7},
+      {2, 1, 7202, {0, 0, 3, 7},
        "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 0's forward (4)"},
-      {2,
-       1,
-       7202,
-       {0, 0, 4, 6},
+      {2, 1, 7202, {0, 0, 4, 6},
        "'pipeline.gradient_header.width' = 6: must equal stage 1's output width (7)"},
-      {0,
-       2,
-       7204,
-       {0, 0, 3, 8},
+      {0, 2, 7204, {0, 0, 3, 8},
        "'pipeline.label_header.rows' = 3: must equal the rows of micro-batch 0's activations (4)"},
-      {0,
-       2,
-       7204,
-       {0, 0, 4, 2},
+      {0, 2, 7204, {0, 0, 4, 2},
        "'pipeline.label_header.batch_rows' = 2: must be >= the micro-batch's rows"},
+      {0, 2, 7204, {0, 0, 4, 100},
+       "'pipeline.label_header.batch_rows' = 100: must be >= the micro-batch's rows, the same for "
+       "every micro-batch of the step, and split into 2 micro-batches give micro-batch 0 its 4 "
+       "rows"},
   };
-  for (const auto& f : cases) {
-    const auto out = run_with_hostile(3, f.from, [&](const hg::comm::inproc::communicator& c) {
-      if (f.from == 2) {  // a valid first activation reaches rank 1 from rank 0; answer it with a
-                          // forged gradient
-        std::int64_t h[4];
-        c.recv(hg::span<std::int64_t>(h, 4), 1, 7200, {}).wait();
-      }
-      if (f.to ==
-          2) {  // a valid first activation of 4 rows for rank 1, which passes it on to rank 2
-        const std::int64_t h[4] = {0, 0, 4, 9};
-        const std::vector<float> x(4 * 9, 0.5f);
-        c.send(hg::span<const std::int64_t>(h, 4), 1, 7200, {}).wait();
-        c.send(hg::span<const float>(x), 1, 7201, {}).wait();
-      }
-      c.send(hg::span<const std::int64_t>(f.header.data(), 4), f.to, f.tag, {}).wait();
-    });
-    const auto refuser = static_cast<std::size_t>(f.to);
-    BOOST_TEST(out[refuser].what.find(f.says) != std::string::npos, out[refuser].what);
-    const std::string abort = "aborted by rank " + std::to_string(f.to);
-    for (std::size_t r = 0; r < 3; ++r) {
-      if (r != refuser)
-        BOOST_TEST(out[r].what.find(abort) != std::string::npos,
-                   "rank " << r << ": " << out[r].what);
-      BOOST_TEST(out[r].seconds < 10.0, "rank " << r << " took " << out[r].seconds << " s");
-    }
-  }
+  for (const auto& f : cases) check_refused(f, {.micro_batches = 2}, "synchronous");
+}
+
+BOOST_AUTO_TEST_CASE(a_hostile_header_in_the_asynchronous_stream_is_refused_by_name,
+                     *boost::unit_test::timeout(200)) {
+  // Asynchronous, one 1F1B stream of N = 4 micro-batches over both steps (drain_every = 0),
+  // with stashing and with SpecTrain: stream position k is step k / 2, micro-batch k % 2. The
+  // hostile rank sends valid micro-batches first, so the forgery lands mid-stream: a header of
+  // step 1 that is too large, too wide, replays step 0 or skips a micro-batch; a gradient that
+  // replays micro-batch 0 or claims the next step; labels of the wrong step or a step size B
+  // that does not split into the rows that arrived.
+  const auto async = pl::pipeline_update::asynchronous;
+  const std::vector<hg_pipeline_test::forged> cases{
+      {0, 1, 7200, {1, 0, 5, 9},
+       "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)", 2},
+      {0, 1, 7200, {1, 0, 4, 8}, "'pipeline.header.width' = 8: must equal stage 1's input width (9)",
+       2},
+      {0, 1, 7200, {0, 0, 4, 9}, "'pipeline.header.step' = 0: must be this step (1)", 2},
+      {0, 1, 7200, {1, 1, 4, 9},
+       "'pipeline.header.micro_batch' = 1: must be the micro-batch stage 1's schedule expects next "
+       "(0)",
+       2},
+      {2, 1, 7202, {1, 1, 4, 7}, "'pipeline.gradient_header.step' = 1: must be this step (0)", 1},
+      {2, 1, 7202, {0, 0, 4, 7},
+       "'pipeline.gradient_header.micro_batch' = 0: must be the micro-batch stage 1's schedule "
+       "expects next (1)",
+       1},
+      {2, 1, 7202, {0, 1, 3, 7},
+       "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 1's forward (4)", 1},
+      {2, 1, 7202, {0, 1, 4, 6},
+       "'pipeline.gradient_header.width' = 6: must equal stage 1's output width (7)", 1},
+      {0, 2, 7204, {0, 0, 4, 8}, "'pipeline.label_header.step' = 0: must be this step (1)", 2},
+      {0, 2, 7204, {1, 1, 4, 8},
+       "'pipeline.label_header.micro_batch' = 1: must be the micro-batch whose activations "
+       "arrived (0)",
+       2},
+      {0, 2, 7204, {1, 0, 3, 8},
+       "'pipeline.label_header.rows' = 3: must equal the rows of micro-batch 0's activations (4)", 2},
+      {0, 2, 7204, {1, 0, 4, 100},
+       "'pipeline.label_header.batch_rows' = 100: must be >= the micro-batch's rows, the same for "
+       "every micro-batch of the step, and split into 2 micro-batches give micro-batch 0 its 4 "
+       "rows",
+       2},
+  };
+  for (const bool spectrain : {false, true})
+    for (const auto& f : cases)
+      check_refused(f,
+                    {.micro_batches = 2, .update = async, .stash_weights = !spectrain,
+                     .spectrain = spectrain, .drain_every = 0},
+                    spectrain ? "spectrain" : "stash");
 }
 
 BOOST_AUTO_TEST_CASE(bad_pipeline_configuration_and_input_are_refused_by_name) {

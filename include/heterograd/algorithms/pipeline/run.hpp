@@ -11,8 +11,9 @@
 // checked before anything is sized by it: step and micro_batch must be the expected ones,
 // width the receiving stage's (a stage whose output does not match the next stage's input is
 // named with both widths), rows > 0, addressable and at most transfer_options::max_rows (the
-// check of decoupled/transport_pipeline.hpp), and a gradient's or labels' rows those of the
-// micro-batch's forward. The payload is then received at exactly that size (any other size or
+// check of decoupled/transport_pipeline.hpp), a gradient's or labels' rows those of the
+// micro-batch's forward, and a label header's B the same over the step and one that splits
+// into exactly these rows. The payload is then received at exactly that size (any other size or
 // type is refused by the transport before a byte is written). A hostile previous stage can
 // make a rank allocate at most max_rows x width floats per message.
 //
@@ -317,9 +318,15 @@ class stage_runner {
             "must equal the rows of micro-batch " + std::to_string(m) + "'s activations (" +
                 std::to_string(rows_[k]) + ")");
     if (m == 0) step_rows_ = static_cast<std::size_t>(std::max<std::int64_t>(h[3], 0));
-    require(h[3] >= h[2] && h[3] == static_cast<std::int64_t>(step_rows_), key + ".batch_rows",
-            h[3],
-            "must be >= the micro-batch's rows and the same for every micro-batch of the step");
+    // B fixes every micro-batch's rows (config.hpp's split): a B that does not split into
+    // these rows would silently rescale the step's loss and gradient.
+    const auto B = static_cast<std::uint64_t>(std::max<std::int64_t>(h[3], 0));
+    require(h[3] >= h[2] && h[3] == static_cast<std::int64_t>(step_rows_) &&
+                B / Mb_ + (m < B % Mb_ ? 1 : 0) == rows_[k],
+            key + ".batch_rows", h[3],
+            "must be >= the micro-batch's rows, the same for every micro-batch of the step, and "
+            "split into " + std::to_string(Mb_) + " micro-batches give micro-batch " +
+                std::to_string(m) + " its " + std::to_string(rows_[k]) + " rows");
     batch_rows_[k] = step_rows_;
     labels_[k].resize(rows_[k]);
     decoupled::detail::receive_field(t_, span<std::int32_t>(labels_[k]), 0, tag(label_payload), ro_,
