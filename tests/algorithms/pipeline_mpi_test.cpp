@@ -67,6 +67,15 @@ BOOST_AUTO_TEST_CASE(stage_pipeline_over_mpi_ranks_equals_the_simulated_pipeline
     const auto s = static_cast<std::size_t>(world.rank());
     BOOST_TEST(r.peak_in_flight[s] == expect.peak_in_flight[s], "config " << k);
     BOOST_TEST(r.peak_stashes[s] == expect.peak_stashes[s], "config " << k);
+    // Telemetry: every stage's counts on every rank, exactly the simulated run's; the times
+    // only as invariants (real clock).
+    BOOST_TEST(r.theoretical_bubble == expect.theoretical_bubble, "config " << k);
+    for (std::size_t j = 0; j < S; ++j) {
+      const auto& tj = r.stages.at(j);
+      BOOST_TEST(tj.bytes_sent == expect.stages[j].bytes_sent, "config " << k << " stage " << j);
+      BOOST_TEST(tj.micro_batches == expect.stages[j].micro_batches, "config " << k);
+      BOOST_TEST(tj.busy_s + tj.idle_s + tj.send_wait_s <= tj.wall_s, "config " << k);
+    }
   }
 }
 

@@ -202,7 +202,8 @@ void check_refused(const hg_pipeline_test::forged& f, const pl::pipeline_config&
                    const std::string& mode) {
   const auto out = run_with_hostile(f, cfg);
   const auto refuser = static_cast<std::size_t>(f.to);
-  BOOST_TEST(out[refuser].what.find(f.says) != std::string::npos, mode << ": " << out[refuser].what);
+  BOOST_TEST(out[refuser].what.find(f.says) != std::string::npos,
+             mode << ": " << out[refuser].what);
   const std::string abort = "aborted by rank " + std::to_string(f.to);
   for (std::size_t r = 0; r < out.size(); ++r) {
     if (r != refuser)
@@ -260,8 +261,8 @@ BOOST_AUTO_TEST_CASE(a_hostile_header_in_the_asynchronous_stream_is_refused_by_n
   const std::vector<hg_pipeline_test::forged> cases{
       {0, 1, 7200, {1, 0, 5, 9},
        "'pipeline.header.rows' = 5: must be at most transfer_options.max_rows (4)", 2},
-      {0, 1, 7200, {1, 0, 4, 8}, "'pipeline.header.width' = 8: must equal stage 1's input width (9)",
-       2},
+      {0, 1, 7200, {1, 0, 4, 8},
+       "'pipeline.header.width' = 8: must equal stage 1's input width (9)", 2},
       {0, 1, 7200, {0, 0, 4, 9}, "'pipeline.header.step' = 0: must be this step (1)", 2},
       {0, 1, 7200, {1, 1, 4, 9},
        "'pipeline.header.micro_batch' = 1: must be the micro-batch stage 1's schedule expects next "
@@ -273,7 +274,8 @@ BOOST_AUTO_TEST_CASE(a_hostile_header_in_the_asynchronous_stream_is_refused_by_n
        "expects next (1)",
        1},
       {2, 1, 7202, {0, 1, 3, 7},
-       "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 1's forward (4)", 1},
+       "'pipeline.gradient_header.rows' = 3: must equal the rows of micro-batch 1's forward (4)",
+       1},
       {2, 1, 7202, {0, 1, 4, 6},
        "'pipeline.gradient_header.width' = 6: must equal stage 1's output width (7)", 1},
       {0, 2, 7204, {0, 0, 4, 8}, "'pipeline.label_header.step' = 0: must be this step (1)", 2},
@@ -282,7 +284,8 @@ BOOST_AUTO_TEST_CASE(a_hostile_header_in_the_asynchronous_stream_is_refused_by_n
        "arrived (0)",
        2},
       {0, 2, 7204, {1, 0, 3, 8},
-       "'pipeline.label_header.rows' = 3: must equal the rows of micro-batch 0's activations (4)", 2},
+       "'pipeline.label_header.rows' = 3: must equal the rows of micro-batch 0's activations (4)",
+       2},
       {0, 2, 7204, {1, 0, 4, 100},
        "'pipeline.label_header.batch_rows' = 100: must be >= the micro-batch's rows, the same for "
        "every micro-batch of the step, and split into 2 micro-batches give micro-batch 0 its 4 "
@@ -351,6 +354,108 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_configuration_and_input_are_refused_by_name) {
       wrong_size.find("'pipeline.transport.size' = 3: must equal the number of stages (2)") !=
           std::string::npos,
       wrong_size);
+}
+
+namespace {
+/// The bytes stage s of S sends per step of `rows` rows in M micro-batches, from the wire
+/// protocol: per micro-batch a 32-byte header and its payload, activations (rows x the next
+/// stage's width floats) to s + 1, gradients (rows x its own width floats) to s - 1, and on
+/// stage 0 the labels (rows int32) to S - 1.
+std::uint64_t bytes_per_step(const pl::mlp_stages& m, std::size_t s, std::size_t rows,
+                             std::size_t M) {
+  const std::size_t S = m.stages();
+  std::uint64_t b = 0;
+  if (s + 1 < S) b += M * 32 + rows * m.input_width(s + 1) * 4;
+  if (s > 0) b += M * 32 + rows * m.input_width(s) * 4;
+  if (s == 0 && S > 1) b += M * 32 + rows * 4;
+  return b;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(simulated_telemetry_has_the_schedule_bytes_micro_batches_and_bubble) {
+  // Batches of 7 rows in M = 3 micro-batches, 4 steps, S = 1..4, both schedules, synchronous,
+  // one asynchronous stream (drain_every = 0) and drains every 2 steps. Bytes and micro-batches
+  // against the closed form above; the theoretical bubble against (S - 1) / (N + S - 1) per
+  // segment of N micro-batches; the simulated schedule's idle fraction (forward 1, backward 2,
+  // equal stages) against it: GPipe and 1F1B have the same bubble.
+  const std::size_t M = 3, steps = 4;
+  const auto source = batches(12, 5, 7, hg_test::seed() + 5);
+  const auto async = pl::pipeline_update::asynchronous;
+  for (std::size_t S : {1, 2, 3, 4}) {
+    for (auto kind : {pl::pipeline_schedule_kind::gpipe, pl::pipeline_schedule_kind::one_f_one_b}) {
+      for (std::size_t drain : {0, 1, 2}) {  // 0: synchronous here; 1: async stream; 2: drains
+        pl::pipeline_config cfg{.schedule = kind, .micro_batches = M};
+        if (drain > 0) cfg.update = async;
+        if (drain == 2) cfg.drain_every = 2;
+        const std::size_t N = drain == 0 ? M : drain == 1 ? steps * M : 2 * M;
+        pl::mlp_stages model(five_layers, {}, S, steps * M);
+        std::vector<float> p = initial(five_layers);
+        const auto r = pl::simulate_pipeline(model, p, make_sgd, cfg, source, steps);
+        const bool gpipe = kind == pl::pipeline_schedule_kind::gpipe;
+        const std::string at = "S=" + std::to_string(S) + " drain=" + std::to_string(drain) +
+                               " gpipe=" + std::to_string(gpipe);
+        BOOST_TEST_REQUIRE(r.stages.size() == S, at);
+        for (std::size_t s = 0; s < S; ++s) {
+          BOOST_TEST(r.stages[s].bytes_sent == steps * bytes_per_step(model, s, 7, M), at);
+          BOOST_TEST(r.stages[s].micro_batches == steps * M, at);
+          BOOST_TEST(r.stages[s].busy_s + r.stages[s].idle_s + r.stages[s].wall_s == 0.0, at);
+        }
+        const double bubble = static_cast<double>(S - 1) / static_cast<double>(N + S - 1);
+        BOOST_TEST(r.theoretical_bubble == bubble, at);
+        BOOST_TEST(std::abs(r.measured_bubble - bubble) <= 1e-12, at << " " << r.measured_bubble);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pipeline_telemetry_over_threads_counts_exactly_and_its_times_add_up,
+                     *boost::unit_test::timeout(60)) {
+  // Real-clock times are not asserted, only invariants: per stage busy + idle + send wait <=
+  // wall, busy > 0; bytes, micro-batches and the theoretical bubble equal simulate_pipeline's
+  // exactly, on every rank; one stage receives nothing, so idle = 0 and the bubble is 0.
+  const auto source = batches(12, 5, 7, hg_test::seed() + 6);
+  const auto async = pl::pipeline_update::asynchronous;
+  for (std::size_t S : {1, 3}) {
+    for (const pl::pipeline_config cfg :
+         {pl::pipeline_config{.micro_batches = 3},
+          pl::pipeline_config{.micro_batches = 3, .update = async, .stash_weights = true}}) {
+      pl::mlp_stages sim_model(five_layers, {}, S, 12);
+      std::vector<float> sim = initial(five_layers);
+      const auto expect = pl::simulate_pipeline(sim_model, sim, make_sgd, cfg, source, 4);
+      std::vector<pl::pipeline_report> got(S);
+      hg::comm::inproc::spawn(static_cast<int>(S), [&](const hg::comm::inproc::communicator& c) {
+        pl::mlp_stages model(five_layers, {}, S, 12);
+        std::vector<float> p = initial(five_layers);
+        got[static_cast<std::size_t>(c.rank())] = pl::run_pipeline_over(
+            c, model, p, make_sgd, cfg, source, 4, {.timeout = std::chrono::seconds{30}});
+      });
+      const std::string at =
+          "S=" + std::to_string(S) + " async=" + std::to_string(cfg.stash_weights);
+      for (const auto& r : got) {
+        BOOST_TEST_REQUIRE(r.stages.size() == S, at);
+        BOOST_TEST(r.theoretical_bubble == expect.theoretical_bubble, at);
+        BOOST_TEST(r.measured_bubble >= 0.0);
+        BOOST_TEST(r.measured_bubble < 1.0);
+        for (std::size_t s = 0; s < S; ++s) {
+          const auto& t = r.stages[s];
+          BOOST_TEST(t.bytes_sent == expect.stages[s].bytes_sent, at << " s=" << s);
+          BOOST_TEST(t.micro_batches == expect.stages[s].micro_batches, at << " s=" << s);
+          BOOST_TEST(t.busy_s > 0.0, at << " s=" << s);
+          BOOST_TEST(t.busy_s + t.idle_s + t.send_wait_s <= t.wall_s, at << " s=" << s);
+          // the same on every rank
+          BOOST_TEST(t.busy_s == got[s].stages[s].busy_s, at << " s=" << s);
+        }
+      }
+      BOOST_TEST_MESSAGE(at << ": bubble measured " << got[0].measured_bubble << ", theoretical "
+                            << got[0].theoretical_bubble);
+      if (S == 1) {
+        BOOST_TEST(got[0].stages[0].idle_s == 0.0);
+        BOOST_TEST(got[0].stages[0].send_wait_s == 0.0);
+        BOOST_TEST(got[0].stages[0].bytes_sent == 0u);
+        BOOST_TEST(got[0].measured_bubble == 0.0);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

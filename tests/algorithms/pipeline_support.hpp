@@ -82,7 +82,8 @@ void forge(const T& c, const forged& f) {
       send(head(k, 7), 1, 7202, heterograd::span<const float>(dy));
     }
   }
-  if (f.from == 0 && f.tag == 7204) send(head(f.prelude, 9), 1, 7200, heterograd::span<const float>(x));
+  if (f.from == 0 && f.tag == 7204)
+    send(head(f.prelude, 9), 1, 7200, heterograd::span<const float>(x));
   send(f.header, f.to, f.tag, none);
 }
 

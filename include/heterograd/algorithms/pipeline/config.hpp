@@ -140,8 +140,47 @@ inline std::vector<batch_data> split_micro_batches(const batch_data& b, std::siz
   return out;
 }
 
+/// Bytes of one message header on the wire (four int64: step, micro-batch, rows, width or B).
+inline constexpr std::uint64_t header_bytes = 4 * sizeof(std::int64_t);
+
+/// One stage's telemetry. run_pipeline_over measures the times on the real clock (seconds of
+/// the stage's rank); simulate_pipeline leaves them 0 (one thread has no stage time) and fills
+/// the exact counts, which a run over a transport equals.
+struct stage_telemetry {
+  double busy_s = 0;       // in the model's forward, backward and loss, and the slice's updates
+  double idle_s = 0;       // waiting on receives (headers, payloads, labels)
+  double send_wait_s = 0;  // waiting on posted sends to complete (their buffers' reuse, drains)
+  double wall_s = 0;       // the stage's whole run (>= the three above together)
+  std::uint64_t bytes_sent = 0;     // headers (4 x 8 bytes) and payloads this stage sent
+  std::uint64_t micro_batches = 0;  // backwards run (= forwards: every run drains)
+};
+
+/// The schedule's bubble with equal stages: in a segment of N micro-batches every stage idles
+/// S - 1 of the N + S - 1 slots of one forward and one backward (GPipe and 1F1B alike), so over
+/// the segments it is sum (S - 1) / sum (N + S - 1); synchronous: (S - 1) / (M + S - 1).
+inline double theoretical_bubble(const pipeline_config& cfg, std::size_t stages,
+                                 std::size_t steps) {
+  double idle = 0, all = 0;
+  for (const auto seg : segments_of(cfg, steps)) {
+    idle += static_cast<double>(stages - 1);
+    all += static_cast<double>(seg.count * cfg.micro_batches + stages - 1);
+  }
+  return all > 0 ? idle / all : 0.0;
+}
+/// The measured bubble of the pipeline: sum idle / sum (busy + idle) over the stages (0 when
+/// nothing ran; exactly 0 with one stage, which receives nothing).
+inline double measured_bubble(const std::vector<stage_telemetry>& stages) {
+  double idle = 0, all = 0;
+  for (const auto& t : stages) {
+    idle += t.idle_s;
+    all += t.busy_s + t.idle_s;
+  }
+  return all > 0 ? idle / all : 0.0;
+}
+
 /// What a run reports. Over a transport each rank fills its own stage's entry of peak_in_flight
-/// and peak_stashes, and only the last stage's rank has the losses.
+/// and peak_stashes, and only the last stage's rank has the losses; every rank has every
+/// stage's telemetry (gathered at the end of the run).
 struct pipeline_report {
   std::vector<float> losses;                // per step: mean loss over the step's batch
   std::vector<std::size_t> peak_in_flight;  // per stage: most forwards awaiting their backward
@@ -149,6 +188,10 @@ struct pipeline_report {
   std::vector<decoupled::staleness_report> staleness;  // per stage: measure_staleness's sums
   std::vector<std::size_t> peak_pending_sends;  // per stage (transport runs): most messages whose
                                                 // buffers were kept for an unfinished send
+  std::vector<stage_telemetry> stages;  // per stage: times, bytes and micro-batches
+  double theoretical_bubble = 0;  // the schedule's, equal stages (theoretical_bubble above)
+  double measured_bubble = 0;     // transport: measured_bubble(stages); simulated: the idle
+                                  // fraction of the simulated schedule (forward 1, backward 2)
 };
 
 namespace detail {

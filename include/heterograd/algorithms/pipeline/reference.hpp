@@ -21,7 +21,9 @@
 // slice, so the run over threads or MPI ranks equals this one bitwise (tested).
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "heterograd/algorithms/decoupled/schedule.hpp"
@@ -126,16 +128,19 @@ segment_data load_segment(const M& model, const batch_source& source, segment se
 }
 
 /// One segment (a stream of N micro-batches, drained at its end) in simulated order; adds each
-/// micro-batch's loss term to losses[its step]; peak[s] grows to stage s's most in flight.
+/// micro-batch's loss term to r.losses[its step], grows r.peak_in_flight[s] to stage s's most in
+/// flight and adds to r.stages[s] the bytes a transport run sends and the micro-batches.
+/// Returns the simulated schedule's {idle, busy + idle} stage time (forward 1, backward 2).
 template <stage_model M, class Upd>
-void simulate_segment(M& model, span<float> params, std::vector<Upd>& upd,
-                      const pipeline_config& cfg, const segment_data& d, std::vector<float>& losses,
-                      std::vector<std::size_t>& peak) {
+std::pair<double, double> simulate_segment(M& model, span<float> params, std::vector<Upd>& upd,
+                                           const pipeline_config& cfg, const segment_data& d,
+                                           pipeline_report& r) {
   const std::size_t S = model.stages(), N = d.mbs.size();
   const bool async = upd.front().asynchronous();
   const auto sch = schedule_for(cfg, S, N);
+  constexpr double fwd = 1.0, bwd = 2.0;  // the simulated times of a forward and a backward
   const auto st =
-      decoupled::execute_schedule(sch, std::vector<double>(S, 1.0), std::vector<double>(S, 2.0), N);
+      decoupled::execute_schedule(sch, std::vector<double>(S, fwd), std::vector<double>(S, bwd), N);
   std::vector<std::vector<std::size_t>> versions;
   for (std::size_t s = 0; s < S; ++s) versions.push_back(versions_until_backward(sch[s], N));
   std::vector<slot_pool> pools(S, slot_pool(N));
@@ -151,6 +156,8 @@ void simulate_segment(M& model, span<float> params, std::vector<Upd>& upd,
       const std::size_t slot = pools[s].take(k);
       const auto out =
           model.forward(s, slot, upd[s].forward_weights(p, slot, versions[s][k]), in, rows);
+      if (s + 1 < S) r.stages[s].bytes_sent += header_bytes + out.size() * sizeof(float);
+      if (s == 0 && S > 1) r.stages[s].bytes_sent += header_bytes + rows * sizeof(std::int32_t);
       if (s + 1 < S) act[s][k].assign(out.begin(), out.end());
       if (s > 0) std::vector<float>().swap(act[s - 1][k]);
       continue;
@@ -161,22 +168,29 @@ void simulate_segment(M& model, span<float> params, std::vector<Upd>& upd,
     if (s + 1 == S) {
       const float l = model.loss_backward(slot, w, span<const std::int32_t>(d.mbs[k].y),
                                           loss_scale(async, rows, B), g, grad[s][k]);
-      losses.at(d.step[k]) += step_loss_term(async, l, rows, B);
+      r.losses.at(d.step[k]) += step_loss_term(async, l, rows, B);
     } else {
       model.backward(s, slot, w, grad[s + 1][k], g, grad[s][k]);
       std::vector<float>().swap(grad[s + 1][k]);
     }
     upd[s].after_backward(params, g);
+    if (s > 0) r.stages[s].bytes_sent += header_bytes + grad[s][k].size() * sizeof(float);
+    ++r.stages[s].micro_batches;
   }
   for (auto& u : upd) u.end_step(params, g);
-  for (std::size_t s = 0; s < S; ++s) peak[s] = std::max(peak[s], pools[s].peak());
+  for (std::size_t s = 0; s < S; ++s)
+    r.peak_in_flight[s] = std::max(r.peak_in_flight[s], pools[s].peak());
+  const double all = static_cast<double>(S) * st.makespan;
+  return {all - (fwd + bwd) * static_cast<double>(S * N), all};
 }
 }  // namespace detail
 
 /// `steps` pipeline steps in one thread (see the top of this file); batch t comes from
 /// source(t), split into cfg.micro_batches; asynchronous runs stream drain_every steps' micro-
 /// batches before draining. make_opt(slice size) makes stage s's optimizer. The report has
-/// every step's loss and each stage's peak in-flight micro-batches and stashes.
+/// every step's loss, each stage's peak in-flight micro-batches and stashes, the bytes each stage
+/// of a transport run sends and its micro-batches (no times: telemetry's seconds stay 0), the
+/// theoretical bubble and, as measured_bubble, the idle fraction of the simulated schedule.
 template <stage_model M, class MakeOpt>
 pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt make_opt,
                                   const pipeline_config& cfg, const batch_source& source,
@@ -190,10 +204,17 @@ pipeline_report simulate_pipeline(M& model, std::vector<float>& params, MakeOpt 
   pipeline_report report;
   report.losses.assign(steps, 0.0f);
   report.peak_in_flight.assign(S, 0);
-  for (const auto seg : segments_of(cfg, steps))
-    detail::simulate_segment(model, span<float>(params), upd, cfg,
-                             detail::load_segment(model, source, seg, Mb), report.losses,
-                             report.peak_in_flight);
+  report.stages.assign(S, {});
+  double idle = 0, all = 0;
+  for (const auto seg : segments_of(cfg, steps)) {
+    const auto [i, a] = detail::simulate_segment(model, span<float>(params), upd, cfg,
+                                                 detail::load_segment(model, source, seg, Mb),
+                                                 report);
+    idle += i;
+    all += a;
+  }
+  report.theoretical_bubble = theoretical_bubble(cfg, S, steps);
+  report.measured_bubble = all > 0 ? idle / all : 0.0;
   for (std::size_t s = 0; s < S; ++s) {
     report.peak_stashes.push_back(upd[s].peak_stashes());
     report.staleness.push_back(upd[s].staleness());

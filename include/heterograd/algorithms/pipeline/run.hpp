@@ -30,6 +30,11 @@
 // inproc::spawn, so a refused header surfaces on every rank. Because stage s runs the same ops
 // on the same inputs in the same order as simulate_pipeline does, the parameters are equal to
 // simulate_pipeline's bitwise, synchronous or asynchronous (tested).
+//
+// Telemetry (config.hpp's stage_telemetry), on the steady clock of each rank: busy = the
+// model's forward, backward and loss and the updater's work; idle = inside receives; send
+// wait = inside the waits of posted sends. bytes_sent counts every header and payload posted,
+// exactly the schedule's count (tested against simulate_pipeline and a closed form).
 
 #include <algorithm>
 #include <array>
@@ -100,16 +105,20 @@ class stage_runner {
         if (s_ + 1 == S_) losses.at(seg_.first + k / Mb_) += l;
       }
     }
-    for (auto& e : outbox_)
-      for (auto& r : e.requests) r.wait();
+    if (!outbox_.empty())  // (one stage sends nothing, and its send wait stays 0 exactly)
+      timed(tel_.send_wait_s, [&] {
+        for (auto& e : outbox_)
+          for (auto& r : e.requests) r.wait();
+      });
     outbox_.clear();
-    upd_.end_step(span<float>(params_), span<float>(g_));
+    timed(tel_.busy_s, [&] { upd_.end_step(span<float>(params_), span<float>(g_)); });
     peak_ = std::max(peak_, pool_.peak());
   }
   std::size_t peak_in_flight() const { return peak_; }
   std::size_t peak_pending_sends() const { return peak_pending_; }
   std::size_t peak_stashes() const { return upd_.peak_stashes(); }
   const decoupled::staleness_report& staleness() const { return upd_.staleness(); }
+  const stage_telemetry& telemetry() const { return tel_; }
 
  private:
   using request = decltype(std::declval<const Transport&>().send(span<const float>{}, 0, 0,
@@ -118,6 +127,7 @@ class stage_runner {
     wire_tag kind;  // activation_header, gradient_header or label_header
     std::size_t k;  // its micro-batch in the segment
     std::array<std::int64_t, 4> header{};
+    static_assert(sizeof(header) == header_bytes);
     std::vector<float> x;
     std::vector<std::int32_t> y;
     std::vector<request> requests;
@@ -125,6 +135,25 @@ class stage_runner {
   span<const float> params() const { return span<const float>(params_.data(), params_.size()); }
   int tag(wire_tag w) const { return to_.tag_base + static_cast<int>(w); }
   int rank_of(std::size_t s) const { return static_cast<int>(s); }
+
+  /// Runs f, adding its duration on the steady clock to `acc` (also when f throws).
+  template <class F>
+  static decltype(auto) timed(double& acc, F&& f) {
+    struct adder {
+      double& acc;
+      std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+      ~adder() {
+        acc += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    } add{acc};
+    return f();
+  }
+  /// A receive of exactly buf.size() elements from stage `from`, counted as idle time.
+  template <class T>
+  void receive(span<T> buf, std::size_t from, int tg, const char* key) {
+    timed(tel_.idle_s,
+          [&] { decoupled::detail::receive_field(t_, buf, rank_of(from), tg, ro_, key); });
+  }
 
   std::size_t step_of(std::size_t k) const { return seg_.first + k / Mb_; }
 
@@ -180,15 +209,16 @@ class stage_runner {
                                     std::to_string(w) + "), which stage " + std::to_string(s_ - 1) +
                                     "'s output must match");
       in_.resize(rows_[k] * w);
-      decoupled::detail::receive_field(t_, span<float>(in_), rank_of(s_ - 1),
-                                       tag(activation_payload), ro_, "pipeline.activations");
+      receive(span<float>(in_), s_ - 1, tag(activation_payload), "pipeline.activations");
       prev_done_ = std::max(prev_done_, prev_forward_at_[k] + 1);
       reap();
       x = in_.data();
     }
     const std::size_t slot = pool_.take(k);
-    const auto out =
-        model_.forward(s_, slot, upd_.forward_weights(params(), slot, versions_[k]), x, rows_[k]);
+    const auto out = timed(tel_.busy_s, [&] {
+      return model_.forward(s_, slot, upd_.forward_weights(params(), slot, versions_[k]), x,
+                            rows_[k]);
+    });
     if (s_ + 1 < S_)
       post(s_ + 1, activation_header, k, {t, m, rows_[k], model_.input_width(s_ + 1)},
            std::vector<float>(out.begin(), out.end()));
@@ -200,12 +230,14 @@ class stage_runner {
   float backward(std::size_t k) {
     const std::size_t slot = pool_.give(k), rows = rows_[k];
     const bool async = upd_.asynchronous();
-    const auto weights = upd_.backward_weights(params(), slot);
+    const auto weights = timed(tel_.busy_s, [&] { return upd_.backward_weights(params(), slot); });
     std::vector<float> dx(s_ > 0 ? rows * model_.input_width(s_) : 0);
     float loss = 0;
     if (s_ + 1 == S_) {
-      const float l = model_.loss_backward(slot, weights, span<const std::int32_t>(labels_[k]),
-                                           loss_scale(async, rows, batch_rows_[k]), g_, dx);
+      const float l = timed(tel_.busy_s, [&] {
+        return model_.loss_backward(slot, weights, span<const std::int32_t>(labels_[k]),
+                                    loss_scale(async, rows, batch_rows_[k]), g_, dx);
+      });
       loss = step_loss_term(async, l, rows, batch_rows_[k]);
       std::vector<std::int32_t>().swap(labels_[k]);
     } else {
@@ -214,14 +246,14 @@ class stage_runner {
           "pipeline.gradient_header", gradient_header, s_ + 1, step_of(k), k % Mb_, w, rows,
           "must equal stage " + std::to_string(s_) + "'s output width (" + std::to_string(w) + ")");
       dy_.resize(rows * w);
-      decoupled::detail::receive_field(t_, span<float>(dy_), rank_of(s_ + 1), tag(gradient_payload),
-                                       ro_, "pipeline.gradients");
+      receive(span<float>(dy_), s_ + 1, tag(gradient_payload), "pipeline.gradients");
       next_done_ = std::max(next_done_, next_backward_at_[k] + 1);
       if (s_ == 0) labels_done_ = k + 1;  // the last stage ran B(k), after F(k) took the labels
       reap();
-      model_.backward(s_, slot, weights, dy_, g_, dx);
+      timed(tel_.busy_s, [&] { model_.backward(s_, slot, weights, dy_, g_, dx); });
     }
-    upd_.after_backward(span<float>(params_), span<float>(g_));
+    timed(tel_.busy_s, [&] { upd_.after_backward(span<float>(params_), span<float>(g_)); });
+    ++tel_.micro_batches;
     if (s_ > 0)
       post(s_ - 1, gradient_header, k, {step_of(k), k % Mb_, rows, model_.input_width(s_)},
            std::move(dx));
@@ -246,7 +278,9 @@ class stage_runner {
         ++it;
         continue;
       }
-      for (auto& r : it->requests) r.wait();
+      timed(tel_.send_wait_s, [&] {
+        for (auto& r : it->requests) r.wait();
+      });
       it = outbox_.erase(it);
     }
   }
@@ -264,6 +298,7 @@ class stage_runner {
     e.k = k;
     for (std::size_t i = 0; i < 4; ++i) e.header[i] = static_cast<std::int64_t>(h[i]);
     e.x = std::move(x);
+    tel_.bytes_sent += header_bytes + e.x.size() * sizeof(float);
     e.requests.push_back(
         t_.send(span<const std::int64_t>(e.header.data(), 4), rank_of(to), tag(header_tag), so_));
     e.requests.push_back(t_.send(span<const float>(e.x), rank_of(to), tag(header_tag) + 1, so_));
@@ -276,6 +311,7 @@ class stage_runner {
     e.header = {static_cast<std::int64_t>(step_of(k)), static_cast<std::int64_t>(k % Mb_),
                 static_cast<std::int64_t>(rows_[k]), static_cast<std::int64_t>(step_rows_)};
     e.y = mbs_[k % Mb_].y;
+    tel_.bytes_sent += header_bytes + e.y.size() * sizeof(std::int32_t);
     e.requests.push_back(t_.send(span<const std::int64_t>(e.header.data(), 4), rank_of(S_ - 1),
                                  tag(label_header), so_));
     e.requests.push_back(
@@ -288,8 +324,7 @@ class stage_runner {
                              std::size_t m, std::size_t width, std::size_t rows,
                              const std::string& width_rule) {
     std::int64_t h[4] = {0, 0, 0, 0};
-    decoupled::detail::receive_field(t_, span<std::int64_t>(h, 4), rank_of(from), tag(w), ro_,
-                                     key.c_str());
+    receive(span<std::int64_t>(h, 4), from, tag(w), key.c_str());
     require(h[0] == static_cast<std::int64_t>(t), key + ".step", h[0],
             "must be this step (" + std::to_string(t) + ")");
     require(h[1] == static_cast<std::int64_t>(m), key + ".micro_batch", h[1],
@@ -308,8 +343,7 @@ class stage_runner {
     const std::string key = "pipeline.label_header";
     const std::size_t t = step_of(k), m = k % Mb_;
     std::int64_t h[4] = {0, 0, 0, 0};
-    decoupled::detail::receive_field(t_, span<std::int64_t>(h, 4), 0, tag(label_header), ro_,
-                                     key.c_str());
+    receive(span<std::int64_t>(h, 4), 0, tag(label_header), key.c_str());
     require(h[0] == static_cast<std::int64_t>(t), key + ".step", h[0],
             "must be this step (" + std::to_string(t) + ")");
     require(h[1] == static_cast<std::int64_t>(m), key + ".micro_batch", h[1],
@@ -329,8 +363,7 @@ class stage_runner {
                 std::to_string(m) + " its " + std::to_string(rows_[k]) + " rows");
     batch_rows_[k] = step_rows_;
     labels_[k].resize(rows_[k]);
-    decoupled::detail::receive_field(t_, span<std::int32_t>(labels_[k]), 0, tag(label_payload), ro_,
-                                     "pipeline.labels");
+    receive(span<std::int32_t>(labels_[k]), 0, tag(label_payload), "pipeline.labels");
   }
 
   const Transport& t_;
@@ -352,6 +385,7 @@ class stage_runner {
   std::size_t next_done_ = 0, prev_done_ = 0, labels_done_ = 0;
   slot_pool pool_{1};
   std::size_t peak_ = 0, peak_pending_ = 0;
+  stage_telemetry tel_;
   std::vector<float> g_, in_, dy_;
   std::vector<batch_data> mbs_;  // stage 0: the current step's micro-batches
   std::size_t step_rows_ = 0;    // their rows B (last stage: from the label header)
@@ -359,13 +393,38 @@ class stage_runner {
   comm::send_options so_;
   comm::recv_options ro_;
 };
+
+/// Every stage's telemetry on every rank: a sum over the ranks of vectors in which each rank
+/// filled its own stage's fields (the counts as doubles: exact below 2^53).
+template <class Transport>
+std::vector<stage_telemetry> gather_telemetry(const Transport& t, std::size_t S, std::size_t s,
+                                              const stage_telemetry& mine,
+                                              const transfer_options& to) {
+  constexpr std::size_t F = 6;
+  std::vector<double> all(S * F, 0.0);
+  const double fields[F] = {mine.busy_s, mine.idle_s, mine.send_wait_s, mine.wall_s,
+                            static_cast<double>(mine.bytes_sent),
+                            static_cast<double>(mine.micro_batches)};
+  std::copy(fields, fields + F, all.begin() + static_cast<std::ptrdiff_t>(s * F));
+  comm::allreduce_options o;
+  o.timeout = to.timeout;
+  t.allreduce(span<double>(all), o).wait();
+  std::vector<stage_telemetry> out(S);
+  for (std::size_t r = 0; r < S; ++r) {
+    const double* f = all.data() + r * F;
+    out[r] = {f[0], f[1], f[2], f[3], static_cast<std::uint64_t>(f[4]),
+              static_cast<std::uint64_t>(f[5])};
+  }
+  return out;
+}
 }  // namespace detail
 
 /// Runs `steps` pipeline steps; rank s of `t` runs stage s (t.size() must equal
 /// model.stages()) and updates only its slice of `params` (the whole flat buffer, the same
 /// initial values on every rank). Only rank 0 calls `source`. make_opt(slice size) makes the
-/// rank's optimizer. The report holds this rank's peak in-flight micro-batches and stashes and, on
-/// the last stage's rank, every step's loss.
+/// rank's optimizer. The report holds this rank's peak in-flight micro-batches and stashes, on
+/// the last stage's rank every step's loss, and on every rank every stage's telemetry (one
+/// allreduce at the end) with the measured and theoretical bubble.
 template <class Transport, stage_model M, class MakeOpt>
 pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<float>& params,
                                   MakeOpt make_opt, const pipeline_config& cfg,
@@ -373,6 +432,7 @@ pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<floa
                                   const transfer_options& to = {}) {
   cfg.validate();
   detail::check_params(model, params.size());
+  const auto start = std::chrono::steady_clock::now();
   const std::size_t S = model.stages(), s = static_cast<std::size_t>(t.rank());
   require(static_cast<std::size_t>(t.size()) == S, "pipeline.transport.size", t.size(),
           "must equal the number of stages (" + std::to_string(S) + ")");
@@ -383,6 +443,11 @@ pipeline_report run_pipeline_over(const Transport& t, M& model, std::vector<floa
   pipeline_report report;
   std::vector<float> losses(steps, 0.0f);
   for (const auto seg : segments_of(cfg, steps)) runner.run_segment(seg, source, losses);
+  stage_telemetry mine = runner.telemetry();
+  mine.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.stages = detail::gather_telemetry(t, S, s, mine, to);
+  report.theoretical_bubble = theoretical_bubble(cfg, S, steps);
+  report.measured_bubble = measured_bubble(report.stages);
   if (s + 1 == S) report.losses = std::move(losses);
   report.peak_in_flight.assign(S, 0);
   report.peak_in_flight[s] = runner.peak_in_flight();
