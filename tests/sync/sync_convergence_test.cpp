@@ -212,8 +212,10 @@ BOOST_AUTO_TEST_CASE(biased_local_sgd_runs_an_epoch_sum_h_over_n_times_faster_th
   }
   BOOST_TEST_MESSAGE("E7 mean accuracy over " << seeds << " seeds: sync " << acc_a << ", local "
                      << acc_b << ", biased " << acc_c);
-  // Measured over 15 seeds (five runs of this test): biased - unbiased = -0.5..+0.5 pp (the
-  // 3-seed mean's noise, sd ~0.5 pp), sync - biased = 0.5..1.7 pp. Bounds at ~3 sd.
-  BOOST_TEST(acc_c >= acc_b - 0.015);  // biased >= unbiased, within noise
-  BOOST_TEST(acc_c >= acc_a - 0.03);   // near synchronous SGD at 1/25.8 of its time per epoch
+  // The 3-seed means over nine runs of this test (2026-12-07, random seeds): biased - unbiased
+  // -1.58..+0.27 pp, mean -0.40, sd 0.55; sync - biased -0.22..+2.54 pp, mean 1.06, sd 0.77.
+  // The earlier bounds (1.5 and 3 pp, "3 sd" of five runs) failed on seed 2019945853459105439
+  // (-1.58 pp), about 2 sd from the mean: bounds now at about 4 sd from the measured means.
+  BOOST_TEST(acc_c >= acc_b - 0.025);  // biased ~ unbiased (here 0.4 pp below on average)
+  BOOST_TEST(acc_c >= acc_a - 0.04);   // near synchronous SGD at 1/25.8 of its time per epoch
 }
