@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "heterograd/core/file.hpp"
+
 #ifndef HG_SOURCE_DIR  // (tools/CMakeLists.txt sets it; the fuzzers build without it)
 #define HG_SOURCE_DIR "."
 #endif
@@ -120,28 +122,11 @@ void write_file(const std::filesystem::path& file, std::string_view bytes) {
 }
 
 std::string read_file(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw std::runtime_error("cannot read " + file.string() + ": " + errno_text(errno));
-  temp_file guard;  // closes fd; no path to remove
-  guard.fd = fd;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw std::runtime_error("cannot read " + file.string() + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) throw std::runtime_error("cannot read " + file.string() + ": not a regular file");
-  std::string out;
-  out.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  for (;;) {
-    if (got == out.size()) out.resize(out.size() + 4096);  // the file grew since fstat
-    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("cannot read " + file.string() + ": " + errno_text(errno));
-    }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+  try {
+    return heterograd::read_regular_file(file);
+  } catch (const heterograd::file_error& e) {
+    throw std::runtime_error("cannot read " + file.string() + ": " + e.rule());
   }
-  out.resize(got);
-  return out;
 }
 
 std::filesystem::path shipped_path(const char* env, const std::filesystem::path& installed,

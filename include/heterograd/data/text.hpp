@@ -44,10 +44,6 @@
 // before p in the same file (bos where p - j < 0: contexts never cross files), the target the
 // id of word p. Positions whose target is <unk> are skipped and counted.
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -64,6 +60,7 @@
 #include <vector>
 
 #include "heterograd/core/error.hpp"
+#include "heterograd/core/file.hpp"
 
 namespace heterograd::data {
 
@@ -99,7 +96,6 @@ namespace detail {
 inline bool is_skipped_folder(const std::string& name) {
   return name == "site-packages" || name == "dist-packages" || name == "__pycache__";
 }
-inline std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 }  // namespace detail
 
 /// Lists the corpus under `dir` by the rule in this header's comment.
@@ -138,29 +134,11 @@ inline corpus_files list_corpus(const std::filesystem::path& dir, const corpus_l
 
 /// Reads one regular file whole; refuses anything else (corpus_error naming `file`).
 inline std::string read_text_file(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw corpus_error(file, "cannot open: " + detail::errno_text(errno));
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } guard{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw corpus_error(file, "cannot stat: " + detail::errno_text(errno));
-  if (!S_ISREG(st.st_mode)) throw corpus_error(file, "not a regular file (only regular files are read)");
-  std::string out(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  for (;;) {
-    if (got == out.size()) out.resize(out.size() + 4096);  // the file grew since fstat
-    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw corpus_error(file, "cannot read: " + detail::errno_text(errno));
-    }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+  try {
+    return read_regular_file(file);
+  } catch (const file_error& e) {
+    throw corpus_error(file, e.rule());
   }
-  out.resize(got);
-  return out;
 }
 
 /// Each listed file's bytes, in the order of `files.train` / `files.validation`.
