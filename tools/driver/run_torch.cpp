@@ -28,6 +28,7 @@
 #include <torch/torch.h>
 
 #include "heterograd/data/idx.hpp"
+#include "heterograd/data/text.hpp"
 #include "heterograd/torch/chain.hpp"
 #include "heterograd/torch/models.hpp"
 #include "heterograd/torch/module.hpp"
@@ -273,34 +274,21 @@ class torch_classifier final : public classifier {
 
 // --- text: a byte-level transformer language model ---------------------------------------------
 
-// The corpus: every .py file under `dir` (site-packages, dist-packages and __pycache__ left
-// out; symbolic links to folders not followed), in the order of their relative paths; every
-// tenth file (the 10th, 20th, ...) is validation, the rest training, each side concatenated.
+// The corpus: data::list_corpus's files (every .py file under `dir`, sorted, every tenth one
+// validation; data/text.hpp states the rule), each side's files concatenated in that order.
 struct corpus {
   std::vector<std::uint8_t> train, validation;
   std::size_t files = 0;
   std::filesystem::path dir;
 };
 
-std::filesystem::path default_text_dir() {
-  std::filesystem::path best;
-  int best_minor = -1;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/usr/lib", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("python3.", 0) != 0) continue;
-    const std::string minor = name.substr(8);
-    if (minor.empty() || minor.size() > 3 || !std::all_of(minor.begin(), minor.end(), ::isdigit)) continue;
-    if (!std::filesystem::exists(entry.path() / "os.py", ec)) continue;
-    if (std::stoi(minor) > best_minor) {
-      best_minor = std::stoi(minor);
-      best = entry.path();
-    }
-  }
-  if (best.empty())
-    throw config_error("data.path", "no Python standard library found (/usr/lib/python3.N with os.py; Debian's "
-                                    "python3 installs it): name a folder of text files");
-  return best;
+std::vector<std::uint8_t> concatenated(const std::vector<std::string>& files) {
+  std::size_t n = 0;
+  for (const auto& f : files) n += f.size();
+  std::vector<std::uint8_t> out;
+  out.reserve(n);
+  for (const auto& f : files) out.insert(out.end(), f.begin(), f.end());
+  return out;
 }
 
 const corpus& load_corpus(const std::string& path) {
@@ -308,58 +296,21 @@ const corpus& load_corpus(const std::string& path) {
   static std::map<std::string, corpus> cache;
   std::lock_guard<std::mutex> lock(m);
   if (auto it = cache.find(path); it != cache.end()) return it->second;
-  namespace fs = std::filesystem;
-  const fs::path dir = path.empty() ? default_text_dir() : fs::path(path);
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw config_error("data.path", "expected a folder whose .py files are the corpus, got \"" + dir.string() + "\"");
-  constexpr std::uintmax_t max_bytes = 512ull << 20;
-  constexpr std::size_t max_files = 200000;
-  struct listed {
-    std::string name;  // relative to dir, '/'-separated: the sort key
-    fs::path path;
-  };
-  std::vector<listed> files;
-  std::uintmax_t total = 0;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-  if (ec) throw config_error("data.path", "cannot list \"" + dir.string() + "\": " + ec.message());
-  for (; it != end; it.increment(ec)) {
-    if (ec) throw config_error("data.path", "cannot list \"" + dir.string() + "\": " + ec.message());
-    const fs::path& p = it->path();
-    const std::string name = p.filename().string();
-    if (it->is_directory(ec) && (name == "site-packages" || name == "dist-packages" || name == "__pycache__")) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (p.extension() != ".py" || !it->is_regular_file(ec)) continue;
-    const auto size = it->file_size(ec);
-    if (ec) continue;
-    total += size;
-    if (total > max_bytes || files.size() >= max_files)
-      throw config_error("data.path", "expected a corpus of at most 512 MiB in at most 200000 .py files under \"" +
-                                          dir.string() + "\"");
-    files.push_back({p.lexically_relative(dir).generic_string(), p});
-  }
-  std::sort(files.begin(), files.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+  const std::filesystem::path dir = path.empty() ? heterograd::data::python_stdlib_dir() : std::filesystem::path(path);
+  if (dir.empty())
+    throw config_error("data.path", "no Python standard library found (/usr/lib/python3.N with os.py; Debian's "
+                                    "python3 installs it): name a folder of text files");
   corpus c;
-  c.dir = dir;
-  c.files = files.size();
-  std::uintmax_t read = 0;
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    // read_file refuses what is not a regular file when opened (a FIFO swapped in after the
-    // listing is not waited on); a file that grew since the listing still counts to the cap.
-    std::string bytes;
-    try {
-      bytes = read_file(files[i].path);
-    } catch (const std::runtime_error& x) {
-      throw config_error("data.path", x.what());
-    }
-    read += bytes.size();
-    if (read > max_bytes)
-      throw config_error("data.path", "expected a corpus of at most 512 MiB under \"" + dir.string() + "\"");
-    auto& side = i % 10 == 9 ? c.validation : c.train;
-    side.insert(side.end(), bytes.begin(), bytes.end());
+  try {
+    const auto listed = heterograd::data::list_corpus(dir);
+    auto text = heterograd::data::read_corpus(listed);
+    c.train = concatenated(text.train);
+    c.validation = concatenated(text.validation);
+    c.files = listed.files.size();
+  } catch (const heterograd::data::corpus_error& e) {
+    throw config_error("data.path", e.what());
   }
+  c.dir = dir;
   return cache.emplace(path, std::move(c)).first->second;
 }
 

@@ -132,6 +132,28 @@ inline corpus_files list_corpus(const std::filesystem::path& dir, const corpus_l
   return out;
 }
 
+/// The default corpus folder: /usr/lib/python3.N holding os.py, the largest N (Debian's python3
+/// installs it); empty when there is none.
+inline std::filesystem::path python_stdlib_dir(const std::filesystem::path& lib = "/usr/lib") {
+  std::filesystem::path best;
+  int best_minor = -1;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(lib, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("python3.", 0) != 0) continue;
+    const std::string minor = name.substr(8);
+    if (minor.empty() || minor.size() > 3 ||
+        !std::all_of(minor.begin(), minor.end(), [](unsigned char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (!std::filesystem::exists(entry.path() / "os.py", ec)) continue;
+    if (std::stoi(minor) > best_minor) {
+      best_minor = std::stoi(minor);
+      best = entry.path();
+    }
+  }
+  return best;
+}
+
 /// Reads one regular file whole; refuses anything else (corpus_error naming `file`).
 inline std::string read_text_file(const std::filesystem::path& file) {
   try {
