@@ -123,10 +123,16 @@ class lsh_softmax_layer {
 
   /// One SGD step on (x, label) over the active neurons; returns the loss. Hogwild: every
   /// weight access is a relaxed atomic (several threads may step on the same parameters).
+  /// dx, when not empty, receives the loss's gradient with respect to x over the active
+  /// neurons, sum_k dz_k w_k with each row read just before its update (a layer below x then
+  /// trains too, as SLIDE's hidden layers do).
   template <bool Hogwild = false>
-  float train_step(span<float> params, span<const float> x, std::int32_t label, float lr, lsh_workspace& ws) const {
+  float train_step(span<float> params, span<const float> x, std::int32_t label, float lr, lsh_workspace& ws,
+                   span<float> dx = {}) const {
     require_same_size("lsh_softmax_layer.params", params.size(), "num_params", num_params());
     require_same_size("lsh_softmax_layer.x", x.size(), "dim", dim_);
+    require(dx.empty() || dx.size() == dim_, "lsh_softmax_layer.dx", dx.size(), "must be empty or dim long");
+    std::fill(dx.begin(), dx.end(), 0.0f);
     require(label >= 0 && static_cast<std::size_t>(label) < neurons_, "lsh_softmax_layer.label", label,
             "must be in [0, neurons)");
     active_set(x, label, ws);
@@ -153,7 +159,9 @@ class lsh_softmax_layer {
       float* w = W + j * dim_;
       for (std::size_t i = 0; i < dim_; ++i) {
         const float g = dz * x[i];
-        store<Hogwild>(w[i], load<Hogwild>(w[i]) - lr * g);
+        const float old = load<Hogwild>(w[i]);
+        if (!dx.empty()) dx[i] += dz * old;
+        store<Hogwild>(w[i], old - lr * g);
       }
       store<Hogwild>(b[j], load<Hogwild>(b[j]) - lr * dz);
     }
@@ -217,6 +225,51 @@ struct lsh_train_report {
   }
 };
 
+/// Runs step(sample, thread, atomic, workspace) -> loss for every sample of `order` on
+/// `threads` threads (sample order[i] on thread i % threads; atomic when threads > 1), in
+/// segments between the layer's table rebuilds (decaying schedule; all threads joined at each
+/// rebuild, and the tables built once before the first). The trainers below share it.
+template <class Step>
+lsh_train_report hogwild_segments(lsh_softmax_layer& layer, span<const float> params, span<const std::size_t> order,
+                                  int threads, Step&& step) {
+  require(threads >= 1, "hogwild_segments.threads", threads, "must be >= 1");
+  const auto sched = layer.config().rebuild;
+  std::size_t done = 0, next = sched.period(0), period_index = 1;
+  layer.rebuild(params);
+  const auto n = static_cast<std::size_t>(threads);
+  std::vector<lsh_workspace> ws(n);
+  std::vector<lsh_train_report> part(n);
+  while (done < order.size()) {
+    const std::size_t end = std::min(order.size(), next);
+    auto body = [&](int t) {
+      auto& r = part[static_cast<std::size_t>(t)];
+      auto& w = ws[static_cast<std::size_t>(t)];
+      for (std::size_t k = done + static_cast<std::size_t>(t); k < end; k += n) {
+        r.loss_sum += step(order[k], t, threads > 1, w);
+        r.active_sum += w.active.size();
+        ++r.samples;
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
+    body(0);
+    for (auto& th : pool) th.join();
+    done = end;
+    if (done < order.size()) {
+      layer.rebuild(params);
+      next = done + sched.period(period_index++);
+    }
+  }
+  lsh_train_report rep;
+  for (const auto& p : part) {
+    rep.samples += p.samples;
+    rep.active_sum += p.active_sum;
+    rep.loss_sum += p.loss_sum;
+  }
+  rep.rebuilds = layer.rebuilds();
+  return rep;
+}
+
 /// SGD over (x_s, y_s) for `epochs` passes in order `order` (a permutation of the samples per
 /// epoch is the caller's), on `threads` Hogwild threads (1: sequential and deterministic).
 /// Rebuilds the tables at the start and whenever the decaying schedule says so (between
@@ -232,47 +285,10 @@ inline lsh_train_report train_lsh_layer(lsh_softmax_layer& layer, span<float> pa
     require(y >= 0 && static_cast<std::size_t>(y) < layer.neurons(), "train_lsh_layer.labels", y,
             "must be in [0, neurons)");
   require_same_size("train_lsh_layer.params", params.size(), "num_params", layer.num_params());
-  lsh_train_report rep;
-  const auto sched = layer.config().rebuild;
-  std::size_t done = 0, next = sched.period(0), period_index = 1;
-  layer.rebuild(params);
-  std::vector<lsh_workspace> ws(static_cast<std::size_t>(threads));
-  std::vector<lsh_train_report> part(static_cast<std::size_t>(threads));
-  while (done < order.size()) {
-    const std::size_t end = std::min(order.size(), next);
-    auto body = [&](int t) {
-      auto& r = part[static_cast<std::size_t>(t)];
-      auto& w = ws[static_cast<std::size_t>(t)];
-      for (std::size_t k = done + static_cast<std::size_t>(t); k < end; k += static_cast<std::size_t>(threads)) {
-        const std::size_t s = order[k];
-        const auto x = features.subspan(s * layer.dim(), layer.dim());
-        r.loss_sum += threads == 1 ? layer.train_step<false>(params, x, labels[s], lr, w)
-                                   : layer.train_step<true>(params, x, labels[s], lr, w);
-        r.active_sum += w.active.size();
-        ++r.samples;
-      }
-    };
-    if (threads == 1) {
-      body(0);
-    } else {
-      std::vector<std::thread> pool;
-      for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
-      body(0);
-      for (auto& th : pool) th.join();
-    }
-    done = end;
-    if (done < order.size()) {
-      layer.rebuild(params);
-      next = done + sched.period(period_index++);
-    }
-  }
-  for (const auto& p : part) {
-    rep.samples += p.samples;
-    rep.active_sum += p.active_sum;
-    rep.loss_sum += p.loss_sum;
-  }
-  rep.rebuilds = layer.rebuilds();
-  return rep;
+  return hogwild_segments(layer, params, order, threads, [&](std::size_t s, int, bool atomic, lsh_workspace& w) {
+    const auto x = features.subspan(s * layer.dim(), layer.dim());
+    return atomic ? layer.train_step<true>(params, x, labels[s], lr, w) : layer.train_step<false>(params, x, labels[s], lr, w);
+  });
 }
 
 }  // namespace heterograd::nn
