@@ -112,6 +112,28 @@ BOOST_AUTO_TEST_CASE(slide_with_every_neuron_active_takes_the_dense_trainers_ste
   BOOST_TEST(max_abs_diff(a.embedding, init.embedding) > 1e-2);  // the embedding trained
 }
 
+BOOST_AUTO_TEST_CASE(training_in_chunks_is_one_long_call_bitwise) {
+  const nn::word_model_shape shape{.vocabulary = 50, .context = 2, .dim = 6};
+  const auto d = random_samples(300, shape.vocabulary, shape.context, hg_test::seed());
+  const nn::lsh_layer_config cfg{.lsh = {.parts = 3, .tables = 3, .seed = 2}, .rebuild = {.first = 20, .growth = 1.5}};
+  nn::word_model one(shape, 3), chunked(shape, 3);
+  nn::lsh_softmax_layer a(shape.input(), shape.vocabulary, cfg), b(shape.input(), shape.vocabulary, cfg);
+  const auto order = iota(d.size());
+  const auto whole = nn::train_slide_words(a, one, d, order, 0.3f, 1);
+  std::size_t samples = 0;
+  for (std::size_t at : {0, 7, 130}) {  // chunks [0, 7), [7, 130), [130, 300)
+    const std::size_t to = at == 0 ? 7 : at == 7 ? 130 : 300;
+    samples += nn::train_slide_words(b, chunked, d, hg::span<const std::size_t>(order).subspan(at, to - at), 0.3f, 1)
+                   .samples;
+  }
+  BOOST_TEST(samples == d.size());
+  // Rebuilds before samples 0, 20, 50, 95, 163, 265 (periods ceil(20 1.5^i): 20, 30, 45, 68, 102).
+  BOOST_TEST(whole.rebuilds == 6u);
+  BOOST_TEST(b.rebuilds() == 6u);
+  BOOST_TEST(one.output == chunked.output, boost::test_tools::per_element());
+  BOOST_TEST(one.embedding == chunked.embedding, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(hogwild_threads_step_every_sample_once_and_learn) {
   const nn::word_model_shape shape{.vocabulary = 30, .context = 2, .dim = 16};
   // A learnable rule: the target is a function of the last context word (the first is noise).

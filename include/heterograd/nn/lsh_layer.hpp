@@ -103,6 +103,14 @@ class lsh_softmax_layer {
   }
   std::size_t rebuilds() const { return rebuilds_; }
 
+  /// Where the decaying rebuild schedule stands: samples trained through hogwild_segments
+  /// since the layer was made, the sample count of the next rebuild, the next period's index.
+  /// The schedule runs across calls (training in chunks rebuilds as one long call would).
+  struct schedule_position {
+    std::size_t seen = 0, next = 0, index = 0;
+  };
+  schedule_position& position() { return position_; }
+
   /// The active neurons of x, ascending (plus `label` when >= 0).
   void active_set(span<const float> x, std::int64_t label, lsh_workspace& ws) const {
     if (ws.stamp.size() != neurons_) ws.stamp.assign(neurons_, 0), ws.epoch = 0;
@@ -212,6 +220,7 @@ class lsh_softmax_layer {
   lsh_layer_config o_;
   lsh_tables tables_;
   std::size_t rebuilds_ = 0;
+  schedule_position position_{};
 };
 
 /// What a training run measured.
@@ -227,20 +236,24 @@ struct lsh_train_report {
 
 /// Runs step(sample, thread, atomic, workspace) -> loss for every sample of `order` on
 /// `threads` threads (sample order[i] on thread i % threads; atomic when threads > 1), in
-/// segments between the layer's table rebuilds (decaying schedule; all threads joined at each
-/// rebuild, and the tables built once before the first). The trainers below share it.
+/// segments between the layer's table rebuilds: before its first sample, then on the decaying
+/// schedule, counted across calls (layer.position()); all threads are joined at each rebuild.
+/// The trainers below share it.
 template <class Step>
 lsh_train_report hogwild_segments(lsh_softmax_layer& layer, span<const float> params, span<const std::size_t> order,
                                   int threads, Step&& step) {
   require(threads >= 1, "hogwild_segments.threads", threads, "must be >= 1");
   const auto sched = layer.config().rebuild;
-  std::size_t done = 0, next = sched.period(0), period_index = 1;
-  layer.rebuild(params);
+  auto& pos = layer.position();
   const auto n = static_cast<std::size_t>(threads);
   std::vector<lsh_workspace> ws(n);
   std::vector<lsh_train_report> part(n);
-  while (done < order.size()) {
-    const std::size_t end = std::min(order.size(), next);
+  for (std::size_t done = 0; done < order.size();) {
+    if (pos.seen == pos.next) {
+      layer.rebuild(params);
+      pos.next = pos.seen + sched.period(pos.index++);
+    }
+    const std::size_t end = std::min(order.size(), done + (pos.next - pos.seen));
     auto body = [&](int t) {
       auto& r = part[static_cast<std::size_t>(t)];
       auto& w = ws[static_cast<std::size_t>(t)];
@@ -254,11 +267,8 @@ lsh_train_report hogwild_segments(lsh_softmax_layer& layer, span<const float> pa
     for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
     body(0);
     for (auto& th : pool) th.join();
+    pos.seen += end - done;
     done = end;
-    if (done < order.size()) {
-      layer.rebuild(params);
-      next = done + sched.period(period_index++);
-    }
   }
   lsh_train_report rep;
   for (const auto& p : part) {
@@ -272,8 +282,8 @@ lsh_train_report hogwild_segments(lsh_softmax_layer& layer, span<const float> pa
 
 /// SGD over (x_s, y_s) for `epochs` passes in order `order` (a permutation of the samples per
 /// epoch is the caller's), on `threads` Hogwild threads (1: sequential and deterministic).
-/// Rebuilds the tables at the start and whenever the decaying schedule says so (between
-/// segments, all threads joined).
+/// Rebuilds the tables before the layer's first sample and whenever the decaying schedule says
+/// so (between segments, all threads joined; the schedule continues across calls).
 inline lsh_train_report train_lsh_layer(lsh_softmax_layer& layer, span<float> params,
                                         span<const float> features, span<const std::int32_t> labels,
                                         span<const std::size_t> order, float lr, int threads = 1) {
