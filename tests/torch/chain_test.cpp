@@ -28,7 +28,11 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -468,6 +472,20 @@ BOOST_FIXTURE_TEST_CASE(bad_splits_and_stashed_weights_are_refused_by_name, one_
   refused({"layer2", "layer2"}, 2, "split[1]: 'layer2' must come after 'layer2'");
   refused({}, 7, "sequential_stages: stages: 7 must be in [1, number of children = 6]");
   refused({}, 0, "sequential_stages: stages: 0 must be in [1, number of children = 6]");
+  auto refused_shape = [](lt::stages_options o, const std::string& expect) {
+    try {
+      lt::sequential_stages(small_resnet8(), o);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(expect) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_FAIL("accepted: " + expect);
+  };
+  lt::stages_options three_channels = stage_options(resnet_case, {"layer2"}), seven = three_channels;
+  three_channels.input = {3, 12, 12};
+  seven.classes = 7;
+  refused_shape(three_channels, "'sequential_stages.input' = [1, 3, 12, 12]: the network's child 'stem' cannot take [1, 3, 12, 12]");
+  refused_shape(seven, "'sequential_stages.classes' = 7: the network's output is [1, 5]; expected [rows, classes]");
   // A parameter-free stage is a stage: pool alone.
   BOOST_TEST(lt::sequential_stages(small_resnet8(), stage_options(resnet_case, {"pool", "fc"})).stages() == 3u);
   // Weight stashing hands a backward another buffer than its forward's: refused by name (the
