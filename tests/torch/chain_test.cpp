@@ -267,18 +267,20 @@ BOOST_AUTO_TEST_SUITE_END()
 namespace {
 namespace pl = heterograd::algorithms::pipeline;
 
+constexpr std::int64_t stage_classes = 5;  // the classes of the stage tests' networks and labels
+
 // An MLP as a Sequential of named children: 12 -> 10 -> 9 -> 8 -> 5.
 torch::nn::Sequential mlp_net() {
   namespace nn = torch::nn;
   nn::Sequential s;
-  const std::int64_t w[] = {12, 10, 9, 8, 5};
+  const std::int64_t w[] = {12, 10, 9, 8, stage_classes};
   for (int l = 0; l < 4; ++l) {
     s->push_back("fc" + std::to_string(l + 1), nn::Linear(w[l], w[l + 1]));
     if (l < 3) s->push_back("relu" + std::to_string(l + 1), nn::ReLU());
   }
   return s;
 }
-torch::nn::Sequential small_resnet8() { return lt::resnet8({1, 12, 12}, 5); }
+torch::nn::Sequential small_resnet8() { return lt::resnet8({1, 12, 12}, stage_classes); }
 
 struct net_case {
   const char* name;
@@ -290,13 +292,13 @@ const net_case mlp_case{"mlp", mlp_net, {12}, {{"fc3"}, {"fc2", "fc4"}}};
 const net_case resnet_case{"resnet8", small_resnet8, {1, 12, 12}, {{"layer2"}, {"layer1", "layer3"}}};
 
 lt::stages_options stage_options(const net_case& c, std::vector<std::string> split) {
-  return {.split = std::move(split), .classes = 5, .input = c.input, .threads = 1};
+  return {.split = std::move(split), .classes = stage_classes, .input = c.input, .threads = 1};
 }
 pl::batch_source torch_batches(std::size_t width, std::size_t rows, std::uint64_t seed) {
   return [=](std::size_t t) {
     const auto b = batch_of(rows, seed + t, width);
     pl::batch_data d{b.x, b.y};
-    for (auto& y : d.y) y %= 5;
+    for (auto& y : d.y) y %= static_cast<std::int32_t>(stage_classes);
     return d;
   };
 }
