@@ -236,9 +236,9 @@ struct plain_sgd {
 };
 lt::sequential_stages resnet8_stages(std::size_t S) {
   torch::manual_seed(1);
-  lt::stages_options o{.split = S == 2 ? std::vector<std::string>{"layer2"} : std::vector<std::string>{"layer2", "layer3"},
-                       .input = {1, 28, 28},
-                       .threads = 1};
+  const std::vector<std::string> split =
+      S == 2 ? std::vector<std::string>{"layer2"} : std::vector<std::string>{"layer2", "layer3"};
+  lt::stages_options o{.split = split, .input = {1, 28, 28}, .threads = 1};
   return lt::sequential_stages(lt::resnet8(), o);
 }
 // The bubble of a pipeline whose stage s takes b_s / M per micro-batch (b_s: its measured busy
