@@ -19,12 +19,27 @@
 //                                               local SGD H=8 vs plain on 2 threads): counter
 //                                               ratio = heterograd's speed / the plain loop's
 //
+//   BM_torch_pipeline/schedule:K/stages:S/micro_batches:M
+//                                               ResNet-8 split into S LibTorch stages
+//                                               (torch/stages.hpp; S = 2: stem layer1 |
+//                                               layer2 ..., S = 3: | layer2 | layer3 ...), one
+//                                               inproc thread a stage (run_pipeline_over,
+//                                               synchronous, K 0 GPipe, 1 1F1B), 8 steps of a
+//                                               32-image batch in M micro-batches, beside the
+//                                               same 8 steps of sequential_step on one thread;
+//                                               counters: step_ms and sequential_step_ms,
+//                                               speedup, bubble (measured idle / (busy + idle))
+//                                               bubble_theory ((S - 1) / (M + S - 1)) and
+//                                               bubble_theory_measured_stages (the same for
+//                                               the stages' measured busy times)
+//
 // preset 0 is LeNet-5, 1 ResNet-8 (batch 32 per rank of standardised Fashion-MNIST), 2 the
 // byte-level transformer (8 sequences of 128 bytes per rank); one LibTorch (OpenMP) thread and
 // one OpenBLAS thread per rank. An iteration is 32 steps of every rank; counters:
 // samples_per_second (images or sequences, all ranks), step_ms (one rank's step).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -32,10 +47,12 @@
 #include <vector>
 
 #include "heterograd/algorithms/async/server.hpp"
+#include "heterograd/algorithms/pipeline.hpp"
 #include "heterograd/algorithms/sync/workers.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/torch/module.hpp"
+#include "heterograd/torch/stages.hpp"
 #include "torch_presets.hpp"
 
 namespace hg_bench_torch {
@@ -209,6 +226,91 @@ void BM_torch_overhead(benchmark::State& state) {
   state.counters["heterograd_seconds"] = t_ours;
 }
 
+// ResNet-8 in S LibTorch stages on S inproc threads against sequential_step on one thread,
+// side by side in each iteration (8 steps each; synthetic 28 x 28 images: only time counts).
+namespace pl = heterograd::algorithms::pipeline;
+struct plain_sgd {
+  void step(hg::span<float> p, hg::span<const float> g) {
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] -= static_cast<float>(lr) * g[i];
+  }
+};
+lt::sequential_stages resnet8_stages(std::size_t S) {
+  torch::manual_seed(1);
+  const std::vector<std::string> split =
+      S == 2 ? std::vector<std::string>{"layer2"} : std::vector<std::string>{"layer2", "layer3"};
+  lt::stages_options o{.split = split, .input = {1, 28, 28}, .threads = 1};
+  return lt::sequential_stages(lt::resnet8(), o);
+}
+// The bubble of a pipeline whose stage s takes b_s / M per micro-batch (b_s: its measured busy
+// time, forward and backward): the last micro-batch leaves after sum_s b_s / M + (M - 1) max_s
+// b_s / M, and the stages idle for the rest, 1 - sum_s b_s / (S x that). Equal stages give
+// (S - 1) / (M + S - 1).
+double unequal_stage_bubble(const std::vector<double>& busy, std::size_t M) {
+  double sum = 0, most = 0;
+  for (const double b : busy) {
+    sum += b;
+    most = std::max(most, b);
+  }
+  const double span = (sum + static_cast<double>(M - 1) * most) / static_cast<double>(M);
+  return span > 0 ? 1.0 - sum / (static_cast<double>(busy.size()) * span) : 0.0;
+}
+
+void BM_torch_pipeline(benchmark::State& state) {
+  const std::size_t S = static_cast<std::size_t>(state.range(1)), n = 8;
+  const pl::pipeline_config cfg{.schedule = state.range(0) == 0 ? pl::pipeline_schedule_kind::gpipe
+                                                                : pl::pipeline_schedule_kind::one_f_one_b,
+                                .micro_batches = static_cast<std::size_t>(state.range(2))};
+  const pl::batch_source source = [](std::size_t t) {
+    const auto x = torch::randn({batch, 28 * 28}, at::detail::createCPUGenerator(t + 1));
+    pl::batch_data b{std::vector<float>(x.data_ptr<float>(), x.data_ptr<float>() + x.numel()), {}};
+    for (std::int64_t r = 0; r < batch; ++r) b.y.push_back(static_cast<std::int32_t>((t + r) % 10));
+    return b;
+  };
+  std::vector<lt::sequential_stages> ranks;
+  for (std::size_t s = 0; s < S; ++s) ranks.push_back(resnet8_stages(S));
+  lt::sequential_stages seq_model = resnet8_stages(S);
+  torch::manual_seed(1);
+  const lt::flat_module init(lt::resnet8().ptr());  // LibTorch's initialisation, the stages' layout
+  std::vector<float> p0(init.params().begin(), init.params().end()), seq = p0;
+  std::vector<plain_sgd> seq_opt(S);
+  std::vector<std::vector<float>> params(S, p0);
+  double t_pipe = 0, t_seq = 0, bubble = 0;
+  std::vector<double> busy(S, 0.0);  // each stage's measured busy seconds over the run
+  std::size_t iterations = 0, t0 = 0;
+  using clock = std::chrono::steady_clock;
+  one_thread();
+  for (auto _ : state) {
+    const auto a = clock::now();
+    hg::comm::inproc::spawn(static_cast<int>(S), [&](const hg::comm::inproc::communicator& c) {
+      one_thread();
+      const auto s = static_cast<std::size_t>(c.rank());
+      const auto shifted = [&](std::size_t t) { return source(t0 + t); };
+      const auto r = pl::run_pipeline_over(c, ranks[s], params[s], [](std::size_t) { return plain_sgd{}; }, cfg,
+                                           shifted, n);
+      if (s != 0) return;
+      bubble += r.measured_bubble;
+      for (std::size_t k = 0; k < S; ++k) busy[k] += r.stages[k].busy_s;
+    });
+    const auto b = clock::now();
+    for (std::size_t t = t0; t < t0 + n; ++t)
+      (void)pl::sequential_step(seq_model, hg::span<float>(seq), seq_opt,
+                                pl::split_micro_batches(source(t), 28 * 28, cfg.micro_batches));
+    const auto e = clock::now();
+    t_pipe += std::chrono::duration<double>(b - a).count();
+    t_seq += std::chrono::duration<double>(e - b).count();
+    state.SetIterationTime(std::chrono::duration<double>(e - a).count());
+    t0 += n;
+    ++iterations;
+  }
+  const double steps_run = static_cast<double>(iterations * n);
+  state.counters["step_ms"] = steps_run > 0 ? 1e3 * t_pipe / steps_run : 0.0;
+  state.counters["sequential_step_ms"] = steps_run > 0 ? 1e3 * t_seq / steps_run : 0.0;
+  state.counters["speedup"] = t_pipe > 0 ? t_seq / t_pipe : 0.0;
+  state.counters["bubble"] = iterations > 0 ? bubble / static_cast<double>(iterations) : 0.0;
+  state.counters["bubble_theory"] = pl::theoretical_bubble(cfg, S, 1);
+  state.counters["bubble_theory_measured_stages"] = unequal_stage_bubble(busy, cfg.micro_batches);
+}
+
 }  // namespace
 
 void register_benchmarks() {
@@ -241,6 +343,15 @@ void register_benchmarks() {
           ->MinTime(15.0)
           ->Unit(benchmark::kMillisecond);
   }
+  for (std::int64_t kind : {0, 1})
+    for (std::int64_t S : {2, 3})
+      for (std::int64_t M : {1, 4, 8})
+        benchmark::RegisterBenchmark("BM_torch_pipeline", BM_torch_pipeline)
+            ->ArgNames({"schedule", "stages", "micro_batches"})
+            ->Args({kind, S, M})
+            ->UseManualTime()
+            ->MinTime(2.0)
+            ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace hg_bench_torch

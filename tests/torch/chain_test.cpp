@@ -11,19 +11,37 @@
 // - Heads: conv 3x3 + pool 2x2 + dense on a feature map, dense on a vector; their sizes.
 // - Bad input: a name the network lacks, names out of order, a module without parameters, an
 //   input the network cannot take: std::invalid_argument naming the entry.
+//
+// heterograd/torch/stages.hpp (issue 47), in this translation unit to spare a LibTorch compile:
+// - The pipeline of LibTorch stages (an MLP-like Sequential and ResNet-8; GPipe and 1F1B;
+//   S = 2, 3; M = 1, 2, 4 over 7 rows) equals the unsplit network stepping on the sum of its
+//   micro-batches' LibTorch gradients (each row's loss weighted 1/B), bitwise: parameters,
+//   losses and batch norm's running statistics. With M = 1 that is one large-batch step; with
+//   M > 1 the MLP is within rounding of it and ResNet-8 is not (batch norm's per-micro-batch
+//   statistics).
+// - run_pipeline_over on inproc threads equals the simulated pipeline, bitwise.
+// - Peak activation bytes per stage: 1F1B's min(S - s, M) slots against GPipe's M.
+// - Bad splits and weight stashing refused naming the key, value and rule.
 #include <torch/torch.h>
 
 #include "heterograd/torch/chain.hpp"
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "heterograd/algorithms/decoupled/local_learning.hpp"
 #include "heterograd/algorithms/decoupled/pipeline.hpp"
+#include "heterograd/algorithms/pipeline.hpp"
+#include "heterograd/comm/inproc.hpp"
+#include "heterograd/torch/stages.hpp"
 
 namespace hg = heterograd;
 namespace lt = heterograd::libtorch;
@@ -242,3 +260,249 @@ BOOST_FIXTURE_TEST_CASE(a_split_the_network_cannot_take_is_refused_naming_the_en
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ---------------------------------------------------------------------------------------------
+// heterograd/torch/stages.hpp: LibTorch stages in the pipeline runtimes (issue 47).
+
+namespace {
+namespace pl = heterograd::algorithms::pipeline;
+
+constexpr std::int64_t stage_classes = 5;  // the classes of the stage tests' networks and labels
+
+// An MLP as a Sequential of named children: 12 -> 10 -> 9 -> 8 -> 5.
+torch::nn::Sequential mlp_net() {
+  namespace nn = torch::nn;
+  nn::Sequential s;
+  const std::int64_t w[] = {12, 10, 9, 8, stage_classes};
+  for (int l = 0; l < 4; ++l) {
+    s->push_back("fc" + std::to_string(l + 1), nn::Linear(w[l], w[l + 1]));
+    if (l < 3) s->push_back("relu" + std::to_string(l + 1), nn::ReLU());
+  }
+  return s;
+}
+torch::nn::Sequential small_resnet8() { return lt::resnet8({1, 12, 12}, stage_classes); }
+
+struct net_case {
+  const char* name;
+  torch::nn::Sequential (*make)();
+  std::vector<std::int64_t> input;
+  std::vector<std::vector<std::string>> splits;  // for S = 2, 3
+};
+const net_case mlp_case{"mlp", mlp_net, {12}, {{"fc3"}, {"fc2", "fc4"}}};
+const net_case resnet_case{"resnet8", small_resnet8, {1, 12, 12}, {{"layer2"}, {"layer1", "layer3"}}};
+
+lt::stages_options stage_options(const net_case& c, std::vector<std::string> split) {
+  return {.split = std::move(split), .classes = stage_classes, .input = c.input, .threads = 1};
+}
+pl::batch_source torch_batches(std::size_t width, std::size_t rows, std::uint64_t seed) {
+  return [=](std::size_t t) {
+    const auto b = batch_of(rows, seed + t, width);
+    pl::batch_data d{b.x, b.y};
+    for (auto& y : d.y) y %= static_cast<std::int32_t>(stage_classes);
+    return d;
+  };
+}
+auto make_sgd_slice = [](std::size_t) { return sgd{}; };
+
+struct torch_reference {
+  std::vector<float> params, buffers, losses;
+};
+// The unsplit network (a fresh copy of the architecture over the same flat parameters), each
+// step: the micro-batches in order, loss = (sum over rows of LibTorch's cross-entropy) * (1/B),
+// LibTorch's backward accumulating into one gradient buffer, then p -= lr g. No stage code.
+torch_reference unsplit_steps(const net_case& c, const std::vector<float>& p0, const pl::batch_source& src,
+                              std::size_t steps, std::size_t M) {
+  torch_reference r{p0, {}, {}};
+  auto net = c.make();
+  lt::flat_module m(net.ptr());
+  std::vector<float> g(p0.size());
+  m.rebind(hg::span<float>(r.params), hg::span<float>(g));
+  net->train();
+  namespace F = torch::nn::functional;
+  for (std::size_t t = 0; t < steps; ++t) {
+    std::fill(g.begin(), g.end(), 0.0f);
+    const auto b = src(t);
+    const float scale = 1.0f / static_cast<float>(b.rows());
+    float loss = 0;
+    for (auto& mb : pl::split_micro_batches(b, b.x.size() / b.rows(), M)) {
+      std::vector<std::int64_t> shape{static_cast<std::int64_t>(mb.rows())};
+      shape.insert(shape.end(), c.input.begin(), c.input.end());
+      const auto x = torch::from_blob(mb.x.data(), shape, torch::kFloat);
+      const auto y = torch::from_blob(mb.y.data(), {static_cast<std::int64_t>(mb.rows())}, torch::kInt).to(torch::kLong);
+      const auto l = F::cross_entropy(net->forward(x), y, F::CrossEntropyFuncOptions().reduction(torch::kSum)) * scale;
+      l.backward();
+      loss += l.item<float>();
+    }
+    sgd{}.step(hg::span<float>(r.params), hg::span<const float>(g));
+    r.losses.push_back(loss);
+  }
+  r.buffers.assign(m.buffers().begin(), m.buffers().end());
+  return r;
+}
+std::vector<float> stage_buffers(lt::sequential_stages& st) {
+  std::vector<float> b;
+  for (std::size_t s = 0; s < st.stages(); ++s) {
+    const auto v = st.stage_module(s).buffers();
+    b.insert(b.end(), v.begin(), v.end());
+  }
+  return b;
+}
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+const pl::pipeline_schedule_kind both_schedules[] = {pl::pipeline_schedule_kind::gpipe,
+                                                     pl::pipeline_schedule_kind::one_f_one_b};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(torch_stages)
+
+BOOST_FIXTURE_TEST_CASE(the_pipeline_of_torch_stages_is_the_unsplit_networks_micro_batch_step_bitwise, one_thread) {
+  const std::size_t B = 7, steps = 2;  // M = 2: rows 4, 3; M = 4: rows 2, 2, 2, 1
+  for (const net_case* c : {&mlp_case, &resnet_case}) {
+    const auto p0 = initial(c->make());
+    const lt::sequential_stages probe(c->make(), stage_options(*c, c->splits[0]));
+    const auto src = torch_batches(probe.input_width(0), B, 500);
+    const auto large = unsplit_steps(*c, p0, src, steps, 1);  // one B-row step per step
+    for (std::size_t M : {1, 2, 4}) {
+      const auto ref = unsplit_steps(*c, p0, src, steps, M);
+      for (std::size_t S : {2, 3}) {
+        for (const auto kind : both_schedules) {
+          lt::sequential_stages model(c->make(), stage_options(*c, c->splits[S - 2]));
+          BOOST_TEST_REQUIRE(model.stages() == S);
+          std::vector<float> p = p0;
+          const auto r = pl::simulate_pipeline(model, p, make_sgd_slice, {.schedule = kind, .micro_batches = M}, src, steps);
+          const std::string at = std::string(c->name) + " S=" + std::to_string(S) + " M=" + std::to_string(M) +
+                                 (kind == pl::pipeline_schedule_kind::gpipe ? " gpipe" : " 1f1b");
+          BOOST_TEST(bitwise_equal(p, ref.params), at);
+          BOOST_TEST(bitwise_equal(r.losses, ref.losses), at);
+          BOOST_TEST(bitwise_equal(stage_buffers(model), ref.buffers), at);
+          BOOST_TEST(p != p0, at);
+        }
+      }
+      // With M = 1 the reference is one B-row step. With M > 1 the MLP's micro-batch sum rounds
+      // apart from the B-row GEMMs (a few ulps), while ResNet-8's batch norm normalises by each
+      // micro-batch's statistics: another function, not a rounding.
+      if (M == 1) continue;
+      const float d = max_abs_diff(ref.params, large.params);
+      BOOST_TEST_MESSAGE(c->name << " M=" << M << ": max |micro-batch step - B-row step| = " << d);
+      if (c == &mlp_case) BOOST_TEST(d < 1e-6f, c->name << " M=" << M << " differs by " << d);
+      else BOOST_TEST(d > 1e-4f, c->name << " M=" << M << " differs by " << d);
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(torch_stages_on_inproc_threads_equal_the_simulated_pipeline_bitwise, one_thread) {
+  for (const net_case* c : {&mlp_case, &resnet_case}) {
+    for (const auto kind : both_schedules) {
+      const std::size_t S = 3;
+      const pl::pipeline_config cfg{.schedule = kind, .micro_batches = 4};
+      const auto p0 = initial(c->make());
+      lt::sequential_stages sim_model(c->make(), stage_options(*c, c->splits[1]));
+      const auto src = torch_batches(sim_model.input_width(0), 7, 600);
+      std::vector<float> sim = p0;
+      const auto expect = pl::simulate_pipeline(sim_model, sim, make_sgd_slice, cfg, src, 3);
+      std::vector<lt::sequential_stages> models;  // made here: LibTorch's generator is not thread-safe
+      for (std::size_t s = 0; s < S; ++s) models.emplace_back(c->make(), stage_options(*c, c->splits[1]));
+      std::vector<float> gathered, losses;
+      std::vector<std::vector<float>> stage_bufs(S);
+      std::vector<std::size_t> peak(S);
+      hg::comm::inproc::spawn(static_cast<int>(S), [&](const hg::comm::inproc::communicator& comm) {
+        const auto s = static_cast<std::size_t>(comm.rank());
+        std::vector<float> p = p0;
+        const auto r = pl::run_pipeline_over(comm, models[s], p, make_sgd_slice, cfg, src, 3,
+                                             {.timeout = std::chrono::seconds{60}});
+        pl::gather_stages(comm, models[s], p);
+        peak[s] = r.peak_in_flight[s];
+        const auto b = models[s].stage_module(s).buffers();
+        stage_bufs[s].assign(b.begin(), b.end());
+        if (s == 0) gathered = p;
+        if (s + 1 == S) losses = r.losses;
+      });
+      const std::string at = std::string(c->name) + (kind == pl::pipeline_schedule_kind::gpipe ? " gpipe" : " 1f1b");
+      BOOST_TEST(bitwise_equal(gathered, sim), at);
+      BOOST_TEST(bitwise_equal(losses, expect.losses), at);
+      BOOST_TEST(peak == expect.peak_in_flight, at);
+      std::vector<float> all;
+      for (const auto& b : stage_bufs) all.insert(all.end(), b.begin(), b.end());
+      BOOST_TEST(bitwise_equal(all, stage_buffers(sim_model)), at);
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(peak_activation_bytes_per_stage_follow_the_schedules_in_flight_bound, one_thread) {
+  // MLP split fc1 relu1 | fc2 relu2 | fc3 relu3 fc4: a slot keeps its input and each child's
+  // output, per row 12 + 10 + 10, 10 + 9 + 9 and 9 + 8 + 8 + 5 floats. B = 8 rows in M = 4
+  // micro-batches of 2: GPipe holds M slots on every stage, 1F1B min(S - s, M) = 3, 2, 1.
+  const std::size_t S = 3, M = 4, rows = 2;
+  const double slot_bytes[S] = {32.0 * 4 * rows, 28.0 * 4 * rows, 30.0 * 4 * rows};
+  for (const auto kind : both_schedules) {
+    lt::sequential_stages model(mlp_net(), stage_options(mlp_case, {"fc2", "fc3"}));
+    std::vector<float> p = initial(mlp_net());
+    const auto r = pl::simulate_pipeline(model, p, make_sgd_slice, {.schedule = kind, .micro_batches = M},
+                                         torch_batches(12, M * rows, 700), 2);
+    const bool gpipe = kind == pl::pipeline_schedule_kind::gpipe;
+    for (std::size_t s = 0; s < S; ++s) {
+      const std::size_t in_flight = gpipe ? M : std::min(S - s, M);
+      BOOST_TEST(model.activation_bytes(s, rows) == slot_bytes[s], "stage " << s);
+      BOOST_TEST(r.peak_in_flight[s] == in_flight, "stage " << s << " gpipe=" << gpipe);
+      BOOST_TEST(model.peak_activation_bytes(s) == static_cast<double>(in_flight) * slot_bytes[s],
+                 "stage " << s << " gpipe=" << gpipe);
+      BOOST_TEST(model.live_activation_bytes(s) == 0.0, "stage " << s);
+      BOOST_TEST_MESSAGE((gpipe ? "gpipe" : "1f1b") << " stage " << s << ": peak activation bytes "
+                                                    << model.peak_activation_bytes(s));
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_splits_and_stashed_weights_are_refused_by_name, one_thread) {
+  auto refused = [](std::vector<std::string> split, std::size_t stages, const std::string& expect) {
+    lt::stages_options o = stage_options(resnet_case, std::move(split));
+    o.stages = stages;
+    try {
+      lt::sequential_stages(small_resnet8(), o);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(expect) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_FAIL("accepted a split it cannot take: " + expect);
+  };
+  refused({"layer9"}, 2, "sequential_stages: split[0]: 'layer9' is not a child of the network (its children: stem, layer1, layer2, layer3, pool, fc)");
+  refused({"stem"}, 2, "split[0]: 'stem' is the network's first child, where stage 1 starts");
+  refused({"layer3", "layer2"}, 2, "split[1]: 'layer2' must come after 'layer3' in the network's order (stage 2 would be empty");
+  refused({"layer2", "layer2"}, 2, "split[1]: 'layer2' must come after 'layer2'");
+  refused({}, 7, "sequential_stages: stages: 7 must be in [1, number of children = 6]");
+  refused({}, 0, "sequential_stages: stages: 0 must be in [1, number of children = 6]");
+  auto refused_shape = [](lt::stages_options o, const std::string& expect) {
+    try {
+      lt::sequential_stages(small_resnet8(), o);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(expect) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_FAIL("accepted: " + expect);
+  };
+  lt::stages_options three_channels = stage_options(resnet_case, {"layer2"}), seven = three_channels;
+  three_channels.input = {3, 12, 12};
+  seven.classes = 7;
+  refused_shape(three_channels, "'sequential_stages.input' = [1, 3, 12, 12]: the network's child 'stem' cannot take [1, 3, 12, 12]");
+  refused_shape(seven, "'sequential_stages.classes' = 7: the network's output is [1, 5]; expected [rows, classes]");
+  // A parameter-free stage is a stage: pool alone.
+  BOOST_TEST(lt::sequential_stages(small_resnet8(), stage_options(resnet_case, {"pool", "fc"})).stages() == 3u);
+  // Weight stashing hands a backward another buffer than its forward's: refused by name (the
+  // first backward of S = 2 under 1F1B is the last stage's loss_backward).
+  lt::sequential_stages model(mlp_net(), stage_options(mlp_case, {"fc3"}));
+  std::vector<float> p = initial(mlp_net());
+  const pl::pipeline_config stash{.micro_batches = 2, .update = pl::pipeline_update::asynchronous, .stash_weights = true};
+  try {
+    pl::simulate_pipeline(model, p, make_sgd_slice, stash, torch_batches(12, 4, 800), 1);
+    BOOST_FAIL("weight stashing accepted");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("'sequential_stages.loss_backward.params'") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("must be the flat buffer the forward computed with") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+

@@ -41,6 +41,52 @@
 
 namespace heterograd::libtorch {
 
+/// Who splits a network at its children, for the errors: "sequential_chain", its count key
+/// ("modules") and what one part is called ("module").
+struct split_names {
+  const char* who;
+  const char* count_key;
+  const char* part;
+};
+
+/// The child indices where each of the parts starts, and the end (names.size()): the parts
+/// start at the children named in `split` (parts 2..K; the first starts at child 0), or, with
+/// `split` empty, `count` groups of consecutive children differing in size by at most one.
+/// Throws std::invalid_argument naming the entry that is not a child, is the first child or
+/// does not come after the previous one (an empty part), or a count outside [1, children].
+inline std::vector<std::size_t> child_starts(const std::vector<std::string>& names,
+                                             const std::vector<std::string>& split, std::size_t count,
+                                             const split_names& w) {
+  const std::size_t n = names.size();
+  const std::string who(w.who), part(w.part);
+  if (n == 0) throw std::invalid_argument(who + ": the network has no children");
+  std::vector<std::size_t> starts{0};
+  if (split.empty()) {
+    if (count < 1 || count > n)
+      throw std::invalid_argument(who + ": " + w.count_key + ": " + std::to_string(count) +
+                                  " must be in [1, number of children = " + std::to_string(n) + "]");
+    for (std::size_t k = 0; k + 1 < count; ++k) starts.push_back(starts.back() + n / count + (k < n % count));
+  }
+  std::string all;
+  for (const auto& s : names) all += (all.empty() ? "" : ", ") + s;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    std::size_t at = n;
+    for (std::size_t c = 0; c < n; ++c)
+      if (names[c] == split[i]) at = c;
+    const std::string key = who + ": split[" + std::to_string(i) + "]: '" + split[i] + "' ";
+    if (at == n) throw std::invalid_argument(key + "is not a child of the network (its children: " + all + ")");
+    if (at == 0)
+      throw std::invalid_argument(key + "is the network's first child, where " + part + " 1 starts; expected the children "
+                                  "where " + part + "s 2..K start (children: " + all + ")");
+    if (at <= starts.back())
+      throw std::invalid_argument(key + "must come after '" + names[starts.back()] + "' in the network's order (" +
+                                  part + " " + std::to_string(starts.size()) + " would be empty; children: " + all + ")");
+    starts.push_back(at);
+  }
+  starts.push_back(n);
+  return starts;
+}
+
 struct chain_options {
   /// The children at which modules 2..K start, in the network's order ({} : `modules` groups of
   /// children differing in count by at most one).
@@ -185,36 +231,8 @@ class sequential_chain {
     return dynamic_cast<torch::nn::SequentialImpl&>(m.module());
   }
 
-  // Child indices where each module starts, and the end.
   std::vector<std::size_t> module_starts(const std::vector<std::string>& names) const {
-    const std::size_t n = names.size();
-    if (n == 0) throw std::invalid_argument("sequential_chain: the network has no children");
-    std::vector<std::size_t> starts{0};
-    if (opt_.split.empty()) {
-      if (opt_.modules < 1 || opt_.modules > n)
-        throw std::invalid_argument("sequential_chain: modules: " + std::to_string(opt_.modules) +
-                                    " must be in [1, number of children = " + std::to_string(n) + "]");
-      for (std::size_t k = 0; k + 1 < opt_.modules; ++k) starts.push_back(starts.back() + n / opt_.modules + (k < n % opt_.modules));
-    } else {
-      for (std::size_t i = 0; i < opt_.split.size(); ++i) {
-        std::size_t at = n;
-        for (std::size_t c = 0; c < n; ++c)
-          if (names[c] == opt_.split[i]) at = c;
-        std::string all;
-        for (const auto& s : names) all += (all.empty() ? "" : ", ") + s;
-        const std::string key = "sequential_chain: split[" + std::to_string(i) + "]: '" + opt_.split[i] + "' ";
-        if (at == n) throw std::invalid_argument(key + "is not a child of the network (its children: " + all + ")");
-        if (at == 0)
-          throw std::invalid_argument(key + "is the network's first child, where module 1 starts; expected the children "
-                                            "where modules 2..K start (children: " + all + ")");
-        if (at <= starts.back())
-          throw std::invalid_argument(key + "must come after '" + names[starts.back()] +
-                                      "' in the network's order (children: " + all + ")");
-        starts.push_back(at);
-      }
-    }
-    starts.push_back(n);
-    return starts;
+    return child_starts(names, opt_.split, opt_.modules, {"sequential_chain", "modules", "module"});
   }
 
   torch::nn::Sequential make_head_module(const std::vector<std::int64_t>& out) const {
