@@ -369,6 +369,43 @@ BOOST_AUTO_TEST_CASE(a_joiner_refuses_a_model_whose_hash_differs_from_the_server
   BOOST_TEST(caught.find("nothing computed") != std::string::npos, caught);
 }
 
+// Jobs sent to a slot's earlier worker and never taken (a transport without world::rejoin
+// keeps them) are discarded by the joiner, headers and payloads, one of another size too;
+// then it takes the welcome, checks its hash, and its first pull gets the next message.
+BOOST_AUTO_TEST_CASE(a_joiner_discards_the_jobs_left_for_its_slots_earlier_worker_before_the_welcome,
+                     *boost::unit_test::timeout(60)) {
+  const hr::remote_options o{.timeout = hg::seconds{10}};
+  outcome got;
+  std::uint64_t sent_hash = 0;
+  hg::comm::inproc::spawn(2, [&](comm_t c) {
+    const hr::detail::tags tags(o.tag_base);
+    if (c.rank() == 0) {
+      auto job = [&](std::uint64_t kind, std::uint64_t a, std::uint64_t b, const std::vector<double>& x) {
+        const std::array<std::uint64_t, 5> h{kind, a, b, kind == hr::detail::welcome_kind ? d : 0, 1};
+        c.send(hg::span<const std::uint64_t>(h.data(), h.size()), 1, tags.job_header).wait();
+        if (!x.empty()) c.send(hg::span<const double>(x.data(), x.size()), 1, tags.job_payload).wait();
+      };
+      job(hr::detail::job_kind, 3, 7, std::vector<double>(d, 9.0));      // left for the earlier worker
+      job(hr::detail::job_kind, 4, 8, std::vector<double>(d + 2, 9.0));  // of another size: discarded too
+      std::array<std::uint64_t, 4> join{};
+      c.recv(hg::span<std::uint64_t>(join.data(), join.size()), 1, tags.result_header).wait();
+      const std::vector<double> x(d, 0.25);
+      sent_hash = hg::fnv1a(x.data(), d * sizeof(double));
+      job(hr::detail::welcome_kind, 12, sent_hash, x);
+      job(hr::detail::stop_kind, 0, 0, {});
+      std::array<std::uint64_t, 4> bye{};
+      c.recv(hg::span<std::uint64_t>(bye.data(), bye.size()), 1, tags.result_header).wait();
+      BOOST_TEST(bye[0] == hr::detail::bye_kind);
+    } else {
+      got = worker_loop(c, o, {.joining = true});
+    }
+  });
+  BOOST_TEST_REQUIRE(got.hash.has_value());
+  BOOST_TEST(*got.hash == sent_hash);
+  BOOST_TEST(got.version == 12u);
+  BOOST_TEST(got.jobs == 0u);  // the stale jobs were never computed; the stop ended it
+}
+
 // inproc's world::rejoin: a new thread takes a rank with an empty mailbox; a rendezvous send
 // the earlier thread never took fails naming the restart; later messages reach the new thread.
 BOOST_AUTO_TEST_CASE(inproc_rejoin_gives_a_new_thread_an_empty_mailbox_and_fails_the_sends_it_drops,
