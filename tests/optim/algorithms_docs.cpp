@@ -1,4 +1,4 @@
-// docs/async.md's, docs/sync.md's, docs/pipeline.md's and docs/balance.md's parameter tables are the
+// docs/async.md's, docs/sync.md's, docs/pipeline.md's, docs/balance.md's and docs/elastic.md's parameter tables are the
 // descriptions of the methods' and planners'
 // config structs, printed with their defaults (tests/support/doc_tables.hpp): a default or a
 // rule changed in a header and not in its page fails here, with the table to paste.
@@ -17,6 +17,7 @@
 #include "heterograd/balance/dssp.hpp"
 #include "heterograd/balance/omnilearn.hpp"
 #include "heterograd/balance/pipeline_planner.hpp"
+#include "heterograd/runtime/membership.hpp"
 
 #ifndef HG_DOCS_DIR
 #error "HG_DOCS_DIR names the docs folder"
@@ -53,6 +54,11 @@ BOOST_AUTO_TEST_CASE(the_async_pages_tables_are_the_server_policies_configs) {
   check_in("async.md", as::dc_asgd_config{});
   check_in("async.md", as::fedbuff_config{});
   check_in("async.md", as::omnilearn_asgd_config{});
+}
+
+BOOST_AUTO_TEST_CASE(the_elastic_pages_tables_are_the_real_clock_membership_configs) {
+  check_in("elastic.md", heterograd::runtime::membership_options{});
+  check_in("elastic.md", heterograd::runtime::deadline_rule{});
 }
 
 BOOST_AUTO_TEST_CASE(the_sync_pages_tables_are_the_round_methods_configs) {

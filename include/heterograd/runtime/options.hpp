@@ -17,6 +17,7 @@
 #include "heterograd/core/archive.hpp"
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/core/hash.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/evaluation.hpp"
 #include "heterograd/runtime/live.hpp"
@@ -44,12 +45,9 @@ struct cut_record {
   double time = 0;
 };
 
-/// FNV-1a 64 of a buffer's bytes (a cut's identity: the same model hashes the same).
-inline std::uint64_t fnv1a(const void* p, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
+/// FNV-1a 64 of a buffer's bytes (a cut's identity: the same model hashes the same;
+/// core/hash.hpp).
+using heterograd::fnv1a;
 
 /// Checkpoints at consistent cuts. After every `every`-th evaluation (not the last) the run is
 /// held at its next cut, its state is written into an archive after the client's (`save`: its

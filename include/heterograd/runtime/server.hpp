@@ -6,7 +6,9 @@
 //
 //   serve<T>(policy, transport, options[, time_model])   on the server rank (default 0)
 //   work<T>(transport, dim, compute, options[, time_model])  on every other rank
-//   worker_client<T>: pull(params) / push(grads)          for framework authors' own loops
+//   worker_client<T>: pull(params) / push(grads)          for framework authors' own loops;
+//                     worker_client(t, dim, o, joining) joins a running elastic run, leave()
+//                     leaves it (remote_options::membership; docs/elastic.md)
 //                     (pull(memory, params) / push(memory, grads): a device worker's
 //                     buffers staged through one host buffer; runtime/staging.hpp)
 //   run_remote(policy, transport, compute, options)       one call for every rank
@@ -38,6 +40,7 @@
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/core/hash.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/concepts.hpp"
 #include "heterograd/runtime/pacing.hpp"
@@ -50,6 +53,12 @@
 #include "heterograd/runtime/server_types.hpp"
 
 namespace heterograd::runtime {
+
+/// worker_client's tag for a worker that joins a running run (an absent slot: a restarted
+/// worker, or a spare rank that starts late).
+struct joining_t {};
+inline constexpr joining_t joining{};
+
 /// Runs the server of `policy` on this rank until a stopping rule of `o` holds, then stops
 /// every worker. `model` (a worker-time model) is needed for arrival_order::virtual_time.
 template <class T, class Policy, class Transport, optional_time_model Model = no_time_model>
@@ -74,6 +83,18 @@ class worker_client {
     server_ = o.server_rank;
     post();
   }
+  /// A worker joining a running run (membership.elastic): sends the join, then takes the
+  /// welcome: the current model, whose FNV-1a must equal the server's before anything is
+  /// computed (a comm_error names both hashes otherwise). Jobs sent to this slot's earlier
+  /// worker and never taken are discarded first. A refusal (another model size, a slot that
+  /// is a member) is a comm_error naming the server's reason.
+  worker_client(const Transport& t, std::size_t dim, const remote_options& o, joining_t)
+      : t_(t), o_((o.validate(), o)), tags_(o.tag_base), dim_(dim) {
+    require(dim > 0, "dim", dim, "must be > 0");
+    require(t.rank() != o.server_rank, "transport.rank", t.rank(), "must not be the server rank");
+    server_ = o.server_rank;
+    join();
+  }
 
   /// This worker's index (its rank among the workers).
   worker_id worker() const { return static_cast<worker_id>(detail::worker_of_rank(t_.rank(), server_)); }
@@ -88,6 +109,13 @@ class worker_client {
   /// server says stop (the goodbye is sent then).
   bool pull(span<T> params) {
     require_same_size("params", params.size(), "dim", dim_);
+    if (stop_at_join_) {  // the run was over when this worker joined
+      stop_at_join_ = false;
+      stopped_ = true;
+      goodbye();
+      return false;
+    }
+    require(!stopped_, "worker_client", "pull", "must not be called after a stop or a leave");
     try {
       next_.wait();
     } catch (const comm::size_error& e) {
@@ -97,15 +125,7 @@ class worker_client {
     check_job_header(h_);
     if (h_[0] == 0) {
       stopped_ = true;
-      const std::array<std::uint64_t, 4> bye{2, 0, 0, 0};
-      try {
-        t_.send(span<const std::uint64_t>(bye.data(), bye.size()), server_, tags_.result_header,
-                comm::send_options{.timeout = o_.timeout})
-            .wait();
-      } catch (const comm::timeout_error&) {
-        // The server stopped us and then stopped waiting (shutdown_grace): the run is over
-        // and complete, so a goodbye nobody takes is no error.
-      }
+      goodbye();
       return false;
     }
     auto payload = t_.recv(params, server_, tags_.job_payload, comm::recv_options{.timeout = o_.timeout});
@@ -145,6 +165,31 @@ class worker_client {
   /// True when the server has sent a new job (or a stop) since the last pull: the current
   /// computation was interrupted and its push would be dropped.
   bool interrupted() { return stopped_ || next_.test(); }
+
+  /// Leaves the run deliberately (membership.elastic): the server forgets this worker's job
+  /// in flight and sends it nothing more; a job it already sent is taken and discarded here,
+  /// so that a joiner on this slot finds no half-read job. Nothing is pushed after it.
+  void leave() {
+    if (stopped_) return;
+    if (next_.test() && !next_.error() && incoming_[slot_][0] == detail::job_kind) {
+      staging_.resize(dim_);
+      try {
+        t_.recv(span<T>(staging_), server_, tags_.job_payload, comm::recv_options{.timeout = o_.timeout}).wait();
+      } catch (const comm::comm_error&) {
+        // a payload the server withdrew or could not send: nothing to discard
+      }
+    }
+    next_ = decltype(next_){};  // withdraws the posted receive
+    const std::array<std::uint64_t, 4> h{detail::leave_kind, worker(), 0, 0};
+    t_.send(span<const std::uint64_t>(h.data(), h.size()), server_, tags_.result_header,
+            comm::send_options{.timeout = o_.timeout})
+        .wait();
+    stopped_ = true;
+  }
+  /// A joiner's check: the FNV-1a of the model it was welcomed with (equal to the server's,
+  /// or the join threw) and that model's version; nothing for a worker that did not join.
+  std::optional<std::uint64_t> joined_hash() const { return joined_hash_; }
+  std::uint64_t joined_version() const { return joined_version_; }
 
   /// Sends the gradient of the current job; returns false (sending nothing) if interrupted.
   bool push(span<const T> grads) {
@@ -187,6 +232,64 @@ class worker_client {
     }
   }
 
+  void goodbye() {
+    const std::array<std::uint64_t, 4> bye{detail::bye_kind, 0, 0, 0};
+    try {
+      t_.send(span<const std::uint64_t>(bye.data(), bye.size()), server_, tags_.result_header,
+              comm::send_options{.timeout = o_.timeout})
+          .wait();
+    } catch (const comm::timeout_error&) {
+      // The server stopped us and then stopped waiting (shutdown_grace): the run is over
+      // and complete, so a goodbye nobody takes is no error.
+    }
+  }
+
+  // The join (see the joining constructor): jobs of this slot's earlier worker are discarded
+  // (header and payload), a stop means the run is over, then the welcome or a refusal.
+  void join() {
+    const std::array<std::uint64_t, 4> h{detail::join_kind, worker(), 0, dim_};
+    const comm::recv_options ro{.timeout = o_.timeout};
+    t_.send(span<const std::uint64_t>(h.data(), h.size()), server_, tags_.result_header,
+            comm::send_options{.timeout = o_.timeout})
+        .wait();
+    staging_.resize(dim_);
+    for (;;) {
+      std::array<std::uint64_t, 5> j{};
+      t_.recv(span<std::uint64_t>(j.data(), j.size()), server_, tags_.job_header, ro).wait();
+      if (j[0] == detail::stop_kind) {
+        stop_at_join_ = true;
+        return;
+      }
+      if (j[0] == detail::join_refused_kind) throw comm::comm_error("heterograd: worker_client: join refused: " + join_refusal(j));
+      if (j[0] != detail::job_kind && j[0] != detail::welcome_kind)
+        throw comm::comm_error("heterograd: worker_client: the server's answer to a join has kind " +
+                               std::to_string(j[0]) + " (expected 2: welcome, 3: refused)");
+      try {
+        t_.recv(span<T>(staging_), server_, tags_.job_payload, ro).wait();
+      } catch (const comm::size_error&) {
+        if (j[0] == detail::welcome_kind) throw;  // an old job of another size: discarded all the same
+      }
+      if (j[0] == detail::job_kind) continue;
+      const std::uint64_t got = fnv1a(staging_.data(), dim_ * sizeof(T));
+      if (got != j[2])
+        throw comm::comm_error("heterograd: worker_client: the joined model's FNV-1a " + std::to_string(got) +
+                               " differs from the server's " + std::to_string(j[2]) +
+                               " (version " + std::to_string(j[1]) + "); nothing computed");
+      joined_hash_ = got;
+      joined_version_ = j[1];
+      post();
+      return;
+    }
+  }
+  std::string join_refusal(const std::array<std::uint64_t, 5>& j) const {
+    const std::string w = "worker " + std::to_string(worker());
+    if (j[1] == detail::join_bad_dim)
+      return w + " holds " + std::to_string(dim_) + " parameters, the server's model has " + std::to_string(j[4]);
+    if (j[1] == detail::join_member) return w + " is a member of the run (its slot has not left)";
+    if (j[1] == detail::join_bad_worker) return "the join named another worker than " + w + " (its sender)";
+    return w + ": reason " + std::to_string(j[1]);
+  }
+
   void post() {
     next_ = t_.recv(span<std::uint64_t>(incoming_[slot_].data(), 5), server_, tags_.job_header,
                     comm::recv_options{.timeout = o_.timeout});
@@ -203,6 +306,9 @@ class worker_client {
   decltype(std::declval<const Transport&>().recv(std::declval<span<std::uint64_t>>(), 0, 0,
                                                  comm::recv_options{})) next_{};
   bool stopped_ = false;
+  bool stop_at_join_ = false;
+  std::optional<std::uint64_t> joined_hash_;
+  std::uint64_t joined_version_ = 0;
   std::vector<T> staging_;  // pull(memory, ...) / push(memory, ...): made on first use
 };
 

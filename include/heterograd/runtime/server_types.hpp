@@ -14,6 +14,7 @@
 
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/runtime/membership.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -67,6 +68,9 @@ struct remote_options {
   /// How long shutdown waits, in all, for the goodbyes of workers still computing when the
   /// run ends (a computation cannot be cut short; the run's results stand either way).
   seconds shutdown_grace{600.0};
+  /// Workers that leave and join while the run goes on, and the learned deadlines
+  /// (runtime/membership.hpp; docs/elastic.md). Off by default.
+  membership_options membership{};
 
   void validate() const {
     require(tag_base >= 0 && tag_base <= 32767 - 4, "remote_options.tag_base", tag_base,
@@ -81,6 +85,9 @@ struct remote_options {
             "must be finite and >= 0");
     require(shutdown_grace.count() >= 0 && shutdown_grace.count() < 1e300,
             "remote_options.shutdown_grace", shutdown_grace.count(), "must be finite and >= 0");
+    membership.deadline.validate();
+    require(!membership.elastic || order == arrival_order::real_time, "remote_options.membership.elastic",
+            "true", "needs real_time order (virtual_time order waits for every worker's result)");
   }
 };
 
@@ -96,6 +103,14 @@ struct remote_summary {
   /// Per worker: why it was evicted ("" when it was not). A worker whose message is refused
   /// is sent no job again (real_time order; virtual_time order fails the run instead).
   std::vector<std::string> evicted;
+  /// Membership (remote_options::membership): results of workers that had left or were
+  /// declared gone, refused (never handed over, never applied); jobs in flight forgotten at a
+  /// leave; the changes in the server's order; why each refused membership message was
+  /// refused (also counted in `refused`).
+  std::uint64_t refused_late = 0;
+  std::uint64_t lost = 0;
+  std::vector<membership_event> membership;
+  std::vector<std::string> membership_refusals;
   std::vector<std::uint64_t> jobs_finished;  ///< results handed over, per worker
   /// Per worker: the time it was held (hold() to release(), or to the run's end) and the
   /// jobs it was sent, in the server's clock's units.

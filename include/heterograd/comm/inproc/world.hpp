@@ -12,6 +12,7 @@
 
 #include "heterograd/comm/inproc/communicator.hpp"
 #include "heterograd/comm/inproc/detail/group_state.hpp"
+#include "heterograd/comm/inproc/detail/point_to_point.hpp"
 #include "heterograd/comm/inproc/detail/world_state.hpp"
 #include "heterograd/comm/request.hpp"
 #include "heterograd/core/clock.hpp"
@@ -34,6 +35,28 @@ class world {
   int size() const { return w_->size; }
   communicator rank(int r) const {
     require_in_range_co("world.rank", r, 0, size());
+    return communicator(g_, r);
+  }
+  /// A new thread takes rank r (its thread left or died, and the slot restarts: elastic
+  /// membership, docs/elastic.md). The messages still waiting for r's earlier thread are
+  /// dropped, a rendezvous sender's send failing with a comm_error that names the restart,
+  /// and the earlier thread's posted receives fail the same way: the new thread starts with
+  /// an empty mailbox, as a new process on a real transport does. The world's own group only
+  /// (not the groups split from it). Returns rank r's handle.
+  communicator rejoin(int r) const {
+    require_in_range_co("world.rank", r, 0, size());
+    const std::string why = "heterograd: comm: rank " + std::to_string(r) +
+                            " was restarted (world::rejoin) before this message was taken";
+    for (int ctx = 0; ctx < 2; ++ctx) {
+      detail::mailbox& mb = g_->box(ctx, r);
+      std::lock_guard<std::mutex> l(mb.m);
+      for (auto& m : mb.unexpected)
+        if (m.sender) fail(*m.sender, why);
+      mb.unexpected.clear();
+      for (auto& p : mb.posted) fail(*p, why);
+      mb.posted.clear();
+    }
+    w_->note.notify();
     return communicator(g_, r);
   }
   void abort(int by_rank, std::string what) const { w_->abort(by_rank, std::move(what)); }
@@ -64,6 +87,10 @@ class world {
   }
 
  private:
+  static void fail(detail::p2p_state& p, const std::string& why) {
+    p.err = std::make_exception_ptr(comm_error(why));
+    p.outcome.store(2, std::memory_order_release);
+  }
   std::shared_ptr<detail::world_state> w_;
   std::shared_ptr<detail::group_state> g_;
 };

@@ -1,6 +1,7 @@
 #pragma once
 // The remote server's loop (runtime/server.hpp's serve): per-worker state, the control handle
-// a policy steers workers with, the arrival orders, refusals and shutdown (docs/runtime.md).
+// a policy steers workers with, the arrival orders, refusals and shutdown (docs/runtime.md);
+// membership (remote_options::membership: leaves, joins, learned deadlines; docs/elastic.md).
 
 #include <algorithm>
 #include <array>
@@ -26,8 +27,10 @@
 #include "heterograd/comm/types.hpp"
 #include "heterograd/core/clock.hpp"
 #include "heterograd/core/error.hpp"
+#include "heterograd/core/hash.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/membership.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/sim/recorder.hpp"
 #include "heterograd/sim/worker_time.hpp"
@@ -42,14 +45,17 @@ namespace heterograd::runtime::detail {
 template <class T, class Policy, class Transport, class Model>
 class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Transport, Model>> {
  public:
-  enum class state : std::uint8_t { idle, busy, waiting, evicted };
+  enum class state : std::uint8_t { idle, busy, waiting, evicted, absent };
 
   remote_server(Policy& p, const Transport& t, const remote_options& o, const Model& m)
       : policy_(p), t_(t), o_(o), model_(m), tags_(o.tag_base), n_(checked_workers(p, t, o)),
         state_(n_, state::idle), next_job_(n_, 0), job_(n_, 0), version_(n_, 0),
         start_(n_, 0.0), batch_(n_, o.batch), job_batch_(n_, o.batch), batches_sent_(n_, 0), payload_(p.dim()),
         outbox_(n_), jobs_finished_(n_, 0), held_(n_, 0.0), held_since_(n_, 0.0), evicted_(n_),
-        log_(n_) {}
+        log_(n_), sent_wall_(n_, 0.0), first_job_(n_, 0), deadlines_(n_, o.membership.deadline) {
+    o.membership.validate(n_);
+    for (const auto w : o.membership.absent) state_[w] = state::absent;
+  }
 
   // ---- the control handle's members ---------------------------------------------------
   double now() const { return now_; }
@@ -61,7 +67,9 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     return version_[w];
   }
   void restart(worker_id w) {
+    require(state_.at(w) != state::absent, "worker", w, "must be a member to restart (it left)");
     require(state_.at(w) == state::idle, "worker", w, "must be idle to restart");
+    if (real_clock_) sent_wall_[w] = wall();
     const std::uint64_t k = next_job_[w]++;
     job_[w] = k;
     version_[w] = policy_.version();
@@ -115,10 +123,15 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     const steady_clock clock;
     real_clock_ = &clock;
     if (o_.order == arrival_order::real_time) now_ = o_.start_time;
+    // Slots absent from the start leave before anything runs (no job is lost), as in the
+    // simulator's churn (runtime/sim.hpp).
+    if constexpr (has_on_leave<Policy, remote_server>)
+      for (const auto w : o_.membership.absent) policy_.on_leave(*this, static_cast<worker_id>(w));
     if constexpr (requires { policy_.on_start(*this); }) {
       policy_.on_start(*this);
     } else {
-      for (std::size_t w = 0; w < n_; ++w) restart(static_cast<worker_id>(w));
+      for (std::size_t w = 0; w < n_; ++w)
+        if (state_[w] != state::absent) restart(static_cast<worker_id>(w));
     }
     remote_summary s;
     while (s.arrivals < o_.max_arrivals && policy_.version() < o_.max_updates) {
@@ -140,6 +153,10 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     for (std::size_t w = 0; w < n_; ++w)
       if (state_[w] == state::waiting) held_[w] += now_ - held_since_[w];
     shutdown(s);
+    s.refused_late = refused_late_;
+    s.lost = lost_;
+    s.membership = std::move(events_);
+    s.membership_refusals = std::move(membership_refusals_);
     s.jobs_finished = jobs_finished_;
     s.held = held_;
     s.jobs_sent = next_job_;
@@ -253,9 +270,10 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     } else if (h[0] == 3) {
       return refuse(from, "job", "the worker refused its job: it holds " + std::to_string(h[3]) +
                                      " parameters, the server sends " + std::to_string(payload_.size()));
-    } else if (h[0] != 2) {
+    } else if (h[0] != bye_kind && !(o_.membership.elastic && (h[0] == leave_kind || h[0] == join_kind))) {
       return refuse(from, "result header",
-                    "kind " + std::to_string(h[0]) + " (expected 1: result, 2: goodbye, 3: refused job)");
+                    "kind " + std::to_string(h[0]) + " (expected 1: result, 2: goodbye, 3: refused job" +
+                        (o_.membership.elastic ? ", 4: leave, 5: join)" : ")"));
     }
     return {w, false};
   }
@@ -338,18 +356,150 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     for (;;) {
       if (std::none_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; }))
         return false;  // every worker held or idle: nothing can arrive
-      const incoming in = receive(comm::any_source, h);
+      incoming in{};
+      try {
+        in = receive(comm::any_source, h, receive_wait());
+      } catch (const comm::timeout_error&) {
+        if (!o_.membership.elastic) throw;
+        tick();
+        declare_silent();  // a busy worker past its deadline is gone; else wait again
+        continue;
+      }
       const worker_id w = in.worker;
-      now_ = o_.start_time + real_clock_->now().count() / (o_.time_scale > 0 ? o_.time_scale : 1.0);
+      tick();
       if (in.refused) continue;
+      if (h[0] == leave_kind || h[0] == join_kind) {
+        on_membership(w, h);
+        continue;
+      }
+      if (h[0] == result_kind && (state_[w] == state::absent || h[2] < first_job_[w])) {
+        ++refused_late_;  // a worker that left or was declared gone: never handed over
+        continue;
+      }
       if (!current(w, h)) {
         ++s.dropped;
         continue;
       }
       if (now_ > o_.horizon || (o_.stop && o_.stop->load(std::memory_order_acquire))) return false;
+      deadlines_.record(w, wall() - sent_wall_[w]);
       a = arrival{w, h[1], h[2], start_[w], now_};
       return true;
     }
+  }
+
+  // ---- membership (remote_options::membership; docs/elastic.md) -------------------------
+  double wall() const { return real_clock_->now().count(); }
+  void tick() { now_ = o_.start_time + wall() / (o_.time_scale > 0 ? o_.time_scale : 1.0); }
+
+  // How long the next receive may wait: the timeout, or less when a busy worker's learned
+  // deadline comes first.
+  seconds receive_wait() const {
+    if (!o_.membership.elastic) return o_.timeout;
+    const double t = wall();
+    double wait = o_.timeout.count();
+    for (std::size_t w = 0; w < n_; ++w)
+      if (state_[w] == state::busy)
+        wait = std::min(wait, sent_wall_[w] + deadlines_.deadline(w, o_.timeout.count()) - t);
+    return seconds{std::max(wait, 1e-3)};
+  }
+
+  // Every busy worker silent past its deadline is declared gone.
+  void declare_silent() {
+    const double t = wall();
+    for (std::size_t w = 0; w < n_; ++w) {
+      if (state_[w] != state::busy) continue;
+      const double d = deadlines_.deadline(w, o_.timeout.count());
+      const double silent = t - sent_wall_[w];
+      if (silent >= d) leave(static_cast<worker_id>(w), membership_event::kind::gone, silent, d);
+    }
+  }
+
+  // Worker w stops being a member: its job in flight is forgotten (a late result is refused),
+  // a held worker is let go, its pending sends are withdrawn, then the policy's on_leave.
+  void leave(worker_id w, membership_event::kind k, double silent = 0, double deadline = 0) {
+    const auto live = std::count_if(state_.begin(), state_.end(), [](state x) {
+      return x != state::absent && x != state::evicted;
+    });
+    if (live <= 1) {
+      const std::string why = k == membership_event::kind::gone
+                                  ? "was silent for " + std::to_string(silent) + " s, past its deadline of " +
+                                        std::to_string(deadline) + " s,"
+                                  : "left";
+      throw comm::comm_error("heterograd: serve: worker " + std::to_string(w) + " " + why +
+                             " and no worker remains to go on");
+    }
+    if (state_[w] == state::busy) ++lost_;
+    if (state_[w] == state::waiting) held_[w] += now_ - held_since_[w];
+    state_[w] = state::absent;
+    retire_outboxes(w);
+    events_.push_back({k, w, now_, silent, deadline, policy_.version(), 0});
+    if constexpr (has_on_leave<Policy, remote_server>) policy_.on_leave(*this, w);
+  }
+
+  // The sends to a worker that left are withdrawn (a transport that cannot withdraw them
+  // leaves them to it); their buffers stay until the server ends.
+  void retire_outboxes(worker_id w) {
+    for (auto& b : outbox_[w]) {
+      live_.erase(std::remove(live_.begin(), live_.end(), b.get()), live_.end());
+      b->header = request_t{};
+      b->payload = request_t{};
+      retired_.push_back(std::move(b));
+    }
+    outbox_[w].clear();
+  }
+
+  // A leave or join header from worker w's rank (h[1]: the worker it names).
+  void on_membership(worker_id w, const std::array<std::uint64_t, 4>& h) {
+    const std::string who = "worker " + std::to_string(w) + " (rank " + std::to_string(rank_of(w)) + "): ";
+    const char* what = h[0] == leave_kind ? "leave" : "join";
+    if (h[1] != w)
+      return refuse_membership(w, join_bad_worker, who + what + " names worker " + std::to_string(h[1]));
+    if (h[0] == leave_kind) {
+      if (state_[w] == state::absent || state_[w] == state::evicted)
+        return refuse_membership(w, 0, who + "leave: it is not a member");
+      settle_live_sends();
+      return leave(w, membership_event::kind::leave);
+    }
+    if (h[3] != payload_.size())
+      return refuse_membership(w, join_bad_dim, who + "join: it holds " + std::to_string(h[3]) +
+                                                    " parameters, the server's model has " +
+                                                    std::to_string(payload_.size()));
+    if (state_[w] != state::absent)
+      return refuse_membership(w, join_member, who + "join: it is a member (it has not left)");
+    join(w);
+  }
+
+  // Counted and named; a joiner waiting on an absent slot is told why (a member's slot is
+  // told nothing: its worker's jobs go on).
+  void refuse_membership(worker_id w, std::uint64_t reason, std::string why) {
+    ++refused_;
+    membership_refusals_.push_back(std::move(why));
+    if (reason == 0 || state_[w] != state::absent) return;
+    auto& box = free_outbox(w);
+    box.h = {join_refused_kind, reason, 0, 0, payload_.size()};
+    box.header = t_.send(span<const std::uint64_t>(box.h.data(), box.h.size()), rank_of(w), tags_.job_header,
+                         comm::send_options{.timeout = o_.timeout});
+  }
+
+  // Worker w joins: the welcome (version, the parameters' FNV-1a, dim) and the parameters,
+  // then the policy's on_join, then its first job unless the policy held or started it.
+  void join(worker_id w) {
+    settle_live_sends();
+    state_[w] = state::idle;
+    deadlines_.forget(w);
+    first_job_[w] = next_job_[w];
+    auto& box = free_outbox(w);
+    const auto x = policy_.params();
+    box.params.assign(x.begin(), x.end());
+    const std::uint64_t hash = fnv1a(box.params.data(), box.params.size() * sizeof(T));
+    box.h = {welcome_kind, policy_.version(), hash, payload_.size(), 0};
+    const int r = rank_of(w);
+    const comm::send_options so{.timeout = o_.timeout};
+    box.header = t_.send(span<const std::uint64_t>(box.h.data(), box.h.size()), r, tags_.job_header, so);
+    box.payload = t_.send(span<const T>(box.params.data(), box.params.size()), r, tags_.job_payload, so);
+    events_.push_back({membership_event::kind::join, w, now_, 0, 0, policy_.version(), hash});
+    if constexpr (has_on_join<Policy, remote_server>) policy_.on_join(*this, w);
+    if (state_[w] == state::idle) restart(w);
   }
 
   // Tells every worker to stop and collects their goodbyes (results still in flight are
@@ -363,7 +513,8 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     std::vector<bool> bye(n_, false);
     auto silent = [&] {
       std::size_t k = 0;
-      for (std::size_t w = 0; w < n_; ++w) k += !bye[w] && state_[w] != state::evicted;
+      for (std::size_t w = 0; w < n_; ++w)
+        k += !bye[w] && state_[w] != state::evicted && state_[w] != state::absent;
       return k;
     };
     std::array<std::uint64_t, 4> h{};
@@ -380,14 +531,17 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
         break;
       }
       if (in.refused) continue;
-      if (h[0] == 2) bye[in.worker] = true;
+      if (h[0] == bye_kind || h[0] == leave_kind) bye[in.worker] = true;
+      else if (h[0] == join_kind) send_job(in.worker, stop_kind);  // too late: the run is over
       else ++s.dropped;
     }
-    for (auto& pool : outbox_)
-      for (auto& box : pool) {
+    for (std::size_t w = 0; w < n_; ++w) {
+      if (state_[w] == state::absent) continue;  // nobody may take them: left to the transport
+      for (auto& box : outbox_[w]) {
         box->header.wait(o_.timeout);
         box->payload.wait(o_.timeout);
       }
+    }
   }
 
   Policy& policy_;
@@ -421,6 +575,16 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   std::vector<std::string> evicted_;  // why each worker was evicted ("" : it was not)
   std::uint64_t refused_ = 0;
   sim::recorder log_;
+  // Membership: when each worker's job was sent (wall seconds), the first job index of its
+  // current membership (older results are late), the learned deadlines, the sends withdrawn
+  // from workers that left, and what summary() reports.
+  std::vector<double> sent_wall_;
+  std::vector<std::uint64_t> first_job_;
+  deadline_tracker deadlines_;
+  std::vector<std::unique_ptr<outbox>> retired_;
+  std::uint64_t refused_late_ = 0, lost_ = 0;
+  std::vector<membership_event> events_;
+  std::vector<std::string> membership_refusals_;
 };
 
 }  // namespace heterograd::runtime::detail
