@@ -8,7 +8,7 @@
 //
 //   hg-slide-words [key=value ...]   keys: dir vocabulary context dim threads seconds chunk
 //       eval slide_lr dense_lr batch parts tables rebuild_first rebuild_growth target seed
-//       methods (slide,dense)
+//       methods (slide,dense) samples (a sample budget instead of the wall budget; 0: none)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +34,7 @@ struct options {
                                         {"dense_lr", "0.5"},  {"batch", "128"},        {"parts", "9"},
                                         {"tables", "10"},     {"target", "0.2"},       {"seed", "1"},
                                         {"rebuild_first", "10000"}, {"rebuild_growth", "1.2"},
-                                        {"methods", "slide,dense"}};
+                                        {"samples", "0"},     {"methods", "slide,dense"}};
   double num(const std::string& k) const { return std::stod(kv.at(k)); }
   std::size_t count(const std::string& k) const { return static_cast<std::size_t>(std::stoull(kv.at(k))); }
 };
@@ -67,8 +67,10 @@ std::vector<point> timed(const options& o, const nn::word_model& m, const hd::wo
   for (std::size_t i = 0; i < eval.size(); ++i) eval[i] = i * (val.size() / eval.size());
   std::vector<point> curve{{0.0, 0, nn::word_accuracy(m, val, eval)}};
   double spent = 0;
-  for (std::size_t done = 0; spent < o.num("seconds");) {
-    const std::size_t n = std::min(o.count("chunk"), order.size() - done % order.size());
+  const std::size_t budget = o.count("samples");  // 0: the wall budget `seconds` instead
+  for (std::size_t done = 0; budget ? done < budget : spent < o.num("seconds");) {
+    std::size_t n = std::min(o.count("chunk"), order.size() - done % order.size());
+    if (budget) n = std::min(n, budget - done);
     const auto t0 = clock_type::now();
     step(hg::span<const std::size_t>(order.data() + done % order.size(), n));
     spent += std::chrono::duration<double>(clock_type::now() - t0).count();
