@@ -55,7 +55,7 @@ void problem::next_batch(std::size_t, std::size_t, std::vector<float>&, std::vec
 
 namespace {
 
-using heterograd::runtime::fnv1a;
+using heterograd::fnv1a;
 
 }  // namespace
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "heterograd/core/error.hpp"
+#include "heterograd/core/hash.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/kernels/state_resource.hpp"
 
@@ -120,14 +121,7 @@ inline constexpr std::uint32_t state_format_version = 1;
 
 namespace detail {
 
-inline std::uint64_t fnv1a(const unsigned char* p, std::size_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+using heterograd::fnv1a;  // core/hash.hpp
 
 struct writer {
   std::vector<std::byte> out;
