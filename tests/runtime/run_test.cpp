@@ -1,8 +1,10 @@
-// runtime::run (runtime/run.hpp): a server policy on real threads on the real clock, with the
-// evaluation hook and checkpoints. Real-time runs are not deterministic: the checks are their
+// runtime::run (runtime/run.hpp): a server policy and round methods (BSP, local SGD) on real
+// threads on the real clock, with the evaluation hook and checkpoints. Real-time runs are not deterministic: the checks are their
 // invariants (the hook never stalls the workers, the grid and its horizon, Ringmaster's delay
-// bound, a resumed run going on from its cut), not traces.
+// bound, rounds going on during an evaluation, replicas agreeing, a resumed run going on from
+// its cut), not traces.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -18,12 +20,17 @@
 
 #include "heterograd/algorithms/async/asgd.hpp"
 #include "heterograd/algorithms/async/ringmaster.hpp"
+#include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/local_sgd.hpp"
+#include "heterograd/optim/optimizers.hpp"
 #include "heterograd/runtime/run.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace hg = heterograd;
 namespace hr = heterograd::runtime;
 namespace ha = heterograd::algorithms::async;
+namespace hs = heterograd::algorithms::sync;
+namespace ho = heterograd::optim;
 
 namespace {
 
@@ -39,6 +46,19 @@ struct centres {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 };
+
+// The same objective for the round methods' oracle (its loss is not used), counting gradients.
+struct centres_oracle {
+  std::atomic<std::uint64_t>* computed;
+  double operator()(std::size_t w, std::uint64_t, std::size_t, hg::span<const float> x, hg::span<float> g) const {
+    for (std::size_t j = 0; j < x.size(); ++j) g[j] = x[j] - static_cast<float>(w + 1);
+    computed->fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return 0.0;
+  }
+};
+using bsp_method = hs::bsp<float, ho::sgd, centres_oracle>;
+using local_method = hs::local_sgd<float, ho::sgd, centres_oracle>;
 
 double distance_to(hg::span<const float> x, double c) {
   double s = 0;
@@ -159,6 +179,160 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name_before_anything_runs) {
   BOOST_TEST(message(o, w).find("where::threads.placement") != std::string::npos);
   BOOST_TEST(computed.load() == 0u);
   BOOST_TEST(p.version() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(round_methods_on_real_threads)
+
+namespace {
+std::uint64_t hash_of(hg::span<const float> x) { return hr::fnv1a(x.data(), x.size() * sizeof(float)); }
+bool replicas_agree(const auto& p, std::size_t n) {
+  for (std::size_t w = 1; w < n; ++w) {
+    const auto a = p.params(0), b = p.params(w);
+    if (hash_of(a) != hash_of(b) || !std::equal(a.begin(), a.end(), b.begin())) return false;
+  }
+  return true;
+}
+// 4 workers, workers 2 and 3 paced three times slower (model units of 2 ms); evaluations every
+// 0.2 s up to 0.6 s, the hook sleeping 0.2 s and counting the rounds (or gradients) meanwhile.
+hr::run_options sleepy_options(const std::atomic<std::uint64_t>& progress, std::vector<std::uint64_t>& during) {
+  hr::run_options o;
+  o.horizon = 300;
+  o.real_scale = 0.002;
+  o.eval_interval = 100;
+  o.evaluate = [&progress, &during](const hr::snapshot& s) {
+    const auto before = progress.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    during.push_back(progress.load() - before);
+    return std::vector<double>{distance_to(s.params, 2.5)};
+  };
+  return o;
+}
+}  // namespace
+
+// BSP: between_rounds sees every round (the measured busy times never decrease), the hook's
+// 0.2 s sleeps never stall the rounds, the replicas are bitwise equal at the end, and the
+// report's rounds are the published ones.
+BOOST_AUTO_TEST_CASE(bsp_rounds_go_on_while_the_hook_sleeps_and_the_replicas_agree, *boost::unit_test::timeout(120)) {
+  const std::size_t n = 4, d = 8;
+  std::atomic<std::uint64_t> computed{0}, rounds{0};
+  bsp_method p(n, hg::span<const float>(std::vector<float>(d, 0.0f)), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+               std::vector<std::size_t>(n, 1));
+  std::vector<std::uint64_t> during;
+  const auto o = sleepy_options(rounds, during);
+  std::vector<double> last_busy(n, 0.0);
+  bool busy_monotone = true;
+  auto between = [&](std::uint64_t r, const hr::round_measurements& m) {
+    busy_monotone = busy_monotone && m.round == r && m.busy.size() == n;
+    for (std::size_t w = 0; w < n && w < m.busy.size(); ++w) {
+      busy_monotone = busy_monotone && m.busy[w] >= last_busy[w];
+      last_busy[w] = m.busy[w];
+    }
+    rounds = r + 1;
+  };
+  const hg::sim::fixed_times model({1.0, 1.0, 3.0, 3.0});
+  const auto r = hr::run(hr::rounds_of{p, [&p] { return p.params(0); }, between}, hr::where::threads{}, o, model);
+  BOOST_REQUIRE_EQUAL(r.evaluations.size(), 4u);  // 0, 100, 200, 300
+  BOOST_REQUIRE_EQUAL(during.size(), 4u);
+  // ~30 rounds of 6 ms fit in a 0.2 s sleep; a loop that held the model (or the rounds) while
+  // its hook ran would let at most one more round end, the one waiting to publish.
+  for (std::size_t k = 1; k + 1 < during.size(); ++k) BOOST_TEST(during[k] >= 3u, "evaluation " << k);
+  BOOST_TEST(busy_monotone);
+  BOOST_TEST(replicas_agree(p, n));
+  BOOST_TEST(r.rounds > 0u);
+  BOOST_TEST(r.rounds <= rounds.load());
+  BOOST_TEST(r.updates_done == r.rounds);
+  BOOST_TEST(r.workers.size() == n);
+  // paced: a round of worker 2 or 3 lasts at least its 3 model units
+  for (std::size_t w = 2; w < n; ++w)
+    BOOST_TEST(r.workers[w].compute_seconds + r.workers[w].paced_seconds >=
+               0.999 * 3.0 * o.real_scale * static_cast<double>(r.workers[w].jobs));
+  BOOST_TEST(r.gradients[0] >= r.rounds);  // one gradient per round per worker
+  BOOST_TEST(r.evaluations.back().values[0] < r.evaluations.front().values[0]);
+}
+
+// Local SGD (H_i = 3, 2, 2, 1), given to runtime::run as it is: its gradients go on while the
+// hook sleeps, and after the last round every replica is the anchor, bit for bit.
+BOOST_AUTO_TEST_CASE(local_sgd_rounds_go_on_while_the_hook_sleeps_and_the_replicas_agree,
+                     *boost::unit_test::timeout(120)) {
+  const std::size_t n = 4, d = 8;
+  std::atomic<std::uint64_t> computed{0};
+  hs::local_sgd_config cfg;
+  cfg.local_steps = {3, 2, 2, 1};
+  local_method p(n, hg::span<const float>(std::vector<float>(d, 0.0f)), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+                 std::vector<std::size_t>(n, 1), cfg);
+  std::vector<std::uint64_t> during;
+  const auto o = sleepy_options(computed, during);
+  const auto model = hs::steps_time<hg::sim::fixed_times>(hg::sim::fixed_times({1.0, 1.0, 3.0, 3.0}), p.schedule());
+  const auto r = hr::run(p, hr::where::threads{}, o, model);
+  BOOST_REQUIRE_EQUAL(during.size(), 4u);
+  // 8 gradients a round: more than three rounds' worth while each hook slept
+  for (std::size_t k = 1; k + 1 < during.size(); ++k) BOOST_TEST(during[k] > 24u, "evaluation " << k);
+  BOOST_TEST(replicas_agree(p, n));
+  const auto a = p.anchor();
+  BOOST_TEST(hash_of(p.params(0)) == hash_of(hg::span<const float>(a)));
+  BOOST_TEST(r.rounds > 0u);
+  BOOST_TEST(r.gradients[0] == 3 * r.gradients[3]);  // H_0 = 3, H_3 = 1 in every round
+}
+
+// Checkpoints at every evaluation, halted after the second (as if killed there), then resumed
+// by a fresh method from the payload: the resumed model is the cut's (same round, same hash of
+// the parameters, not the initial model's), and the grid goes on to the horizon.
+BOOST_AUTO_TEST_CASE(a_round_run_halted_after_a_checkpoint_resumes_from_its_cut, *boost::unit_test::timeout(120)) {
+  const std::size_t n = 4, d = 8;
+  std::atomic<std::uint64_t> computed{0};
+  auto make = [&] {
+    return bsp_method(n, hg::span<const float>(std::vector<float>(d, 0.0f)), ho::sgd({.lr = 0.02}),
+                      centres_oracle{&computed}, std::vector<std::size_t>(n, 1));
+  };
+  const std::uint64_t initial = hash_of(hg::span<const float>(std::vector<float>(d, 0.0f)));
+  hr::run_options o;
+  o.horizon = 100;
+  o.real_scale = 0.002;
+  o.eval_interval = 20;
+  o.evaluate = [](const hr::snapshot& s) { return std::vector<double>{distance_to(s.params, 2.5)}; };
+  o.checkpoint.every = 1;
+  std::optional<std::vector<std::byte>> saved;
+  o.checkpoint.write = [&](const std::vector<std::byte>& payload, const hr::cut_record&) { saved = payload; };
+  o.halt_after = 2;
+  const hg::sim::fixed_times model({1.0, 1.0, 2.0, 2.0});
+  auto p = make();
+  BOOST_CHECK_THROW(hr::run(p, hr::where::threads{}, o, model), hr::halted);
+  BOOST_REQUIRE(saved.has_value());
+  auto q = make();
+  o.halt_after = 0;
+  o.checkpoint.resume = *saved;
+  const auto r = hr::run(q, hr::where::threads{}, o, model);
+  BOOST_REQUIRE(r.resumed_from.has_value());
+  BOOST_REQUIRE(r.cuts.size() >= 2u);
+  BOOST_TEST(r.resumed_from->version == r.cuts[1].version);
+  BOOST_TEST(r.resumed_from->params_hash == r.cuts[1].params_hash);
+  BOOST_TEST(r.resumed_from->time == r.cuts[1].time);
+  BOOST_TEST(r.cuts[1].version > 0u);
+  BOOST_TEST(r.resumed_from->params_hash != initial);
+  BOOST_REQUIRE_EQUAL(r.evaluations.size(), 6u);  // 0, 20, ..., 100: two before the kill
+  for (std::size_t k = 0; k < 6; ++k) BOOST_TEST(r.evaluations[k].index == k);
+  BOOST_TEST(r.rounds >= r.cuts[1].version);
+  BOOST_TEST(replicas_agree(q, n));
+}
+
+BOOST_AUTO_TEST_CASE(a_paced_round_run_without_a_worker_time_model_is_refused_by_name) {
+  const std::size_t n = 2, d = 4;
+  std::atomic<std::uint64_t> computed{0};
+  bsp_method p(n, hg::span<const float>(std::vector<float>(d, 0.0f)), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+               std::vector<std::size_t>(n, 1));
+  hr::run_options o;
+  o.horizon = 10;
+  o.real_scale = 0.001;
+  std::string m = "no error";
+  try {
+    (void)hr::run(p, hr::where::threads{}, o);
+  } catch (const std::invalid_argument& e) {
+    m = e.what();
+  }
+  BOOST_TEST(m.find("run_options.real_scale") != std::string::npos, m);
+  BOOST_TEST(computed.load() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

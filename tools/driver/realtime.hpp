@@ -280,15 +280,6 @@ inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::commun
   return hr::detail::gather_reports(c, n, mine, r, hg::seconds{runtime_timeout_s});
 }
 
-/// Checkpoints of round methods under MPI: every rank's part of the state as bytes, gathered
-/// on rank 0 and handed back on a resume (runtime/parts.hpp). A part's announced size is
-/// checked before anything is sized by it: at most twice this rank's own part's size (every
-/// rank saves the same structure) and 1 MiB.
-constexpr int parts_tag = 29000;
-inline hr::parts_options parts_options_for(std::size_t own_part_bytes) {
-  return {.limit = 2 * own_part_bytes + (std::size_t{1} << 20), .timeout = hg::seconds{runtime_timeout_s},
-          .tag = parts_tag};
-}
 #endif
 
 /// Each worker's wall seconds per gradient where it will run, measured before a real run
@@ -336,115 +327,14 @@ inline std::vector<double> measure_gradient_seconds(context& ctx, double window 
   return out;
 }
 
-/// The rounds' pacing and measurement on the wall clock (worker_options' begin_round and
-/// end_compute): worker w's round k lasts model.duration(w, k, its start in model units,
-/// batch(w)) x real_scale when paced (what the simulated round runtime gives its job), and
-/// its compute, sleep and collectives are timed. Each worker's slots are touched by its own
-/// thread only; the driver reads them between rounds.
-class round_clock {
- public:
-  round_clock(const context& ctx, const sim::any_time_model& model, std::function<std::size_t(std::size_t)> batch,
-              const clock::time_point& origin)
-      : ctx_(ctx), model_(model), batch_(std::move(batch)), n_(ctx.workers()), reports_(n_), k_(n_, 0),
-        start_(n_), comm_from_(n_), busy_(n_, 0.0), origin_(origin) {
-    if (ctx.exp.real_scale > 0)
-      for (std::size_t w = 0; w < n_; ++w) pacers_.emplace_back(ctx.exp.real_scale, origin);
-  }
-  hs::worker_options options(hs::worker_options o) {
-    o.begin_round = [this](std::size_t w) { begin(w); };
-    o.end_compute = [this](std::size_t w) { end(w); };
-    return o;
-  }
-  /// Worker w's compute and paced seconds so far, in model units (OmniLearn's measured time).
-  double busy(std::size_t w) const { return busy_.at(w); }
-  /// Under MPI each rank measures its own worker: the others' times come from gather().
-  void set_busy(std::size_t w, double b) { busy_.at(w) = b; }
-  /// Each round measured, per gradient (`steps(w, r)` gradients in worker w's round r; under
-  /// MPI this rank's worker only): its start and, with `whole`, its whole time to the
-  /// worker's next round (a synchronous round's collectives and barrier wait: replayed as job
-  /// times, the simulated round, the slowest worker's, lasts the real round), else its compute
-  /// (eager-SGD, whose waits for a round to fire the simulator makes itself).
-  template <class Steps>
-  std::vector<sim::trace_row> jobs(Steps steps, bool whole) const {
-    std::vector<sim::trace_row> out;
-    for (std::size_t w = 0; w < n_; ++w)
-      for (const auto& x : rows_[w]) {
-        const double h = std::max<double>(1.0, static_cast<double>(steps(w, x.round)));
-        out.push_back({static_cast<sim::worker_id>(w), x.start, (whole ? x.cycle : x.duration) / h});
-      }
-    return out;
-  }
-  std::vector<hr::worker_report> reports() const {
-    auto r = reports_;
-    for (std::size_t w = 0; w < pacers_.size(); ++w) {
-      r[w].violations += pacers_[w].violations();
-      r[w].overrun_seconds += pacers_[w].overrun_seconds();
-    }
-    return r;
-  }
-  /// Checkpoints: each worker's job index, busy time and report so far.
-  template <class Archive>
-  void serialize(Archive& ar) {
-    if constexpr (std::is_same_v<Archive, hg::archive_writer>) {
-      const auto r = reports();
-      for (const auto& x : r) ar(x.jobs, x.compute_seconds, x.paced_seconds, x.push_seconds, x.violations, x.overrun_seconds);
-    } else {
-      for (auto& x : reports_) ar(x.jobs, x.compute_seconds, x.paced_seconds, x.push_seconds, x.violations, x.overrun_seconds);
-    }
-    ar(k_, busy_);
-  }
-
- private:
-  void begin(std::size_t w) {
-    pin(ctx_, w);
-    const auto now = clock::now();
-    if (comm_from_[w]) reports_[w].push_seconds += std::chrono::duration<double>(now - *comm_from_[w]).count();
-    // The worker's previous round ends here: its whole time, collectives and waits included.
-    if (!rows_[w].empty()) rows_[w].back().cycle = std::chrono::duration<double>(now - start_[w]).count() / unit_;
-    start_[w] = now;
-    if (!pacers_.empty()) pacers_[w].start();
-  }
-  void end(std::size_t w) {
-    auto& r = reports_[w];
-    if (!pacers_.empty()) {
-      auto& pc = pacers_[w];
-      const double t0 = std::chrono::duration<double>(start_[w] - origin()).count() / ctx_.exp.real_scale;
-      const auto j = pc.finish(model_.duration(static_cast<sim::worker_id>(w), k_[w], t0, batch_(w)));
-      r.compute_seconds += j.compute;
-      r.paced_seconds += j.wall - j.compute;
-      busy_[w] += j.wall / ctx_.exp.real_scale;
-      rows_[w].push_back({k_[w], t0, j.wall / ctx_.exp.real_scale, j.wall / ctx_.exp.real_scale});
-    } else {
-      const double c = seconds_since(start_[w]);
-      r.compute_seconds += c;
-      busy_[w] += c;
-      rows_[w].push_back({k_[w], std::chrono::duration<double>(start_[w] - origin()).count(), c, c});
-    }
-    ++k_[w];
-    ++r.jobs;
-    comm_from_[w] = clock::now();
-  }
-  clock::time_point origin() const { return origin_; }
-
-  const context& ctx_;
-  const sim::any_time_model& model_;
-  std::function<std::size_t(std::size_t)> batch_;
-  std::size_t n_;
-  std::vector<hr::job_pacer> pacers_;
-  std::vector<hr::worker_report> reports_;
-  std::vector<std::uint64_t> k_;
-  std::vector<clock::time_point> start_;
-  std::vector<std::optional<clock::time_point>> comm_from_;
-  std::vector<double> busy_;
-  struct measured {
-    std::uint64_t round;
-    double start, duration;  // model units: the compute (and paced sleep)
-    double cycle;            // to the worker's next round (its last: the compute)
-  };
-  double unit_ = ctx_.exp.real_scale > 0 ? ctx_.exp.real_scale : 1.0;
-  std::vector<std::vector<measured>> rows_ = std::vector<std::vector<measured>>(n_);
-  const clock::time_point& origin_;
-};
+/// The rounds' pacing and measurement on the wall clock (runtime/detail/round_clock.hpp),
+/// worker w pinned to its placement at each round's start.
+using round_clock = hr::detail::round_clock<sim::any_time_model>;
+inline round_clock make_round_clock(const context& ctx, const sim::any_time_model& model,
+                                    std::function<std::size_t(std::size_t)> batch, const clock::time_point& origin) {
+  return round_clock(ctx.workers(), ctx.exp.real_scale, model, std::move(batch), origin,
+                     [&ctx](std::size_t w) { pin(ctx, w); });
+}
 
 }  // namespace wall
 
@@ -517,6 +407,29 @@ inline json finish_real_server(context& ctx, const hr::run_report& r) {
   return finish(ctx, rec, r.params);
 }
 
+/// The summary's numbers of a real round run (extra.real, rounds, cuts, resumed, the target),
+/// its tables and its recorder: a record per worker's round, the evaluations, each worker's
+/// measured seconds in model units.
+inline json finish_real_rounds(context& ctx, const hr::run_report& r) {
+  const std::size_t n = ctx.workers();
+  for (const auto& c : r.cuts) ctx.extra["cuts"].push_back(cut_record(c));
+  if (r.resumed_from) ctx.extra["resumed"] = cut_record(*r.resumed_from);
+  if (r.resumed_from && !r.resumed_rounds_per_rank.empty()) ctx.extra["resumed_rounds_per_rank"] = r.resumed_rounds_per_rank;
+  write_real_tables(ctx, r.workers, {}, r.gradients, false, r.jobs, ctx.extra);
+  ctx.extra["real"]["wall_seconds"] = r.wall_seconds;
+  ctx.extra["rounds"] = r.rounds;
+  ctx.extra["evaluation_seconds"] = r.evaluation_seconds;
+  ctx.extra["epochs"] = r.epochs;
+  record_target(ctx, r.target);
+  sim::recorder evals(n);
+  evals.set_metrics(evaluation_columns(ctx));
+  for (const auto& e : r.evaluations) evals.record_evaluation(e.time, e.values, e.wall_seconds);
+  const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.results, r.results, {}, r.end_time, r.rounds);
+  report_progress(ctx, {r.evaluations.empty() ? 0.0 : r.evaluations.back().time, r.epochs, r.rounds, 0, r.target.best,
+                        true});
+  return finish(ctx, rec, r.params);
+}
+
 }  // namespace wall
 
 /// An asynchronous server policy on real workers in real arrival order (clock "real"): a
@@ -560,239 +473,41 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   return wall::finish_real_server(ctx, r);
 }
 
-/// A round method on real workers, rounds back to back on the wall clock (clock "real").
-/// `run(from, to)` runs real rounds (its worker_options come from ctx.round_clock, set here);
-/// `after_round(r)` acts between rounds (OmniLearn's controller, which reads busy(w)).
-/// Under MPI every rank runs the rounds and rank 0 evaluates; before each round the ranks
-/// agree (one allreduce of n + 1 doubles) on whether to go on, rank 0 deciding by its wall
-/// clock, and share each worker's measured busy time.
-template <class Policy, class Params>
-json drive_rounds_wall(context& ctx, Policy& p, Params params, const heterograd::sim::any_time_model& model,
-                       const std::function<void(std::uint64_t, std::uint64_t)>& run,
-                       const std::function<void(std::uint64_t)>& after_round) {
+/// A round method on real workers, rounds back to back on the wall clock (clock "real"): a
+/// client of runtime::run (runtime/run.hpp), which runs the rounds (threads, or the ranks of
+/// MPI_COMM_WORLD, rank w worker w), the agreement before each round, the evaluation grid, the
+/// checkpoints at round boundaries with every rank's part; `m` carries the method, its
+/// evaluated model and what acts between rounds (OmniLearn's controller, biased local SGD's
+/// redraws). This adds the problem (metrics, sample streams) and the files.
+template <class Method, class Params>
+json drive_rounds_wall(context& ctx, const heterograd::runtime::rounds_of<Method, Params>& m,
+                       const heterograd::sim::any_time_model& model) {
   namespace hr = heterograd::runtime;
-  namespace sim = heterograd::sim;
-  namespace w = wall;
-  const std::size_t n = ctx.workers();
-  const double unit = w::unit_of(ctx);
-  const horizon_settings& hz = ctx.exp.horizon;
-  const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
-  w::shared_run s;
-  w::round_clock rc(ctx, model, [&p](std::size_t k) { return p.batch(k); }, s.origin);
-  ctx.round_clock = &rc;
-  struct unset {
-    context& c;
-    ~unset() { c.round_clock = nullptr; }
-  } unset_clock{ctx};
-  if constexpr (requires { p.measure(std::function<double(std::size_t)>{}); })
-    p.measure([&rc](std::size_t k) { return rc.busy(k); });
-  sim::recorder updates(n);
-  std::uint64_t samples = 0, rounds = 0;
-  auto reached = [&] {
-    return (hz.updates && rounds >= *hz.updates) ||
-           (hz.epochs && static_cast<double>(samples) >= *hz.epochs * static_cast<double>(ctx.prob.train_size()));
-  };
-  std::vector<float> published;
-  {
-    const auto x = params();
-    published.assign(x.begin(), x.end());
-  }
-  // Whether to go on with another round, the same answer on every rank: rank 0 decides by its
-  // wall clock (`over`: the round that just ended is past the horizon, which the simulated run
-  // would not have), and asks for a checkpoint's parts when the evaluation loop waits for a cut.
-  struct agreed {
-    bool more, over, checkpoint;
-  };
-#ifdef HG_HAS_MPI
-  // One communicator for the agreement (its construction is a collective: made once).
-  std::optional<heterograd::comm::mpi::communicator> world;
-  if (ctx.runtime() == "mpi") world.emplace(MPI_COMM_WORLD);
-#endif
-  auto agree = [&](bool over) {
-    bool stop = over || s.stop || reached() || s.model_now(unit) >= t_end;
-    bool checkpoint = false;
-#ifdef HG_HAS_MPI
-    if (world) {
-      const auto& c = *world;
-      std::vector<double> v(n + 3, 0.0);
-      const auto me = static_cast<std::size_t>(c.rank());
-      if (c.rank() == 0) {
-        v[0] = stop ? 1.0 : 0.0;
-        v[1] = over ? 1.0 : 0.0;
-        v[2] = s.pause_requested.load(std::memory_order_acquire) ? 1.0 : 0.0;
-      }
-      v[3 + me] = rc.busy(me);
-      heterograd::comm::allreduce_options o;
-      o.op = heterograd::comm::reduce_op::sum;
-      o.timeout = heterograd::seconds{runtime_timeout_s};
-      c.allreduce(heterograd::span<double>(v.data(), v.size()), o).wait();
-      for (std::size_t k = 0; k < n; ++k) rc.set_busy(k, v[3 + k]);
-      stop = v[0] > 0 || reached();
-      over = v[1] > 0;
-      checkpoint = v[2] > 0;
-    }
-#endif
-    return agreed{!stop, over, checkpoint};
-  };
-  std::uint64_t published_rounds = 0;
-  std::vector<std::uint64_t> steps(n, 0);  // gradients per worker
-  double cut_time = 0;
-  // Checkpoints: at a round boundary, the policy's whole state (as the simulated run saves it),
-  // the loop's counters and the workers' timing; under MPI every rank's (its replica and its
-  // worker's sample stream and timing are its own), gathered on rank 0 at the agreed round.
-  auto save_state = [&](heterograd::archive_writer& ar) {
-    detail::save_policy(ar, p);
-    ar(rounds, samples, published_rounds, steps, cut_time, updates);
-    rc.serialize(ar);
-  };
-  auto load_state = [&](heterograd::archive_reader& ar) {
-    detail::load_policy(ar, p);
-    ar(rounds, samples, published_rounds, steps, cut_time, updates);
-    rc.serialize(ar);
-    s.origin = w::clock::now() - std::chrono::duration_cast<w::clock::duration>(std::chrono::duration<double>(cut_time * unit));
-    const auto v = params();
-    published.assign(v.begin(), v.end());
-    s.updates = published_rounds;
-    s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
-    s.last = cut_time;
-    s.resumed = true;
-  };
-  // This rank's part of a checkpoint under MPI: its state and its sample streams.
-  auto own_part = [&] {
-    heterograd::archive_writer ar;
-    save_state(ar);
-    ctx.prob.serialize(ar);
-    const auto& bytes = ar.bytes();
-    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  };
-  std::vector<std::string> parts;  // rank 0: ranks 1.. n - 1's parts of the checkpoint (MPI)
-  std::vector<std::uint64_t> resumed_rounds;  // MPI: the round each rank went on from
-  auto body = [&] {
-#ifdef HG_HAS_MPI
-    if (world) {  // a resumed run: rank 0 hands every rank its part (empty: a fresh run)
-      const std::string mine = hr::scatter_parts(*world, parts, w::parts_options_for(own_part().size()));
-      if (!mine.empty()) {
-        const auto* b = reinterpret_cast<const std::byte*>(mine.data());
-        heterograd::archive_reader ar(std::span<const std::byte>(b, mine.size()));
-        load_state(ar);
-        ctx.prob.serialize(ar);
-        if (!ar.done()) throw std::runtime_error("heterograd-run: rank " + std::to_string(world->rank()) +
-                                                 "'s part of the checkpoint has trailing bytes");
-      }
-      // Every rank goes on from the same round (the parts were cut at one agreed round).
-      std::vector<std::uint64_t> at(n, 0);
-      at[static_cast<std::size_t>(world->rank())] = published_rounds;
-      heterograd::comm::allreduce_options o;
-      o.op = heterograd::comm::reduce_op::sum;
-      o.timeout = heterograd::seconds{runtime_timeout_s};
-      world->allreduce(heterograd::span<std::uint64_t>(at.data(), at.size()), o).wait();
-      for (std::size_t k = 0; k < n; ++k)
-        if (at[k] != at[0])
-          throw std::runtime_error("heterograd-run: rank " + std::to_string(k) + " resumed at round " +
-                                   std::to_string(at[k]) + ", rank 0 at round " + std::to_string(at[0]));
-      resumed_rounds = at;
-    }
-#endif
-    agreed a = agree(false);
-    while (a.more) {
-      const std::uint64_t r = rounds;
-      std::uint64_t round_samples = 0;
-      for (std::size_t k = 0; k < n; ++k)
-        round_samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(k))) * p.steps_in_round(k, r);
-      run(r, r + 1);
-      for (std::size_t k = 0; k < n; ++k) {
-        const auto h = static_cast<std::uint64_t>(p.steps_in_round(k, r));
-        steps[k] += h;
-        if (h > 0) updates.record_update(static_cast<sim::worker_id>(k), 0, sim::update_outcome::applied);
-      }
-      rounds = r + 1;
-      samples += round_samples;
-      const double end = s.model_now(unit);
-      a = agree(end > t_end);
-      if (after_round) after_round(r);
-      if (a.over) break;
-      {
-        std::lock_guard l(s.model);
-        const auto x = params();
-        published.assign(x.begin(), x.end());
-      }
-      published_rounds = rounds;
-      s.updates = rounds;
-      s.epochs = static_cast<double>(samples) / static_cast<double>(ctx.prob.train_size());
-      s.last = end;
-#ifdef HG_HAS_MPI
-      if (world) {
-        // Rank 0 stops at this cut only when every rank's part of this round was gathered (a
-        // request that came after the agreement waits for the next round's).
-        if (!a.checkpoint) continue;
-        cut_time = end;
-        // (rank 0's own state goes into the checkpoint by h.save; its part's size bounds the others')
-        const std::string own = own_part();
-        parts = hr::gather_parts(*world, world->rank() != 0 ? own : std::string(), w::parts_options_for(own.size()));
-      }
-#endif
-      s.cut();  // a round boundary: a checkpoint may be written here
-    }
-  };
   ctx.extra["runtime"] = ctx.runtime();
   ctx.extra["clock"] = "real";
-  if (!ctx.root) {  // an MPI rank other than 0: its worker's rounds, no evaluation
-#ifdef HG_HAS_MPI
-    s.start_clock();
-    body();
-    const auto me = static_cast<std::size_t>(world->rank());
-    w::gather_reports(*world, n, me, rc.reports()[me]);
-#endif
-    return json();
-  }
-  sim::recorder evals(n);
-  auto hooks = [&](loop_hooks& h) {
-    h.hold = [&] {
-      // Before the start (the first evaluation's checkpoint) the other ranks wait for their
-      // parts: a fresh run's are empty (scatter_parts: "" starts a rank fresh), one per rank.
-      if (!s.started && ctx.runtime() == "mpi" && parts.empty()) parts.assign(n - 1, std::string());
-      auto release = s.hold();
-      cut_time = s.last.load();
-      ctx.extra["cuts"].push_back(w::cut_record(published_rounds, params(), cut_time));
-      return release;
-    };
-    h.save = [&](heterograd::archive_writer& ar) {
-      save_state(ar);
-      ar(parts);
-    };
-    h.load = [&](heterograd::archive_reader& ar) {
-      load_state(ar);
-      ar(parts);
-      if (parts.size() != (ctx.runtime() == "mpi" ? n - 1 : 0))
-        throw std::runtime_error("heterograd-run: the checkpoint holds the parts of " + std::to_string(parts.size()) +
-                                 " other ranks; this run has " + std::to_string(ctx.runtime() == "mpi" ? n - 1 : 0));
-      ctx.extra["resumed"] = w::cut_record(published_rounds, params(), cut_time);
-    };
-  };
-  std::vector<float> x;
+  hr::run_options o = wall::real_run_options(ctx);
+  o.evaluate = wall::real_evaluation(ctx);
+  o.checkpoint.seek = {};
+  o.checkpoint.save_rank = [&ctx](heterograd::archive_writer& w) { ctx.prob.serialize(w); };
+  o.checkpoint.load_rank = [&ctx](heterograd::archive_reader& r) { ctx.prob.serialize(r); };
+  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
+  hr::run_report r;
   try {
-    x = w::evaluate_running(ctx, s, evals, body, [&] { return published; }, hooks);
-  } catch (const halted&) {
+    if (ctx.runtime() == "threads") {
+      r = hr::run(m, hr::where::threads{placement, "workers.placement"}, o, model);
+    } else {
 #ifdef HG_HAS_MPI
-    if (world) (void)w::gather_reports(*world, n, 0, rc.reports()[0]);  // the other ranks' last collective
+      const heterograd::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once
+      r = hr::run(m, hr::where::mpi{world, placement, "workers.placement"}, o, model);
+#else
+      throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
 #endif
-    throw;
+    }
+  } catch (const hr::halted&) {
+    throw halted{};
   }
-  if (ctx.extra.contains("resumed") && !resumed_rounds.empty()) ctx.extra["resumed_rounds_per_rank"] = resumed_rounds;
-  const double wall_s = w::seconds_since(s.origin);
-  auto reports = rc.reports();
-#ifdef HG_HAS_MPI
-  if (world) reports = w::gather_reports(*world, n, 0, reports[0]);  // every rank's worker's
-#endif
-  w::write_real_tables(ctx, reports, {}, steps, false, rc.jobs([&p](std::size_t k, std::uint64_t r) {
-    return p.steps_in_round(k, r);
-  }, true), ctx.extra);
-  ctx.extra["real"]["wall_seconds"] = wall_s;
-  ctx.extra["rounds"] = published_rounds;
-  std::vector<std::uint64_t> jobs(n);
-  for (std::size_t k = 0; k < n; ++k) jobs[k] = reports[k].jobs;
-  const auto rec = w::measured_recorder(ctx, updates, evals, reports, jobs, jobs, {}, s.last.load(), published_rounds);
-  return finish(ctx, rec, x);
+  if (!r.evaluating) return json();
+  return wall::finish_real_rounds(ctx, r);
 }
 
 /// eager-SGD on the wall clock (clock "real"): every worker runs its rounds over the real
@@ -819,7 +534,7 @@ json drive_eager_wall(context& ctx, Eager& p, const heterograd::sim::any_time_mo
   const horizon_settings& hz = ctx.exp.horizon;
   const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
   w::shared_run s;
-  w::round_clock rc(ctx, model, [&p](std::size_t k) { return p.batch(k); }, s.origin);
+  auto rc = w::make_round_clock(ctx, model, [&p](std::size_t k) { return p.batch(k); }, s.origin);
   std::uint64_t round_samples = 0;  // one gradient of every worker
   for (std::size_t k = 0; k < n; ++k) round_samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(k)));
   const double train = static_cast<double>(ctx.prob.train_size());

@@ -168,10 +168,6 @@ inline heterograd::algorithms::nonfinite_policy nonfinite_of(const json& method)
   return p ? *p : ha::nonfinite_policy::fail;
 }
 
-namespace wall {
-class round_clock;
-}
-
 /// Everything a runner needs and what it produces.
 struct context {
   const json& config;
@@ -185,9 +181,6 @@ struct context {
   std::chrono::steady_clock::time_point wall_start = std::chrono::steady_clock::now();
   double wall_before = 0;       ///< wall seconds of the run before a resume
   json extra = json::object();  ///< method-specific numbers for the summary
-  /// A real-clock round run's pacing and timing (realtime.hpp), while it runs.
-  wall::round_clock* round_clock = nullptr;
-
   /// False on MPI ranks other than 0: they run the method's loop without evaluating and
   /// write nothing.
   bool root = true;

@@ -24,6 +24,18 @@ namespace {
 namespace hg = heterograd;
 namespace hs = heterograd::algorithms::sync;
 namespace sim = heterograd::sim;
+namespace hr = heterograd::runtime;
+
+// A checkpoint's part of a round method held by an adapter (OmniLearn's controller, biased
+// local SGD's data plan): the adapter's whole state.
+template <class Adapter>
+std::function<void(hg::archive_writer&)> saved(Adapter& p) {
+  return [&p](hg::archive_writer& w) { detail::save_policy(w, p); };
+}
+template <class Adapter>
+std::function<void(hg::archive_reader&)> loaded(Adapter& p) {
+  return [&p](hg::archive_reader& r) { detail::load_policy(r, p); };
+}
 
 // SelSync's delta~ against its threshold (issue 50): the quantiles of every worker's value at
 // every step that had one (linear interpolation between order statistics), and how many.
@@ -311,7 +323,18 @@ json omnilearn_runner::run(context& ctx) {
   omnilearn_method p(inner, hg::balance::omnilearn_bsp(r.batches, oc), every);
   auto params = [&inner] { return inner.params(0); };
   json s;
-  if (ctx.runtime() != "sim") {
+  if (ctx.exp.real_clock) {
+    // Real BSP rounds through runtime::run; the controller acts between them on the measured
+    // busy times (compute and paced sleep), every rank's shared by the rounds' agreement.
+    const hr::round_measurements* seen = nullptr;
+    p.measure([&seen](std::size_t k) { return seen->busy.at(k); });
+    auto between = [&p, &seen](std::uint64_t round, const hr::round_measurements& m) {
+      seen = &m;
+      p.control(round);
+    };
+    s = drive_rounds_wall(ctx, hr::rounds_of{inner, params, between, saved(p), loaded(p)}, r.model);
+    if (s.is_null()) return s;  // an MPI rank other than 0
+  } else if (ctx.runtime() != "sim") {
     // Real BSP rounds between the controller's rebalances; the controller reads the shadow
     // engine's busy times (the simulator's), so the batches, hence the run, are sim's.
     rt_detail::round_wiring wiring;
@@ -373,21 +396,32 @@ hs::biased_config biased_config_of(context& ctx) {
 // Under MPI worker w's table is filled on rank w only: every rank's own table is first
 // allgathered into every rank's plan, so all ranks merge the same tables and draw the same
 // plan (the simulator's).
+std::function<void()> score_tables_gatherer(context& ctx, biased_data& data) {
+#ifdef HG_HAS_MPI
+  if (ctx.runtime() == "mpi") return [&data] { allgather_score_tables(data.plan); };
+#endif
+  (void)ctx;
+  (void)data;
+  return [] {};
+}
+
+// Round `round` is about to run: a new period redraws the plan first.
+void next_period(biased_data& data, std::uint64_t round, const std::function<void()>& gather_tables) {
+  const std::uint64_t period = round / data.rounds_per_redraw;
+  if (period <= data.period) return;
+  gather_tables();
+  data.plan.redraw(period);
+  data.period = period;
+}
+
 template <class Inner>
 std::function<void(std::uint64_t, std::uint64_t)> biased_real_rounds(context& ctx, Inner& inner, biased_data& data) {
-  std::function<void()> gather_tables = [] {};
-#ifdef HG_HAS_MPI
-  if (ctx.runtime() == "mpi") gather_tables = [&data] { allgather_score_tables(data.plan); };
-#endif
-  return [&data, gather_tables, rounds = real_rounds(ctx, inner)](std::uint64_t from, std::uint64_t to) {
+  return [&data, gather_tables = score_tables_gatherer(ctx, data), rounds = real_rounds(ctx, inner)](std::uint64_t from,
+                                                                                                 std::uint64_t to) {
     const std::uint64_t R = data.rounds_per_redraw;
     while (from < to) {
+      next_period(data, from, gather_tables);
       const std::uint64_t period = from / R;
-      if (period > data.period) {
-        gather_tables();
-        data.plan.redraw(period);
-        data.period = period;
-      }
       const std::uint64_t end = std::min(to, (period + 1) * R);
       rounds(from, end);
       from = end;
@@ -412,6 +446,14 @@ json biased_local_sgd_runner::run(context& ctx) {
   auto anchor = [&inner] { return hg::span<const float>(inner.anchor()); };
   const sim::any_time_model timed = hs::steps_time<sim::any_time_model>(r.model, inner.schedule());
   if (ctx.runtime() == "sim") return drive_rounds<hs::round_stats>(ctx, p, anchor, timed);
+  if (ctx.exp.real_clock) {
+    // Real rounds through runtime::run; the redraw before the first round of a period is made
+    // between rounds, on every rank (under MPI after the score tables' allgather).
+    auto between = [&data, gather = score_tables_gatherer(ctx, data)](std::uint64_t round, const hr::round_measurements&) {
+      next_period(data, round + 1, gather);
+    };
+    return drive_rounds_wall(ctx, hr::rounds_of{inner, anchor, between, saved(p), loaded(p)}, timed);
+  }
   rt_detail::round_wiring wiring;
   wiring.run = biased_real_rounds(ctx, inner, data);
   return drive_rounds_real(ctx, p, anchor, timed, wiring);

@@ -341,22 +341,20 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
 template <class Real>
 std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real& real) {
   namespace hs = heterograd::algorithms::sync;
-  hs::worker_options base;
-  base.timeout = heterograd::seconds{runtime_timeout_s};
-  // A real-clock run paces and times the rounds (realtime.hpp's round_clock, set while it runs).
-  auto options = [&ctx, base] { return ctx.round_clock ? ctx.round_clock->options(base) : base; };
+  hs::worker_options options;
+  options.timeout = heterograd::seconds{runtime_timeout_s};
   if (ctx.runtime() == "threads")
     // The oracle sets each worker thread's OpenMP team on its first call (oracle::operator()).
     return [&real, options](std::uint64_t from, std::uint64_t to) {
-      heterograd::runtime::run_threads(real, to - from, options());
+      heterograd::runtime::run_threads(real, to - from, options);
     };
 #ifdef HG_HAS_MPI
   // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
   // One communicator for all the calls (made here, by every rank: its construction is a
-  // collective; a real-clock run calls this once a round).
+  // collective).
   auto c = std::make_shared<const heterograd::comm::mpi::communicator>(MPI_COMM_WORLD);
   return [&real, options, c](std::uint64_t from, std::uint64_t to) {
-    heterograd::runtime::run_mpi(real, *c, to - from, options());
+    heterograd::runtime::run_mpi(real, *c, to - from, options);
   };
 #else
   rt_detail::no_mpi();
@@ -366,17 +364,25 @@ std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real
 
 /// A round policy on the configured real runtime; `params()` is the model evaluated (worker
 /// 0's replica or the anchor). `p` gives the timing (batch(w), steps_in_round(w, r),
-/// communication_time(r)); `wiring` how the real rounds run (default: p's own rounds on
-/// runtime::run_threads / run_mpi).
+/// communication_time(r)); `wiring` how the real rounds run in the simulator's order (default:
+/// p's own rounds on runtime::run_threads / run_mpi). On the real clock p's own rounds run
+/// through runtime::run (drive_rounds_wall).
 template <class Policy, class Params>
 json drive_rounds_real(context& ctx, Policy& p, Params params, heterograd::sim::any_time_model model,
                        rt_detail::round_wiring wiring = {}) {
   ctx.extra["runtime"] = ctx.runtime();
+  if (ctx.exp.real_clock) {
+    // Clock real: runtime::run's rounds (realtime.hpp); an adapter (OmniLearn, biased local
+    // SGD) calls drive_rounds_wall itself, with its method and what acts between rounds.
+    if constexpr (heterograd::runtime::per_rank_round_policy<Policy>)
+      return drive_rounds_wall(ctx, heterograd::runtime::rounds_of{p, params}, model);
+    else
+      throw std::logic_error("drive_rounds_real: an adapter runs on the real clock through drive_rounds_wall");
+  }
   if (!wiring.run) {
     if constexpr (heterograd::runtime::per_rank_round_policy<Policy>) wiring.run = real_rounds(ctx, p);
     else throw std::logic_error("drive_rounds_real: no real runner for this policy");
   }
-  if (ctx.exp.real_clock) return drive_rounds_wall(ctx, p, params, model, wiring.run, wiring.after_round);
   return rt_detail::drive_rounds_remote(ctx, p, params, std::move(model), wiring);
 }
 

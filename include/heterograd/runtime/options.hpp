@@ -64,6 +64,11 @@ struct checkpoint_options {
   std::function<void(archive_writer&)> save;
   std::function<void(archive_reader&)> load;
   std::function<void(std::size_t worker, std::uint64_t jobs, std::uint64_t drawn)> seek;
+  /// Round methods under a process group (where::mpi): this rank's own part of the client's
+  /// state (its worker's sample stream), saved on every rank at the cut, gathered with the
+  /// rank's part of the method and handed back to it at a resume. Rank 0's is in `save`.
+  std::function<void(archive_writer&)> save_rank;
+  std::function<void(archive_reader&)> load_rank;
 };
 
 /// A run that stopped at run_options::halt_after (a test hook: as if killed after that

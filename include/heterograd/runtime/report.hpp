@@ -24,6 +24,14 @@ struct evaluation_record {
   std::vector<double> values;
 };
 
+/// What a round method's between_rounds sees at a round boundary (runtime/run.hpp's
+/// rounds_of): the round that ended and each worker's measured busy time so far (compute and
+/// paced sleep, model units; under a process group every rank's, shared by the agreement).
+struct round_measurements {
+  std::uint64_t round = 0;
+  std::vector<double> busy;
+};
+
 struct run_report {
   bool evaluating = true;  ///< false on an MPI worker rank (it holds its own seconds only)
   std::vector<evaluation_record> evaluations;
@@ -35,6 +43,12 @@ struct run_report {
   /// staleness of its results.
   std::vector<worker_report> workers;
   std::vector<std::uint64_t> results, jobs_sent;
+  /// Round methods: gradients computed per worker (a round of local steps has several), the
+  /// rounds published (the updates), and the round each rank of a resumed process group went
+  /// on from.
+  std::vector<std::uint64_t> gradients;
+  std::uint64_t rounds = 0;
+  std::vector<std::uint64_t> resumed_rounds_per_rank;
   std::vector<double> held, mean_staleness;
   /// Every result handed over: its job's start and duration (model units; a trace).
   std::vector<sim::trace_row> jobs;

@@ -3,22 +3,30 @@
 // policy: the method says what runs, `where` says on what, the options say how.
 //
 //     auto report = runtime::run(runtime::served{policy, compute}, runtime::where::threads{}, options);
+//     auto report = runtime::run(bsp, runtime::where::threads{}, options, time_model);
 //
 //   method   served{policy, compute}: an asynchronous server policy (runtime/concepts.hpp's
 //            server_policy) and the gradient its workers compute, compute(worker, version,
-//            job, batch, span<const float> params, std::vector<float>& grads)
-//   where    where::threads{placement}: the server and one thread per worker in this process
-//            (inproc transport; worker w pinned to placement[w] when given);
-//            where::mpi{communicator}: rank 0 serves, rank k runs worker k - 1
+//            job, batch, span<const float> params, std::vector<float>& grads);
+//            a round method (per_rank_round_policy: bsp, selsync, local_sgd) itself, or
+//            rounds_of{method, params[, between_rounds, save, load]} (the model evaluated,
+//            and what acts between rounds: OmniLearn's controller, biased local SGD's redraws)
+//   where    where::threads{placement}: one thread per worker in this process (inproc
+//            transport; worker w pinned to placement[w] when given), and the server's;
+//            where::mpi{communicator}: a server's rank 0 serves and rank k runs worker k - 1;
+//            a round method's rank k is worker k
 //   options  run_options: the clock (real, paced to a worker-time model with real_scale),
 //            the horizon, the evaluation hook and its interval, checkpoints, the timeout
 //
-// On the real clock a server takes results as they arrive and the evaluation loop (the calling
+// On the real clock the method runs on threads of its own and the evaluation loop (the calling
 // thread, rank 0 under MPI) evaluates a copy of the model at each grid time while the workers
-// go on (runtime/live.hpp); checkpoints hold the server between two arrivals, with every
-// worker's stream position, and a resumed run goes on from that cut. The report carries the
-// evaluations, the server's update records, each worker's measured seconds, the jobs and the
-// cuts. Rounds, eager-SGD and local learning on this entry point come next (docs/architecture.md).
+// go on (runtime/live.hpp, detail/real_loop.hpp). A server takes results as they arrive;
+// checkpoints hold it between two arrivals, with every worker's stream position. A round
+// method runs its rounds back to back, the ranks agreeing before each on whether to go on, and
+// publishes its model after each round; checkpoints cut at a round boundary, with every rank's
+// part of the state (detail/real_rounds.hpp). A resumed run goes on from its cut. The report
+// carries the evaluations, the update records, each worker's measured seconds, the jobs and
+// the cuts. Eager-SGD and local learning on this entry point come next (docs/architecture.md).
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +46,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/detail/real_rounds.hpp"
 #include "heterograd/runtime/detail/real_server.hpp"
 #include "heterograd/runtime/evaluation.hpp"
 #include "heterograd/runtime/live.hpp"
@@ -60,8 +69,8 @@ struct threads {
   std::string placement_key = "where::threads.placement";
 };
 /// One process per rank over `communicator` (any transport with tagged messages, allreduce
-/// and broadcast: comm::mpi): rank 0 serves, rank k is worker k - 1, pinned to
-/// placement.workers[k - 1] when given.
+/// and broadcast: comm::mpi). A server: rank 0 serves, rank k is worker k - 1, pinned to
+/// placement.workers[k - 1] when given. A round method: rank k is worker k (placement.workers[k]).
 template <class Transport>
 struct mpi {
   const Transport& communicator;
@@ -103,6 +112,45 @@ run_report run(served<Policy, Compute> m, const where::mpi<Transport>& w, const 
           "must be the policy's workers + 1 (rank 0 serves, rank k runs worker k - 1)");
   detail::real_server<Policy, Compute, Model> r(m.policy, m.compute, o, model, w.placement, w.placement_key);
   return r.run_ranks(w.communicator);
+}
+
+/// Runs a round method on real workers on the real clock (see the top of this file): `model`
+/// paces the rounds when run_options::real_scale > 0. Returns the report on the evaluating rank
+/// (every rank on threads); a worker rank's report holds the workers' seconds.
+template <class Method, class Params, optional_time_model Model = no_time_model>
+run_report run(const rounds_of<Method, Params>& m, const where::threads& w, const run_options& o,
+               const Model& model = {}) {
+  o.validate();
+  detail::real_rounds<Method, Params, Model> r(m, o, model, w.placement, w.placement_key);
+  return r.run_threads();
+}
+
+template <class Method, class Params, class Transport, optional_time_model Model = no_time_model>
+run_report run(const rounds_of<Method, Params>& m, const where::mpi<Transport>& w, const run_options& o,
+               const Model& model = {}) {
+  o.validate();
+  require(w.communicator.size() >= 1 && static_cast<std::size_t>(w.communicator.size()) == m.method.workers(),
+          "where::mpi.communicator.size", w.communicator.size(),
+          "must be the method's workers (rank k runs worker k)");
+  detail::real_rounds<Method, Params, Model> r(m, o, model, w.placement, w.placement_key);
+  return r.run_ranks(w.communicator);
+}
+
+namespace detail {
+/// The model a round method's evaluations see: local SGD's anchor, else worker 0's replica.
+template <class Method>
+auto evaluated_model(const Method& m) {
+  if constexpr (requires { m.anchor(); })
+    return [&m] { return span<const typename std::decay_t<decltype(m.anchor())>::value_type>(m.anchor()); };
+  else
+    return [&m] { return m.params(0); };
+}
+}  // namespace detail
+
+/// A round method as it is: its evaluated model (detail::evaluated_model), nothing between rounds.
+template <per_rank_round_policy Method, class Where, optional_time_model Model = no_time_model>
+run_report run(Method& method, const Where& w, const run_options& o, const Model& model = {}) {
+  return run(rounds_of{method, detail::evaluated_model(method)}, w, o, model);
 }
 
 }  // namespace heterograd::runtime

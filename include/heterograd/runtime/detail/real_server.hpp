@@ -1,7 +1,8 @@
 #pragma once
 // runtime::run's server on the real clock (runtime/run.hpp): the policy behind the model's
-// lock, the method on a thread of its own, the evaluation grid on the calling thread, and
-// checkpoints at a cut between two arrivals.
+// lock, the method on a thread of its own and the evaluation grid on the calling thread
+// (real_loop.hpp, shared with the round methods' real_rounds.hpp), and checkpoints at a cut
+// between two arrivals.
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +24,7 @@
 #include "heterograd/runtime/evaluation.hpp"
 #include "heterograd/runtime/live.hpp"
 #include "heterograd/runtime/options.hpp"
+#include "heterograd/runtime/detail/real_loop.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/report.hpp"
 #include "heterograd/runtime/server.hpp"
@@ -98,33 +100,6 @@ struct counted_policy {
     }
   }
 };
-
-/// Every worker's report to every rank (one allreduce of n x 7 doubles; each rank fills its
-/// own row: `mine` = n on the server rank, which has none).
-template <class Transport>
-std::vector<worker_report> gather_reports(const Transport& t, std::size_t n, std::size_t mine, const worker_report& r,
-                                          seconds timeout) {
-  std::vector<double> v(n * 7, 0.0);
-  if (mine < n) {
-    double* row = v.data() + mine * 7;
-    row[0] = static_cast<double>(r.jobs);
-    row[1] = r.pull_seconds;
-    row[2] = r.compute_seconds;
-    row[3] = r.paced_seconds;
-    row[4] = r.push_seconds;
-    row[5] = static_cast<double>(r.violations);
-    row[6] = r.overrun_seconds;
-  }
-  t.allreduce(span<double>(v.data(), v.size()), comm::allreduce_options{.op = comm::reduce_op::sum, .timeout = timeout})
-      .wait();
-  std::vector<worker_report> out(n);
-  for (std::size_t w = 0; w < n; ++w) {
-    const double* row = v.data() + w * 7;
-    out[w] = {static_cast<std::uint64_t>(row[0]), row[1], row[2], row[3], row[4], static_cast<std::uint64_t>(row[5]),
-              row[6]};
-  }
-  return out;
-}
 
 template <class Policy, class Compute, class Model>
 class real_server {
@@ -248,9 +223,14 @@ class real_server {
     if constexpr (requires { p_.serialize(r); }) p_.serialize(r);
     else throw std::invalid_argument("heterograd: runtime: run_options.checkpoint.resume is set, but this policy has no serialize(archive): it cannot be resumed");
   }
-  void loop(const std::function<void()>& body, bool mpi);
-  bool advance(double t);
-  void evaluate(const grid_point& g, std::vector<float>& x);
+  void loop(const std::function<void()>& body, bool mpi) {
+    loop_.run({body, [this](std::vector<float>& x) {
+                 const auto v = p_.params();
+                 x.assign(v.begin(), v.end());
+               },
+               [this](std::uint64_t e) { save_checkpoint(e); },
+               [this](const std::vector<std::byte>& b) { load_checkpoint(b); }, mpi});
+  }
   void save_checkpoint(std::uint64_t e);
   void load_checkpoint(const std::vector<std::byte>& payload);
   run_report report(const remote_summary& summary, std::vector<worker_report> reports);
@@ -267,11 +247,7 @@ class real_server {
   std::atomic<int> computing_{0};
   sim::recorder before_;  // a resumed run: the update records up to its cut
   double resumed_at_ = 0, cut_time_ = 0;
-  std::vector<evaluation_record> evals_;
-  std::vector<cut_record> cuts_;
-  std::optional<cut_record> resumed_from_;
-  target_times target_;
-  double evaluation_seconds_ = 0;
+  real_loop loop_{s_, o_};
 };
 
 template <class Policy>
@@ -280,115 +256,24 @@ cut_record cut_of(const Policy& p, double time) {
   return {static_cast<std::uint64_t>(p.version()), fnv1a(x.data(), x.size() * sizeof(float)), time};
 }
 
-// The evaluation grid on this thread while the method runs on its own (started at the first
-// advance, after a checkpoint is loaded). A loop that ends before its first advance (halted or
-// failed at the first evaluation) under MPI still starts the method, stopped at once: the
-// other ranks' first collectives wait for this one's.
-template <class Policy, class Compute, class Model>
-void real_server<Policy, Compute, Model>::loop(const std::function<void()>& body, bool mpi) {
-  std::uint64_t first = 0;
-  if (o_.checkpoint.resume) {
-    load_checkpoint(*o_.checkpoint.resume);
-    first = evals_.empty() ? 0 : evals_.back().index + 1;
-  }
-  std::optional<method_thread> method;
-  s_.start = [&] {
-    s_.start_clock();
-    method.emplace(s_, body);
-    s_.started = true;
-  };
-  auto start_stopped = [&] {
-    if (s_.started || !mpi) return;
-    s_.stop = true;
-    s_.start();
-  };
-  std::vector<float> x;
-  try {
-    const grid_hooks h{[this](double t) { return advance(t); }, [this] { return s_.updates.load(); },
-                       [this] { return s_.epochs.load(); },
-                       [this] { return s_.finished ? s_.last.load() : s_.model_now(o_.unit()); }};
-    evaluation_grid(o_.rule(), o_.eval_interval, first, h, [&](const grid_point& g) {
-      evaluate(g, x);
-      if (o_.checkpoint.every && (g.index + 1) % o_.checkpoint.every == 0 && !g.last) save_checkpoint(g.index);
-      if (o_.halt_after && g.index + 1 == o_.halt_after && !g.last) throw halted{};
-      return true;
-    });
-  } catch (...) {
-    start_stopped();
-    throw;
-  }
-  start_stopped();
-  if (method) method->join();
-  if (s_.error) std::rethrow_exception(s_.error);
-}
-
-// Sleeps until model time t (or the run's end). The horizon's evaluation is the final
-// model's: it waits there for the method to end by its own rule (every wait inside the method
-// has a deadline, past which it fails, which ends it too).
-template <class Policy, class Compute, class Model>
-bool real_server<Policy, Compute, Model>::advance(double t) {
-  if (!s_.started) s_.start();
-  std::unique_lock l(s_.m);
-  if (t >= o_.horizon) {
-    s_.cv.wait(l, [&] { return s_.finished; });
-  } else {
-    const auto until = s_.origin + std::chrono::duration_cast<live_run::clock::duration>(
-                                       std::chrono::duration<double>(t * o_.unit()));
-    s_.cv.wait_until(l, until, [&] { return s_.finished; });
-  }
-  if (s_.error) std::rethrow_exception(s_.error);
-  // A run that ended before t by no rule (every worker held) has nothing left to evaluate; one
-  // that ended at its horizon while the loop lagged (each evaluation waiting for a cut) has:
-  // its final model, at the grid's times left.
-  const bool reached = s_.updates >= o_.max_updates || s_.epochs >= o_.max_epochs;
-  const bool at_horizon =
-      s_.finished && std::chrono::duration<double>(s_.ended - s_.origin).count() >= o_.horizon * o_.unit();
-  return !(s_.finished && t < o_.horizon && !reached && !at_horizon);
-}
-
-template <class Policy, class Compute, class Model>
-void real_server<Policy, Compute, Model>::evaluate(const grid_point& g, std::vector<float>& x) {
-  {
-    std::lock_guard l(s_.model);
-    const auto v = p_.params();
-    x.assign(v.begin(), v.end());
-  }
-  snapshot at{g.index, g.time, s_.started ? std::max(0.0, s_.seconds_since_origin()) : 0.0, s_.updates.load(),
-              s_.events.load(), s_.epochs.load(), span<const float>(x.data(), x.size())};
-  const auto begin = live_run::clock::now();
-  evaluation_record r{g.index, g.time, at.wall_seconds, at.updates, at.epochs, {}};
-  if (o_.evaluate) r.values = o_.evaluate(at);
-  evaluation_seconds_ += std::chrono::duration<double>(live_run::clock::now() - begin).count();
-  if (o_.target && o_.target->metric < r.values.size()) target_.observe(*o_.target, g.time, r.values[o_.target->metric]);
-  evals_.push_back(std::move(r));
-}
-
 // A checkpoint: the server held between two arrivals with no gradient in flight while the
 // state is copied into the archive (not while the client stores it).
 template <class Policy, class Compute, class Model>
 void real_server<Policy, Compute, Model>::save_checkpoint(std::uint64_t) {
   archive_writer w;
   {
-    struct release {
-      std::function<void()> f;
-      ~release() {
-        if (f) f();
-      }
-    } held{s_.hold([this] { return computing_ == 0; })};
+    release_at_exit held{s_.hold([this] { return computing_ == 0; })};
     cut_time_ = s_.last.load();
-    cuts_.push_back(cut_of(p_, cut_time_));
+    loop_.cuts.push_back(cut_of(p_, cut_time_));
     if (o_.checkpoint.save) o_.checkpoint.save(w);  // first: a resume checks the client's identity first
     save_policy(w);
     counted_.serialize(w);
     sim::recorder all = before_;
     all.merge_updates(counted_.log_at_cut);
-    w(cut_time_, all, evaluation_seconds_, target_);
-    w(static_cast<std::uint64_t>(evals_.size()));
-    for (auto& e : evals_) w(e.index, e.time, e.wall_seconds, e.updates, e.epochs, e.values);
-    w(static_cast<std::uint64_t>(cuts_.size()));
-    for (auto& c : cuts_) w(c.version, c.params_hash, c.time);
+    w(cut_time_, all);
+    loop_.save_history(w);
   }
-  if (o_.checkpoint.write) o_.checkpoint.write(w.bytes(), cuts_.back());
+  if (o_.checkpoint.write) o_.checkpoint.write(w.bytes(), loop_.cuts.back());
 }
 
 template <class Policy, class Compute, class Model>
@@ -397,14 +282,8 @@ void real_server<Policy, Compute, Model>::load_checkpoint(const std::vector<std:
   if (o_.checkpoint.load) o_.checkpoint.load(r);
   load_policy(r);
   counted_.serialize(r);
-  r(resumed_at_, before_, evaluation_seconds_, target_);
-  std::uint64_t k = 0;
-  r(k);
-  evals_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(k, payload.size())));
-  for (auto& e : evals_) r(e.index, e.time, e.wall_seconds, e.updates, e.epochs, e.values);
-  r(k);
-  cuts_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(k, payload.size())));
-  for (auto& c : cuts_) r(c.version, c.params_hash, c.time);
+  r(resumed_at_, before_);
+  loop_.load_history(r, payload.size());
   if (!r.done()) throw archive_error(payload.size(), "heterograd: runtime: the checkpoint has trailing bytes (another build's layout)");
   // The workers' streams as after every job sent before the cut (the jobs in flight there were
   // computed and dropped): on threads here, under MPI on each worker's rank (run_ranks).
@@ -414,15 +293,14 @@ void real_server<Policy, Compute, Model>::load_checkpoint(const std::vector<std:
   s_.updates = counted_.version();
   s_.events = counted_.arrivals;
   s_.epochs = o_.train_samples ? static_cast<double>(counted_.samples) / static_cast<double>(o_.train_samples) : 0.0;
-  resumed_from_ = cut_of(p_, resumed_at_);
+  loop_.resumed_from = cut_of(p_, resumed_at_);
 }
 
 template <class Policy, class Compute, class Model>
 run_report real_server<Policy, Compute, Model>::report(const remote_summary& summary,
                                                        std::vector<worker_report> reports) {
   run_report out;
-  out.wall_seconds = s_.seconds_since_origin();
-  out.evaluations = std::move(evals_);
+  loop_.fill(out);
   out.updates = before_;
   out.updates.merge_updates(summary.log);
   out.workers = std::move(reports);
@@ -441,16 +319,11 @@ run_report real_server<Policy, Compute, Model>::report(const remote_summary& sum
   out.jobs = std::move(counted_.jobs);
   out.arrivals = counted_.arrivals;
   out.updates_done = counted_.version();
-  out.epochs = s_.epochs.load();
   out.end_time = summary.end_time;
-  out.evaluation_seconds = evaluation_seconds_;
   out.dropped = summary.dropped;
   out.abandoned = summary.abandoned;
   out.refused = summary.refused;
   out.evicted = summary.evicted;
-  out.cuts = std::move(cuts_);
-  out.resumed_from = resumed_from_;
-  out.target = target_;
   const auto x = p_.params();
   out.params.assign(x.begin(), x.end());
   return out;
