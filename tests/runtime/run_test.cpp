@@ -23,6 +23,7 @@
 #include "heterograd/algorithms/sync/bsp.hpp"
 #include "heterograd/algorithms/sync/local_sgd.hpp"
 #include "heterograd/optim/optimizers.hpp"
+#include "heterograd/runtime/measure.hpp"
 #include "heterograd/runtime/run.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -333,6 +334,36 @@ BOOST_AUTO_TEST_CASE(a_paced_round_run_without_a_worker_time_model_is_refused_by
   }
   BOOST_TEST(m.find("run_options.real_scale") != std::string::npos, m);
   BOOST_TEST(computed.load() == 0u);
+}
+
+// runtime::measure_seconds_per_gradient: every worker's gradient at once for the window; a
+// gradient that sleeps 2 ms (worker 1: 6 ms) takes at least that, and far less than 10x it.
+BOOST_AUTO_TEST_CASE(measured_seconds_per_gradient_are_the_gradients_own_times, *boost::unit_test::timeout(60)) {
+  const std::vector<double> sleep_ms{2.0, 6.0, 2.0};
+  std::vector<std::uint64_t> calls(3, 0);
+  std::atomic<int> inits{0};
+  const auto tau = hr::measure_seconds_per_gradient(
+      hr::where::threads{}, 3,
+      [&](std::size_t w) {
+        ++calls[w];
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms[w]));
+      },
+      0.1, [&] { ++inits; });
+  BOOST_REQUIRE_EQUAL(tau.size(), 3u);
+  BOOST_TEST(inits.load() == 3);
+  for (std::size_t w = 0; w < 3; ++w) {
+    BOOST_TEST(calls[w] >= 1u);
+    BOOST_TEST(tau[w] >= sleep_ms[w] / 1000.0, "worker " << w << ": " << tau[w]);
+    BOOST_TEST(tau[w] < 10 * sleep_ms[w] / 1000.0, "worker " << w << ": " << tau[w]);
+  }
+  BOOST_TEST(tau[1] > tau[0]);
+  std::string m = "no error";
+  try {
+    (void)hr::measure_seconds_per_gradient(hr::where::threads{}, 2, [](std::size_t) {}, 0.0);
+  } catch (const std::invalid_argument& e) {
+    m = e.what();
+  }
+  BOOST_TEST(m.find("measure.window") != std::string::npos, m);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -42,6 +42,7 @@
 #include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/comm/inproc.hpp"
 #include "heterograd/runtime/live.hpp"
+#include "heterograd/runtime/measure.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/parts.hpp"
 #include "heterograd/runtime/placement.hpp"
@@ -284,47 +285,28 @@ inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::commun
 
 /// Each worker's wall seconds per gradient where it will run, measured before a real run
 /// without injected time (its H_i then follow what the cores give, not the worker-time
-/// model): every worker at once, on its own thread pinned to its placement (MPI: rank w
-/// measures worker w, and the ranks share the times), computing gradients of its batch at
-/// the initial model for `window` seconds: its time per gradient is the window over the
-/// gradients it finished (a throughput: a worker sharing a core is slower by its share, which
-/// a single gradient shorter than a scheduler slice would not show). The gradients are not
-/// applied; each draws from its worker's sample stream, so the run's data order starts later.
+/// model): runtime::measure_seconds_per_gradient (runtime/measure.hpp) on the workers' threads
+/// or ranks, gradients of the method's batch at the initial model for `window` seconds. The
+/// gradients are not applied; each draws from its worker's sample stream, so the run's data
+/// order starts later.
 inline std::vector<double> measure_gradient_seconds(context& ctx, double window = 0.25) {
   const std::size_t n = ctx.workers(), b = ctx.batch(), d = ctx.prob.dim();
   const std::vector<float> x0 = ctx.prob.initial();
-  std::vector<double> out(n, 0.0);
-  auto measure = [&](std::size_t w, clock::time_point begin) {
-    single_threaded_here();
-    pin(ctx, w);
-    std::vector<float> g(d);
-    std::this_thread::sleep_until(begin);
-    std::uint64_t done = 0;
-    const auto end = begin + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(window));
-    do {
-      ctx.prob.gradient(w, b, std::span<const float>(x0.data(), x0.size()), std::span<float>(g.data(), g.size()));
-      ++done;
-    } while (clock::now() < end);
-    out[w] = seconds_since(begin) / static_cast<double>(done);
+  std::vector<std::vector<float>> g(n, std::vector<float>(d));
+  auto gradient = [&](std::size_t w) {
+    ctx.prob.gradient(w, b, std::span<const float>(x0.data(), x0.size()), std::span<float>(g[w].data(), d));
   };
-  const auto begin = clock::now() + std::chrono::milliseconds(20);  // every thread started by then
+  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
 #ifdef HG_HAS_MPI
   if (ctx.runtime() == "mpi") {
     const hg::comm::mpi::communicator c(MPI_COMM_WORLD);
-    hg::comm::allreduce_options o;
-    o.op = hg::comm::reduce_op::sum;
-    o.timeout = hg::seconds{runtime_timeout_s};
-    std::vector<double> ready(1, 0.0);  // every rank here: they measure together
-    c.allreduce(hg::span<double>(ready.data(), ready.size()), o).wait();
-    measure(static_cast<std::size_t>(c.rank()), clock::now());
-    c.allreduce(hg::span<double>(out.data(), out.size()), o).wait();
-    return out;
+    single_threaded_here();
+    return hr::measure_seconds_per_gradient(hr::where::mpi{c, placement, "workers.placement"}, n, gradient, window,
+                                            hg::seconds{runtime_timeout_s});
   }
 #endif
-  std::vector<std::thread> threads;
-  for (std::size_t w = 0; w < n; ++w) threads.emplace_back(measure, w, begin);
-  for (auto& t : threads) t.join();
-  return out;
+  return hr::measure_seconds_per_gradient(hr::where::threads{placement, "workers.placement"}, n, gradient, window,
+                                          [] { single_threaded_here(); });
 }
 
 /// The rounds' pacing and measurement on the wall clock (runtime/detail/round_clock.hpp),
