@@ -2,6 +2,8 @@
 // runs under the three runtimes: the simulator, threads over inproc and (under mpirun) MPI
 // ranks. In virtual-time arrival order all three hand it the same results in the same order,
 // so they end with bitwise the same model and the same update records.
+// Under mpirun this executable also runs runtime::run's round methods on the real clock over
+// the ranks (suite run_rounds_on_mpi_ranks; invariants, not traces: the wall clock decides).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +19,10 @@
 #include "heterograd/sim/worker_time.hpp"
 #include "heterograd/testing/runtime_archetypes.hpp"
 #if defined(HG_TOY_UNDER_MPIEXEC)
+#include <optional>
+
+#include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/optim/optimizers.hpp"
 #include "hg_mpi.hpp"
 #include "toy_policy.hpp"
 #endif
@@ -128,3 +134,79 @@ BOOST_AUTO_TEST_CASE(a_policy_written_in_a_test_runs_on_mpi_ranks_bitwise_as_und
 #endif
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#if defined(HG_TOY_UNDER_MPIEXEC)
+namespace {
+// f_w(x) = |x - (w + 1)|^2 / 2 in every coordinate (its loss unused).
+struct centres_oracle {
+  double operator()(std::size_t w, std::uint64_t, std::size_t, hg::span<const float> x, hg::span<float> g) const {
+    for (std::size_t j = 0; j < x.size(); ++j) g[j] = x[j] - static_cast<float>(w + 1);
+    return 0.0;
+  }
+};
+using bsp_method = heterograd::algorithms::sync::bsp<float, heterograd::optim::sgd, centres_oracle>;
+
+// Every rank's value of x is the same (max == min over the ranks).
+bool same_on_every_rank(const heterograd::comm::mpi::communicator& c, double x) {
+  std::vector<double> v{x, -x};
+  c.allreduce(hg::span<double>(v.data(), v.size()),
+              heterograd::comm::allreduce_options{.op = heterograd::comm::reduce_op::max})
+      .wait();
+  return v[0] == -v[1];
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(run_rounds_on_mpi_ranks)
+
+// BSP with rank k as worker k, the last one paced twice as slow: halted after the second
+// evaluation's checkpoint (rank 0 holds every rank's part), then resumed by fresh methods. The
+// resumed run goes on from the cut (its hash, every rank at the cut's round), and at the end
+// every rank's own replica is bitwise the same.
+BOOST_AUTO_TEST_CASE(bsp_on_the_real_clock_resumes_every_rank_from_the_cut_and_the_replicas_agree) {
+  auto& c = mpi_test::world();
+  const auto n = static_cast<std::size_t>(c.size()), d = std::size_t{8};
+  const auto me = static_cast<std::size_t>(c.rank());
+  auto make = [&] {
+    return bsp_method(n, hg::span<const float>(std::vector<float>(d, 0.0f)), heterograd::optim::sgd({.lr = 0.05}),
+                      centres_oracle{}, std::vector<std::size_t>(n, 1));
+  };
+  std::vector<double> tau(n, 1.0);
+  tau.back() = 2.0;
+  const sim::fixed_times model(tau);
+  hr::run_options o;
+  o.horizon = 100;
+  o.real_scale = 0.002;
+  o.eval_interval = 20;
+  o.evaluate = [](const hr::snapshot& s) { return std::vector<double>{static_cast<double>(s.updates)}; };
+  o.checkpoint.every = 1;
+  std::optional<std::vector<std::byte>> saved;
+  o.checkpoint.write = [&](const std::vector<std::byte>& payload, const hr::cut_record&) { saved = payload; };
+  o.halt_after = 2;
+  auto p = make();
+  if (me == 0) {
+    BOOST_CHECK_THROW(hr::run(p, hr::where::mpi{c}, o, model), hr::halted);
+    BOOST_REQUIRE(saved.has_value());
+  } else {
+    BOOST_TEST(!hr::run(p, hr::where::mpi{c}, o, model).evaluating);
+  }
+  auto q = make();
+  o.halt_after = 0;
+  if (me == 0) o.checkpoint.resume = *saved;
+  const auto r = hr::run(q, hr::where::mpi{c}, o, model);
+  const auto x = q.params(me);
+  BOOST_TEST(same_on_every_rank(c, static_cast<double>(hr::fnv1a(x.data(), x.size() * sizeof(float)) >> 11)));
+  if (me != 0) return;
+  BOOST_REQUIRE(r.resumed_from.has_value());
+  BOOST_REQUIRE(r.cuts.size() >= 2u);
+  BOOST_TEST(r.resumed_from->params_hash == r.cuts[1].params_hash);
+  BOOST_TEST(r.resumed_from->version == r.cuts[1].version);
+  BOOST_TEST(r.resumed_rounds_per_rank == std::vector<std::uint64_t>(n, r.cuts[1].version),
+             boost::test_tools::per_element());
+  BOOST_REQUIRE_EQUAL(r.evaluations.size(), 6u);  // 0, 20, ..., 100
+  BOOST_TEST(r.rounds >= r.cuts[1].version);
+  BOOST_TEST(r.workers.size() == n);
+  for (std::size_t w = 0; w < n; ++w) BOOST_TEST(r.workers[w].jobs > 0u, "worker " << w);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+#endif
