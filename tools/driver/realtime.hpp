@@ -3,6 +3,7 @@
 // simulator's order instead). Nothing is replayed: a server takes results as they arrive
 // (runtime::arrival_order::real_time) and round methods run their rounds back to back, so
 // Ringmaster's stops, Rennala's batches and SSP's waits act on what really happens.
+// Servers and round methods run through runtime::run (runtime/run.hpp); eager-SGD's is here.
 //
 // Time. A model time unit lasts real_scale wall seconds (1 when real_scale is absent). With
 // real_scale, every job is paced to its worker-time model's duration (runtime/pacing.hpp: the
@@ -24,8 +25,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -44,7 +45,6 @@
 #include "heterograd/runtime/live.hpp"
 #include "heterograd/runtime/measure.hpp"
 #include "heterograd/runtime/pacing.hpp"
-#include "heterograd/runtime/parts.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/run.hpp"
 #include "heterograd/runtime/round_threads.hpp"
