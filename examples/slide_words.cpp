@@ -9,6 +9,7 @@
 //   hg-slide-words [key=value ...]   keys: dir vocabulary context dim threads seconds chunk
 //       eval slide_lr dense_lr batch parts tables rebuild_first rebuild_growth target seed
 //       methods (slide,dense) samples (a sample budget instead of the wall budget; 0: none)
+//       always_atomic (1: SLIDE's Hogwild step on one thread too, an ablation)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +35,8 @@ struct options {
                                         {"dense_lr", "0.5"},  {"batch", "128"},        {"parts", "9"},
                                         {"tables", "10"},     {"target", "0.2"},       {"seed", "1"},
                                         {"rebuild_first", "10000"}, {"rebuild_growth", "1.2"},
-                                        {"samples", "0"},     {"methods", "slide,dense"}};
+                                        {"samples", "0"},     {"methods", "slide,dense"},
+                                        {"always_atomic", "0"}};
   double num(const std::string& k) const { return std::stod(kv.at(k)); }
   std::size_t count(const std::string& k) const { return static_cast<std::size_t>(std::stoull(kv.at(k))); }
 };
@@ -120,7 +122,8 @@ int main(int argc, char** argv) try {
                                  .rebuild = {.first = o.count("rebuild_first"), .growth = o.num("rebuild_growth")}});
     double active = 0, steps = 0;
     const auto c = timed(o, m, train, val, [&](hg::span<const std::size_t> chunk) {
-      const auto r = nn::train_slide_words(layer, m, train, chunk, static_cast<float>(o.num("slide_lr")), threads);
+      const auto r = nn::train_slide_words(layer, m, train, chunk, static_cast<float>(o.num("slide_lr")), threads,
+                                           o.count("always_atomic") != 0);
       active += static_cast<double>(r.active_sum), steps += static_cast<double>(r.samples);
     });
     report("SLIDE (LSH, Hogwild)", c, o.num("target"));

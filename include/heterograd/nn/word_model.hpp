@@ -136,9 +136,11 @@ float slide_word_step(const lsh_softmax_layer& layer, word_model& m, const data:
 
 /// SLIDE on the word model: `order` (sample indices; epochs and shuffling are the caller's)
 /// over `threads` Hogwild threads, the tables rebuilt on the layer's schedule. The layer must
-/// be (dim, vocabulary) of the model.
+/// be (context * dim, vocabulary) of the model. always_atomic takes the Hogwild step (relaxed
+/// atomics) on one thread too: an ablation of what the atomics cost.
 inline lsh_train_report train_slide_words(lsh_softmax_layer& layer, word_model& m, const data::word_samples& d,
-                                          span<const std::size_t> order, float lr, int threads = 1) {
+                                          span<const std::size_t> order, float lr, int threads = 1,
+                                          bool always_atomic = false) {
   require(layer.dim() == m.shape.input() && layer.neurons() == m.shape.vocabulary, "train_slide_words.layer",
           layer.dim(), "must be an lsh_softmax_layer(context * dim, vocabulary) of the model");
   detail::check_word_samples(m.shape, d, "train_slide_words");
@@ -151,7 +153,7 @@ inline lsh_train_report train_slide_words(lsh_softmax_layer& layer, word_model& 
   return hogwild_segments(layer, span<float>(m.output), order, threads,
                           [&](std::size_t s, int t, bool atomic, lsh_workspace& ws) {
                             auto& c = sc[static_cast<std::size_t>(t)];
-                            return atomic ? detail::slide_word_step<true>(layer, m, d, s, lr, ws, c.h, c.dh)
+                            return atomic || always_atomic ? detail::slide_word_step<true>(layer, m, d, s, lr, ws, c.h, c.dh)
                                           : detail::slide_word_step<false>(layer, m, d, s, lr, ws, c.h, c.dh);
                           });
 }
