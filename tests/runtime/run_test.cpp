@@ -258,6 +258,36 @@ BOOST_AUTO_TEST_CASE(a_ringmaster_run_goes_on_when_a_worker_leaves_and_a_spare_a
   }
 }
 
+// A join due just as the run ends (20 times): it is welcomed, told to stop, or let go
+// unanswered; either way the run ends at its horizon well within the 30 s timeout a joiner
+// waits for its answer, and a welcomed joiner holds the server's model.
+BOOST_AUTO_TEST_CASE(a_join_due_as_the_run_ends_never_holds_it_up, *boost::unit_test::timeout(120)) {
+  const std::size_t n = 3, d = 4;
+  int welcomed_runs = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::atomic<std::uint64_t> computed{0};
+    ha::asgd<float> p(n, ha::model_server<float>(std::vector<float>(d, 0.0f), ha::plain_sgd(0.05)));
+    hr::run_options o;
+    o.max_updates = 60;
+    o.timeout = hg::seconds{30};
+    o.membership.elastic = true;
+    o.membership.absent = {2};
+    hr::where::threads where;
+    where.joins = {{.worker = 2, .after_updates = 56}};
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = hr::run(hr::served{p, centres{d, &computed}}, where, o);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    BOOST_TEST(r.updates_done == 60u);
+    BOOST_TEST(wall < 10.0);
+    BOOST_TEST(r.joiners.size() <= 1u);
+    const bool welcomed = !r.joiners.empty() && r.joiners[0].joined_hash.has_value();
+    BOOST_TEST(r.membership.size() == (welcomed ? 1u : 0u));
+    if (welcomed) BOOST_TEST(*r.joiners[0].joined_hash == r.membership[0].params_hash);
+    welcomed_runs += welcomed;
+  }
+  BOOST_TEST_MESSAGE("joins due at the end: " << welcomed_runs << " of 20 welcomed");
+}
+
 // Membership on a clock or a method where it is not built is refused naming the key: the
 // simulator (virtual_time order, the server's own rule), a round method, joins without it.
 BOOST_AUTO_TEST_CASE(membership_where_it_is_not_built_is_refused_by_name) {
