@@ -25,10 +25,12 @@
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/runtime/measure.hpp"
 #include "heterograd/runtime/run.hpp"
+#include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
 namespace hg = heterograd;
 namespace hr = heterograd::runtime;
+namespace sim = heterograd::sim;
 namespace ha = heterograd::algorithms::async;
 namespace hs = heterograd::algorithms::sync;
 namespace ho = heterograd::optim;
@@ -180,6 +182,147 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name_before_anything_runs) {
   BOOST_TEST(message(o, w).find("where::threads.placement") != std::string::npos);
   BOOST_TEST(computed.load() == 0u);
   BOOST_TEST(p.version() == 0u);
+}
+
+// Membership through runtime::run (issue 46; docs/elastic.md): Ringmaster on 4 slots, slot 3
+// a spare absent at the start. Worker 1's compute throws leave_run at its 20th job; the spare
+// joins once the model has 100 updates and slot 1 restarts on a new thread at 200. The run
+// reaches its 400 updates; every result handed over has one outcome and the version counts
+// the applied ones (nothing applied twice); the changes are the leave and the two joins, each
+// joiner's model hash-equal to the server's; Ringmaster's delay bound holds across them.
+BOOST_AUTO_TEST_CASE(a_ringmaster_run_goes_on_when_a_worker_leaves_and_a_spare_and_the_restarted_slot_join,
+                     *boost::unit_test::timeout(120)) {
+  const std::size_t n = 4, d = 8, threshold = 3;
+  const std::uint64_t updates = 400;
+  ha::ringmaster_asgd<float> p(n, ha::model_server<float>(std::vector<float>(d, 0.0f), ha::plain_sgd(0.05)),
+                               {.threshold = threshold});
+  std::atomic<std::uint64_t> computed{0}, first_of_1{0};
+  std::atomic<bool> left{false};
+  const centres grad{d, &computed};
+  auto compute = [&](hr::worker_id w, std::uint64_t v, std::uint64_t k, std::size_t b, hg::span<const float> x,
+                     std::vector<float>& g) {
+    if (w == 1 && !left && ++first_of_1 == 20) {
+      left = true;
+      throw hr::leave_run();
+    }
+    grad(w, v, k, b, x, g);
+  };
+  hr::run_options o;
+  o.max_updates = updates;
+  o.timeout = hg::seconds{30};
+  o.membership.elastic = true;
+  o.membership.absent = {3};
+  o.membership.deadline.floor = 5.0;  // leaves and joins here, not deadlines
+  hr::where::threads where;
+  where.joins = {{.worker = 3, .after_updates = 100}, {.worker = 1, .after_updates = 200}};
+  const auto r = hr::run(hr::served{p, compute}, where, o);
+
+  BOOST_TEST_MESSAGE("elastic ringmaster: " << r.arrivals << " results, lost " << r.lost << ", events at versions "
+                     << (r.membership.size() > 2 ? r.membership[0].version : 0) << ", "
+                     << (r.membership.size() > 2 ? r.membership[1].version : 0) << ", "
+                     << (r.membership.size() > 2 ? r.membership[2].version : 0) << "; " << r.wall_seconds << " s");
+  BOOST_TEST(r.updates_done == updates);
+  BOOST_TEST(p.version() == updates);
+  const auto applied = r.updates.count(sim::update_outcome::applied);
+  BOOST_TEST(applied + r.updates.count(sim::update_outcome::buffered) + r.updates.count(sim::update_outcome::discarded) ==
+             r.arrivals);
+  BOOST_TEST(applied == r.updates_done);
+  std::uint64_t handed = 0;
+  for (auto k : r.results) handed += k;
+  BOOST_TEST(handed == r.arrivals);
+  BOOST_TEST(r.updates.staleness_histogram(sim::update_outcome::applied).size() <= threshold);  // delays < R
+  BOOST_TEST(r.refused == 0u);
+  BOOST_TEST(r.refused_late == 0u);  // a drain leaves no late result
+  BOOST_TEST(r.lost <= 1u);          // at most the job sent after worker 1's last push
+  BOOST_TEST(r.workers[1].left);
+  BOOST_TEST(r.workers[1].jobs == 19u);  // its 20th job was the leave, never pushed
+  BOOST_TEST(r.workers[3].jobs == 0u);   // the spare's slot had no first thread
+  BOOST_TEST(r.results[3] > 0u);         // it took part once joined
+  BOOST_TEST_REQUIRE(r.membership.size() == 3u);
+  BOOST_TEST((r.membership[0].what == hr::membership_event::kind::leave && r.membership[0].worker == 1u));
+  std::vector<std::uint32_t> joined;
+  for (std::size_t i = 1; i < 3; ++i) {
+    BOOST_TEST((r.membership[i].what == hr::membership_event::kind::join));
+    joined.push_back(r.membership[i].worker);
+  }
+  std::sort(joined.begin(), joined.end());
+  BOOST_TEST((joined == std::vector<std::uint32_t>{1, 3}));
+  BOOST_TEST_REQUIRE(r.joiners.size() == 2u);
+  for (std::size_t i = 1; i < 3; ++i) {
+    const auto& e = r.membership[i];
+    BOOST_TEST(e.version >= (e.worker == 3 ? 100u : 200u));  // not before its schedule
+    const bool checked = std::any_of(r.joiners.begin(), r.joiners.end(), [&](const hr::worker_report& j) {
+      return j.joined_hash == e.params_hash && j.joined_version == e.version;
+    });
+    BOOST_TEST(checked, "the joiner of slot " << e.worker << " holds the server's model");
+  }
+}
+
+// A join due just as the run ends (20 times): it is welcomed, told to stop, or let go
+// unanswered; either way the run ends at its horizon well within the 30 s timeout a joiner
+// waits for its answer, and a welcomed joiner holds the server's model.
+BOOST_AUTO_TEST_CASE(a_join_due_as_the_run_ends_never_holds_it_up, *boost::unit_test::timeout(120)) {
+  const std::size_t n = 3, d = 4;
+  int welcomed_runs = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::atomic<std::uint64_t> computed{0};
+    ha::asgd<float> p(n, ha::model_server<float>(std::vector<float>(d, 0.0f), ha::plain_sgd(0.05)));
+    hr::run_options o;
+    o.max_updates = 60;
+    o.timeout = hg::seconds{30};
+    o.membership.elastic = true;
+    o.membership.absent = {2};
+    hr::where::threads where;
+    where.joins = {{.worker = 2, .after_updates = 56}};
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = hr::run(hr::served{p, centres{d, &computed}}, where, o);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    BOOST_TEST(r.updates_done == 60u);
+    BOOST_TEST(wall < 10.0);
+    BOOST_TEST(r.joiners.size() <= 1u);
+    const bool welcomed = !r.joiners.empty() && r.joiners[0].joined_hash.has_value();
+    BOOST_TEST(r.membership.size() == (welcomed ? 1u : 0u));
+    if (welcomed) BOOST_TEST(*r.joiners[0].joined_hash == r.membership[0].params_hash);
+    welcomed_runs += welcomed;
+  }
+  BOOST_TEST_MESSAGE("joins due at the end: " << welcomed_runs << " of 20 welcomed");
+}
+
+// Membership on a clock or a method where it is not built is refused naming the key: the
+// simulator (virtual_time order, the server's own rule), a round method, joins without it.
+BOOST_AUTO_TEST_CASE(membership_where_it_is_not_built_is_refused_by_name) {
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  hr::run_options o;
+  o.horizon = 10;
+  o.membership.elastic = true;
+  struct none {} h;
+  sim::engine e(2);
+  const auto simulated = message([&] { (void)hr::run(e, h, o); });
+  BOOST_TEST(simulated.find("'run_options.membership.elastic'") != std::string::npos, simulated);
+  BOOST_TEST(simulated.find("needs real_time order") != std::string::npos, simulated);
+  std::atomic<std::uint64_t> computed{0};
+  const std::vector<float> zero(4, 0.0f);
+  bsp_method b(2, hg::span<const float>(zero), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+               std::vector<std::size_t>(2, 1));
+  const auto rounds = message([&] { (void)hr::run(b, hr::where::threads{}, o); });
+  BOOST_TEST(rounds.find("'run_options.membership.elastic'") != std::string::npos, rounds);
+  ha::asgd<float> p(2, ha::model_server<float>(std::vector<float>(4, 0.0f)));
+  o.membership.elastic = false;
+  hr::where::threads w;
+  w.joins = {{.worker = 1, .after_updates = 5}};
+  const auto joins = message([&] { (void)hr::run(hr::served{p, centres{4, &computed}}, w, o); });
+  BOOST_TEST(joins.find("'where::threads.joins[0].worker'") != std::string::npos, joins);
+  o.membership.absent = {1};
+  const auto absent = message([&] { (void)hr::run(hr::served{p, centres{4, &computed}}, hr::where::threads{}, o); });
+  BOOST_TEST(absent.find("'membership.absent'") != std::string::npos, absent);
+  BOOST_TEST(computed.load() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

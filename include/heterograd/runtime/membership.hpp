@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "heterograd/core/describe.hpp"
@@ -86,6 +87,14 @@ struct membership_options {
     }
     require(absent.size() < workers || workers == 0, "membership.absent", absent.size(),
             "must leave at least one worker present at the start");
+  }
+  /// The order rule: an elastic run takes results as they arrive (real_time order), never in
+  /// the simulator's order, which waits for every worker's result. `key` names the option
+  /// (remote_options.membership.elastic, run_options.membership.elastic); `where` says what
+  /// asked for the other order.
+  void require_real_time(bool real_time, std::string_view key, std::string_view where = "") const {
+    require(!elastic || real_time, key, "true",
+            "needs real_time order (virtual_time order waits for every worker's result)" + std::string(where));
   }
 };
 

@@ -21,6 +21,7 @@
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/evaluation.hpp"
 #include "heterograd/runtime/live.hpp"
+#include "heterograd/runtime/membership.hpp"
 #include "heterograd/sim/engine.hpp"
 
 namespace heterograd::runtime {
@@ -110,6 +111,12 @@ struct run_options {
   /// Called first on every thread the runtime starts (the server's and each worker's): a
   /// framework's per-thread setup (one OpenMP thread each, say).
   std::function<void()> thread_init;
+  /// A server run's membership on the real clock (runtime/membership.hpp; docs/elastic.md):
+  /// workers that leave (their compute throws runtime::leave_run) and join (where::threads'
+  /// joins) while the run goes on, and the learned deadlines. Copied into the server's
+  /// remote_options; its rules (absent slots against the workers, the real_time order) are
+  /// checked where the run knows them. Off by default.
+  membership_options membership{};
 
   void validate() const {
     require(!std::isnan(horizon) && horizon >= 0, "run_options.horizon", horizon,
@@ -123,6 +130,7 @@ struct run_options {
     require(batch > 0, "run_options.batch", batch, "must be > 0");
     require(timeout.count() > 0, "run_options.timeout", timeout.count(), "must be > 0");
     if (target) target->validate();
+    membership.deadline.validate();
     require(std::isinf(max_epochs) || train_samples > 0, "run_options.train_samples", train_samples,
             "must be > 0 with an epochs rule (run_options.max_epochs)");
   }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "heterograd/runtime/evaluation.hpp"
@@ -56,6 +57,15 @@ struct run_report {
   double epochs = 0, end_time = 0, wall_seconds = 0, evaluation_seconds = 0;
   std::uint64_t dropped = 0, abandoned = 0, refused = 0;
   std::vector<std::string> evicted;
+  /// Membership (run_options::membership; remote_summary's): results of workers that had
+  /// left or were declared gone, refused (never applied); jobs in flight forgotten at a leave;
+  /// the server's changes in its order; why each refused membership message was refused.
+  /// On where::threads, each joiner's report (its joined hash, its jobs) in the order they
+  /// ended; `workers` holds each slot's first thread's.
+  std::uint64_t refused_late = 0, lost = 0;
+  std::vector<membership_event> membership;
+  std::vector<std::string> membership_refusals;
+  std::vector<worker_report> joiners;
   std::vector<cut_record> cuts;
   std::optional<cut_record> resumed_from;
   target_times target;  ///< when run_options::target is set

@@ -64,9 +64,19 @@ namespace where {
 /// The server and one thread per worker in this process (inproc transport). placement, when
 /// not empty, pins worker w to placement.workers[w] (runtime/placement.hpp); errors name
 /// `placement_key`[w].
+/// A server run with run_options::membership.elastic: `joins` restarts slots on new threads.
 struct threads {
   placement_config placement{};
   std::string placement_key = "where::threads.placement";
+  /// Slot `worker` takes part again by a join on a new thread (worker_client's joining
+  /// constructor over inproc's world::rejoin) once the model has `after_updates` updates and
+  /// the slot is free: absent from the start (membership.absent) or its worker left (its
+  /// compute threw leave_run). A join due when the run ends is not made.
+  struct join_at {
+    std::uint32_t worker = 0;
+    std::uint64_t after_updates = 0;
+  };
+  std::vector<join_at> joins{};
 };
 /// One process per rank over `communicator` (any transport with tagged messages, allreduce
 /// and broadcast: comm::mpi). A server: rank 0 serves, rank k is worker k - 1, pinned to
@@ -101,7 +111,13 @@ template <class Policy, class Compute, optional_time_model Model = no_time_model
 run_report run(served<Policy, Compute> m, const where::threads& w, const run_options& o, const Model& model = {}) {
   o.validate();
   detail::real_server<Policy, Compute, Model> r(m.policy, m.compute, o, model, w.placement, w.placement_key);
-  return r.run_threads();
+  for (std::size_t i = 0; i < w.joins.size(); ++i) {
+    const std::string key = "where::threads.joins[" + std::to_string(i) + "].worker";
+    require(o.membership.elastic, key, w.joins[i].worker, "needs run_options.membership.elastic = true");
+    require(w.joins[i].worker < m.policy.workers(), key, w.joins[i].worker,
+            "must be < the policy's workers (" + std::to_string(m.policy.workers()) + ")");
+  }
+  return r.run_threads(w.joins);
 }
 
 template <class Policy, class Compute, class Transport, optional_time_model Model = no_time_model>
@@ -110,6 +126,9 @@ run_report run(served<Policy, Compute> m, const where::mpi<Transport>& w, const 
   require(w.communicator.size() >= 2 && static_cast<std::size_t>(w.communicator.size()) == m.policy.workers() + 1,
           "where::mpi.communicator.size", w.communicator.size(),
           "must be the policy's workers + 1 (rank 0 serves, rank k runs worker k - 1)");
+  require(!o.membership.elastic, "run_options.membership.elastic", "true",
+          "needs where::threads: processes that leave and join need a transport that survives them "
+          "(docs/elastic.md; MPI without ULFM ends the job)");
   detail::real_server<Policy, Compute, Model> r(m.policy, m.compute, o, model, w.placement, w.placement_key);
   return r.run_ranks(w.communicator);
 }

@@ -30,6 +30,7 @@
 #include <optional>
 #include <queue>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -312,22 +313,22 @@ class worker_client {
   std::vector<T> staging_;  // pull(memory, ...) / push(memory, ...): made on first use
 };
 
-/// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&
-/// grads), or compute(worker, version, job_index, batch, params, grads) with the job's batch,
-/// for every job until the server stops it. With a worker-time model and o.time_scale > 0,
-/// each job lasts time_scale * model.duration(..., batch) wall seconds in all
-/// (runtime/pacing.hpp: the worker sleeps for what its compute left, polling every
-/// millisecond for an interruption). Returns the worker's report (its jobs and where its
-/// time went).
-template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
-worker_report work(const Transport& transport, std::size_t dim, Compute&& compute,
-                   const remote_options& o = {}, const Model& model = {}) {
-  o.validate();
+/// Thrown by a worker's compute to leave an elastic run (remote_options::membership.elastic):
+/// work() then sends the leave (worker_client::leave: the job is not pushed, the server
+/// forgets it) and returns the worker's report, marked `left`. Without membership.elastic it
+/// fails the worker like any other exception.
+struct leave_run : std::runtime_error {
+  leave_run() : std::runtime_error("heterograd: runtime: leave_run (a worker leaving an elastic run)") {}
+};
+
+namespace detail {
+// work()'s loop on a client made by the caller (a worker from the start, or a joiner).
+template <class T, class Client, class Compute, class Model>
+worker_report work_on(Client& c, std::size_t dim, Compute& compute, const remote_options& o, const Model& model) {
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t) {
     return std::chrono::duration<double>(clock::now() - t).count();
   };
-  worker_client<T, Transport> c(transport, dim, o);
   std::vector<T> params(dim), grads(dim);
   const worker_id w = c.worker();
   constexpr bool timed = !std::is_same_v<std::remove_cvref_t<Model>, no_time_model>;
@@ -342,10 +343,17 @@ worker_report work(const Transport& transport, std::size_t dim, Compute&& comput
     t = clock::now();
     if (pacer) pacer->start();
     const span<const T> x(params.data(), dim);
-    if constexpr (requires { compute(w, c.version(), c.job_index(), c.batch(), x, grads); })
-      compute(w, c.version(), c.job_index(), c.batch(), x, grads);
-    else
-      compute(w, c.version(), c.job_index(), x, grads);
+    try {
+      if constexpr (requires { compute(w, c.version(), c.job_index(), c.batch(), x, grads); })
+        compute(w, c.version(), c.job_index(), c.batch(), x, grads);
+      else
+        compute(w, c.version(), c.job_index(), x, grads);
+    } catch (const leave_run&) {
+      if (!o.membership.elastic) throw;
+      c.leave();
+      r.left = true;
+      break;
+    }
     if constexpr (timed) {
       if (pacer) {
         const auto j = pacer->finish(model.duration(w, c.job_index(), c.start_time(), c.batch()),
@@ -365,6 +373,35 @@ worker_report work(const Transport& transport, std::size_t dim, Compute&& comput
     r.violations = pacer->violations();
     r.overrun_seconds = pacer->overrun_seconds();
   }
+  return r;
+}
+}  // namespace detail
+
+/// A worker loop: compute(worker, version, job_index, span<const T> params, std::vector<T>&
+/// grads), or compute(worker, version, job_index, batch, params, grads) with the job's batch,
+/// for every job until the server stops it (or compute throws leave_run). With a worker-time
+/// model and o.time_scale > 0, each job lasts time_scale * model.duration(..., batch) wall
+/// seconds in all (runtime/pacing.hpp: the worker sleeps for what its compute left, polling
+/// every millisecond for an interruption). Returns the worker's report (its jobs and where
+/// its time went).
+template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
+worker_report work(const Transport& transport, std::size_t dim, Compute&& compute,
+                   const remote_options& o = {}, const Model& model = {}) {
+  o.validate();
+  worker_client<T, Transport> c(transport, dim, o);
+  return detail::work_on<T>(c, dim, compute, o, model);
+}
+
+/// The same for a worker joining a running elastic run (worker_client's joining constructor):
+/// the report carries the joined model's hash and version.
+template <class T, class Transport, class Compute, optional_time_model Model = no_time_model>
+worker_report work(const Transport& transport, std::size_t dim, Compute&& compute, const remote_options& o,
+                   const Model& model, joining_t) {
+  o.validate();
+  worker_client<T, Transport> c(transport, dim, o, joining);
+  worker_report r = detail::work_on<T>(c, dim, compute, o, model);
+  r.joined_hash = c.joined_hash();
+  r.joined_version = c.joined_version();
   return r;
 }
 

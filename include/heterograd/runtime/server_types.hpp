@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ struct worker_report {
   double push_seconds = 0;
   std::uint64_t violations = 0;
   double overrun_seconds = 0;
+  /// Membership (remote_options::membership): the worker left the run (its compute threw
+  /// leave_run); a joiner's check, the FNV-1a of the model it was welcomed with (equal to the
+  /// server's, or the join failed) and that model's version. No hash: it did not join, or the
+  /// run was over when it did.
+  bool left = false;
+  std::optional<std::uint64_t> joined_hash;
+  std::uint64_t joined_version = 0;
 };
 
 template <class M>
@@ -86,8 +94,7 @@ struct remote_options {
     require(shutdown_grace.count() >= 0 && shutdown_grace.count() < 1e300,
             "remote_options.shutdown_grace", shutdown_grace.count(), "must be finite and >= 0");
     membership.deadline.validate();
-    require(!membership.elastic || order == arrival_order::real_time, "remote_options.membership.elastic",
-            "true", "needs real_time order (virtual_time order waits for every worker's result)");
+    membership.require_real_time(order == arrival_order::real_time, "remote_options.membership.elastic");
   }
 };
 

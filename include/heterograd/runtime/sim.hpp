@@ -74,6 +74,8 @@ struct run_summary {
 template <class Handler>
 run_summary run(sim::engine& eng, Handler& h, const run_options& opt = {}) {
   opt.validate();
+  opt.membership.require_real_time(false, "run_options.membership.elastic",
+                                   "; the simulator's churn is async_runtime::set_churn (sim/churn.hpp)");
   run_summary s;
   const double t0 = eng.now();
   const double dt = opt.eval_interval;

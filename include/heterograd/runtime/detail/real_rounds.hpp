@@ -80,6 +80,9 @@ class real_rounds {
     if constexpr (std::same_as<Model, no_time_model>)
       require(o.real_scale == 0, "run_options.real_scale", o.real_scale,
               "must be 0 without a worker-time model (runtime::run's model argument paces the rounds)");
+    require(!o.membership.elastic, "run_options.membership.elastic", "true",
+            "applies to a server policy (runtime::run(served, ...)); round methods on runtime::run keep a fixed "
+            "membership (docs/elastic.md)");
     if (!serializable())
       require(o.checkpoint.every == 0 && !o.checkpoint.resume, "run_options.checkpoint", "set",
               "needs a method with serialize(archive) or rounds_of::save and load");

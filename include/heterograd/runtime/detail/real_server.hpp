@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "heterograd/runtime/live.hpp"
 #include "heterograd/runtime/options.hpp"
 #include "heterograd/runtime/detail/real_loop.hpp"
+#include "heterograd/runtime/detail/thread_crew.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/report.hpp"
 #include "heterograd/runtime/server.hpp"
@@ -60,7 +63,22 @@ struct counted_policy {
     std::lock_guard l(s.model);
     if constexpr (requires { p.on_start(c); }) p.on_start(c);
     else
-      for (std::size_t w = 0; w < c.workers(); ++w) c.restart(static_cast<worker_id>(w));
+      for (std::size_t w = 0; w < c.workers(); ++w)
+        if (std::find(o.membership.absent.begin(), o.membership.absent.end(), w) == o.membership.absent.end())
+          c.restart(static_cast<worker_id>(w));  // a spare takes part by its join
+  }
+  // Membership (run_options::membership): the policy's hooks, under the model's lock.
+  template <class Ctl>
+    requires has_on_leave<Policy, Ctl>
+  void on_leave(Ctl& c, worker_id w) {
+    std::lock_guard l(s.model);
+    p.on_leave(c, w);
+  }
+  template <class Ctl>
+    requires has_on_join<Policy, Ctl>
+  void on_join(Ctl& c, worker_id w) {
+    std::lock_guard l(s.model);
+    p.on_join(c, w);
   }
   template <class Ctl, class A, class G>
   void on_arrival(Ctl& c, const A& a, const G& g) {
@@ -111,22 +129,45 @@ class real_server {
     s_.limit_s = o.timeout.count();
     o.rule().validate();
     placement_.validate(n_, placement_key_);
+    o.membership.validate(n_);
+    remote().validate();  // the server's rules on what runtime::run gives it (the order of an elastic run)
+    require(!o.membership.elastic || (o.checkpoint.every == 0 && !o.checkpoint.resume), "run_options.checkpoint",
+            "set", "is not built for run_options.membership.elastic (a cut does not record the membership)");
   }
 
-  run_report run_threads() {
-    std::vector<worker_report> reports(n_);
+  /// On threads: rank 0 serves, rank w + 1 runs worker w (not the slots absent at the start),
+  /// and `joins` (where::threads::joins: .worker, .after_updates) restart slots on new threads.
+  template <class Joins>
+  run_report run_threads(const Joins& joins) {
+    std::vector<worker_report> reports(n_), joiners;
     remote_summary summary;
     auto body = [&] {
-      auto ro = remote();
-      comm::inproc::spawn(static_cast<int>(n_) + 1, [&](comm::inproc::communicator c) {
+      const auto ro = remote();
+      thread_crew crew(static_cast<int>(n_) + 1);
+      std::atomic<bool> served{false};
+      crew.start(0, false, [&](comm::inproc::communicator c) {
+        struct at_end {
+          std::atomic<bool>& f;
+          ~at_end() { f = true; }
+        } done{served};
         if (o_.thread_init) o_.thread_init();
-        if (c.rank() == 0) summary = serve<float>(counted_, c, ro, model_);
-        else reports[static_cast<std::size_t>(c.rank() - 1)] = work<float>(c, p_.dim(), gradient(), ro, model_);
+        summary = serve<float>(counted_, c, ro, model_);
       });
+      const auto& absent = o_.membership.absent;
+      for (std::size_t w = 0; w < n_; ++w)
+        if (std::find(absent.begin(), absent.end(), w) == absent.end())
+          crew.start(static_cast<int>(w) + 1, false, [&, w](comm::inproc::communicator c) {
+            if (o_.thread_init) o_.thread_init();
+            reports[w] = work<float>(c, p_.dim(), gradient(), ro, model_);
+          });
+      supervise(crew, joins, ro, served, joiners);
+      crew.finish();
     };
     const bool mpi = false;
     loop(body, mpi);
-    return report(summary, std::move(reports));
+    run_report out = report(summary, std::move(reports));
+    out.joiners = std::move(joiners);
+    return out;
   }
 
   template <class Transport>
@@ -156,6 +197,7 @@ class real_server {
     ro.batch = o_.batch;
     ro.max_updates = o_.max_updates;
     ro.stop = &s_.stop;
+    ro.membership = o_.membership;
     ro.start_time = resumed_at_;
     if (std::isfinite(o_.horizon)) ro.horizon = o_.horizon;
     if (std::isfinite(o_.max_epochs) && !requires { p_.job_batch(worker_id{}); }) {  // else the epochs rule alone
@@ -164,6 +206,42 @@ class real_server {
       ro.max_arrivals = all - std::min(all, counted_.arrivals);  // a resumed run: those after its cut
     }
     return ro;
+  }
+
+  // Until the server ends: each join, once due and its slot free, on a new thread (a join the
+  // server ended before answering is interrupted after: the run's results stand). Each
+  // joiner's report goes into `joiners`, in the order they end.
+  template <class Joins>
+  void supervise(thread_crew& crew, const Joins& joins, const remote_options& ro, const std::atomic<bool>& served,
+                 std::vector<worker_report>& joiners) {
+    std::vector<char> made(joins.size(), 0);
+    std::vector<int> started;
+    std::mutex m;
+    while (!served) {
+      for (std::size_t i = 0; i < joins.size(); ++i) {
+        const int r = static_cast<int>(joins[i].worker) + 1;
+        if (made[i] || s_.updates < joins[i].after_updates || crew.running(r)) continue;
+        made[i] = 1;
+        started.push_back(r);
+        crew.start(r, true, [&](comm::inproc::communicator c) {
+          if (o_.thread_init) o_.thread_init();
+          worker_report got;
+          try {
+            got = work<float>(c, p_.dim(), gradient(), ro, model_, joining);
+          } catch (const comm::comm_error&) {
+            if (!served) throw;  // else: the run ended before its join was answered
+          }
+          std::lock_guard l(m);
+          joiners.push_back(got);
+        });
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (const int r : started)
+      while (crew.running(r)) {
+        crew.interrupt(r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
   }
 
   // The workers' gradient: pinned to their cores, counted while it runs (a checkpoint's cut
@@ -324,6 +402,10 @@ run_report real_server<Policy, Compute, Model>::report(const remote_summary& sum
   out.abandoned = summary.abandoned;
   out.refused = summary.refused;
   out.evicted = summary.evicted;
+  out.refused_late = summary.refused_late;
+  out.lost = summary.lost;
+  out.membership = summary.membership;
+  out.membership_refusals = summary.membership_refusals;
   const auto x = p_.params();
   out.params.assign(x.begin(), x.end());
   return out;
