@@ -31,7 +31,7 @@ KNOWN_FUNCTIONS: dict[tuple[str, str], int] = {
 }
 KNOWN_FILES: dict[str, int] = {
     "config.cpp": 1240,
-    "realtime.hpp": 651,
+    "realtime.hpp": 650,
     "run_common.cpp": 1045,
 }
 # Files with HG_HAS_MPI today (the goal: one).

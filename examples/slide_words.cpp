@@ -12,6 +12,7 @@
 //       always_atomic (1: SLIDE's Hogwild step on one thread too, an ablation)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -37,8 +38,23 @@ struct options {
                                         {"rebuild_first", "10000"}, {"rebuild_growth", "1.2"},
                                         {"samples", "0"},     {"methods", "slide,dense"},
                                         {"always_atomic", "0"}};
-  double num(const std::string& k) const { return std::stod(kv.at(k)); }
-  std::size_t count(const std::string& k) const { return static_cast<std::size_t>(std::stoull(kv.at(k))); }
+  double num(const std::string& k) const {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(kv.at(k), &used);
+    } catch (const std::exception&) {
+    }
+    if (used == 0 || used != kv.at(k).size() || !std::isfinite(v))
+      throw std::invalid_argument("argument '" + k + "=" + kv.at(k) + "': expected a finite number");
+    return v;
+  }
+  std::size_t count(const std::string& k) const {
+    const std::string& t = kv.at(k);
+    if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("argument '" + k + "=" + t + "': expected a whole number below 10^18");
+    return static_cast<std::size_t>(std::stoull(t));
+  }
 };
 
 options parse(int argc, char** argv) {
@@ -97,6 +113,8 @@ void report(const char* name, const std::vector<point>& c, double target) {
 
 int main(int argc, char** argv) try {
   const options o = parse(argc, argv);
+  for (const char* k : {"threads", "chunk", "eval"})  // each divides or paces the loop: 0 would hang or divide by 0
+    if (o.count(k) == 0) throw std::invalid_argument(std::string("argument '") + k + "=0': must be at least 1");
   const auto dir = o.kv.at("dir").empty() ? hd::python_stdlib_dir() : std::filesystem::path(o.kv.at("dir"));
   const auto listed = hd::list_corpus(dir);
   const auto text = hd::read_corpus(listed);

@@ -362,13 +362,25 @@ inline std::function<std::vector<double>(const hr::snapshot&)> real_evaluation(c
   };
 }
 
+/// What a real run's summary records alike for servers and rounds (cuts, resumed cut,
+/// evaluation seconds, epochs, target), and its evaluations as a recorder.
+inline sim::recorder record_run(context& ctx, const hr::run_report& r) {
+  for (const auto& c : r.cuts) ctx.extra["cuts"].push_back(cut_record(c));
+  if (r.resumed_from) ctx.extra["resumed"] = cut_record(*r.resumed_from);
+  ctx.extra["evaluation_seconds"] = r.evaluation_seconds;
+  ctx.extra["epochs"] = r.epochs;
+  record_target(ctx, r.target);
+  sim::recorder evals(ctx.workers());
+  evals.set_metrics(evaluation_columns(ctx));
+  for (const auto& e : r.evaluations) evals.record_evaluation(e.time, e.values, e.wall_seconds);
+  return evals;
+}
+
 /// The summary's numbers of a real server run (extra.real, cuts, resumed, the target), its
 /// tables (real_jobs.csv, real_workers.csv) and its recorder: the server's update records, the
 /// evaluations, each worker's measured seconds in model units.
 inline json finish_real_server(context& ctx, const hr::run_report& r) {
   const std::size_t n = ctx.workers();
-  for (const auto& c : r.cuts) ctx.extra["cuts"].push_back(cut_record(c));
-  if (r.resumed_from) ctx.extra["resumed"] = cut_record(*r.resumed_from);
   std::vector<std::uint64_t> gradients(n);
   for (std::size_t k = 0; k < n; ++k) gradients[k] = r.workers[k].jobs;
   write_real_tables(ctx, r.workers, r.held, gradients, true, r.jobs, ctx.extra);
@@ -376,12 +388,7 @@ inline json finish_real_server(context& ctx, const hr::run_report& r) {
   ctx.extra["real"]["dropped"] = r.dropped;
   ctx.extra["real"]["abandoned"] = r.abandoned;
   ctx.extra["real"]["mean_staleness"] = r.mean_staleness;  // per worker, of every result handed over
-  ctx.extra["evaluation_seconds"] = r.evaluation_seconds;
-  ctx.extra["epochs"] = r.epochs;
-  record_target(ctx, r.target);
-  sim::recorder evals(n);
-  evals.set_metrics(evaluation_columns(ctx));
-  for (const auto& e : r.evaluations) evals.record_evaluation(e.time, e.values, e.wall_seconds);
+  const auto evals = record_run(ctx, r);
   const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.jobs_sent, r.results, r.held, r.end_time,
                                      r.arrivals);
   report_progress(ctx, {r.evaluations.empty() ? 0.0 : r.evaluations.back().time, r.epochs, r.updates_done, r.arrivals,
@@ -393,19 +400,11 @@ inline json finish_real_server(context& ctx, const hr::run_report& r) {
 /// its tables and its recorder: a record per worker's round, the evaluations, each worker's
 /// measured seconds in model units.
 inline json finish_real_rounds(context& ctx, const hr::run_report& r) {
-  const std::size_t n = ctx.workers();
-  for (const auto& c : r.cuts) ctx.extra["cuts"].push_back(cut_record(c));
-  if (r.resumed_from) ctx.extra["resumed"] = cut_record(*r.resumed_from);
   if (r.resumed_from && !r.resumed_rounds_per_rank.empty()) ctx.extra["resumed_rounds_per_rank"] = r.resumed_rounds_per_rank;
   write_real_tables(ctx, r.workers, {}, r.gradients, false, r.jobs, ctx.extra);
   ctx.extra["real"]["wall_seconds"] = r.wall_seconds;
   ctx.extra["rounds"] = r.rounds;
-  ctx.extra["evaluation_seconds"] = r.evaluation_seconds;
-  ctx.extra["epochs"] = r.epochs;
-  record_target(ctx, r.target);
-  sim::recorder evals(n);
-  evals.set_metrics(evaluation_columns(ctx));
-  for (const auto& e : r.evaluations) evals.record_evaluation(e.time, e.values, e.wall_seconds);
+  const auto evals = record_run(ctx, r);
   const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.results, r.results, {}, r.end_time, r.rounds);
   report_progress(ctx, {r.evaluations.empty() ? 0.0 : r.evaluations.back().time, r.epochs, r.rounds, 0, r.target.best,
                         true});
