@@ -72,11 +72,25 @@ struct threads {
   /// constructor over inproc's world::rejoin) once the model has `after_updates` updates and
   /// the slot is free: absent from the start (membership.absent) or its worker left (its
   /// compute threw leave_run). A join due when the run ends is not made.
+  /// With `at_time` > 0, also not before model time at_time (wall seconds / real_scale; wall
+  /// seconds when not paced), the simulator's time of a churn join (sim/churn.hpp).
   struct join_at {
     std::uint32_t worker = 0;
     std::uint64_t after_updates = 0;
+    double at_time = 0;
   };
   std::vector<join_at> joins{};
+  /// Slot `worker` leaves: runtime::leave_run is thrown in place of its compute for the first
+  /// job whose index is at least `after_jobs` (a slot's jobs are numbered from 0 over the run,
+  /// across its memberships) or that starts at model time `at_time` or later (the units of
+  /// join_at::at_time). That job is lost, as the job in flight at a simulated leave is. A
+  /// slot's leaves apply in their order, each once; one for an absent slot waits for its join.
+  struct leave_at {
+    std::uint32_t worker = 0;
+    std::uint64_t after_jobs = std::numeric_limits<std::uint64_t>::max();
+    double at_time = std::numeric_limits<double>::infinity();
+  };
+  std::vector<leave_at> leaves{};
 };
 /// One process per rank over `communicator` (any transport with tagged messages, allreduce
 /// and broadcast: comm::mpi). A server: rank 0 serves, rank k is worker k - 1, pinned to
@@ -95,6 +109,31 @@ template <class Transport, class Key>
 mpi(const Transport&, placement_config, Key) -> mpi<Transport>;
 }  // namespace where
 
+namespace detail {
+/// where::threads' joins and leaves: each names a slot of the run, asks for membership.elastic,
+/// and gives times that are numbers >= 0 (a join's finite; a leave needs a job count or a time).
+inline void check_membership_changes(const where::threads& w, const run_options& o, std::size_t workers) {
+  auto slot = [&](const std::string& key, std::uint32_t worker) {
+    require(o.membership.elastic, key, worker, "needs run_options.membership.elastic = true");
+    require(worker < workers, key, worker, "must be < the policy's workers (" + std::to_string(workers) + ")");
+  };
+  for (std::size_t i = 0; i < w.joins.size(); ++i) {
+    const std::string key = "where::threads.joins[" + std::to_string(i) + "]";
+    slot(key + ".worker", w.joins[i].worker);
+    require(std::isfinite(w.joins[i].at_time) && w.joins[i].at_time >= 0, key + ".at_time", w.joins[i].at_time,
+            "must be finite and >= 0");
+  }
+  for (std::size_t i = 0; i < w.leaves.size(); ++i) {
+    const std::string key = "where::threads.leaves[" + std::to_string(i) + "]";
+    const auto& l = w.leaves[i];
+    slot(key + ".worker", l.worker);
+    require(!std::isnan(l.at_time) && l.at_time >= 0, key + ".at_time", l.at_time, "must be >= 0");
+    require(std::isfinite(l.at_time) || l.after_jobs != std::numeric_limits<std::uint64_t>::max(), key, "{}",
+            "needs after_jobs or at_time (else it never applies)");
+  }
+}
+}  // namespace detail
+
 /// An asynchronous server policy and its workers' gradient.
 template <class Policy, class Compute>
 struct served {
@@ -111,13 +150,8 @@ template <class Policy, class Compute, optional_time_model Model = no_time_model
 run_report run(served<Policy, Compute> m, const where::threads& w, const run_options& o, const Model& model = {}) {
   o.validate();
   detail::real_server<Policy, Compute, Model> r(m.policy, m.compute, o, model, w.placement, w.placement_key);
-  for (std::size_t i = 0; i < w.joins.size(); ++i) {
-    const std::string key = "where::threads.joins[" + std::to_string(i) + "].worker";
-    require(o.membership.elastic, key, w.joins[i].worker, "needs run_options.membership.elastic = true");
-    require(w.joins[i].worker < m.policy.workers(), key, w.joins[i].worker,
-            "must be < the policy's workers (" + std::to_string(m.policy.workers()) + ")");
-  }
-  return r.run_threads(w.joins);
+  detail::check_membership_changes(w, o, m.policy.workers());
+  return r.run_threads(w.joins, w.leaves);
 }
 
 template <class Policy, class Compute, class Transport, optional_time_model Model = no_time_model>

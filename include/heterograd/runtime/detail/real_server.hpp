@@ -136,9 +136,11 @@ class real_server {
   }
 
   /// On threads: rank 0 serves, rank w + 1 runs worker w (not the slots absent at the start),
-  /// and `joins` (where::threads::joins: .worker, .after_updates) restart slots on new threads.
-  template <class Joins>
-  run_report run_threads(const Joins& joins) {
+  /// `joins` (where::threads::joins: .worker, .after_updates, .at_time) restart slots on new
+  /// threads, and `leaves` (where::threads::leaves) make workers leave.
+  template <class Joins, class Leaves>
+  run_report run_threads(const Joins& joins, const Leaves& leaves) {
+    for (const auto& l : leaves) leaves_.push_back({l.worker, l.after_jobs, l.at_time, false});
     std::vector<worker_report> reports(n_), joiners;
     remote_summary summary;
     auto body = [&] {
@@ -220,7 +222,9 @@ class real_server {
     while (!served) {
       for (std::size_t i = 0; i < joins.size(); ++i) {
         const int r = static_cast<int>(joins[i].worker) + 1;
-        if (made[i] || s_.updates < joins[i].after_updates || crew.running(r)) continue;
+        if (made[i] || s_.updates < joins[i].after_updates || crew.running(r) ||
+            (joins[i].at_time > 0 && s_.model_now(o_.unit()) < joins[i].at_time))
+          continue;
         made[i] = 1;
         started.push_back(r);
         crew.start(r, true, [&](comm::inproc::communicator c) {
@@ -250,6 +254,7 @@ class real_server {
     return [this](worker_id w, std::uint64_t v, std::uint64_t k, std::size_t b, span<const float> x,
                   std::vector<float>& g) {
       pin(w);
+      leave_if_due(w, k);
       ++computing_;
       struct leave {
         std::atomic<int>& c;
@@ -258,6 +263,17 @@ class real_server {
       if constexpr (requires { compute_(w, v, k, b, x, g); }) compute_(w, v, k, b, x, g);
       else compute_(w, v, k, x, g);
     };
+  }
+  // where::threads::leaves: worker w's first leave not yet made, if due for its job k, throws
+  // leave_run in place of the compute. Only w's thread reads or marks w's leaves, and a slot
+  // has one thread at a time (a join waits for the earlier one to end).
+  void leave_if_due(worker_id w, std::uint64_t k) {
+    for (auto& l : leaves_) {
+      if (l.worker != w || l.made) continue;
+      if (k < l.after_jobs && s_.model_now(o_.unit()) < l.at_time) return;
+      l.made = true;
+      throw leave_run();
+    }
   }
   void pin(std::size_t w) {
     static thread_local const void* pinned_for = nullptr;
@@ -323,6 +339,13 @@ class real_server {
   live_run s_;
   counted_policy<Policy> counted_;
   std::atomic<int> computing_{0};
+  struct leave_due {
+    std::size_t worker;
+    std::uint64_t after_jobs;
+    double at_time;
+    bool made;
+  };
+  std::vector<leave_due> leaves_;  // run_threads' leaves
   sim::recorder before_;  // a resumed run: the update records up to its cut
   double resumed_at_ = 0, cut_time_ = 0;
   real_loop loop_{s_, o_};
