@@ -720,6 +720,180 @@ BOOST_AUTO_TEST_CASE(a_hold_that_cannot_complete_fails_at_its_limit_naming_what_
   }
 }
 
+// membership (tools/driver/elastic.hpp; issue 46): four slots of fixed times (1, 1.5, 2, 1.2),
+// slot 3 a spare; worker 1 leaves at model time 5 and comes back at 30, slot 3 joins at 15.
+// The same configuration on runtime "sim" (the simulator's churn schedule) and on threads with
+// clock "real" (runtime::run's where::threads leaves and joins).
+namespace {
+json elastic_experiment() {
+  json j = experiment();
+  j["workers"]["time"] = {{"base", "fixed"}, {"tau", {1, 1.5, 2, 1.2}}, {"permute", false}};
+  j["horizon"] = {{"time", 60}};
+  j["membership"] = json::parse(R"({"elastic": true, "absent": [3],
+      "leaves": [{"worker": 1, "time": 5}],
+      "joins": [{"worker": 3, "time": 15}, {"worker": 1, "time": 30}]})");
+  return j;
+}
+
+// What an elastic run's summary must show: one job lost (ASGD: the leaver's job in flight at
+// the leave), every result handed over has exactly one outcome (applied + buffered + discarded
+// = the results, workers.csv's jobs finished; the simulator's events also count its three
+// churn timers), the events leave 1, join 3, join 1 in time order.
+void elastic_invariants(const json& s, const fs::path& dir, const std::string& what) {
+  const json& m = s["extra"]["membership"];
+  BOOST_TEST_MESSAGE(what << ": " << m.dump());
+  BOOST_TEST(m["lost"].get<std::uint64_t>() == 1u, what);
+  BOOST_TEST(m["refused_late"].get<std::uint64_t>() == 0u, what);
+  const json& u = s["updates"];
+  const double outcomes = u["applied"].get<double>() + u["buffered"].get<double>() + u["discarded"].get<double>();
+  const csv wk(dir / "workers.csv");
+  double results = 0;
+  for (std::size_t w = 0; w < wk.rows.size(); ++w) results += wk.at(w, "jobs_finished");
+  BOOST_TEST(outcomes == results, what);
+  BOOST_TEST(s["events"].get<double>() == results + (what == "sim" ? 3.0 : 0.0), what);
+  BOOST_TEST(outcomes > 0.0, what);
+  const json& ev = m["events"];
+  BOOST_TEST_REQUIRE(ev.size() == 3u, what);
+  const std::pair<const char*, int> want[] = {{"leave", 1}, {"join", 3}, {"join", 1}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(ev[i]["kind"] == want[i].first, what << " event " << i);
+    BOOST_TEST(ev[i]["worker"].get<int>() == want[i].second, what << " event " << i);
+    if (i > 0) BOOST_TEST(ev[i]["time"].get<double>() >= ev[i - 1]["time"].get<double>(), what << " event " << i);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_membership_section_runs_a_leave_and_joins_on_the_simulator_and_on_real_threads) {
+  const auto dir = scratch("elastic");
+  const json raw = elastic_experiment();
+  const json asgd = json::parse(R"({"label": "ASGD", "algorithm": "asgd"})");
+  // The simulator: the leave at 5 cancels worker 1's job started at 4.5 (its 4th, of 1.5).
+  const json p = simulated(raw, dir / "sim", asgd);
+  elastic_invariants(p, dir / "sim", "sim");
+  const json& pe = p["extra"]["membership"]["events"];
+  BOOST_TEST(pe[0]["time"].get<double>() == 5.0);
+  BOOST_TEST(pe[1]["time"].get<double>() == 15.0);
+  BOOST_TEST(pe[2]["time"].get<double>() == 30.0);
+  // Real threads: worker 1 leaves in place of its first job started at model time 5 or later.
+  const json s = run(raw, dir / "real", asgd);
+  common_invariants(s, dir / "real", raw["real_scale"]);
+  elastic_invariants(s, dir / "real", "real");
+  // The events' times are the server's clock, which starts a little after the run's (whose
+  // model time the leaves and joins wait for): each within a model unit (4 ms) before, or later.
+  const json& m = s["extra"]["membership"];
+  BOOST_TEST(m["events"][0]["time"].get<double>() >= 4.0);
+  BOOST_TEST(m["events"][1]["time"].get<double>() >= 14.0);
+  BOOST_TEST(m["events"][2]["time"].get<double>() >= 29.0);
+  // Each joiner checked the model it was welcomed with: the hash and version the server sent.
+  BOOST_TEST_REQUIRE(m["joiners"].size() == 2u);
+  for (const auto& j : m["joiners"]) {
+    bool found = false;
+    for (const auto& e : m["events"])
+      found = found || (e["kind"] == "join" && e["params_hash"] == j["joined_hash"] &&
+                        e["version"] == j["joined_version"]);
+    BOOST_TEST(found, j.dump());
+  }
+  BOOST_TEST(!s["first_crossing"].is_null());  // the run reaches its target across the changes
+}
+
+BOOST_AUTO_TEST_CASE(real_leaves_after_a_count_of_jobs_and_joins_after_a_count_of_updates_keep_ringmasters_bound) {
+  const auto dir = scratch("elastic_counts");
+  json raw = elastic_experiment();
+  raw["membership"]["leaves"] = json::parse(R"([{"worker": 1, "after_jobs": 3}])");
+  // Joins after u and 2u updates, the run ending at 3u + 10 (whatever the machine's load):
+  // u = 30 (ASGD, Ringmaster); Rennala (B = 3) makes an update of three gradients: u = 8.
+  for (const json& m : {json::parse(R"({"label": "ASGD", "algorithm": "asgd"})"),
+                        json::parse(R"({"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2})"),
+                        json::parse(R"({"label": "Rennala", "algorithm": "rennala", "gradients": 3})")}) {
+    const std::string label = m["label"];
+    const std::uint64_t u = label == "Rennala" ? 8 : 30;
+    raw["horizon"] = {{"updates", 3 * u + 10}};
+    raw["membership"]["joins"] =
+        json::array({json{{"worker", 3}, {"after_updates", u}}, json{{"worker", 1}, {"after_updates", 2 * u}}});
+    const auto d = dir / hgrun::slug(label);
+    const json s = run(raw, d, m);
+    common_invariants(s, d, raw["real_scale"]);
+    const json& e = s["extra"]["membership"]["events"];
+    BOOST_TEST_REQUIRE(e.size() == 3u, label << ": " << e.dump());
+    BOOST_TEST(e[0]["kind"] == "leave", label);
+    BOOST_TEST(e[1]["version"].get<std::uint64_t>() >= u, label);  // joined once u updates were made
+    BOOST_TEST(e[2]["version"].get<std::uint64_t>() >= 2 * u, label);
+    // Worker 1 computed its jobs 0, 1, 2; job 3 was sent and lost (ASGD: exactly that one).
+    const json& lost = s["extra"]["membership"]["lost"];
+    BOOST_TEST(lost.get<std::uint64_t>() <= 1u, label);
+    if (label == "ASGD") BOOST_TEST(lost.get<std::uint64_t>() == 1u, label);
+    if (label == "Ringmaster") {
+      const csv st(d / "staleness.csv");
+      for (std::size_t r = 2; r < st.rows.size(); ++r) BOOST_TEST(st.at(r, "applied") == 0.0, label << " delay " << r);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_membership_keys_are_refused_naming_the_key_the_value_and_the_rule) {
+  auto error_of = [](json j, const std::string& set = "") -> std::string {
+    try {
+      if (!set.empty()) hgrun::apply_override(j, set);
+      hgrun::resolve(j);
+    } catch (const hgrun::config_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto has = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+  BOOST_TEST(error_of(elastic_experiment()).empty());
+  std::string e = error_of(elastic_experiment(), "membership.leaves[0].worker=7");
+  BOOST_TEST(e == "config error at 'membership.leaves[0].worker': expected a worker index < workers.count = 4, got 7");
+  e = error_of(elastic_experiment(), "membership.joins[0].worker=2");  // 2 never leaves, is no spare
+  BOOST_TEST(e == "config error at 'membership.joins[0].worker': expected a slot absent at the start "
+                  "(membership.absent) or that leaves before (membership.leaves), got 2: it never left and is not "
+                  "a spare");
+  json thrice = elastic_experiment();  // worker 1 leaves three times and comes back once
+  thrice["membership"]["leaves"] = json::parse(R"([{"worker": 1, "time": 5}, {"worker": 1, "time": 40},
+                                                   {"worker": 1, "time": 50}])");
+  e = error_of(thrice);
+  BOOST_TEST(e == "config error at 'membership.leaves[2].worker': expected a slot that takes part when it leaves, "
+                  "got 1: leave 3 of the slot, which joins 1 times");
+  e = error_of(elastic_experiment(), "membership.leaves[0].time=-1");
+  BOOST_TEST((has(e, "'membership.leaves[0].time'") && has(e, "-1")), e);
+  e = error_of(elastic_experiment(), "membership.joins[1].time=NaN");
+  BOOST_TEST((has(e, "'membership.joins[1].time'") && has(e, "NaN")), e);
+  e = error_of(elastic_experiment(), "runtime=mpi");
+  BOOST_TEST((has(e, "'membership.elastic'") && has(e, "runtime \"mpi\"") && has(e, "ULFM")), e);
+  e = error_of(elastic_experiment(), "clock=virtual");
+  BOOST_TEST((has(e, "'membership.elastic'") && has(e, "clock \"virtual\"")), e);
+  json r = elastic_experiment();
+  r["methods"] = json::parse(R"([{"label": "BSP", "algorithm": "bsp"}])");
+  e = error_of(r);
+  BOOST_TEST(e == "config error at 'methods[0].algorithm': expected an asynchronous server method with "
+                  "membership.elastic, got \"bsp\": round methods' quorums and local learning's membership are "
+                  "not built (docs/elastic.md)");
+  e = error_of(elastic_experiment(), "checkpoint_every=1");
+  BOOST_TEST(e == "config error at 'checkpoint_every': expected 0 with membership.elastic: a cut does not record "
+                  "the membership (docs/elastic.md)");
+  e = error_of(elastic_experiment(), "membership.elastic=false");
+  BOOST_TEST((has(e, "'membership.elastic'") && has(e, "expected true")), e);
+  json both = elastic_experiment();
+  both["membership"]["leaves"][0]["after_jobs"] = 3;
+  e = error_of(both);
+  BOOST_TEST(e == "config error at 'membership.leaves[0]': expected exactly one of after_jobs, time; got both");
+  json sim = elastic_experiment();
+  sim["runtime"] = "sim";
+  sim["clock"] = "virtual";
+  BOOST_TEST(error_of(sim).empty());
+  sim["membership"]["joins"][0] = json::parse(R"({"worker": 3, "after_updates": 30})");
+  e = error_of(sim);
+  BOOST_TEST((has(e, "'membership.joins[0].after_updates'") && has(e, "runtime \"sim\"")), e);
+  sim["membership"]["joins"][0] = json::parse(R"({"worker": 3, "time": 15})");
+  sim["membership"]["joins"][1]["time"] = 2;  // worker 1 joins at 2, before it leaves at 5
+  e = error_of(sim);
+  BOOST_TEST((has(e, "'membership.joins[1].worker'") && has(e, "must be absent to join")), e);
+  e = error_of(elastic_experiment(), "membership.absent=[3,3]");
+  BOOST_TEST((has(e, "membership.absent[1]") && has(e, "twice")), e);
+  e = error_of(elastic_experiment(), "membership.deadline.quantile=0");
+  BOOST_TEST(has(e, "'membership.deadline.quantile'"), e);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // Under mpirun: the CTest entry driver_realtime_mpi (label mpi) sets HG_RUNTIME_TEST_MPIEXEC

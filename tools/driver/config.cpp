@@ -659,8 +659,7 @@ spec root_spec() {
   return object(
       "an experiment",
       {{"name", required(string("experiment name", nullptr))},
-       {"title", string("one-line title", "")},
-       {"paper", string("the paper and the number this experiment reproduces", "")},
+       {"title", string("one-line title", "")}, {"paper", string("the paper and the number this experiment reproduces", "")},
        {"notes", string("free text", "")},
        {"seed", run_key("seed")},
        {"output", string("output directory (default out/<name>)", "")},
@@ -685,6 +684,7 @@ spec root_spec() {
                                                    "workers sharing a core are slower",
                                                    string("cpulist", nullptr), json::array())}})},
        {"network", object("cost of one synchronisation (sim/network.hpp)", described_fields(network_settings{}))},
+       {"membership", membership_spec()},
        {"horizon",
         object("when a method stops: exactly one of time, epochs, updates",
                {{"time", optional(positive("virtual time", nullptr))},

@@ -11,6 +11,7 @@
 
 #include "config_detail.hpp"
 #include "described.hpp"
+#include "elastic_checks.hpp"
 #include "experiment.hpp"
 #include "registry.hpp"
 #include "heterograd/runtime/pacing.hpp"
@@ -536,6 +537,7 @@ void config_detail::check_cross(json& c) {
   }
   check_precision(c);
   check_real_clock(c, n);
+  check_membership(c);
   check_paced_outages(c);
   if (c["runtime"] != "sim" && c["clock"] != "real" && c["checkpoint_every"].get<std::uint64_t>() > 0)
     throw config_error("checkpoint_every", "expected 0 with runtime " + c["runtime"].dump() + " and clock " +

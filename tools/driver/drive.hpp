@@ -108,6 +108,9 @@ json drive_async(context& ctx, Policy& p, Compute compute, Params params,
   using T = typename Result::value_type;
   hr::async_runtime<Result, sim::any_time_model> rt(ctx.workers(), std::move(model), ctx.batch());
   detail::describe(ctx, rt.recorder());
+  // membership (elastic.hpp): the leaves and joins as the simulator's churn schedule.
+  const bool elastic = ctx.exp.membership.options.elastic;
+  if (elastic) rt.set_churn(churn_of(ctx.exp.membership).schedule);
   const stop_rule rule = stop_rule_of(ctx);
   // Samples processed: a delivered result (every event of this runtime) counts its batch. With
   // per-worker batches: the samples drawn (each job's, when it started) less those of the jobs
@@ -146,6 +149,7 @@ json drive_async(context& ctx, Policy& p, Compute compute, Params params,
   };
   const auto x = evaluation_loop(ctx, rt.recorder(), h);
   rt.recorder().capture(rt.engine());
+  if (elastic) ctx.extra["membership"] = sim_membership_record(ctx.exp.membership, rt.lost_jobs());
   return finish(ctx, rt.recorder(), x);
 }
 

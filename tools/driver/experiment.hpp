@@ -15,6 +15,7 @@
 
 #include "config.hpp"
 #include "described.hpp"
+#include "elastic.hpp"
 #include "heterograd/core/describe.hpp"
 #include "heterograd/sim/worker_time.hpp"
 
@@ -198,6 +199,7 @@ struct experiment {
   network_settings network;
   horizon_settings horizon;
   target_settings target;
+  membership_settings membership;  ///< elastic runs (elastic.hpp)
   /// Bytes of one parameter as the network carries it.
   std::size_t value_bytes() const { return float64 ? sizeof(double) : sizeof(float); }
 };
@@ -268,6 +270,7 @@ inline experiment experiment_of(const json& c) {
   if (hz.contains("time")) e.horizon.time = hz["time"].get<double>();
   if (hz.contains("epochs")) e.horizon.epochs = hz["epochs"].get<double>();
   if (hz.contains("updates")) e.horizon.updates = hz["updates"].get<std::uint64_t>();
+  e.membership = membership_of(c);
   e.target = {c["target"]["metric"].get<std::string>(), c["target"]["value"].get<double>(),
               c["target"]["below"].get<bool>(), c["target"].at("window").get<double>()};
   return e;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "drive.hpp"
+#include "elastic_real.hpp"
 #include "files.hpp"
 #include "heterograd/algorithms/sync/exchange.hpp"
 #include "heterograd/comm/inproc.hpp"
@@ -380,14 +381,12 @@ inline sim::recorder record_run(context& ctx, const hr::run_report& r) {
 /// tables (real_jobs.csv, real_workers.csv) and its recorder: the server's update records, the
 /// evaluations, each worker's measured seconds in model units.
 inline json finish_real_server(context& ctx, const hr::run_report& r) {
-  const std::size_t n = ctx.workers();
-  std::vector<std::uint64_t> gradients(n);
-  for (std::size_t k = 0; k < n; ++k) gradients[k] = r.workers[k].jobs;
+  std::vector<std::uint64_t> gradients(ctx.workers());
+  for (std::size_t k = 0; k < gradients.size(); ++k) gradients[k] = r.workers[k].jobs;
   write_real_tables(ctx, r.workers, r.held, gradients, true, r.jobs, ctx.extra);
-  ctx.extra["real"]["wall_seconds"] = r.wall_seconds;
-  ctx.extra["real"]["dropped"] = r.dropped;
-  ctx.extra["real"]["abandoned"] = r.abandoned;
+  ctx.extra["real"].update({{"wall_seconds", r.wall_seconds}, {"dropped", r.dropped}, {"abandoned", r.abandoned}});
   ctx.extra["real"]["mean_staleness"] = r.mean_staleness;  // per worker, of every result handed over
+  if (ctx.exp.membership.options.elastic) ctx.extra["membership"] = real_membership_record(r);
   const auto evals = record_run(ctx, r);
   const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.jobs_sent, r.results, r.held, r.end_time,
                                      r.arrivals);
@@ -438,7 +437,8 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   hr::run_report r;
   try {
     if (ctx.runtime() == "threads") {
-      r = hr::run(hr::served{p, compute}, hr::where::threads{placement, "workers.placement"}, o, model);
+      const auto where = elastic_threads(ctx.exp.membership, o, placement);  // membership: elastic.hpp
+      r = hr::run(hr::served{p, compute}, where, o, model);
     } else {
 #ifdef HG_HAS_MPI
       const heterograd::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "experiment.hpp"
 #include "files.hpp"
 #include "report.hpp"
 #include "run.hpp"
@@ -154,6 +155,13 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
     sim["clock"] = "virtual";
     sim.erase("real_scale");
     sim["workers"]["placement"] = json::array();
+    // membership (elastic.hpp): the simulator's churn is timed; a change counted in jobs or
+    // updates has no simulated counterpart.
+    if (const std::string why = untimed_change(experiment_of(resolved).membership); !why.empty()) {
+      md += "| " + real["label"].get<std::string>() + " | " + std::to_string(u.seed) + " | no prediction: " + why +
+            " |||||||||||\n";
+      continue;
+    }
     if (scale <= 0) {
       // A worker that finished no gradient has no measured speed (0 here): a fixed model
       // with a zero job time would make the prediction an endless run of instant jobs.
