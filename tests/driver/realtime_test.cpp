@@ -779,12 +779,13 @@ BOOST_AUTO_TEST_CASE(one_membership_section_runs_a_leave_and_joins_on_the_simula
   const json s = run(raw, dir / "real", asgd);
   common_invariants(s, dir / "real", raw["real_scale"]);
   elastic_invariants(s, dir / "real", "real");
-  // The events' times are the server's clock, which starts a little after the run's (whose
-  // model time the leaves and joins wait for): each within a model unit (4 ms) before, or later.
+  // The events' times are the server's clock, which starts when it begins serving, a few
+  // milliseconds after the run's (whose model time the leaves and joins wait for; e11_churn
+  // measured 0.8 units of 4 ms): each at most 5 units (20 ms) before its time, or later.
   const json& m = s["extra"]["membership"];
-  BOOST_TEST(m["events"][0]["time"].get<double>() >= 4.0);
-  BOOST_TEST(m["events"][1]["time"].get<double>() >= 14.0);
-  BOOST_TEST(m["events"][2]["time"].get<double>() >= 29.0);
+  BOOST_TEST(m["events"][0]["time"].get<double>() >= 0.0);
+  BOOST_TEST(m["events"][1]["time"].get<double>() >= 10.0);
+  BOOST_TEST(m["events"][2]["time"].get<double>() >= 25.0);
   // Each joiner checked the model it was welcomed with: the hash and version the server sent.
   BOOST_TEST_REQUIRE(m["joiners"].size() == 2u);
   for (const auto& j : m["joiners"]) {
@@ -801,14 +802,15 @@ BOOST_AUTO_TEST_CASE(real_leaves_after_a_count_of_jobs_and_joins_after_a_count_o
   const auto dir = scratch("elastic_counts");
   json raw = elastic_experiment();
   raw["membership"]["leaves"] = json::parse(R"([{"worker": 1, "after_jobs": 3}])");
-  // Joins after u and 2u updates, the run ending at 3u + 10 (whatever the machine's load):
-  // u = 30 (ASGD, Ringmaster); Rennala (B = 3) makes an update of three gradients: u = 8.
+  // Joins after u and 2u updates: u = 30 (ASGD, Ringmaster: about 2 updates a unit); Rennala
+  // (B = 3) makes an update of three gradients: u = 8. The horizon, 120 units, leaves each run
+  // twice the time it needs for 2u on a loaded machine.
   for (const json& m : {json::parse(R"({"label": "ASGD", "algorithm": "asgd"})"),
                         json::parse(R"({"label": "Ringmaster", "algorithm": "ringmaster", "threshold": 2})"),
                         json::parse(R"({"label": "Rennala", "algorithm": "rennala", "gradients": 3})")}) {
     const std::string label = m["label"];
     const std::uint64_t u = label == "Rennala" ? 8 : 30;
-    raw["horizon"] = {{"updates", 3 * u + 10}};
+    raw["horizon"] = {{"time", 120}};
     raw["membership"]["joins"] =
         json::array({json{{"worker", 3}, {"after_updates", u}}, json{{"worker", 1}, {"after_updates", 2 * u}}});
     const auto d = dir / hgrun::slug(label);
