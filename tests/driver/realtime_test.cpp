@@ -846,6 +846,12 @@ BOOST_AUTO_TEST_CASE(bad_membership_keys_are_refused_naming_the_key_the_value_an
   BOOST_TEST(error_of(elastic_experiment()).empty());
   std::string e = error_of(elastic_experiment(), "membership.leaves[0].worker=7");
   BOOST_TEST(e == "config error at 'membership.leaves[0].worker': expected a worker index < workers.count = 4, got 7");
+  e = error_of(elastic_experiment(), "membership.joins[1].worker=4294967297");  // 1 in 32 bits
+  BOOST_TEST(e == "config error at 'membership.joins[1].worker': expected a worker index < workers.count = 4, got "
+                  "4294967297");
+  e = error_of(elastic_experiment(), "membership.absent[0]=4294967299");  // 3 in 32 bits
+  BOOST_TEST(e == "config error at 'membership.absent[0]': expected a worker index < workers.count = 4, got "
+                  "4294967299");
   e = error_of(elastic_experiment(), "membership.joins[0].worker=2");  // 2 never leaves, is no spare
   BOOST_TEST(e == "config error at 'membership.joins[0].worker': expected a slot absent at the start "
                   "(membership.absent) or that leaves before (membership.leaves), got 2: it never left and is not "

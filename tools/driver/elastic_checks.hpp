@@ -86,6 +86,20 @@ inline void check_changes(const json& c, const membership_settings& m, std::size
   }
 }
 
+// Every slot the section names, as the configuration gives it (the schema allows integers up
+// to 1e15): < workers.count, so that reading it as a worker id (32 bits) changes nothing.
+inline void check_slots(const json& s, std::size_t n) {
+  auto check = [n](const std::string& key, const json& v) {
+    if (v.get<std::uint64_t>() >= n)
+      throw config_error(key, "expected a worker index < workers.count = " + std::to_string(n) + ", got " + v.dump());
+  };
+  for (std::size_t i = 0; i < s["absent"].size(); ++i)
+    check("membership.absent[" + std::to_string(i) + "]", s["absent"][i]);
+  for (const char* list : {"leaves", "joins"})
+    for (std::size_t i = 0; i < s[list].size(); ++i)
+      check(std::string("membership.") + list + "[" + std::to_string(i) + "].worker", s[list][i]["worker"]);
+}
+
 }  // namespace elastic_detail
 
 /// The section's rules between keys (config_checks.cpp's check_cross calls it): leaves, joins
@@ -95,8 +109,9 @@ inline void check_changes(const json& c, const membership_settings& m, std::size
 /// without checkpoints (a cut does not record the membership); the absent slots obey the
 /// library's rules, the changes check_changes' and, on runtime sim, the schedule's.
 inline void check_membership(const json& c) {
-  const membership_settings m = membership_of(c);
   const std::size_t n = c["workers"]["count"].get<std::size_t>();
+  elastic_detail::check_slots(c["membership"], n);  // before the slots are read as 32-bit ids
+  const membership_settings m = membership_of(c);
   const bool changes = !m.leaves.empty() || !m.joins.empty() || !m.options.absent.empty();
   if (!m.options.elastic) {
     if (changes)
