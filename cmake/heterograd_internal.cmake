@@ -110,8 +110,7 @@ endfunction()
 # libclang-rt) under ASan + UBSan, and a CTest test <name> (labels unit, fuzz) that runs it for
 # SECONDS seconds through hg_run_fuzz.cmake: seeds from SEED_FILES and, with SEED_ENV, the ones
 # the fuzzer's LLVMFuzzerInitialize writes into the folder that variable names. FLAGS are link
-# flags. Each source is compiled on its own (in parallel, through the C++ launcher: ccache when
-# present) with a depfile, so a change to any header it includes rebuilds it; DEPENDS adds
+# flags. Each source is compiled on its own (in parallel, through ccache when present) with a depfile, so a change to any header it includes rebuilds it; DEPENDS adds
 # files no depfile names. Nothing is added without clang.
 function(hg_add_fuzz_test name)
   cmake_parse_arguments(F "" "SECONDS;MAX_LEN;SEED_ENV;MIN_SEEDS" "SOURCES;INCLUDES;FLAGS;DEPENDS;SEED_FILES" ${ARGN})
@@ -132,7 +131,7 @@ function(hg_add_fuzz_test name)
     get_filename_component(stem "${s}" NAME_WE)
     set(o "${CMAKE_CURRENT_BINARY_DIR}/${name}.dir/${i}_${stem}.o")
     add_custom_command(OUTPUT "${o}"
-      COMMAND ${CMAKE_CXX_COMPILER_LAUNCHER} "${HG_CLANGXX}" ${flags} ${includes} -MD -MF "${o}.d"
+      COMMAND ${HG_CCACHE_LAUNCHER} "${HG_CLANGXX}" ${flags} ${includes} -MD -MF "${o}.d"
               -c "${a}" -o "${o}"
       DEPENDS "${a}" ${F_DEPENDS} DEPFILE "${o}.d"
       COMMENT "Compiling ${stem} of the ${name} fuzzer with clang"
