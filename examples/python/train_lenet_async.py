@@ -66,17 +66,18 @@ def evaluate(model: nn.Module, data) -> dict:
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiny", action="store_true", help="the tests' size: 40 updates, batch 16")
-    ap.add_argument("--updates", type=int, default=600, help="server updates (max_updates)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="the tests' size: 250 updates of batch 16, 5 ms sleeps, 256 held out")
+    ap.add_argument("--updates", type=int, default=1000, help="server updates (max_updates)")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05, help="the server's SGD step")
-    ap.add_argument("--threshold", type=int, default=2, help="Ringmaster's R")
+    ap.add_argument("--lr", type=float, default=0.1, help="the server's SGD step")
+    ap.add_argument("--threshold", type=int, default=3, help="Ringmaster's R")
     ap.add_argument("--slow", type=float, default=0.05, help="seconds the last rank sleeps per job")
-    ap.add_argument("--signal", type=float, default=0.5, help="the prototypes' scale (noise has 1)")
+    ap.add_argument("--signal", type=float, default=1.0, help="the prototypes' scale (noise has 1)")
     ap.add_argument("--json", default="", help="write PREFIX.<rank>.json")
     a = ap.parse_args()
     if a.tiny:
-        a.updates, a.batch, a.slow = 40, 16, 0.02
+        a.updates, a.batch, a.slow = 250, 16, 0.005
     return a
 
 

@@ -1,0 +1,83 @@
+"""heterograd.distributed under mpirun: examples/python/train_lenet_async.py --tiny across 3
+processes (rank 0 serves Ringmaster ASGD, ranks 1 and 2 compute, rank 2 slowed), with the
+real-clock server's invariants checked on the summary it returns:
+
+- every result is accounted for: applied + buffered + discarded = results handed to the policy
+  (= the jobs finished, per worker too), none interrupted (Ringmaster's discard variant);
+- the model's version is the number of applied gradients, which is max_updates;
+- Ringmaster ASGD (Maranjyan, Tyurin, Richtarik, "Ringmaster ASGD: The First Asynchronous SGD
+  with Optimal Time Complexity", ICML 2025, Alg. 4) applies no gradient of delay >= R and
+  discards none of delay < R;
+- the loss of the final model is below half the untrained loss (ln 10 = 2.30 for ten classes:
+  the untrained loss is measured, not assumed);
+- every rank leaves the run holding the server's final model (FNV-1a of the parameters).
+
+Run by ctest as python_distributed (label mpi); the mpirun command comes from HG_MPIEXEC.
+"""
+
+import glob
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import heterograd._core as core
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "python" / "train_lenet_async.py"
+R = 3  # the example's default threshold
+UPDATES = 250  # --tiny
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    mpiexec = os.environ.get("HG_MPIEXEC", "")
+    if not core.mpi or not mpiexec:
+        pytest.skip("needs a build with MPI and HG_MPIEXEC (ctest sets it)")
+    out = tmp_path_factory.mktemp("lenet") / "out"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    cmd = [mpiexec, "-np", "3", "--oversubscribe", sys.executable, str(EXAMPLE), "--tiny",
+           "--threshold", str(R), "--json", str(out)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ranks = [json.load(open(f)) for f in sorted(glob.glob(f"{out}.*.json"))]
+    assert [r["rank"] for r in ranks] == [0, 1, 2], p.stdout + p.stderr
+    return ranks
+
+
+def test_every_result_is_applied_buffered_or_discarded_and_the_version_counts_the_applied(run):
+    s = run[0]["summary"]
+    outcome = lambda k: sum(s[k])  # noqa: E731
+    assert outcome("applied") + outcome("buffered") + outcome("discarded") == s["results"]
+    assert outcome("interrupted") == 0 and s["refused"] == 0 and s["abandoned"] == 0
+    for w in range(2):
+        assert s["applied"][w] + s["buffered"][w] + s["discarded"][w] == s["jobs_finished"][w]
+    assert s["updates"] == outcome("applied") == UPDATES
+    assert sum(s["staleness"]["applied"]) == UPDATES
+    # every worker computed: the fast one most of the updates, the slowed one some results
+    assert all(j > 0 for j in s["jobs_finished"])
+    assert run[1]["pushed"] + run[2]["pushed"] >= s["results"]
+
+
+def test_ringmaster_applies_no_delay_of_R_or_more_and_discards_none_below(run):
+    st = run[0]["summary"]["staleness"]
+    assert len(st["applied"]) <= R, st  # histogram index = delay: max applied delay < R
+    assert all(n == 0 for n in st["discarded"][:R]), st
+
+
+def test_the_loss_falls_below_half_the_untrained_loss(run):
+    before, after = run[0]["before"]["loss"], run[0]["after"]["loss"]
+    assert abs(before - math.log(10)) < 0.1  # untrained: near-uniform predictions
+    assert after < 0.5 * before, (before, after)
+
+
+def test_every_rank_ends_with_the_servers_final_model(run):
+    s = run[0]["summary"]
+    assert s["final_model_sent"] == 2
+    assert [r["hash"] for r in run] == [s["hash"]] * 3
+    assert len({r["after"]["loss"] for r in run}) == 1
