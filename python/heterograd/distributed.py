@@ -33,7 +33,8 @@ a module built without MPI refuses by name (``heterograd._core.mpi`` is False).
 """
 
 import atexit
-from typing import Any, Dict, Iterable, Optional, Union
+import time
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from . import _core
 
@@ -110,6 +111,8 @@ class ParameterServer:
         self.config: Dict[str, Any] = _core.dist_check(*self._args)
         self.method = method
         self.summary: Optional[Dict[str, Any]] = None
+        #: rank 0: time.perf_counter() when serve() began and when it returned
+        self.served: Optional[Tuple[float, float]] = None
         self._session = None
         self.flat = None
         self.grads = None
@@ -125,7 +128,9 @@ class ParameterServer:
         _register_finalizer()
         self._session = _core.DistSession(*self._args, flat=self.flat, grads=self.grads)
         if self._session.is_server:
+            t0 = time.perf_counter()
             self.summary = self._session.serve()
+            self.served = (t0, time.perf_counter())
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
