@@ -48,8 +48,7 @@ def available() -> bool:
 
 def methods():
     """The server methods: (name, title, [(field, default, meaning, rule)])."""
-    round_methods = {"local_sgd"}
-    return [m for m in _core.sim_methods() if m[0] not in round_methods]
+    return _core.dist_methods()
 
 
 _finalizer_registered = False

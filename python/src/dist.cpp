@@ -332,6 +332,14 @@ inline void bind(nb::module_& m) {
         "stopping rule); returns the method's configuration with its defaults.");
   m.def("dist_check_params", &check_params, "params"_a,
         "Checks parameter tensors (float32, host memory, C-contiguous, writable); returns their sizes.");
+  m.def("dist_methods", [] {
+    nb::list out;
+    for_each_method([&](const auto& x) {
+      using C = typename std::remove_cvref_t<decltype(x)>::config_type;
+      out.append(nb::make_tuple(std::string(x.name), std::string(x.title), simpy::config_fields<C>()));
+    });
+    return out;
+  }, "The parameter server's methods (the simulator's server policies): (name, title, [(field, default, meaning, rule)]).");
   m.def("dist_hash", &hash_of, "x"_a, "FNV-1a of an array's bytes (the run's model hashes).");
 }
 

@@ -2,7 +2,8 @@
 linear model, in the ways a user writes it. Rank 1 uses step() and lets zero_grad() set the
 gradients to None (push copies them into place) and leaves the loop after 5 jobs (its
 __exit__ waits for the stop); rank 2 pushes until the end. A Python thread counts while rank 0
-is inside serve(): it can only count if the GIL was released. Each rank writes <prefix>.<rank>.json."""
+is inside serve(): it can only count if the GIL was released. Then every server method runs 20 updates with its default parameters.
+Each rank writes <prefix>.<rank>.json."""
 
 import json
 import sys
@@ -57,7 +58,17 @@ with hgd.ParameterServer(model, method="asgd", lr=0.05, max_updates=60, timeout=
 flat = ps.flat
 inside = all(flat.data_ptr() <= p.data_ptr() < flat.data_ptr() + 4 * flat.numel() for p in model.parameters())
 done.set()
-out = {"rank": ps.rank, "jobs": jobs, "hash": ps.model_hash(), "stable": stable,
+methods = {}
+for name, _, _ in hgd.methods():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 1)
+    with hgd.ParameterServer(m, method=name, lr=0.01, max_updates=20, timeout=60.0) as q:
+        while q.pull():
+            x = torch.randn(8, 4)
+            ((m(x) - x.sum(1, keepdim=True)) ** 2).mean().backward()
+            q.push()
+    methods[name] = {"hash": q.model_hash(), "summary": q.summary}
+out = {"methods": methods, "rank": ps.rank, "jobs": jobs, "hash": ps.model_hash(), "stable": stable,
        "views": inside, "ticks_served": ticks_served, "serve_s": serve_s, "running": ps.running,
        "summary": ps.summary}
 with open(f"{prefix}.{ps.rank}.json", "w") as f:

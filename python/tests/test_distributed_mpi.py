@@ -95,10 +95,27 @@ def mpirun3(script, *args):
     return p
 
 
-def test_step_zero_grad_an_early_break_zero_copy_and_the_gil_released(tmp_path):
-    out = tmp_path / "loop"
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    out = tmp_path_factory.mktemp("loop") / "loop"
     mpirun3(pathlib.Path(__file__).with_name("dist_loop.py"), str(out))
-    r = [json.load(open(f"{out}.{k}.json")) for k in range(3)]
+    return [json.load(open(f"{out}.{k}.json")) for k in range(3)]
+
+
+def test_every_server_method_runs_conserves_its_results_and_ends_on_one_model(loop):
+    names = [m[0] for m in core.dist_methods()]
+    assert sorted(loop[0]["methods"]) == sorted(names) and len(names) == 13
+    for name in names:
+        s = loop[0]["methods"][name]["summary"]
+        applied = sum(s["applied"])
+        assert applied + sum(s["buffered"]) + sum(s["discarded"]) == s["results"], (name, s)
+        assert s["updates"] == applied == 20 and s["refused"] == 0, (name, s)
+        assert sum(s["jobs_finished"]) == s["results"], (name, s)
+        assert [x["methods"][name]["hash"] for x in loop] == [s["hash"]] * 3, name
+
+
+def test_step_zero_grad_an_early_break_zero_copy_and_the_gil_released(loop):
+    r = loop
     s = r[0]["summary"]
     # rank 1 pushed 4 results (step() after jobs 1-4; job 5 abandoned), rank 2 the rest (a
     # run that ended before rank 1's fifth job, on a crowded machine, leaves it fewer)
