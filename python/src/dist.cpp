@@ -78,13 +78,18 @@ struct settings {
     });
     lr.validate("lr");
     if (max_updates == 0 && !(horizon > 0))
-      value_rule("max_updates", "None", "must be given (> 0) unless horizon (real seconds) is > 0: the server needs a stopping rule");
+      value_rule("max_updates", "None",
+                 "must be given (> 0) unless horizon (real seconds) is > 0: the server needs a "
+                 "stopping rule");
     if (!(std::isfinite(horizon) && horizon >= 0))
-      value_rule("horizon", heterograd::detail::format_value(horizon), "must be finite and >= 0 (0: none)");
+      value_rule("horizon", heterograd::detail::format_value(horizon),
+                 "must be finite and >= 0 (0: none)");
     if (!(std::isfinite(timeout) && timeout > 0))
-      value_rule("timeout", heterograd::detail::format_value(timeout), "must be finite and > 0 (seconds)");
+      value_rule("timeout", heterograd::detail::format_value(timeout),
+                 "must be finite and > 0 (seconds)");
     if (!(std::isfinite(shutdown_grace) && shutdown_grace >= 0))
-      value_rule("shutdown_grace", heterograd::detail::format_value(shutdown_grace), "must be finite and >= 0 (seconds)");
+      value_rule("shutdown_grace", heterograd::detail::format_value(shutdown_grace),
+                 "must be finite and >= 0 (seconds)");
     return out;
   }
 };
@@ -94,11 +99,13 @@ struct settings {
 inline std::vector<std::size_t> check_params(nb::handle params) {
   const namer name{"ParameterServer", nb::none()};
   const auto refs = take_list(params, "params", name, true, nullptr, "");
-  if (refs.empty()) value_rule("ParameterServer.params", "an empty list", "must hold at least one tensor");
+  if (refs.empty())
+    value_rule("ParameterServer.params", "an empty list", "must hold at least one tensor");
   std::vector<std::size_t> sizes;
   for (std::size_t k = 0; k < refs.size(); ++k) {
     if (refs[k].type != element::f32)
-      type_rule(name("params", k), "dtype float64", "must be float32 (the parameter server's element type)");
+      type_rule(name("params", k), "dtype float64",
+                "must be float32 (the parameter server's element type)");
     sizes.push_back(refs[k].size);
   }
   return sizes;
@@ -106,7 +113,8 @@ inline std::vector<std::size_t> check_params(nb::handle params) {
 
 inline std::uint64_t hash_of(nb::handle x) {
   const array_ref r = take_array(x, "x", false);
-  return heterograd::fnv1a(r.data, r.size * (r.type == element::f32 ? sizeof(float) : sizeof(double)));
+  return heterograd::fnv1a(r.data,
+                           r.size * (r.type == element::f32 ? sizeof(float) : sizeof(double)));
 }
 
 #if defined(HG_HAS_MPI)
@@ -131,11 +139,14 @@ inline void init_mpi() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
-  if (fin) throw std::runtime_error("heterograd.distributed: MPI was finalized in this process; it cannot start again");
+  if (fin)
+    throw std::runtime_error(
+        "heterograd.distributed: MPI was finalized in this process; it cannot start again");
   if (init) return;
   if (!started_by_mpirun())
     throw std::runtime_error(
-        "heterograd.distributed: this process was not started by mpirun (no OMPI_COMM_WORLD_SIZE, PMI_SIZE or "
+        "heterograd.distributed: this process was not started by mpirun (no OMPI_COMM_WORLD_SIZE, "
+        "PMI_SIZE or "
         "PMIX_RANK in its environment): launch it as `mpirun -np N python script.py` (N >= 2)");
   int provided = 0;
   {
@@ -169,7 +180,8 @@ inline nb::dict summary_dict(const hr::remote_summary& s, std::uint64_t version,
   for (std::size_t o = 0; o < heterograd::sim::update_outcome_count; ++o) {
     const auto outcome = static_cast<heterograd::sim::update_outcome>(o);
     std::vector<std::uint64_t> per(workers);
-    for (std::size_t w = 0; w < workers; ++w) per[w] = s.log.count(static_cast<heterograd::sim::worker_id>(w), outcome);
+    for (std::size_t w = 0; w < workers; ++w)
+      per[w] = s.log.count(static_cast<heterograd::sim::worker_id>(w), outcome);
     d[heterograd::sim::to_string(outcome)] = per;
     staleness[heterograd::sim::to_string(outcome)] = s.log.staleness_histogram(outcome);
   }
@@ -188,13 +200,16 @@ class session {
     if (params_.type != element::f32) type_rule("flat", "dtype float64", "must be float32");
     if (grads_.type != element::f32) type_rule("grads", "dtype float64", "must be float32");
     if (grads_.size != params_.size)
-      value_rule("grads", std::to_string(grads_.size) + " elements", "must have as many as flat (" + std::to_string(params_.size) + ")");
+      value_rule("grads", std::to_string(grads_.size) + " elements",
+                 "must have as many as flat (" + std::to_string(params_.size) + ")");
     init_mpi();
     nb::gil_scoped_release unlocked;
     comm_ = hmpi::communicator(MPI_COMM_WORLD);  // a collective: every rank makes its session here
-    if (comm_.size() < 2) throw std::runtime_error(
-        "heterograd.distributed: mpirun started 1 process: a parameter server needs at least 2 (rank 0 serves, "
-        "the others compute)");
+    if (comm_.size() < 2)
+      throw std::runtime_error(
+          "heterograd.distributed: mpirun started 1 process: a parameter server needs at least 2 "
+          "(rank 0 serves, "
+          "the others compute)");
     o_.timeout = heterograd::seconds{s_.timeout};
     o_.shutdown_grace = heterograd::seconds{s_.shutdown_grace};
     if (s_.max_updates) o_.max_updates = s_.max_updates;
@@ -211,8 +226,10 @@ class session {
   /// Rank 0: runs the server until its stopping rule, writes the final model into flat,
   /// sends it to every worker and returns the summary.
   nb::dict serve() {
-    if (!is_server()) throw std::runtime_error("heterograd.distributed: serve() runs on rank 0 only");
-    if (stopped_) throw std::runtime_error("heterograd.distributed: serve() runs once per ParameterServer");
+    if (!is_server())
+      throw std::runtime_error("heterograd.distributed: serve() runs on rank 0 only");
+    if (stopped_)
+      throw std::runtime_error("heterograd.distributed: serve() runs once per ParameterServer");
     stopped_ = true;
     nb::dict out;
     with_server_method(s_.method, [&](const auto& m) { out = serve_with(m); });
@@ -228,8 +245,9 @@ class session {
     float* x = static_cast<float*>(params_.data);
     if (client_->pull(heterograd::span<float>(x, params_.size))) return true;
     stopped_ = true;
-    comm_.recv(heterograd::span<float>(x, params_.size), o_.server_rank, o_.tag_base + 4,
-               heterograd::comm::recv_options{.timeout = o_.timeout})
+    comm_
+        .recv(heterograd::span<float>(x, params_.size), o_.server_rank, o_.tag_base + 4,
+              heterograd::comm::recv_options{.timeout = o_.timeout})
         .wait();
     return false;
   }
@@ -251,7 +269,8 @@ class session {
     const std::size_t n = static_cast<std::size_t>(comm_.size() - 1);
     float* x = static_cast<float*>(params_.data);
     heterograd::algorithms::async::model_server<float> server(
-        std::vector<float>(x, x + params_.size), heterograd::optim::sgd(heterograd::optim::sgd_config{.lr = s_.lr}));
+        std::vector<float>(x, x + params_.size),
+        heterograd::optim::sgd(heterograd::optim::sgd_config{.lr = s_.lr}));
     auto policy = m.make(n, std::move(server), cfg);
     hr::remote_summary sum;
     std::uint64_t sent = 0;
@@ -262,7 +281,8 @@ class session {
       std::copy(p.begin(), p.end(), x);
       sent = send_final(x);
     }
-    nb::dict d = summary_dict(sum, policy.version(), heterograd::fnv1a(x, params_.size * sizeof(float)), n);
+    nb::dict d =
+        summary_dict(sum, policy.version(), heterograd::fnv1a(x, params_.size * sizeof(float)), n);
     d["final_model_sent"] = sent;
     return d;
   }
@@ -273,7 +293,8 @@ class session {
     std::vector<decltype(comm_.send(heterograd::span<const float>(x, 1), 1, 0))> reqs;
     for (int r = 0; r < comm_.size(); ++r)
       if (r != o_.server_rank)
-        reqs.push_back(comm_.send(heterograd::span<const float>(x, params_.size), r, o_.tag_base + 4,
+        reqs.push_back(comm_.send(heterograd::span<const float>(x, params_.size), r,
+                                  o_.tag_base + 4,
                                   heterograd::comm::send_options{.timeout = o_.timeout}));
     std::uint64_t ok = 0;
     for (auto& q : reqs) {
@@ -299,47 +320,67 @@ class session {
 inline void bind(nb::module_& m) {
 #if defined(HG_HAS_MPI)
   m.attr("mpi") = true;
-  nb::class_<session>(m, "DistSession",
-                      "One ParameterServer's MPI side (heterograd.distributed.ParameterServer drives it).")
-      .def("__init__", [](session* p, const std::string& method, nb::object config, heterograd::optim::schedule lr,
-                          std::uint64_t max_updates, double horizon, double timeout, double shutdown_grace,
-                          nb::handle flat, nb::handle grads) {
-             new (p) session(settings{method, std::move(config), lr, max_updates, horizon, timeout, shutdown_grace},
-                             flat, grads);
-           },
-           "method"_a, "config"_a.none(), "lr"_a, "max_updates"_a, "horizon"_a, "timeout"_a, "shutdown_grace"_a,
-           "flat"_a, "grads"_a,
-           "Checks everything, starts MPI if mpirun started this process, and makes the communicator (a "
-           "collective: every rank at once); a worker rank's client posts its first receive.")
+  nb::class_<session>(
+      m, "DistSession",
+      "One ParameterServer's MPI side (heterograd.distributed.ParameterServer drives it).")
+      .def(
+          "__init__",
+          [](session* p, const std::string& method, nb::object config,
+             heterograd::optim::schedule lr, std::uint64_t max_updates, double horizon,
+             double timeout, double shutdown_grace, nb::handle flat, nb::handle grads) {
+            new (p) session(settings{method, std::move(config), lr, max_updates, horizon, timeout,
+                                     shutdown_grace},
+                            flat, grads);
+          },
+          "method"_a, "config"_a.none(), "lr"_a, "max_updates"_a, "horizon"_a, "timeout"_a,
+          "shutdown_grace"_a, "flat"_a, "grads"_a,
+          "Checks everything, starts MPI if mpirun started this process, and makes the "
+          "communicator (a "
+          "collective: every rank at once); a worker rank's client posts its first receive.")
       .def_prop_ro("rank", &session::rank)
       .def_prop_ro("size", &session::size)
       .def_prop_ro("is_server", &session::is_server)
       .def_prop_ro("running", &session::running)
       .def("serve", &session::serve, "Rank 0: runs the server (GIL released); returns the summary.")
-      .def("pull", &session::pull, "A worker: the next job's model into flat (GIL released); False: over.")
-      .def("push", &session::push, "A worker: grads of the job pulled (GIL released); False: not sent.");
-  m.def("dist_finalize", &finalize_mpi, "MPI_Finalize, if this module initialised MPI and nobody finalized it.");
+      .def("pull", &session::pull,
+           "A worker: the next job's model into flat (GIL released); False: over.")
+      .def("push", &session::push,
+           "A worker: grads of the job pulled (GIL released); False: not sent.");
+  m.def("dist_finalize", &finalize_mpi,
+        "MPI_Finalize, if this module initialised MPI and nobody finalized it.");
 #else
   m.attr("mpi") = false;
   m.def("dist_finalize", [] {});
 #endif
-  m.def("dist_check", [](const std::string& method, nb::object config, heterograd::optim::schedule lr,
-                         std::uint64_t max_updates, double horizon, double timeout, double shutdown_grace) {
-          return settings{method, std::move(config), lr, max_updates, horizon, timeout, shutdown_grace}.check();
-        },
-        "method"_a, "config"_a.none(), "lr"_a, "max_updates"_a, "horizon"_a, "timeout"_a, "shutdown_grace"_a,
-        "Checks a parameter server's settings (the method, its parameters by the library's descriptions, lr, the "
-        "stopping rule); returns the method's configuration with its defaults.");
+  m.def(
+      "dist_check",
+      [](const std::string& method, nb::object config, heterograd::optim::schedule lr,
+         std::uint64_t max_updates, double horizon, double timeout, double shutdown_grace) {
+        return settings{method,  std::move(config), lr, max_updates, horizon,
+                        timeout, shutdown_grace}
+            .check();
+      },
+      "method"_a, "config"_a.none(), "lr"_a, "max_updates"_a, "horizon"_a, "timeout"_a,
+      "shutdown_grace"_a,
+      "Checks a parameter server's settings (the method, its parameters by the library's "
+      "descriptions, lr, the "
+      "stopping rule); returns the method's configuration with its defaults.");
   m.def("dist_check_params", &check_params, "params"_a,
-        "Checks parameter tensors (float32, host memory, C-contiguous, writable); returns their sizes.");
-  m.def("dist_methods", [] {
-    nb::list out;
-    for_each_method([&](const auto& x) {
-      using C = typename std::remove_cvref_t<decltype(x)>::config_type;
-      out.append(nb::make_tuple(std::string(x.name), std::string(x.title), simpy::config_fields<C>()));
-    });
-    return out;
-  }, "The parameter server's methods (the simulator's server policies): (name, title, [(field, default, meaning, rule)]).");
+        "Checks parameter tensors (float32, host memory, C-contiguous, writable); returns their "
+        "sizes.");
+  m.def(
+      "dist_methods",
+      [] {
+        nb::list out;
+        for_each_method([&](const auto& x) {
+          using C = typename std::remove_cvref_t<decltype(x)>::config_type;
+          out.append(
+              nb::make_tuple(std::string(x.name), std::string(x.title), simpy::config_fields<C>()));
+        });
+        return out;
+      },
+      "The parameter server's methods (the simulator's server policies): (name, title, [(field, "
+      "default, meaning, rule)]).");
   m.def("dist_hash", &hash_of, "x"_a, "FNV-1a of an array's bytes (the run's model hashes).");
 }
 
@@ -347,5 +388,7 @@ inline void bind(nb::module_& m) {
 
 namespace hgpy {
 // heterograd.distributed (module.cpp calls it).
-void bind_distributed(nanobind::module_& m) { distpy::bind(m); }
+void bind_distributed(nanobind::module_& m) {
+  distpy::bind(m);
+}
 }  // namespace hgpy

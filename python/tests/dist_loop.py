@@ -2,8 +2,8 @@
 linear model, in the ways a user writes it. Rank 1 uses step() and lets zero_grad() set the
 gradients to None (push copies them into place) and leaves the loop after 5 jobs (its
 __exit__ waits for the stop); rank 2 pushes until the end. A Python thread counts while rank 0
-is inside serve(): it can only count if the GIL was released. Then every server method runs 20 updates with its default parameters.
-Each rank writes <prefix>.<rank>.json."""
+is inside serve(): it can only count if the GIL was released. Then every server method runs
+20 updates with its default parameters. Each rank writes <prefix>.<rank>.json."""
 
 import json
 import sys

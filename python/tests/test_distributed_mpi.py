@@ -120,7 +120,8 @@ def test_step_zero_grad_an_early_break_zero_copy_and_the_gil_released(loop):
     # rank 1 pushed 4 results (step() after jobs 1-4; job 5 abandoned), rank 2 the rest (a
     # run that ended before rank 1's fifth job, on a crowded machine, leaves it fewer)
     assert s["updates"] == 60 and sum(s["jobs_finished"]) == 60, s
-    assert r[1]["jobs"] <= 5 and s["jobs_finished"][0] in (r[1]["jobs"] - 1, r[1]["jobs"]) and s["jobs_finished"][0] <= 4
+    assert r[1]["jobs"] <= 5 and s["jobs_finished"][0] <= 4
+    assert s["jobs_finished"][0] in (r[1]["jobs"] - 1, r[1]["jobs"])
     assert [x["hash"] for x in r] == [s["hash"]] * 3
     # the parameters are views of the flat buffer pull writes into, never moved
     assert all(x["views"] and x["stable"] and not x["running"] for x in r)
