@@ -109,8 +109,9 @@ endfunction()
 # A libFuzzer target built with clang (libFuzzer is clang's; ./hg deps installs clang and
 # libclang-rt) under ASan + UBSan, and a CTest test <name> (labels unit, fuzz) that runs it for
 # SECONDS seconds through hg_run_fuzz.cmake: seeds from SEED_FILES and, with SEED_ENV, the ones
-# the fuzzer's LLVMFuzzerInitialize writes into the folder that variable names. Nothing is
-# added without clang.
+# the fuzzer's LLVMFuzzerInitialize writes into the folder that variable names. FLAGS are link
+# flags. Each source is compiled on its own (in parallel, through ccache when present) with a depfile, so a change to any header it includes rebuilds it; DEPENDS adds
+# files no depfile names. Nothing is added without clang.
 function(hg_add_fuzz_test name)
   cmake_parse_arguments(F "" "SECONDS;MAX_LEN;SEED_ENV;MIN_SEEDS" "SOURCES;INCLUDES;FLAGS;DEPENDS;SEED_FILES" ${ARGN})
   find_program(HG_CLANGXX NAMES clang++ clang++-14 clang++-15 clang++-16)
@@ -118,20 +119,30 @@ function(hg_add_fuzz_test name)
     return()
   endif()
   set(exe "${CMAKE_CURRENT_BINARY_DIR}/${name}")
+  set(flags -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
   set(includes -I${PROJECT_SOURCE_DIR}/include -isystem ${HG_CCCL_INCLUDE_DIR})
   foreach(d IN LISTS F_INCLUDES)
     list(APPEND includes -I${d})
   endforeach()
-  set(sources "")
+  set(objects "")
+  set(i 0)
   foreach(s IN LISTS F_SOURCES)
     get_filename_component(a "${s}" ABSOLUTE)
-    list(APPEND sources "${a}")
+    get_filename_component(stem "${s}" NAME_WE)
+    set(o "${CMAKE_CURRENT_BINARY_DIR}/${name}.dir/${i}_${stem}.o")
+    add_custom_command(OUTPUT "${o}"
+      COMMAND ${HG_CCACHE_LAUNCHER} "${HG_CLANGXX}" ${flags} ${includes} -MD -MF "${o}.d"
+              -c "${a}" -o "${o}"
+      DEPENDS "${a}" ${F_DEPENDS} DEPFILE "${o}.d"
+      COMMENT "Compiling ${stem} of the ${name} fuzzer with clang"
+      VERBATIM)
+    list(APPEND objects "${o}")
+    math(EXPR i "${i} + 1")
   endforeach()
   add_custom_command(OUTPUT "${exe}"
-    COMMAND "${HG_CLANGXX}" -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined
-            -fno-sanitize-recover=undefined ${includes} ${sources} ${F_FLAGS} -o "${exe}"
-    DEPENDS ${sources} ${F_DEPENDS}
-    COMMENT "Building the ${name} fuzzer with clang"
+    COMMAND "${HG_CLANGXX}" ${flags} ${objects} ${F_FLAGS} -o "${exe}"
+    DEPENDS ${objects}
+    COMMENT "Linking the ${name} fuzzer with clang"
     VERBATIM)
   add_custom_target(hg-${name} ALL DEPENDS "${exe}")
   add_test(NAME ${name}

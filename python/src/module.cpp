@@ -3,7 +3,8 @@
 // runs the fused kernels on them in place (arrays.hpp, plans.hpp), and exposes the C++
 // optimizers for the tests' bitwise comparisons (reference.hpp). heterograd.optim (Python)
 // builds torch.optim.Optimizer semantics on top. The simulator with a Python gradient
-// (heterograd.sim) is bound in sim.cpp.
+// (heterograd.sim) is bound in sim.cpp, the parameter server over MPI
+// (heterograd.distributed) in dist.cpp.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -21,6 +22,11 @@ namespace hgpy::simpy {
 // heterograd.sim (sim.cpp).
 void bind_sim_module(nanobind::module_& m);
 }  // namespace hgpy::simpy
+
+namespace hgpy {
+// heterograd.distributed (dist.cpp).
+void bind_distributed(nanobind::module_& m);
+}  // namespace hgpy
 
 namespace {
 
@@ -97,6 +103,7 @@ NB_MODULE(_core, m) {
   bind_plans(m);
   bind_build(m);
   hgpy::simpy::bind_sim_module(m);
+  hgpy::bind_distributed(m);
   m.def("reference_run", &hgpy::reference_run, "kind"_a, "config"_a, "params"_a, "grads"_a,
         "slots"_a,
         "For tests: the C++ optimizer `kind` (sgd, momentum, nesterov, adam, adamw, adagrad, "

@@ -267,6 +267,52 @@ BOOST_AUTO_TEST_CASE(a_ten_times_straggler_stays_and_a_silent_worker_is_declared
   BOOST_TEST(s.log.count(sim::update_outcome::applied) == p.version());
 }
 
+// A gone worker's late result that is malformed too (a payload of the wrong size) is refused
+// as late, never as a protocol violation: the slot is not evicted, and a new worker joins it
+// and computes. (Before, the wrong size evicted the slot for good and the joiner was refused.)
+BOOST_AUTO_TEST_CASE(a_gone_workers_late_result_of_the_wrong_size_is_refused_late_and_its_slot_can_be_joined,
+                     *boost::unit_test::timeout(120)) {
+  async::asgd p(3, server(0.05));
+  hr::remote_options o{.timeout = hg::seconds{30}, .max_updates = 400, .shutdown_grace = hg::seconds{30}};
+  o.membership.elastic = true;
+  o.membership.deadline = {.floor = 0.05, .factor = 5.0, .quantile = 0.9, .window = 64, .min_jobs = 3};
+  thread_group g(4);
+  hr::remote_summary s;
+  std::atomic<bool> sent{false};
+  outcome joined;
+  g.start(0, false, [&](comm_t c) { s = hr::serve<double>(p, c, o); });
+  g.start(1, false, [&](comm_t c) { worker_loop(c, o, {.job_s = 0.02}); });
+  g.start(2, false, [&](comm_t c) { worker_loop(c, o, {.job_s = 0.02}); });
+  g.start(3, false, [&](comm_t c) {
+    client_t cl(c, d, o);
+    std::vector<double> x(d), grad(d + 1, 0.5);  // one value too many
+    for (int k = 0; k < 8 && cl.pull(hg::span<double>(x)); ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      cl.push(hg::span<const double>(grad.data(), d));
+    }
+    BOOST_TEST_REQUIRE(cl.pull(hg::span<double>(x)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // declared gone meanwhile
+    const hr::detail::tags tags(o.tag_base);
+    const std::array<std::uint64_t, 4> h{hr::detail::result_kind, cl.version(), cl.job_index(), 0};
+    c.send(hg::span<const std::uint64_t>(h.data(), h.size()), 0, tags.result_header).wait();
+    c.send(hg::span<const double>(grad.data(), grad.size()), 0, tags.result_payload).wait();
+    sent = true;
+  });
+  for (int i = 0; i < 20000 && !sent; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BOOST_TEST_REQUIRE(sent.load());
+  g.start(3, true, [&](comm_t c) { joined = worker_loop(c, o, {.job_s = 0.02, .joining = true}); });
+  const std::string error = g.finish();
+  BOOST_TEST_REQUIRE(error.empty(), error);
+  BOOST_TEST(p.version() == 400u);
+  BOOST_TEST_REQUIRE(find_event(s, hr::membership_event::kind::gone, 2));
+  BOOST_TEST(find_event(s, hr::membership_event::kind::join, 2));
+  BOOST_TEST(s.refused_late == 1u);
+  BOOST_TEST(s.refused == 0u);
+  BOOST_TEST(s.evicted[2].empty(), s.evicted[2]);
+  BOOST_TEST(joined.jobs >= 1u);
+  BOOST_TEST(s.log.count(sim::update_outcome::applied) == p.version());
+}
+
 // The deadline rule by hand: the quantile of a worker's own times (nearest rank), the floor,
 // the outer bound, and the outer bound before min_jobs.
 BOOST_AUTO_TEST_CASE(the_deadline_is_the_floor_or_factor_times_the_workers_own_quantile_bounded_by_the_timeout) {

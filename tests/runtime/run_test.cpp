@@ -1,4 +1,4 @@
-// runtime::run (runtime/run.hpp): a server policy and round methods (BSP, local SGD) on real
+// runtime::run (runtime/run.hpp): a server policy and round methods (BSP, local SGD, eager-SGD) on real
 // threads on the real clock, with the evaluation hook and checkpoints. Real-time runs are not deterministic: the checks are their
 // invariants (the hook never stalls the workers, the grid and its horizon, Ringmaster's delay
 // bound, rounds going on during an evaluation, replicas agreeing, a resumed run going on from
@@ -21,6 +21,7 @@
 #include "heterograd/algorithms/async/asgd.hpp"
 #include "heterograd/algorithms/async/ringmaster.hpp"
 #include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
 #include "heterograd/algorithms/sync/local_sgd.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "heterograd/runtime/measure.hpp"
@@ -62,6 +63,7 @@ struct centres_oracle {
 };
 using bsp_method = hs::bsp<float, ho::sgd, centres_oracle>;
 using local_method = hs::local_sgd<float, ho::sgd, centres_oracle>;
+using eager_method = hs::eager_sgd<float, ho::sgd, centres_oracle>;
 
 double distance_to(hg::span<const float> x, double c) {
   double s = 0;
@@ -319,6 +321,15 @@ BOOST_AUTO_TEST_CASE(membership_where_it_is_not_built_is_refused_by_name) {
   w.joins = {{.worker = 1, .after_updates = 5}};
   const auto joins = message([&] { (void)hr::run(hr::served{p, centres{4, &computed}}, w, o); });
   BOOST_TEST(joins.find("'where::threads.joins[0].worker'") != std::string::npos, joins);
+  // A round method has no membership: joins and leaves on threads are refused by key, not
+  // ignored.
+  const auto round_joins = message([&] { (void)hr::run(b, w, o); });
+  BOOST_TEST(round_joins.find("'where::threads.joins'") != std::string::npos, round_joins);
+  hr::where::threads l;
+  l.leaves = {{.worker = 0, .after_jobs = 3}};
+  const auto round_leaves = message([&] { (void)hr::run(b, l, o); });
+  BOOST_TEST(round_leaves.find("'where::threads.leaves'") != std::string::npos, round_leaves);
+  BOOST_TEST(round_leaves.find("must be empty for a round method") != std::string::npos, round_leaves);
   o.membership.absent = {1};
   const auto absent = message([&] { (void)hr::run(hr::served{p, centres{4, &computed}}, hr::where::threads{}, o); });
   BOOST_TEST(absent.find("'membership.absent'") != std::string::npos, absent);
@@ -459,6 +470,80 @@ BOOST_AUTO_TEST_CASE(a_round_run_halted_after_a_checkpoint_resumes_from_its_cut,
   for (std::size_t k = 0; k < 6; ++k) BOOST_TEST(r.evaluations[k].index == k);
   BOOST_TEST(r.rounds >= r.cuts[1].version);
   BOOST_TEST(replicas_agree(q, n));
+}
+
+// eager-SGD (majority, B = 2) on 4 threads, workers 2 and 3 paced three times slower: the
+// rounds go on while the hook sleeps, the run ends for every rank at one flush round (rank 0's
+// vote at the horizon), so the replicas are bitwise equal and the applied results sum to the
+// computed gradients. Each rank takes every round, fresh or late: fresh + late = rounds per
+// worker, every late contribution is folded in by a later round (buffered, lag <= B), the
+// method's own count of late contributions is the report's, and the slow workers are late.
+BOOST_AUTO_TEST_CASE(eager_sgd_rounds_on_real_threads_keep_the_replicas_equal_and_apply_every_gradient,
+                     *boost::unit_test::timeout(120)) {
+  const std::size_t n = 4, d = 8;
+  std::atomic<std::uint64_t> computed{0};
+  hs::eager_config cfg;
+  cfg.staleness_bound = 2;
+  eager_method p(n, hg::span<const float>(std::vector<float>(d, 0.0f)), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+                 std::vector<std::size_t>(n, 1), cfg);
+  std::vector<std::uint64_t> during;
+  const auto o = sleepy_options(computed, during);
+  const hg::sim::fixed_times model({1.0, 1.0, 3.0, 3.0});
+  const auto r = hr::run(p, hr::where::threads{}, o, model);
+  BOOST_REQUIRE_EQUAL(r.evaluations.size(), 4u);  // 0, 100, 200, 300
+  BOOST_REQUIRE_EQUAL(during.size(), 4u);
+  for (std::size_t k = 1; k + 1 < during.size(); ++k) BOOST_TEST(during[k] >= 12u, "evaluation " << k);
+  BOOST_TEST(replicas_agree(p, n));
+  BOOST_TEST(r.partial.replicas_agree);
+  BOOST_TEST(r.partial.conservation_error <= 1e-6);
+  BOOST_TEST(hash_of(hg::span<const float>(r.params)) == hash_of(p.params(0)));  // the flush round's model
+  BOOST_TEST(r.rounds > 0u);
+  BOOST_TEST(r.partial.rounds.size() == r.rounds);
+  BOOST_REQUIRE_EQUAL(r.partial.late_per_worker.size(), n);
+  BOOST_TEST_MESSAGE("eager on threads: " << r.rounds << " rounds, late per worker " << r.partial.late_per_worker[0]
+                                          << ' ' << r.partial.late_per_worker[1] << ' ' << r.partial.late_per_worker[2]
+                                          << ' ' << r.partial.late_per_worker[3] << ", conservation error "
+                                          << r.partial.conservation_error << ", gradients during the hook's sleeps "
+                                          << during[1] << ' ' << during[2]);
+  std::uint64_t late = 0, fresh = 0;
+  for (std::size_t w = 0; w < n; ++w) {
+    const auto id = static_cast<hr::worker_id>(w);
+    const auto lw = r.partial.late_per_worker[w];
+    BOOST_TEST(r.updates.count(id, sim::update_outcome::applied) + lw == r.rounds, "worker " << w);
+    BOOST_TEST(r.updates.count(id, sim::update_outcome::buffered) == lw, "worker " << w);
+    BOOST_TEST(r.workers[w].jobs == r.rounds, "worker " << w);
+    BOOST_TEST(r.gradients[w] == r.rounds, "worker " << w);
+    late += lw;
+    fresh += r.updates.count(id, sim::update_outcome::applied);
+  }
+  std::uint64_t fresh_in_reports = 0;
+  for (const auto& rep : r.partial.rounds) fresh_in_reports += rep.fresh.size();
+  BOOST_TEST(fresh_in_reports == fresh);
+  BOOST_TEST(late == p.late_contributions());
+  BOOST_TEST(computed.load() == r.rounds * n);
+  BOOST_TEST(r.partial.late_per_worker[2] > 0u);
+  BOOST_TEST(r.partial.late_per_worker[3] > 0u);
+  BOOST_TEST(r.updates.max_staleness() <= 2u);
+  BOOST_TEST(r.evaluations.back().values[0] < r.evaluations.front().values[0]);
+}
+
+// eager-SGD's real-clock checkpoints are not built: refused by name before anything runs.
+BOOST_AUTO_TEST_CASE(eager_sgd_checkpoints_on_the_real_clock_are_refused_by_name) {
+  const std::size_t n = 2, d = 4;
+  std::atomic<std::uint64_t> computed{0};
+  eager_method p(n, hg::span<const float>(std::vector<float>(d, 0.0f)), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+                 std::vector<std::size_t>(n, 1));
+  hr::run_options o;
+  o.horizon = 10;
+  o.checkpoint.every = 1;
+  std::string m = "no error";
+  try {
+    (void)hr::run(p, hr::where::threads{}, o);
+  } catch (const std::invalid_argument& e) {
+    m = e.what();
+  }
+  BOOST_TEST(m.find("run_options.checkpoint") != std::string::npos, m);
+  BOOST_TEST(computed.load() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_paced_round_run_without_a_worker_time_model_is_refused_by_name) {

@@ -3,7 +3,8 @@
 // ranks. In virtual-time arrival order all three hand it the same results in the same order,
 // so they end with bitwise the same model and the same update records.
 // Under mpirun this executable also runs runtime::run's round methods on the real clock over
-// the ranks (suite run_rounds_on_mpi_ranks; invariants, not traces: the wall clock decides).
+// the ranks (suite run_rounds_on_mpi_ranks: BSP, eager-SGD; invariants, not traces: the wall
+// clock decides).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,8 @@
 #include <optional>
 
 #include "heterograd/algorithms/sync/bsp.hpp"
+#include "heterograd/algorithms/sync/eager.hpp"
+#include "heterograd/comm/mpi_partial.hpp"
 #include "heterograd/optim/optimizers.hpp"
 #include "hg_mpi.hpp"
 #include "toy_policy.hpp"
@@ -145,6 +148,7 @@ struct centres_oracle {
   }
 };
 using bsp_method = heterograd::algorithms::sync::bsp<float, heterograd::optim::sgd, centres_oracle>;
+using eager_method = heterograd::algorithms::sync::eager_sgd<float, heterograd::optim::sgd, centres_oracle>;
 
 // Every rank's value of x is the same (max == min over the ranks).
 bool same_on_every_rank(const heterograd::comm::mpi::communicator& c, double x) {
@@ -206,6 +210,52 @@ BOOST_AUTO_TEST_CASE(bsp_on_the_real_clock_resumes_every_rank_from_the_cut_and_t
   BOOST_TEST(r.rounds >= r.cuts[1].version);
   BOOST_TEST(r.workers.size() == n);
   for (std::size_t w = 0; w < n; ++w) BOOST_TEST(r.workers[w].jobs > 0u, "worker " << w);
+}
+
+// eager-SGD with rank k as worker k over MPI's partial allreduce, the last rank paced three
+// times slower: every rank ends at the flush round after rank 0's vote, so the ranks' own
+// replicas are bitwise the same and the results applied sum to every rank's computed
+// gradients; per worker, fresh + late = rounds, every late part folded in, the slow rank late.
+BOOST_AUTO_TEST_CASE(eager_sgd_on_the_real_clock_over_mpi_ranks_keeps_the_replicas_equal_and_applies_every_gradient) {
+  auto& c = mpi_test::world();
+  const auto n = static_cast<std::size_t>(c.size()), d = std::size_t{8};
+  const auto me = static_cast<std::size_t>(c.rank());
+  heterograd::algorithms::sync::eager_config cfg;
+  cfg.staleness_bound = 2;
+  eager_method p(n, hg::span<const float>(std::vector<float>(d, 0.0f)), heterograd::optim::sgd({.lr = 0.05}),
+                 centres_oracle{}, std::vector<std::size_t>(n, 1), cfg);
+  std::vector<double> tau(n, 1.0);
+  tau.back() = 3.0;
+  const sim::fixed_times model(tau);
+  hr::run_options o;
+  o.horizon = 100;
+  o.real_scale = 0.002;
+  o.eval_interval = 50;
+  o.evaluate = [](const hr::snapshot& s) { return std::vector<double>{static_cast<double>(s.updates)}; };
+  const auto r = hr::run(p, hr::where::mpi{c}, o, model);
+  const auto x = p.params(me);
+  BOOST_TEST(same_on_every_rank(c, static_cast<double>(hr::fnv1a(x.data(), x.size() * sizeof(float)) >> 11)));
+  if (me != 0) {
+    BOOST_TEST(!r.evaluating);
+    return;
+  }
+  BOOST_TEST(r.partial.replicas_agree);
+  BOOST_TEST(r.partial.conservation_error <= 1e-6);
+  BOOST_REQUIRE_EQUAL(r.evaluations.size(), 3u);  // 0, 50, 100
+  BOOST_TEST(r.rounds > 0u);
+  BOOST_REQUIRE_EQUAL(r.partial.late_per_worker.size(), n);
+  BOOST_REQUIRE_EQUAL(r.workers.size(), n);
+  BOOST_TEST_MESSAGE("eager on " << n << " ranks: " << r.rounds << " rounds, the slow rank late "
+                                 << r.partial.late_per_worker.back() << ", conservation error "
+                                 << r.partial.conservation_error);
+  for (std::size_t w = 0; w < n; ++w) {
+    const auto id = static_cast<hr::worker_id>(w);
+    const auto lw = r.partial.late_per_worker[w];
+    BOOST_TEST(r.updates.count(id, sim::update_outcome::applied) + lw == r.rounds, "worker " << w);
+    BOOST_TEST(r.updates.count(id, sim::update_outcome::buffered) == lw, "worker " << w);
+    BOOST_TEST(r.workers[w].jobs == r.rounds, "worker " << w);
+  }
+  BOOST_TEST(r.partial.late_per_worker.back() > 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,7 @@
 // simulator's order instead). Nothing is replayed: a server takes results as they arrive
 // (runtime::arrival_order::real_time) and round methods run their rounds back to back, so
 // Ringmaster's stops, Rennala's batches and SSP's waits act on what really happens.
-// Servers and round methods run through runtime::run (runtime/run.hpp); eager-SGD's is here.
+// Servers, round methods and eager-SGD run through runtime::run (runtime/run.hpp).
 //
 // Time. A model time unit lasts real_scale wall seconds (1 when real_scale is absent). With
 // real_scale, every job is paced to its worker-time model's duration (runtime/pacing.hpp: the
@@ -48,12 +48,11 @@
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/runtime/run.hpp"
-#include "heterograd/runtime/round_threads.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/sim/recorder.hpp"
 #ifdef HG_HAS_MPI
 #include "heterograd/comm/mpi.hpp"
-#include "heterograd/runtime/round_mpi.hpp"
+#include "heterograd/comm/mpi_partial.hpp"
 #endif
 
 namespace hgrun {
@@ -74,16 +73,6 @@ inline double unit_of(const context& ctx) { return ctx.exp.real_scale > 0 ? ctx.
 
 inline double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
-}
-
-/// Worker w's placement (nothing when none is configured): pins the calling thread.
-inline void pin(const context& ctx, std::size_t w) {
-  if (ctx.exp.workers.placement.empty()) return;
-  static thread_local std::size_t pinned = ~std::size_t{0};
-  if (pinned == w) return;
-  const std::string key = "workers.placement[" + std::to_string(w) + "]";
-  hr::pin_this_thread(hr::parse_core_set(ctx.exp.workers.placement.at(w), key), key);
-  pinned = w;
 }
 
 /// What the method's threads share with the evaluation loop (runtime/live.hpp).
@@ -134,49 +123,6 @@ inline loop_hooks hooks(const context& ctx, shared_run& s, std::function<std::ve
 
 /// Runs `body` on a thread of its own; its end (or error) wakes the evaluation loop.
 using runner = hr::method_thread;
-
-/// Rank 0's side of a real run: the method (`body`) runs on a thread of its own from the
-/// first evaluation on, while this thread evaluates `copy()` on the wall-time grid into
-/// `evals` until the horizon, the updates or epochs rule ending it too; `adjust(h)` adds the
-/// method's checkpoint hooks. Returns the final model; rethrows the method's error.
-inline std::vector<float> evaluate_running(context& ctx, shared_run& s, sim::recorder& evals,
-                                           const std::function<void()>& body,
-                                           std::function<std::vector<float>()> copy,
-                                           const std::function<void(loop_hooks&)>& adjust = {}) {
-  const horizon_settings& hz = ctx.exp.horizon;
-  evals.set_metrics(ctx.prob.metrics());
-  std::vector<float> x;
-  {
-    std::optional<runner> r;
-    s.start = [&] {
-      s.start_clock();
-      r.emplace(s, body);
-      s.started = true;
-    };
-    // A loop that ends before the first advance (halted, or failed, at the first evaluation)
-    // still runs the method, stopped at once, under MPI: the other ranks' first collectives
-    // (the checkpoint's parts, the workers' streams, the first agreement) wait for this one's.
-    auto start_stopped = [&] {
-      if (s.started || ctx.runtime() != "mpi") return;
-      s.stop = true;
-      s.start();
-    };
-    auto h = hooks(ctx, s, std::move(copy), [&] {
-      return (hz.updates && s.updates >= *hz.updates) || (hz.epochs && s.epochs >= *hz.epochs);
-    });
-    if (adjust) adjust(h);
-    try {
-      x = std::get<std::vector<float>>(evaluation_loop(ctx, evals, h));
-    } catch (...) {
-      start_stopped();
-      throw;
-    }
-    start_stopped();
-    if (r) r->join();
-  }
-  if (s.error) std::rethrow_exception(s.error);
-  return x;
-}
 
 /// The model version and parameters' hash at a checkpoint's cut, and at a resume (the
 /// summary's extra.cuts and extra.resumed): a resumed run shows it went on from the saved model.
@@ -274,16 +220,6 @@ inline sim::recorder measured_recorder(context& ctx, const sim::recorder& update
   return out;
 }
 
-#ifdef HG_HAS_MPI
-/// Every worker rank's report to every rank: the library's gather over the communicator
-/// (runtime/detail/real_server.hpp; `mine` = n on a rank without a worker).
-inline std::vector<hr::worker_report> gather_reports(const hg::comm::mpi::communicator& c, std::size_t n,
-                                                     std::size_t mine, const hr::worker_report& r) {
-  return hr::detail::gather_reports(c, n, mine, r, hg::seconds{runtime_timeout_s});
-}
-
-#endif
-
 /// Each worker's wall seconds per gradient where it will run, measured before a real run
 /// without injected time (its H_i then follow what the cores give, not the worker-time
 /// model): runtime::measure_seconds_per_gradient (runtime/measure.hpp) on the workers' threads
@@ -308,15 +244,6 @@ inline std::vector<double> measure_gradient_seconds(context& ctx, double window 
 #endif
   return hr::measure_seconds_per_gradient(hr::where::threads{placement, "workers.placement"}, n, gradient, window,
                                           [] { single_threaded_here(); });
-}
-
-/// The rounds' pacing and measurement on the wall clock (runtime/detail/round_clock.hpp),
-/// worker w pinned to its placement at each round's start.
-using round_clock = hr::detail::round_clock<sim::any_time_model>;
-inline round_clock make_round_clock(const context& ctx, const sim::any_time_model& model,
-                                    std::function<std::size_t(std::size_t)> batch, const clock::time_point& origin) {
-  return round_clock(ctx.workers(), ctx.exp.real_scale, model, std::move(batch), origin,
-                     [&ctx](std::size_t w) { pin(ctx, w); });
 }
 
 }  // namespace wall
@@ -395,19 +322,51 @@ inline json finish_real_server(context& ctx, const hr::run_report& r) {
   return finish(ctx, rec, r.params);
 }
 
-/// The summary's numbers of a real round run (extra.real, rounds, cuts, resumed, the target),
-/// its tables and its recorder: a record per worker's round, the evaluations, each worker's
-/// measured seconds in model units.
-inline json finish_real_rounds(context& ctx, const hr::run_report& r) {
+/// The summary's numbers of a real round run (extra.real, rounds, cuts, resumed, the target;
+/// `partial`: eager-SGD's audit and late contributions), its tables and its recorder: a record
+/// per worker's round (eager: per contribution), the evaluations, each worker's measured
+/// seconds in model units.
+inline json finish_real_rounds(context& ctx, const hr::run_report& r, bool partial) {
   if (r.resumed_from && !r.resumed_rounds_per_rank.empty()) ctx.extra["resumed_rounds_per_rank"] = r.resumed_rounds_per_rank;
   write_real_tables(ctx, r.workers, {}, r.gradients, false, r.jobs, ctx.extra);
-  ctx.extra["real"]["wall_seconds"] = r.wall_seconds;
-  ctx.extra["rounds"] = r.rounds;
+  json& real = ctx.extra["real"];
+  real["wall_seconds"] = r.wall_seconds;
+  if (partial) {  // eager-SGD: its audit; not extra.rounds (sim_vs_real compares contributions applied)
+    real["replicas_agree"] = r.partial.replicas_agree;
+    real["conservation_error"] = r.partial.conservation_error;
+    real["late_per_worker"] = r.partial.late_per_worker;
+    real["rounds"] = r.rounds;
+  } else {
+    ctx.extra["rounds"] = r.rounds;
+  }
   const auto evals = record_run(ctx, r);
-  const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.results, r.results, {}, r.end_time, r.rounds);
+  const auto rec = measured_recorder(ctx, r.updates, evals, r.workers, r.results, r.results, {}, r.end_time,
+                                     partial ? r.arrivals : r.rounds);
   report_progress(ctx, {r.evaluations.empty() ? 0.0 : r.evaluations.back().time, r.epochs, r.rounds, 0, r.target.best,
                         true});
   return finish(ctx, rec, r.params);
+}
+
+/// runtime::run of a served policy, a round method (rounds_of) or eager-SGD on the experiment's
+/// runtime: threads, or the ranks of MPI_COMM_WORLD (a server's rank 0 serves; a round
+/// method's rank w is worker w); a halted run is the driver's `halted`.
+template <class Method>
+hr::run_report run_real(context& ctx, Method& m, hr::run_options o, const sim::any_time_model& model) {
+  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
+  try {
+    if (ctx.runtime() == "threads") {
+      const auto where = elastic_threads(ctx.exp.membership, o, placement);  // membership: elastic.hpp
+      return hr::run(m, where, o, model);
+    }
+#ifdef HG_HAS_MPI
+    const hg::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once
+    return hr::run(m, hr::where::mpi{world, placement, "workers.placement"}, o, model);
+#else
+    throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
+#endif
+  } catch (const hr::halted&) {
+    throw halted{};
+  }
 }
 
 }  // namespace wall
@@ -433,23 +392,8 @@ json drive_server_wall(context& ctx, Policy& p, const heterograd::sim::any_time_
   };
   hr::run_options o = wall::real_run_options(ctx);
   o.evaluate = wall::real_evaluation(ctx);
-  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
-  hr::run_report r;
-  try {
-    if (ctx.runtime() == "threads") {
-      const auto where = elastic_threads(ctx.exp.membership, o, placement);  // membership: elastic.hpp
-      r = hr::run(hr::served{p, compute}, where, o, model);
-    } else {
-#ifdef HG_HAS_MPI
-      const heterograd::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once
-      r = hr::run(hr::served{p, compute}, hr::where::mpi{world, placement, "workers.placement"}, o, model);
-#else
-      throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
-#endif
-    }
-  } catch (const hr::halted&) {
-    throw halted{};
-  }
+  hr::served m{p, compute};
+  const hr::run_report r = wall::run_real(ctx, m, o, model);
   if (!r.evaluating) return json();
   return wall::finish_real_server(ctx, r);
 }
@@ -471,180 +415,28 @@ json drive_rounds_wall(context& ctx, const heterograd::runtime::rounds_of<Method
   o.checkpoint.seek = {};
   o.checkpoint.save_rank = [&ctx](heterograd::archive_writer& w) { ctx.prob.serialize(w); };
   o.checkpoint.load_rank = [&ctx](heterograd::archive_reader& r) { ctx.prob.serialize(r); };
-  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
-  hr::run_report r;
-  try {
-    if (ctx.runtime() == "threads") {
-      r = hr::run(m, hr::where::threads{placement, "workers.placement"}, o, model);
-    } else {
-#ifdef HG_HAS_MPI
-      const heterograd::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once
-      r = hr::run(m, hr::where::mpi{world, placement, "workers.placement"}, o, model);
-#else
-      throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
-#endif
-    }
-  } catch (const hr::halted&) {
-    throw halted{};
-  }
+  const hr::run_report r = wall::run_real(ctx, m, o, model);
   if (!r.evaluating) return json();
-  return wall::finish_real_rounds(ctx, r);
+  return wall::finish_real_rounds(ctx, r, false);
 }
 
-/// eager-SGD on the wall clock (clock "real"): every worker runs its rounds over the real
-/// partial allreduce (threads: inproc's, one thread per worker; MPI: mpi's, rank w is worker
-/// w, rank 0's worker on a thread beside the evaluation loop), so real arrival decides who is
-/// fresh and who is late. The run ends by vote (worker_options.stop): rank 0 votes once the
-/// horizon is reached (time, updates = rounds, epochs) or the evaluation loop is done, and
-/// every rank ends at the flush round after the round that carried the vote: every computed
-/// gradient is applied and the replicas agree (both checked here and reported in
-/// extra.real: replicas_agree, conservation_error). The evaluations see rank 0's replica
-/// after its last round. Records from rank 0's round reports (identical on every rank):
-/// each fresh contribution applied (delay 0), each late one buffered with the lag at which a
-/// later round folded it in (read from that round's report: a rank more than a round behind
-/// may have parts of two late rounds folded in at once, each counted with its own lag).
+/// eager-SGD on the wall clock (clock "real"): a client of runtime::run (runtime/run.hpp,
+/// runtime/detail/real_partial.hpp), which runs every worker's rounds over the real partial
+/// allreduce (threads, or the ranks of MPI_COMM_WORLD, rank w worker w), ends them by rank 0's
+/// vote with a flush round, evaluates rank 0's published replica and audits the run (replicas
+/// agree, every computed gradient applied). This adds the problem and the files: extra.real's
+/// replicas_agree, conservation_error, late_per_worker and rounds, the update records (each
+/// fresh contribution applied, each late one buffered with the lag at which it was folded in).
 template <class Eager>
 json drive_eager_wall(context& ctx, Eager& p, const heterograd::sim::any_time_model& model) {
   namespace hr = heterograd::runtime;
-  namespace sim = heterograd::sim;
-  namespace w = wall;
-  namespace hg = heterograd;
-  namespace hs = heterograd::algorithms::sync;
-  const std::size_t n = ctx.workers(), d = ctx.prob.dim();
-  const double unit = w::unit_of(ctx);
-  const horizon_settings& hz = ctx.exp.horizon;
-  const double t_end = hz.time.value_or(std::numeric_limits<double>::infinity());
-  w::shared_run s;
-  auto rc = w::make_round_clock(ctx, model, [&p](std::size_t k) { return p.batch(k); }, s.origin);
-  std::uint64_t round_samples = 0;  // one gradient of every worker
-  for (std::size_t k = 0; k < n; ++k) round_samples += static_cast<std::uint64_t>(ctx.prob.samples_per_gradient(p.batch(k)));
-  const double train = static_cast<double>(ctx.prob.train_size());
-  sim::recorder updates(n);
-  std::vector<std::uint64_t> fresh(n, 0);
-  std::uint64_t rounds = 0;  // rank 0's rounds applied
-  std::vector<float> published(p.params(0).begin(), p.params(0).end());
-  hs::worker_options o;
-  o.timeout = hg::seconds{runtime_timeout_s};
-  o = rc.options(o);
-  o.stop = [&](std::size_t k) {
-    if (k != 0) return false;
-    return s.stop || s.model_now(unit) >= t_end || (hz.updates && rounds >= *hz.updates) ||
-           (hz.epochs && static_cast<double>(rounds * round_samples) >= *hz.epochs * train);
-  };
-  std::vector<std::vector<std::uint64_t>> late_rounds(n);  // each rank's late rounds not yet folded in
-  o.round_end = [&](std::size_t k, const heterograd::comm::round_report& rep) {
-    if (k != 0) return;
-    // Round rep.round: its fresh contributions are applied; a late part folded in now was
-    // buffered since its round (its lag: this round - that round). A rank's late rounds are
-    // known from the reports before (it was not fresh there).
-    std::vector<char> in(n, 0);
-    for (int r : rep.fresh) in[static_cast<std::size_t>(r)] = 1;
-    for (int r : rep.stale) {
-      auto& q = late_rounds[static_cast<std::size_t>(r)];
-      for (std::uint64_t t : q)
-        updates.record_update(static_cast<sim::worker_id>(r), rep.round - t, sim::update_outcome::buffered);
-      q.clear();
-    }
-    for (std::size_t r = 0; r < n; ++r) {
-      if (in[r]) {
-        ++fresh[r];
-        updates.record_update(static_cast<sim::worker_id>(r), 0, sim::update_outcome::applied);
-      } else {
-        late_rounds[r].push_back(rep.round);
-      }
-    }
-    ++rounds;
-    {
-      std::lock_guard l(s.model);
-      const auto x = p.params(0);
-      published.assign(x.begin(), x.end());
-    }
-    s.updates = rounds;
-    s.events = rounds * n;  // contributions, as the simulated run counts its events
-    s.epochs = static_cast<double>(rounds * round_samples) / train;
-    s.last = s.model_now(unit);
-  };
   ctx.extra["runtime"] = ctx.runtime();
   ctx.extra["clock"] = "real";
-  std::function<void()> body;
-  std::size_t me = 0;  // this process's worker under MPI
-#ifdef HG_HAS_MPI
-  std::optional<heterograd::comm::mpi::communicator> world;
-  if (ctx.runtime() == "mpi") {
-    world.emplace(MPI_COMM_WORLD);
-    me = static_cast<std::size_t>(world->rank());
-    body = [&] { hr::run_mpi(p, *world, o); };
-  }
-#endif
-  const bool per_process = static_cast<bool>(body);
-  if (!body) body = [&] { hr::run_threads(p, o); };
-  // The replicas agree and every computed gradient was applied, across every rank: under MPI
-  // each rank holds its own replica and its own worker's computed sum.
-  auto audit = [&] {
-    std::vector<double> v = p.computed_sum();
-    const auto x = p.params(me);
-    const double h = static_cast<double>(std::stoull(params_hash(std::span<const float>(x.data(), x.size())), nullptr, 16) >> 11);
-    v.push_back(h);
-    v.push_back(-h);
-#ifdef HG_HAS_MPI
-    if (world) {
-      heterograd::comm::allreduce_options ao;
-      ao.op = heterograd::comm::reduce_op::sum;
-      ao.timeout = hg::seconds{runtime_timeout_s};
-      std::vector<double> sums(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(d));
-      world->allreduce(hg::span<double>(sums.data(), sums.size()), ao).wait();
-      ao.op = heterograd::comm::reduce_op::max;
-      std::vector<double> hashes{h, -h};
-      world->allreduce(hg::span<double>(hashes.data(), hashes.size()), ao).wait();
-      std::copy(sums.begin(), sums.end(), v.begin());
-      v[d] = hashes[0];
-      v[d + 1] = hashes[1];
-    }
-#endif
-    bool agree = v[d] == -v[d + 1];
-    if (!per_process)
-      for (std::size_t k = 1; k < n && agree; ++k) {
-        const auto a = p.params(0), b = p.params(k);
-        agree = std::equal(a.begin(), a.end(), b.begin());
-      }
-    double err = 0, scale = 0;
-    const auto& applied = p.applied_sum();
-    for (std::size_t i = 0; i < d; ++i) {
-      err = std::max(err, std::abs(applied[i] - v[i]));
-      scale = std::max(scale, std::abs(v[i]));
-    }
-    return std::pair<bool, double>{agree, scale > 0 ? err / scale : err};
-  };
-  if (!ctx.root) {  // an MPI rank other than 0: its worker's rounds, no evaluation
-#ifdef HG_HAS_MPI
-    s.start_clock();
-    body();
-    (void)audit();
-    w::gather_reports(*world, n, me, rc.reports()[me]);
-#endif
-    return json();
-  }
-  sim::recorder evals(n);
-  const auto x = w::evaluate_running(ctx, s, evals, body, [&] { return published; });
-  const double wall_s = w::seconds_since(s.origin);
-  const auto [agree, conservation] = audit();
-  auto reports = rc.reports();
-#ifdef HG_HAS_MPI
-  if (world) reports = w::gather_reports(*world, n, 0, reports[0]);
-#endif
-  std::vector<std::uint64_t> jobs(n), late(n);
-  for (std::size_t k = 0; k < n; ++k) {
-    jobs[k] = reports[k].jobs;
-    late[k] = rounds - std::min(rounds, fresh[k]);
-  }
-  w::write_real_tables(ctx, reports, {}, jobs, false, rc.jobs([](std::size_t, std::uint64_t) { return 1; }, false), ctx.extra);
-  ctx.extra["real"]["wall_seconds"] = wall_s;
-  ctx.extra["real"]["replicas_agree"] = agree;
-  ctx.extra["real"]["conservation_error"] = conservation;
-  ctx.extra["real"]["late_per_worker"] = late;
-  ctx.extra["real"]["rounds"] = rounds;  // not "rounds": sim_vs_real compares contributions applied
-  const auto rec = w::measured_recorder(ctx, updates, evals, reports, jobs, jobs, {}, s.last.load(), rounds * n);
-  return finish(ctx, rec, x);
+  hr::run_options o = wall::real_run_options(ctx);
+  o.evaluate = wall::real_evaluation(ctx);
+  const hr::run_report r = wall::run_real(ctx, p, o, model);
+  if (!r.evaluating) return json();
+  return wall::finish_real_rounds(ctx, r, true);
 }
 
 }  // namespace hgrun

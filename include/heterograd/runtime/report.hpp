@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "heterograd/comm/partial.hpp"
 #include "heterograd/runtime/evaluation.hpp"
 #include "heterograd/runtime/options.hpp"
 #include "heterograd/runtime/server.hpp"
@@ -31,6 +32,19 @@ struct evaluation_record {
 struct round_measurements {
   std::uint64_t round = 0;
   std::vector<double> busy;
+};
+
+/// A partial round method's run on the real clock (eager-SGD; detail/real_partial.hpp): every
+/// fired round's report as rank 0 took it (who was fresh, whose late part was folded in and
+/// with which lag; the same on every rank), each worker's contributions that came after their
+/// round fired, whether every rank's replica is bitwise the same at the end, and the
+/// conservation error: max_i |sum of the rounds' results - sum of the computed gradients|_i
+/// (the results times n when averaging) over max_i |sum of the computed gradients|_i.
+struct partial_rounds_report {
+  std::vector<comm::round_report> rounds;
+  std::vector<std::uint64_t> late_per_worker;
+  bool replicas_agree = true;
+  double conservation_error = 0;
 };
 
 struct run_report {
@@ -69,7 +83,8 @@ struct run_report {
   std::vector<cut_record> cuts;
   std::optional<cut_record> resumed_from;
   target_times target;  ///< when run_options::target is set
-  std::vector<float> params;  ///< the final model
+  partial_rounds_report partial;  ///< eager-SGD on the real clock
+  std::vector<float> params;      ///< the final model
 };
 
 }  // namespace heterograd::runtime

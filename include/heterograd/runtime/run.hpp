@@ -10,7 +10,8 @@
 //            job, batch, span<const float> params, std::vector<float>& grads);
 //            a round method (per_rank_round_policy: bsp, selsync, local_sgd) itself, or
 //            rounds_of{method, params[, between_rounds, save, load]} (the model evaluated,
-//            and what acts between rounds: OmniLearn's controller, biased local SGD's redraws)
+//            and what acts between rounds: OmniLearn's controller, biased local SGD's redraws);
+//            a partial round method (partial_round_method: eager-SGD) itself
 //   where    where::threads{placement}: one thread per worker in this process (inproc
 //            transport; worker w pinned to placement[w] when given), and the server's;
 //            where::mpi{communicator}: a server's rank 0 serves and rank k runs worker k - 1;
@@ -26,7 +27,11 @@
 // publishes its model after each round; checkpoints cut at a round boundary, with every rank's
 // part of the state (detail/real_rounds.hpp). A resumed run goes on from its cut. The report
 // carries the evaluations, the update records, each worker's measured seconds, the jobs and
-// the cuts. Eager-SGD and local learning on this entry point come next (docs/architecture.md).
+// the cuts. Eager-SGD's workers run their rounds independently over a partial allreduce,
+// ending by rank 0's vote with a flush round (detail/real_partial.hpp): the report adds each
+// round's fresh and late contributions and an audit (replicas agree, every gradient applied);
+// its checkpoints on the real clock are not built yet (refused by name). Local learning on
+// this entry point comes next (docs/architecture.md).
 
 #include <algorithm>
 #include <atomic>
@@ -46,6 +51,7 @@
 #include "heterograd/core/error.hpp"
 #include "heterograd/core/span.hpp"
 #include "heterograd/runtime/concepts.hpp"
+#include "heterograd/runtime/detail/real_partial.hpp"
 #include "heterograd/runtime/detail/real_rounds.hpp"
 #include "heterograd/runtime/detail/real_server.hpp"
 #include "heterograd/runtime/evaluation.hpp"
@@ -132,6 +138,14 @@ inline void check_membership_changes(const where::threads& w, const run_options&
             "needs after_jobs or at_time (else it never applies)");
   }
 }
+
+/// Round methods and eager-SGD have no membership: joins and leaves are refused by key.
+inline void refuse_membership_changes(const where::threads& w, const char* what) {
+  const std::string rule = std::string("must be empty for ") + what +
+                           " (joins and leaves change a server's workers; docs/elastic.md)";
+  require(w.joins.empty(), "where::threads.joins", w.joins.size(), rule);
+  require(w.leaves.empty(), "where::threads.leaves", w.leaves.size(), rule);
+}
 }  // namespace detail
 
 /// An asynchronous server policy and its workers' gradient.
@@ -174,6 +188,7 @@ template <class Method, class Params, optional_time_model Model = no_time_model>
 run_report run(const rounds_of<Method, Params>& m, const where::threads& w, const run_options& o,
                const Model& model = {}) {
   o.validate();
+  detail::refuse_membership_changes(w, "a round method");
   detail::real_rounds<Method, Params, Model> r(m, o, model, w.placement, w.placement_key);
   return r.run_threads();
 }
@@ -186,6 +201,33 @@ run_report run(const rounds_of<Method, Params>& m, const where::mpi<Transport>& 
           "where::mpi.communicator.size", w.communicator.size(),
           "must be the method's workers (rank k runs worker k)");
   detail::real_rounds<Method, Params, Model> r(m, o, model, w.placement, w.placement_key);
+  return r.run_ranks(w.communicator);
+}
+
+/// Runs a partial round method (eager-SGD: runtime::partial_round_method) on real workers on
+/// the real clock (detail/real_partial.hpp): each worker's rounds over the transport's partial
+/// allreduce, ended by rank 0's vote at the horizon with a flush round; evaluations see worker
+/// 0's replica after its last round. `model` paces the rounds when run_options::real_scale > 0.
+/// The report's `partial` holds every round's fresh and late contributions, each worker's late
+/// ones, whether the replicas agree and the conservation error. Checkpoints are refused.
+template <partial_round_method Method, optional_time_model Model = no_time_model>
+run_report run(Method& method, const where::threads& w, const run_options& o, const Model& model = {}) {
+  o.validate();
+  detail::refuse_membership_changes(w, "eager-SGD");
+  detail::real_partial<Method, Model> r(method, o, model, w.placement, w.placement_key);
+  return r.run_threads();
+}
+
+/// The same over a process group: rank k runs worker k over the communicator's partial
+/// allreduce (make_partial_allreduce, found by argument-dependent lookup: include
+/// comm/mpi_partial.hpp for comm::mpi, which needs MPI_THREAD_MULTIPLE). Returns the report on
+/// rank 0; a worker rank's report holds the workers' seconds.
+template <partial_round_method Method, class Transport, optional_time_model Model = no_time_model>
+run_report run(Method& method, const where::mpi<Transport>& w, const run_options& o, const Model& model = {}) {
+  o.validate();
+  require(w.communicator.size() >= 1 && static_cast<std::size_t>(w.communicator.size()) == method.workers(),
+          "where::mpi.communicator.size", w.communicator.size(), "must be the method's workers (rank k runs worker k)");
+  detail::real_partial<Method, Model> r(method, o, model, w.placement, w.placement_key);
   return r.run_ranks(w.communicator);
 }
 

@@ -265,7 +265,13 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     const auto w = static_cast<worker_id>(worker_of_rank(from, o_.server_rank));
     if (h[0] == 1) {
       auto p = t_.recv(span<T>(payload_.data(), payload_.size()), from, tags_.result_payload, ro);
-      if (auto why = refusal(p)) return refuse(from, "result payload", why->second);
+      if (auto why = refusal(p)) {
+        if (late(w, h)) {  // a gone membership's result, malformed too: refused, the slot kept
+          ++refused_late_;
+          return {w, true};
+        }
+        return refuse(from, "result payload", why->second);
+      }
       settle_live_sends();  // a result may reach the policy next
     } else if (h[0] == 3) {
       return refuse(from, "job", "the worker refused its job: it holds " + std::to_string(h[3]) +
@@ -316,6 +322,12 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
     if (e == evicted_.end()) return;
     if (std::any_of(state_.begin(), state_.end(), [](state x) { return x == state::busy; })) return;
     throw comm::comm_error("heterograd: serve: no worker left to deliver a result; evicted " + *e);
+  }
+
+  // A result of a membership that ended: its worker left or was declared gone, or the slot
+  // has a new member since that job.
+  bool late(worker_id w, const std::array<std::uint64_t, 4>& h) const {
+    return h[0] == result_kind && (state_[w] == state::absent || h[2] < first_job_[w]);
   }
 
   bool current(worker_id w, const std::array<std::uint64_t, 4>& h) const {
@@ -372,7 +384,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
         on_membership(w, h);
         continue;
       }
-      if (h[0] == result_kind && (state_[w] == state::absent || h[2] < first_job_[w])) {
+      if (late(w, h)) {
         ++refused_late_;  // a worker that left or was declared gone: never handed over
         continue;
       }

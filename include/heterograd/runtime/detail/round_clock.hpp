@@ -1,6 +1,6 @@
 #pragma once
 // The rounds' pacing and measurement on the wall clock (runtime::run's round methods,
-// real_rounds.hpp; the driver's eager-SGD on the real clock): worker_options' begin_round and
+// real_rounds.hpp, and eager-SGD, real_partial.hpp): worker_options' begin_round and
 // end_compute. Worker w's round k lasts model.duration(w, k, its start in model units,
 // batch(w)) x real_scale when paced (what the simulated round runtime gives its job), and its
 // compute, paced sleep and collectives are timed. Each worker's slots are touched by its own
