@@ -6,7 +6,7 @@ pays the exchange c. Round t fires when its initiator (drawn uniformly per round
 ranks that arrived by then take the result at the fire and start their next step there; a rank
 that arrives after the fire takes the result at once and starts its next step at its own
 arrival (its gradient goes into the next round). A synchronous round waits for every rank:
-1 + d + c. The ablation `--restart-at-fire` lets late ranks start at the fire instead (the
+1 + d + c. The ablation (the table's last column) lets late ranks start at the fire instead (the
 in-phase ceiling: (1 + d + c) / E[1 + c + d * 1{initiator delayed}]).
 
     python3 tools/analysis/eager_rounds.py            # d = 0.3 and 1.0, E6's n, k, c
