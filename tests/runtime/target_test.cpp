@@ -1,9 +1,12 @@
 // runtime::target_times (runtime/evaluation.hpp): the first crossing of a target and the
 // sustained time (the first evaluation after which every evaluation reaches the target for
-// `window` model units), on curves written out by hand.
+// `window` model units), on curves written out by hand; and evaluation_grid's dating of the
+// last evaluation where an updates rule held (never before the evaluation before it).
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -147,6 +150,40 @@ BOOST_AUTO_TEST_CASE(a_negative_or_nonfinite_window_is_refused_by_name) {
   BOOST_TEST(message(std::numeric_limits<double>::quiet_NaN()).find("'target.window' = nan") != std::string::npos);
   BOOST_TEST(message(std::numeric_limits<double>::infinity()).find("'target.window' = inf") != std::string::npos);
   BOOST_TEST(message(0.0) == "accepted");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(evaluation_grid_dates)
+
+// The grid (evaluation_grid): an updates rule that held inside advance dates the last
+// evaluation where it held, but never before the evaluation before it. On the real clock the
+// method's time of its last update can trail the grid's clock (a result's arrival), so the
+// rule can hold "at" 2.98 after the evaluation at 3 saw it unmet: the last one is dated 3, not
+// 2.98 (a recorder refuses evaluations out of order). Where it held later (3.5) it is dated
+// there, as before.
+BOOST_AUTO_TEST_CASE(an_updates_rule_that_held_inside_advance_is_dated_no_earlier_than_the_evaluation_before) {
+  for (const double held : {2.98, 3.5}) {
+    hr::horizon_rule hz;
+    hz.time = 10;
+    hz.updates = 30;
+    std::uint64_t updates = 0;
+    std::vector<hr::grid_point> points;
+    const hr::grid_hooks h{[&](double t) {
+                             updates = t < 4 ? static_cast<std::uint64_t>(t * 9) : 30;  // 27 at 3: not yet
+                             return true;
+                           },
+                           [&] { return updates; }, [] { return 0.0; }, [&] { return held; }};
+    hr::evaluation_grid(hz, 1.0, 0, h, [&](const hr::grid_point& g) {
+      points.push_back(g);
+      return true;
+    });
+    BOOST_TEST_REQUIRE(points.size() == 5u);  // 0, 1, 2, 3, and the last at index 4
+    BOOST_TEST(points[3].time == 3.0);
+    BOOST_TEST(points[4].last);
+    BOOST_TEST(points[4].time == std::max(3.0, held));
+    for (std::size_t i = 1; i < points.size(); ++i) BOOST_TEST(points[i].time >= points[i - 1].time);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

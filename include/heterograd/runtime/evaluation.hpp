@@ -60,7 +60,10 @@ struct grid_point {
 /// Evaluation e happens at model time min(e * interval, horizon.time), starting from `first`
 /// (a resumed run's next index); the method runs up to it first. An evaluation at t sees every
 /// event at or before t and none after (sim::run's rule); one where an updates or epochs rule
-/// held inside advance is dated where it held. `at(point)` evaluates; it returns false to end
+/// held inside advance is dated where it held, never before the evaluation before it (on the
+/// real clock the method's time of its last update can trail the grid's clock by the time a
+/// result takes to arrive: the rule then held after that evaluation, dated a little earlier;
+/// in the simulator it holds after it anyway). `at(point)` evaluates; it returns false to end
 /// the run there. interval 0: evaluations at 0 and at the end only.
 inline void evaluation_grid(const horizon_rule& hz, double interval, std::uint64_t first, const grid_hooks& h,
                             const std::function<bool(const grid_point&)>& at) {
@@ -75,7 +78,8 @@ inline void evaluation_grid(const horizon_rule& hz, double interval, std::uint64
     if (e > 0) {
       if (t <= time_of(e - 1)) return;  // the horizon was evaluated already
       if (!h.advance(t)) return;
-      if (h.now && (h.updates() >= hz.updates || h.epochs() >= hz.epochs)) te = std::min(t, h.now());
+      if (h.now && (h.updates() >= hz.updates || h.epochs() >= hz.epochs))
+        te = std::max(time_of(e - 1), std::min(t, h.now()));
     }
     const bool last = t >= t_end || h.epochs() >= hz.epochs || h.updates() >= hz.updates;
     if (!at(grid_point{e, te, last}) || last) return;

@@ -190,6 +190,16 @@ struct placement_config {
     require(w < workers.size(), key, w, "worker index must be < the placement's size");
     pin_this_thread(workers[w], key + "[" + std::to_string(w) + "]");
   }
+  /// pin(w, key) once per thread for the same run and worker: a thread that computes job after
+  /// job of one worker pins on its first (`run`: the run's identity, e.g. its driver object).
+  void pin_once(const void* run, std::size_t w, const std::string& key) const {
+    static thread_local const void* pinned_for = nullptr;
+    static thread_local std::size_t pinned = ~std::size_t{0};
+    if (workers.empty() || (pinned_for == run && pinned == w)) return;
+    pin(w, key);
+    pinned_for = run;
+    pinned = w;
+  }
   /// How many workers share each worker's cores (a worker's share of a core set is 1/this
   /// when they all run: the expected slow-down of an evenly loaded core).
   std::vector<std::size_t> sharing() const {

@@ -129,14 +129,7 @@ class real_partial {
     return {std::move(body), [this](std::vector<float>& x) { x.assign(published_.begin(), published_.end()); },
             [](std::uint64_t) {}, [](const std::vector<std::byte>&) {}, group};
   }
-  void pin(std::size_t w) {
-    static thread_local const void* pinned_for = nullptr;
-    static thread_local std::size_t pinned = ~std::size_t{0};
-    if (placement_.workers.empty() || (pinned_for == this && pinned == w)) return;
-    placement_.pin(w, key_);
-    pinned_for = this;
-    pinned = w;
-  }
+  void pin(std::size_t w) { placement_.pin_once(this, w, key_); }
   double epochs() const {
     return o_.train_samples ? static_cast<double>(rounds_ * round_samples_) / static_cast<double>(o_.train_samples)
                             : 0.0;

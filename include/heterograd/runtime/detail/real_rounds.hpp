@@ -133,14 +133,7 @@ class real_rounds {
             [this](std::uint64_t) { save_checkpoint(); },
             [this](const std::vector<std::byte>& b) { load_checkpoint(b); }, group};
   }
-  void pin(std::size_t w) {
-    static thread_local const void* pinned_for = nullptr;
-    static thread_local std::size_t pinned = ~std::size_t{0};
-    if (placement_.workers.empty() || (pinned_for == this && pinned == w)) return;
-    placement_.pin(w, key_);
-    pinned_for = this;
-    pinned = w;
-  }
+  void pin(std::size_t w) { placement_.pin_once(this, w, key_); }
   bool reached() const {
     return rounds_ >= o_.max_updates ||
            static_cast<double>(samples_) >= o_.max_epochs * static_cast<double>(o_.train_samples);

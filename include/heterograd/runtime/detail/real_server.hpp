@@ -275,14 +275,7 @@ class real_server {
       throw leave_run();
     }
   }
-  void pin(std::size_t w) {
-    static thread_local const void* pinned_for = nullptr;
-    static thread_local std::size_t pinned = ~std::size_t{0};
-    if (placement_.workers.empty() || (pinned_for == this && pinned == w)) return;
-    placement_.pin(w, placement_key_);
-    pinned_for = this;
-    pinned = w;
-  }
+  void pin(std::size_t w) { placement_.pin_once(this, w, placement_key_); }
 
   // Each worker's stream where the server's checkpoint says (fresh: at the start): rank 0 sends
   // every worker's jobs and draws (one broadcast of 2n u64) once it has loaded.
