@@ -89,6 +89,24 @@ struct counted_time_model {
   }
 };
 
+/// A thread running `serve()` (single-threaded kernels), which records in `g` an exception it
+/// throws and that it finished.
+template <class Serve>
+std::thread serve_in_thread(hr::arrival_gate& g, Serve serve) {
+  return std::thread([&g, serve] {
+    single_threaded_here();
+    try {
+      serve();
+    } catch (...) {
+      std::lock_guard l(g.m);
+      g.error = std::current_exception();
+    }
+    std::lock_guard l(g.m);
+    g.finished = true;
+    g.cv.notify_all();
+  });
+}
+
 /// Runs policy `p` under the evaluation loop with `launch(gated_policy&, const
 /// counted_time_model&)` serving it (returning when the server stops) on a thread of its own.
 template <class Policy, class Launch>
@@ -136,22 +154,8 @@ json drive_remote(context& ctx, Policy& p, sim::any_time_model model, Launch lau
     if (s.eng.events_delivered() > 0 && s.eng.next_time() == sim::never) return false;
     g.target = t;
     ++g.want;
-    if (!server.joinable()) {
-      server = std::thread([&] {
-        single_threaded_here();
-        try {
-          launch(gp, sm);
-        } catch (...) {
-          std::lock_guard l2(g.m);
-          g.error = std::current_exception();
-        }
-        std::lock_guard l2(g.m);
-        g.finished = true;
-        g.cv.notify_all();
-      });
-    } else {
-      g.cv.notify_all();
-    }
+    if (!server.joinable()) server = serve_in_thread(g, [&] { launch(gp, sm); });
+    else g.cv.notify_all();
     g.cv.wait(l, [&] { return g.parked_for == g.want || g.finished; });
     if (g.error) std::rethrow_exception(g.error);
     if (g.limited || (rule.active() && reached())) return true;  // the horizon: the clock stays
