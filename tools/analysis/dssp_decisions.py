@@ -8,7 +8,7 @@ either a real run's arrivals (its real_jobs.csv: worker,start,duration in model 
 arrival order) or a simulated run of fixed per-worker job times tau_w, optionally plus an
 overhead and an exponential jitter per job (the real clock's pull / push and noise). It counts
 what the controller decided: proceeds within s_L, grants (and r*), proceeds on credits, waits,
-and the model units workers spent held.
+and the model units workers spent held. Fixed membership only (no leave / join).
 
     python3 tools/analysis/dssp_decisions.py --trace OUT/dssp-s-l-3-r-max-12/real_jobs.csv
     python3 tools/analysis/dssp_decisions.py --tau OUT/dssp-s-l-3-r-max-12/predicted/workers.csv
