@@ -117,6 +117,33 @@ BOOST_AUTO_TEST_CASE(controller_grants_the_iterations_that_land_nearest_the_slow
   BOOST_TEST(c.staleness_bound() == 8u);
 }
 
+// Why DSSP on the real clock takes other decisions than the simulator with the same model
+// (issue 44; docs/experiments.md, E9 "DSSP on the real clock"): the grant is an argmin over
+// predicted push times, and a model of whole-unit job times makes F_k meet S_j exactly for
+// several k, a tie that goes to the smallest k. Jitter far below a job's length (here 1/64 of
+// a unit on each interval; measured on threads: about 0.3 units a job) picks another k.
+BOOST_AUTO_TEST_CASE(a_jitter_of_a_64th_of_a_unit_turns_a_grant_of_one_into_four) {
+  using A = bal::dssp_action;
+  // Worker 0 (interval 1 - e) pushes at 5, 6, 7 + e, 8; worker 1 (interval 3 - 2e) at 3 + 2e, 6.
+  // At worker 0's fourth push, clocks (4, 2): gap 2 > s_L = 1, K = min(4, 5 + 1 - 2) = 4, and
+  // F_1 - S_0 = e, F_4 - S_1 = 0 (F_k = 8 + k(1 - e), S_j = 6 + (j + 1)(3 - 2e)).
+  auto grant = [](double e) {
+    bal::dssp_controller c(2, {.lower = 1, .range = 4});
+    BOOST_TEST((c.on_push(1, 3 + 2 * e).action == A::proceed));  // (0, 1)
+    BOOST_TEST((c.on_push(1, 6).action == A::wait));              // (0, 2): no interval of worker 0 yet
+    c.on_push(0, 5);
+    c.on_push(0, 6);
+    BOOST_TEST((c.on_push(0, 7 + e).action == A::proceed));  // (3, 2): gap 1 = s_L
+    const auto d = c.on_push(0, 8);
+    BOOST_TEST((d.action == A::proceed));
+    BOOST_TEST(d.granted == expected_grant(8, 1 - e, 6, 3 - 2 * e, 4));
+    return d.granted;
+  };
+  BOOST_TEST(grant(0.0) == 1u);         // F_1 = S_0 = 9 and F_4 = S_1 = 12 tie: the smaller k
+  BOOST_TEST(grant(1.0 / 64) == 4u);    // F_4 = S_1 exactly, F_1 misses by 1/64
+  BOOST_TEST(grant(-1.0 / 64) == 4u);   // the same with the opposite sign
+}
+
 BOOST_AUTO_TEST_CASE(without_a_range_it_is_ssp_with_threshold_s_lower) {
   // E8's speeds: three workers at 1, the last 3× slower, with noise.
   const std::vector<double> tau{1, 1, 1, 3};
