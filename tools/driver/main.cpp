@@ -35,10 +35,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef HG_HAS_MPI
-#include <mpi.h>
-#endif
-
 #include "config.hpp"
 #include "stages.hpp"
 #include "files.hpp"

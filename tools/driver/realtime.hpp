@@ -50,10 +50,7 @@
 #include "heterograd/runtime/run.hpp"
 #include "heterograd/runtime/server.hpp"
 #include "heterograd/sim/recorder.hpp"
-#ifdef HG_HAS_MPI
-#include "heterograd/comm/mpi.hpp"
-#include "heterograd/comm/mpi_partial.hpp"
-#endif
+#include "mpi_world.hpp"
 
 namespace hgrun {
 
@@ -234,14 +231,12 @@ inline std::vector<double> measure_gradient_seconds(context& ctx, double window 
     ctx.prob.gradient(w, b, std::span<const float>(x0.data(), x0.size()), std::span<float>(g[w].data(), d));
   };
   const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
-#ifdef HG_HAS_MPI
-  if (ctx.runtime() == "mpi") {
-    const hg::comm::mpi::communicator c(MPI_COMM_WORLD);
-    single_threaded_here();
-    return hr::measure_seconds_per_gradient(hr::where::mpi{c, placement, "workers.placement"}, n, gradient, window,
-                                            hg::seconds{runtime_timeout_s});
-  }
-#endif
+  if (ctx.runtime() == "mpi")
+    return with_world<std::vector<double>>([&](const auto& c) {
+      single_threaded_here();
+      return hr::measure_seconds_per_gradient(hr::where::mpi{c, placement, "workers.placement"}, n, gradient, window,
+                                              hg::seconds{runtime_timeout_s});
+    });
   return hr::measure_seconds_per_gradient(hr::where::threads{placement, "workers.placement"}, n, gradient, window,
                                           [] { single_threaded_here(); });
 }
@@ -358,12 +353,9 @@ hr::run_report run_real(context& ctx, Method& m, hr::run_options o, const sim::a
       const auto where = elastic_threads(ctx.exp.membership, o, placement);  // membership: elastic.hpp
       return hr::run(m, where, o, model);
     }
-#ifdef HG_HAS_MPI
-    const hg::comm::mpi::communicator world(MPI_COMM_WORLD);  // collective: every rank once
-    return hr::run(m, hr::where::mpi{world, placement, "workers.placement"}, o, model);
-#else
-    throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
-#endif
+    return with_world<hr::run_report>([&](const auto& world) {  // collective: every rank once
+      return hr::run(m, hr::where::mpi{world, placement, "workers.placement"}, o, model);
+    });
   } catch (const hr::halted&) {
     throw halted{};
   }

@@ -12,9 +12,7 @@
 #include "run.hpp"
 #include "runners.hpp"
 #include "runtimes.hpp"
-#ifdef HG_HAS_MPI
-#include "heterograd/comm/mpi.hpp"
-#endif
+#include "mpi_world.hpp"
 
 namespace hgrun {
 
@@ -114,11 +112,7 @@ class local_run {
         popt_{.queue_capacity = 4, .timeout = std::chrono::duration<double>(runtime_timeout_s), .max_rows = b_},
         busy_(ll_.modules(), 0.0) {
     // (every batch has at most b rows: a rank refuses a larger one before it sizes anything)
-#ifdef HG_HAS_MPI
-    if (mpi_) comm_.emplace(MPI_COMM_WORLD);  // -np = modules: checked by mpi_ranks_needed
-#else
-    if (mpi_) rt_detail::no_mpi();
-#endif
+    if (mpi_) world_ = make_world();  // -np = modules: checked by mpi_ranks_needed
   }
 
   json run() {
@@ -177,9 +171,8 @@ class local_run {
         run_segment(end);
       }
     }
-#ifdef HG_HAS_MPI
-    if (mpi_) dc::gather_modules(*comm_, ll_, popt_);  // rank 0 evaluates the whole network
-#endif
+    if (mpi_)  // rank 0 evaluates the whole network
+      with_world<void>(world_, [&](const auto& c) { dc::gather_modules(c, ll_, popt_); });
     return true;
   }
 
@@ -192,32 +185,29 @@ class local_run {
       return dc::activation_message{static_cast<std::size_t>(first + k), x_, y_};
     };
     const auto n = static_cast<std::size_t>(end - it_);
-#ifdef HG_HAS_MPI
-    const auto rep = mpi_ ? dc::run_pipeline_over(*comm_, ll_, draw, n, popt_) : dc::run_pipeline(ll_, draw, n, popt_);
-#else
-    const auto rep = dc::run_pipeline(ll_, draw, n, popt_);
-#endif
+    using report = decltype(dc::run_pipeline(ll_, draw, n, popt_));
+    const auto rep = mpi_ ? with_world<report>(world_, [&](const auto& c) { return dc::run_pipeline_over(c, ll_, draw, n, popt_); })
+                          : dc::run_pipeline(ll_, draw, n, popt_);
     for (std::size_t k = 0; k < busy_.size(); ++k) busy_[k] += rep.busy_seconds[k];
     it_ = end;
   }
 
   void global_step_mpi() {
-#ifdef HG_HAS_MPI
-    if (comm_->rank() == 0) ctx_.prob.next_batch(0, b_, x_, y_);
-    dc::global_step_over(*comm_, ll_, x_, y_, popt_);
-#endif
+    with_world<void>(world_, [&](const auto& c) {
+      if (c.rank() == 0) ctx_.prob.next_batch(0, b_, x_, y_);
+      dc::global_step_over(c, ll_, x_, y_, popt_);
+    });
   }
 
   // Real seconds per module; under mpi rank k timed module k only.
   std::vector<double> all_busy() {
-#ifdef HG_HAS_MPI
-    if (mpi_) {
-      std::vector<double> all(ll_.modules(), 0.0);
-      const double mine = busy_[static_cast<std::size_t>(comm_->rank())];
-      comm_->allgather(hg::span<const double>(&mine, 1), hg::span<double>(all), {.timeout = popt_.timeout}).wait();
-      return all;
-    }
-#endif
+    if (mpi_)
+      return with_world<std::vector<double>>(world_, [&](const auto& c) {
+        std::vector<double> all(ll_.modules(), 0.0);
+        const double mine = busy_[static_cast<std::size_t>(c.rank())];
+        c.allgather(hg::span<const double>(&mine, 1), hg::span<double>(all), {.timeout = popt_.timeout}).wait();
+        return all;
+      });
     return busy_;
   }
 
@@ -232,9 +222,7 @@ class local_run {
   std::size_t global_steps_ = 0;
   std::vector<float> x_;
   std::vector<std::int32_t> y_;
-#ifdef HG_HAS_MPI
-  std::optional<hg::comm::mpi::communicator> comm_;
-#endif
+  world_handle world_;  // runtime "mpi": MPI_COMM_WORLD
 };
 
 }  // namespace

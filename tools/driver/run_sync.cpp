@@ -168,11 +168,10 @@ struct score_table_refs {
   void operator()(A&...) {}
 };
 
-#ifdef HG_HAS_MPI
 // Every rank's own score table (worker rank's, the only one its worker records into) to every
-// rank: 4 B per training sample per worker, once per redraw.
-void allgather_score_tables(hs::biased_data_plan& plan) {
-  const hg::comm::mpi::communicator c(MPI_COMM_WORLD);
+// rank of `c`: 4 B per training sample per worker, once per redraw.
+template <class Comm>
+void allgather_score_tables(const Comm& c, hs::biased_data_plan& plan) {
   score_table_refs refs{plan.workers(), {}};
   plan.serialize(refs);
   const auto n = refs.tables.size();
@@ -187,7 +186,6 @@ void allgather_score_tables(hs::biased_data_plan& plan) {
     std::copy(all.begin() + static_cast<std::ptrdiff_t>(j * S), all.begin() + static_cast<std::ptrdiff_t>((j + 1) * S),
               refs.tables[j]->begin());
 }
-#endif
 
 // Biased local SGD's policy with its data plan, so that a checkpoint holds both: the plan's
 // score tables and assignment and the current redraw period are the method's sampler state.
@@ -397,11 +395,8 @@ hs::biased_config biased_config_of(context& ctx) {
 // allgathered into every rank's plan, so all ranks merge the same tables and draw the same
 // plan (the simulator's).
 std::function<void()> score_tables_gatherer(context& ctx, biased_data& data) {
-#ifdef HG_HAS_MPI
-  if (ctx.runtime() == "mpi") return [&data] { allgather_score_tables(data.plan); };
-#endif
-  (void)ctx;
-  (void)data;
+  if (ctx.runtime() == "mpi")
+    return [&data] { with_world<void>([&](const auto& c) { allgather_score_tables(c, data.plan); }); };
   return [] {};
 }
 

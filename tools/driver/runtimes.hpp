@@ -47,10 +47,7 @@
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/engine.hpp"
 #include "heterograd/sim/recorder.hpp"
-#ifdef HG_HAS_MPI
-#include "heterograd/comm/mpi.hpp"
-#include "heterograd/runtime/round_mpi.hpp"
-#endif
+#include "mpi_world.hpp"
 
 namespace hgrun {
 
@@ -295,10 +292,6 @@ json drive_rounds_remote(context& ctx, Policy& p, Params params, sim::any_time_m
   return finish(ctx, rt.recorder(), x);
 }
 
-inline void no_mpi() {
-  throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
-}
-
 }  // namespace rt_detail
 
 /// An asynchronous policy (a server of algorithms/async) on the configured real runtime.
@@ -325,19 +318,15 @@ json drive_server_real(context& ctx, Policy& p, heterograd::sim::any_time_model 
       });
     });
   }
-#ifdef HG_HAS_MPI
   // Rank 0 serves (on a thread beside the evaluation loop); ranks 1..n are the workers.
-  const heterograd::comm::mpi::communicator c(MPI_COMM_WORLD);
-  if (c.rank() != 0) {
-    hr::work<float>(c, ctx.prob.dim(), compute, o);
-    return json();
-  }
-  return d::drive_remote(ctx, p, std::move(model),
-                         [&](auto& gp, const d::counted_time_model& sm) { hr::serve<float>(gp, c, o, sm); });
-#else
-  d::no_mpi();
-  return json();
-#endif
+  return with_world<json>([&](const auto& c) {
+    if (c.rank() != 0) {
+      hr::work<float>(c, ctx.prob.dim(), compute, o);
+      return json();
+    }
+    return d::drive_remote(ctx, p, std::move(model),
+                           [&](auto& gp, const d::counted_time_model& sm) { hr::serve<float>(gp, c, o, sm); });
+  });
 }
 
 /// Runs `rounds(from, to)` of `real` (a policy of algorithms/sync: bsp, local_sgd, selsync)
@@ -352,18 +341,12 @@ std::function<void(std::uint64_t, std::uint64_t)> real_rounds(context& ctx, Real
     return [&real, options](std::uint64_t from, std::uint64_t to) {
       heterograd::runtime::run_threads(real, to - from, options);
     };
-#ifdef HG_HAS_MPI
   // Rank w is worker w; every rank runs the same shadow (so the same rounds), rank 0 evaluates.
   // One communicator for all the calls (made here, by every rank: its construction is a
   // collective).
-  auto c = std::make_shared<const heterograd::comm::mpi::communicator>(MPI_COMM_WORLD);
-  return [&real, options, c](std::uint64_t from, std::uint64_t to) {
-    heterograd::runtime::run_mpi(real, *c, to - from, options);
+  return [&real, options, world = make_world()](std::uint64_t from, std::uint64_t to) {
+    with_world<void>(world, [&](const auto& c) { run_rounds_mpi(real, c, to - from, options); });
   };
-#else
-  rt_detail::no_mpi();
-  return {};
-#endif
 }
 
 /// A round policy on the configured real runtime; `params()` is the model evaluated (worker

@@ -27,10 +27,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef HG_HAS_MPI
-#include <mpi.h>
-#endif
-
 #ifdef _OPENMP
 #include <omp.h>
 #endif

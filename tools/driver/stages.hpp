@@ -12,11 +12,8 @@
 #include <string>
 #include <vector>
 
-#ifdef HG_HAS_MPI
-#include <mpi.h>
-#endif
-
 #include "config.hpp"
+#include "mpi_world.hpp"
 #include "report.hpp"
 
 namespace hgrun {
@@ -48,49 +45,6 @@ struct stage {
   std::vector<unit> units;
   std::vector<std::string> failed;
   int halts = 0;
-};
-
-// runtime "mpi": MPI is initialised here only (sim and threads never touch it). Thread
-// support: the asynchronous server runs on a thread beside rank 0's evaluation loop, so MPI
-// calls come from a thread other than main (one at a time, at least).
-class mpi_session {
- public:
-  mpi_session(int& argc, char**& argv) {
-#ifdef HG_HAS_MPI
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    active_ = true;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    if (provided < MPI_THREAD_SERIALIZED)
-      throw std::runtime_error("runtime \"mpi\" needs MPI_THREAD_SERIALIZED or better; this MPI provides level " +
-                               std::to_string(provided));
-#else
-    (void)argc;
-    (void)argv;
-    throw config_error("runtime", "expected \"sim\" or \"threads\": this heterograd-run was built without MPI");
-#endif
-  }
-  mpi_session(const mpi_session&) = delete;
-  mpi_session& operator=(const mpi_session&) = delete;
-  ~mpi_session() {
-#ifdef HG_HAS_MPI
-    if (active_) MPI_Finalize();
-#endif
-  }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  /// Ends every rank (a failure on one rank would leave the others waiting).
-  void abort(int code) {
-#ifdef HG_HAS_MPI
-    if (active_) MPI_Abort(MPI_COMM_WORLD, code);
-#endif
-    (void)code;
-  }
-
- private:
-  bool active_ = false;
-  int rank_ = 0, size_ = 1;
 };
 
 /// Before MPI is initialised, the launcher's environment says which rank this is.
