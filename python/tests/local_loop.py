@@ -10,13 +10,19 @@ a round's average. Each rank writes <prefix>.<rank>.json with one entry per scen
   diloco   outer 'diloco' (lr 0.7, momentum 0.9), H = 2, weights = batch sizes, 2 rounds, then
            a checkpoint, a third round, the checkpoint restored and the third round again, and
            a fresh LocalSGD loading the checkpoint;
+  fedavgm  outer 'fedavgm' (heavy ball, lr 1, momentum 0.9), H = 2, weights = batch sizes;
   refused  a parameter replaced inside the block, and a checkpoint of the wrong shape: the
-           errors, and the model and the state before and after.
+           errors, and the model and the state before and after;
+  gil      rank 2 sleeps 0.2 s before its round's last step, so ranks 0 and 1 wait in the
+           allreduce meanwhile; a Python thread on every rank counts while step() blocks, and
+           the parameters' addresses are checked to stay inside the flat buffer.
 """
 
 import copy
 import json
 import sys
+import threading
+import time
 
 import torch
 
@@ -165,6 +171,33 @@ def refused(rank):
     return out
 
 
+def gil(rank):
+    model = make_model(seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    ticks, done = [], threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    threading.Thread(target=count, daemon=True).start()
+    with hgd.LocalSGD(model, opt, local_steps=1) as ls:
+        ptrs = [p.data_ptr() for p in model.parameters()]
+        x, y = batch(rank, 0, 4)
+        loss_of(model, x, y).backward()
+        if rank == 2:
+            time.sleep(0.2)
+        t0 = time.perf_counter()
+        ls.step()
+        t1 = time.perf_counter()
+        base, end = ls.flat.data_ptr(), ls.flat.data_ptr() + 4 * ls.flat.numel()
+        views = all(base <= p.data_ptr() < end for p in model.parameters())
+        stable = ptrs == [p.data_ptr() for p in model.parameters()]
+    done.set()
+    return {"step_s": t1 - t0, "ticks": sum(t0 < t < t1 for t in ticks), "views": views, "stable": stable}
+
+
 def main():
     prefix = sys.argv[1]
     torch.set_num_threads(1)
@@ -181,7 +214,9 @@ def main():
     h = (1, 2, 4)[rank]
     out["biased"] = scenario(rank, h, b * h, 2 * h, b, dict(lr=0.05))
     out["diloco"] = diloco(rank)
+    out["fedavgm"] = scenario(rank, 2, b, 4, b, dict(lr=0.05), outer="fedavgm")
     out["refused"] = refused(rank)
+    out["gil"] = gil(rank)
     out["rank"] = rank
     with open(f"{prefix}.{rank}.json", "w") as f:
         json.dump(out, f)

@@ -150,6 +150,30 @@ def test_diloco_outer_step_is_nesterov_on_the_pseudo_gradient(runs):
     np.testing.assert_allclose(sd["slots"][0], v, rtol=1e-4, atol=1e-5)
 
 
+def test_fedavgm_outer_step_is_heavy_ball_on_the_pseudo_gradient(runs):
+    s = [x["fedavgm"] for x in runs]
+    cfg = s[0]["config"]
+    lr, mu = cfg["outer_lr"], cfg["outer_momentum"]
+    assert (cfg["outer"], lr, mu) == ("fedavgm", 1.0, 0.9)
+    anchor = np.array(s[0]["init"], np.float64)
+    v = np.zeros_like(anchor)
+    for k in (1, 3):
+        avg = weighted_mean([x["pre"][k] for x in s], B)
+        v = mu * v + (anchor - avg)
+        anchor = anchor - lr * v
+        for x in s:
+            np.testing.assert_allclose(x["post"][k], anchor, rtol=1e-5, atol=1e-5)
+    # round 2 carried round 1's momentum: the plain average is far from it
+    assert np.max(np.abs(anchor - avg)) > 1e-3
+
+
+def test_the_round_releases_the_gil_and_writes_the_models_own_memory(runs):
+    for x in runs[:2]:  # ranks 0 and 1 waited in the allreduce for rank 2's 0.2 s
+        g = x["gil"]
+        assert g["step_s"] >= 0.1 and g["ticks"] >= 10, g
+    assert all(x["gil"]["views"] and x["gil"]["stable"] for x in runs)
+
+
 def test_a_round_replayed_from_a_checkpoint_ends_on_the_same_model(runs):
     for x in runs:
         d = x["diloco"]
