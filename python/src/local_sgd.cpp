@@ -33,6 +33,7 @@
 
 #if defined(HG_HAS_MPI)
 #include "heterograd/comm/mpi.hpp"
+#include "heterograd/comm/reduce.hpp"
 #include "mpi_start.hpp"
 #endif
 
@@ -172,11 +173,7 @@ class local_session {
   /// the outer step (the anchor becomes the model).
   void sync() {
     nb::gil_scoped_release unlocked;
-    heterograd::comm::allreduce_options o;
-    o.op = heterograd::comm::reduce_op::avg;
-    o.weight = s_.weight;
-    o.timeout = timeout();
-    comm_.allreduce(params(), o).wait();
+    average();
     std::visit(
         [&](const auto& outer) {
           if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(outer)>, std::monostate>) {
@@ -186,6 +183,26 @@ class local_session {
         },
         outer_);
     ++rounds_;
+  }
+
+  /// x <- sum_i w_i x_i / sum_i w_i with the arithmetic of the transport's weighted average
+  /// (comm/reduce.hpp's scale in float, divide by the double sum), but over its unweighted sum:
+  /// comm::mpi's weighted allreduce above one segment per ring step (tuning.segment_bytes, 1 MiB)
+  /// refuses its own messages
+  /// ("message from rank 2 has 284760 bytes, the receive expects exactly 1048576") on 3 ranks and a
+  /// 4 MB buffer, while the unweighted allreduce takes its default path. Bytes per element: 2
+  /// sizeof(float) to scale, the allreduce's, 2 sizeof(float) to divide.
+  void average() {
+    const auto x = params();
+    heterograd::comm::allreduce_options o;
+    o.op = heterograd::comm::reduce_op::sum;
+    o.timeout = timeout();
+    double total = s_.weight;
+    comm_.allreduce(heterograd::span<double>(&total, 1), o).wait();
+    const float w = static_cast<float>(s_.weight);  // scaled_copy's rounding, in place
+    for (float& v : x) v = w * v;
+    comm_.allreduce(x, o).wait();
+    heterograd::comm::detail::divide(x.data(), total, x.size());
   }
 
   /// Copies the anchor and the outer state's slots into the caller's arrays; returns the

@@ -13,6 +13,9 @@ a round's average. Each rank writes <prefix>.<rank>.json with one entry per scen
   fedavgm  outer 'fedavgm' (heavy ball, lr 1, momentum 0.9), H = 2, weights = batch sizes;
   refused  a parameter replaced inside the block, and a checkpoint of the wrong shape: the
            errors, and the model and the state before and after;
+  large    a 4 MB model (10^6 float32, past the transport's 1 MB segment: several segments a
+           ring step): each rank's model a known function of its rank, one sync(), the error
+           against the weighted mean that every rank computes for itself in float64;
   gil      rank 2 sleeps 0.2 s before its round's last step, so ranks 0 and 1 wait in the
            allreduce meanwhile; a Python thread on every rank counts while step() blocks, and
            the parameters' addresses are checked to stay inside the flat buffer.
@@ -171,6 +174,23 @@ def refused(rank):
     return out
 
 
+def large_model(rank: int, n: int) -> torch.Tensor:
+    k = torch.arange(n, dtype=torch.float64)
+    return (rank + 1) * torch.sin(k * 1e-3 * (rank + 1)) + 0.01 * rank
+
+
+def large(rank):
+    n = 1_000_000
+    x = torch.zeros(n)
+    with hgd.LocalSGD([x], torch.optim.SGD([x], lr=0.1), local_steps=1, weight=BATCHES[rank]) as ls:
+        with torch.no_grad():
+            ls.flat.copy_(large_model(rank, n))
+        ls.sync()
+        want = sum(b * large_model(r, n).float().double() for r, b in enumerate(BATCHES)) / sum(BATCHES)
+        err = (ls.flat.double() - want).abs().max().item()
+        return {"err": err, "hash": ls.model_hash(), "rounds": ls.rounds}
+
+
 def gil(rank):
     model = make_model(seed=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -217,6 +237,7 @@ def main():
     out["fedavgm"] = scenario(rank, 2, b, 4, b, dict(lr=0.05), outer="fedavgm")
     out["refused"] = refused(rank)
     out["gil"] = gil(rank)
+    out["large"] = large(rank)
     out["rank"] = rank
     with open(f"{prefix}.{rank}.json", "w") as f:
         json.dump(out, f)

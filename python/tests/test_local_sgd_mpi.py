@@ -167,6 +167,12 @@ def test_fedavgm_outer_step_is_heavy_ball_on_the_pseudo_gradient(runs):
     assert np.max(np.abs(anchor - avg)) > 1e-3
 
 
+def test_a_4_mb_model_is_averaged_across_several_transport_segments(runs):
+    s = [x["large"] for x in runs]
+    assert len({x["hash"] for x in s}) == 1 and s[0]["rounds"] == 1
+    assert all(x["err"] < 5e-6 for x in s), s  # |values| <= 3.02: float32 rounding
+
+
 def test_the_round_releases_the_gil_and_writes_the_models_own_memory(runs):
     for x in runs[:2]:  # ranks 0 and 1 waited in the allreduce for rank 2's 0.2 s
         g = x["gil"]
