@@ -44,6 +44,7 @@ a module built without MPI refuses by name (``heterograd._core.mpi`` is False).
 """
 
 import atexit
+import numbers
 import time
 from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
@@ -452,7 +453,7 @@ class LocalSGD:
 
 
 def _number(name: str, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):  # numpy's scalars too
         raise TypeError(f"heterograd: invalid argument '{name}' = {v!r}: must be a number")
     return float(v)
 
