@@ -1,4 +1,5 @@
-"""heterograd.distributed: an asynchronous parameter server for a PyTorch model across MPI
+"""heterograd.distributed: an asynchronous parameter server (ParameterServer) and local SGD /
+FedAvg / DiLoCo around the user's own optimizer (LocalSGD) for a PyTorch model across MPI
 processes (heterograd's MPI transport; no mpi4py).
 
     # mpirun -np 3 python train.py
@@ -28,17 +29,28 @@ straight into the model's own tensors and the gradient is sent from where autogr
 no copy on either side. A gradient that autograd put elsewhere (after ``zero_grad()`` set it
 to None) is copied into place by ``push()``. Every blocking call releases the GIL.
 
+Local SGD (every rank trains with its own optimizer; every H steps the ranks average):
+
+    # mpirun -np 3 python train.py
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    with hgd.LocalSGD(model, opt, local_steps=8, weight=batch_size, outer="diloco") as ls:
+        for x, y in loader:
+            ls.zero_grad()
+            loss_fn(model(x), y).backward()
+            ls.step()                  # opt.step(); after every 8th, the round's average
+
 MPI is started by the module when mpirun started the process (and finalized at exit);
 a module built without MPI refuses by name (``heterograd._core.mpi`` is False).
 """
 
 import atexit
+import numbers
 import time
 from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from . import _core
 
-__all__ = ["ParameterServer", "available", "methods"]
+__all__ = ["LocalSGD", "ParameterServer", "available", "methods"]
 
 
 def available() -> bool:
@@ -61,11 +73,11 @@ def _register_finalizer():
         _finalizer_registered = True
 
 
-def _param_list(model_or_params) -> list:
+def _param_list(model_or_params, who: str = "ParameterServer") -> list:
     if hasattr(model_or_params, "parameters") and callable(model_or_params.parameters):
         return list(model_or_params.parameters())
     if isinstance(model_or_params, dict):
-        raise TypeError("heterograd: invalid argument 'ParameterServer.params' = a dict: must be a "
+        raise TypeError(f"heterograd: invalid argument '{who}.params' = a dict: must be a "
                         "torch.nn.Module or an iterable of tensors (param groups are the optimizer's, "
                         "not the server's)")
     return list(model_or_params)
@@ -227,3 +239,224 @@ def _is_torch_tensor(x) -> bool:
     except ImportError:
         return False
     return isinstance(x, torch.Tensor)
+
+
+class LocalSGD:
+    """Local SGD, FedAvg and DiLoCo around the user's own optimizer, across the processes of
+    ``mpirun -np N`` (N >= 1).
+
+    Every ``step()`` runs the inner optimizer's ``step()``; after every ``local_steps``-th the
+    round's synchronisation runs (a collective: every rank at once), in C++ with the GIL
+    released: the weighted average of the ranks' models, sum_i w_i x_i / sum_i w_i (the MPI
+    transport's weighted average, in place in the model's own memory), then, with an outer
+    optimizer, its step on the pseudo-gradient anchor - average (optim/outer.hpp; the anchor is
+    the model of the last round) and the model becomes the new anchor.
+
+    Args:
+        model_or_params: a ``torch.nn.Module`` or an iterable of float32 CPU tensors (C-contiguous,
+            writable): what is averaged. ``__enter__`` lays them over one flat buffer (each
+            ``.data`` becomes a view of it) and writes rank 0's values into every rank's.
+        optimizer: the inner optimizer over those parameters (anything with ``step()`` and
+            ``zero_grad()``: ``torch.optim.SGD``, ``heterograd.optim.Adam``, ...).
+        local_steps: H, this rank's inner steps per round (an integer >= 1). Ranks may pass
+            different values (biased local SGD: H_i per rank); round r then ends on every rank
+            after its own H_i steps of that round.
+        weight: this rank's share of the average (finite, > 0; None: 1, equal shares), e.g.
+            its batch size b_i, or b_i * H_i for the samples of a round; ``set_weight`` changes
+            it between rounds (a load balancer's new batch size).
+        outer: None (the model becomes the average: local SGD, FedAvg), ``'diloco'`` (Nesterov
+            momentum, lr 0.7, momentum 0.9: Douillard et al., "DiLoCo: Distributed
+            Low-Communication Training of Language Models", 2023), ``'fedavgm'`` (heavy-ball
+            momentum, lr 1, momentum 0.9) or ``'sgd'`` (lr 1).
+        outer_lr, outer_momentum: the outer optimizer's values (None: its defaults).
+        timeout: every collective's deadline in seconds.
+
+    Every argument is checked before MPI is touched (TypeError / ValueError naming the
+    argument, the value and the rule).
+    """
+
+    def __init__(self, model_or_params: Union[Any, Iterable[Any]], optimizer: Any,
+                 local_steps: int = 8, *, weight: Optional[float] = None,
+                 outer: Optional[str] = None, outer_lr: Optional[float] = None,
+                 outer_momentum: Optional[float] = None, timeout: float = 120.0):
+        self.params = _param_list(model_or_params, "LocalSGD")
+        self._sizes = _core.dist_check_params([_detached(p) for p in self.params], "LocalSGD")
+        for k, p in enumerate(self.params):
+            if not _is_torch_tensor(p):
+                raise TypeError(f"heterograd: invalid argument 'LocalSGD.params[{k}]' = a "
+                                f"{type(p).__module__}.{type(p).__name__}: must be a torch.Tensor "
+                                "(its storage becomes a view of the flat buffer)")
+        if not (callable(getattr(optimizer, "step", None)) and callable(getattr(optimizer, "zero_grad", None))):
+            raise TypeError(f"heterograd: invalid argument 'optimizer' = a {type(optimizer).__name__}: "
+                            "must have step() and zero_grad() (a torch.optim.Optimizer)")
+        if isinstance(local_steps, bool) or not isinstance(local_steps, int):
+            raise TypeError(f"heterograd: invalid argument 'local_steps' = {local_steps!r}: must be an "
+                            "integer >= 1 (local steps per round, H)")
+        if outer is not None and not isinstance(outer, str):
+            raise TypeError(f"heterograd: invalid argument 'outer' = {outer!r}: must be None or a name")
+        weight = 1.0 if weight is None else _number("weight", weight)
+        self._args = (local_steps, weight, outer, _opt_number("outer_lr", outer_lr),
+                      _opt_number("outer_momentum", outer_momentum), _number("timeout", timeout))
+        self.config: Dict[str, Any] = _core.local_sgd_check(*self._args)
+        self.optimizer = optimizer
+        self.local_steps = local_steps
+        self.steps = 0  # inner steps over the run
+        self.steps_in_round = 0
+        self._session = None
+        self.flat = None
+
+    # ---- setup and teardown -------------------------------------------------------------
+
+    def __enter__(self) -> "LocalSGD":
+        if not _core.mpi:
+            raise RuntimeError("heterograd.distributed: this heterograd._core was built without MPI "
+                               "(HG_HAS_MPI; configure with the mpi component found): no LocalSGD")
+        sizes = _core.dist_check_params([_detached(p) for p in self.params], "LocalSGD")
+        for k, (now, then) in enumerate(zip(sizes, self._sizes)):
+            if now != then:
+                raise ValueError(f"heterograd: invalid argument 'LocalSGD.params[{k}]' = {now} elements: "
+                                 f"must keep the {then} it had when the LocalSGD was made")
+        self._flatten()
+        _register_finalizer()
+        self._session = _core.LocalSession(*self._args, flat=self.flat)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        return False
+
+    def _flatten(self):
+        import torch
+
+        self.flat = torch.empty(sum(self._sizes), dtype=torch.float32)
+        off = 0
+        with torch.no_grad():
+            for p, n in zip(self.params, self._sizes):
+                self.flat[off:off + n].copy_(p.detach().reshape(-1))
+                p.data = self.flat[off:off + n].view_as(p)
+                off += n
+        self._views = [(p.data_ptr(), p.numel()) for p in self.params]
+
+    def _check_views(self):
+        for k, (p, (ptr, n)) in enumerate(zip(self.params, self._views)):
+            if p.data_ptr() != ptr or p.numel() != n:
+                raise ValueError(f"heterograd: invalid argument 'LocalSGD.params[{k}]' = a new tensor "
+                                 f"({p.numel()} elements, not the flat buffer's view): must stay the "
+                                 f"view LocalSGD laid it over ({n} elements; a parameter replaced or "
+                                 "resized after construction cannot be averaged)")
+
+    # ---- the training loop --------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        return self._require().rank
+
+    @property
+    def size(self) -> int:
+        return self._require().size
+
+    @property
+    def rounds(self) -> int:
+        """Synchronisations so far."""
+        return self._require().rounds
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def zero_grad(self, *args, **kw):
+        return self.optimizer.zero_grad(*args, **kw)
+
+    def step(self, closure=None):
+        """The inner optimizer's step; after the round's last, the round's synchronisation
+        (collective). Returns what the inner step returned (the closure's loss)."""
+        s = self._require()
+        last = self.steps_in_round + 1 >= self.local_steps
+        if last:
+            self._check_views()  # before anything changes
+        loss = self.optimizer.step() if closure is None else self.optimizer.step(closure)
+        self.steps += 1
+        self.steps_in_round += 1
+        if last:
+            s.sync()
+            self.steps_in_round = 0
+        return loss
+
+    def sync(self):
+        """The synchronisation now, ending the round early (collective: every rank calls it,
+        e.g. for one common model after a loop that stopped mid-round)."""
+        s = self._require()
+        self._check_views()
+        s.sync()
+        self.steps_in_round = 0
+
+    def set_weight(self, weight: float):
+        """This rank's share of the next averages (finite, > 0)."""
+        s = self._require()
+        w = _number("weight", weight)
+        _core.local_sgd_check(self._args[0], w, *self._args[2:])
+        s.set_weight(w)
+        self._args = (self._args[0], w) + self._args[2:]
+        self.config["weight"] = w
+
+    def model_hash(self) -> int:
+        """FNV-1a of the model's flat parameters (equal on every rank after a round)."""
+        return _core.dist_hash(self.flat)
+
+    # ---- checkpoints --------------------------------------------------------------------
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The wrapper's state (step counters, rounds, the anchor and the outer optimizer's
+        state, copies) and the inner optimizer's ``state_dict()`` under 'optimizer'. The model's
+        parameters are the model's own ``state_dict()``'s."""
+        import torch
+
+        s = self._require()
+        anchor = torch.empty_like(self.flat) if s.has_anchor else None
+        slots = [torch.empty_like(self.flat) for _ in range(s.outer_slots)]
+        count = s.read_state(anchor, slots)
+        return {"config": dict(self.config), "steps": self.steps, "steps_in_round": self.steps_in_round,
+                "rounds": s.rounds, "anchor": anchor, "outer_slots": slots, "outer_count": count,
+                "optimizer": self.optimizer.state_dict() if hasattr(self.optimizer, "state_dict") else None}
+
+    def load_state_dict(self, state: Dict[str, Any]):
+        """Restores a ``state_dict()`` of a LocalSGD with the same outer optimizer and model
+        size; everything is checked before anything changes."""
+        s = self._require()
+        keys = ("config", "steps", "steps_in_round", "rounds", "anchor", "outer_slots", "outer_count", "optimizer")
+        missing = [k for k in keys if k not in state]
+        if missing:
+            raise ValueError(f"heterograd: invalid argument 'LocalSGD.state' = a dict without {missing}: "
+                             "must be a LocalSGD.state_dict()")
+        if state["config"].get("outer") != self.config["outer"]:
+            raise ValueError(f"heterograd: invalid argument 'LocalSGD.state.config.outer' = "
+                             f"{state['config'].get('outer')!r}: must be this LocalSGD's outer "
+                             f"({self.config['outer']!r})")
+        if not 0 <= state["steps_in_round"] < self.local_steps:
+            raise ValueError(f"heterograd: invalid argument 'LocalSGD.state.steps_in_round' = "
+                             f"{state['steps_in_round']!r}: must be in [0, local_steps = {self.local_steps})")
+        if (state["anchor"] is None) == s.has_anchor:
+            raise ValueError("heterograd: invalid argument 'LocalSGD.state.anchor' = "
+                             f"{'None' if state['anchor'] is None else 'a tensor'}: must be "
+                             f"{'a tensor' if s.has_anchor else 'None'} for outer {self.config['outer']!r}")
+        s.check_state(state["anchor"], list(state["outer_slots"]), int(state["outer_count"]))
+        if state["optimizer"] is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        s.write_state(int(state["rounds"]), state["anchor"], list(state["outer_slots"]),
+                      int(state["outer_count"]))
+        self.steps = int(state["steps"])
+        self.steps_in_round = int(state["steps_in_round"])
+
+    def _require(self):
+        if self._session is None:
+            raise RuntimeError("heterograd.distributed: LocalSGD is used outside its `with` block")
+        return self._session
+
+
+def _number(name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):  # numpy's scalars too
+        raise TypeError(f"heterograd: invalid argument '{name}' = {v!r}: must be a number")
+    return float(v)
+
+
+def _opt_number(name: str, v) -> Optional[float]:
+    return None if v is None else _number(name, v)

@@ -31,6 +31,7 @@
 #if defined(HG_HAS_MPI)
 #include "heterograd/comm/mpi.hpp"
 #include "heterograd/runtime/server.hpp"
+#include "mpi_start.hpp"
 #endif
 
 namespace hgpy::distpy {
@@ -38,6 +39,9 @@ namespace hgpy::distpy {
 namespace nb = nanobind;
 using namespace nb::literals;
 using simpy::for_each_method;
+
+// LocalSGD's side (local_sgd.cpp).
+void bind_local_sgd(nb::module_& m);
 
 /// The server methods' names (round methods have no parameter server), for errors.
 inline std::string server_method_names() {
@@ -95,17 +99,17 @@ struct settings {
 };
 
 /// The caller's parameter tensors, checked by the plans' rules (host memory, C-contiguous,
-/// writable) and float32 (the server's element type); returns their sizes.
-inline std::vector<std::size_t> check_params(nb::handle params) {
-  const namer name{"ParameterServer", nb::none()};
+/// writable) and float32 (the flat buffer's element type); returns their sizes. `who` names
+/// them in errors (ParameterServer, LocalSGD).
+inline std::vector<std::size_t> check_params(nb::handle params, const std::string& who) {
+  const namer name{who, nb::none()};
   const auto refs = take_list(params, "params", name, true, nullptr, "");
-  if (refs.empty())
-    value_rule("ParameterServer.params", "an empty list", "must hold at least one tensor");
+  if (refs.empty()) value_rule(who + ".params", "an empty list", "must hold at least one tensor");
   std::vector<std::size_t> sizes;
   for (std::size_t k = 0; k < refs.size(); ++k) {
     if (refs[k].type != element::f32)
       type_rule(name("params", k), "dtype float64",
-                "must be float32 (the parameter server's element type)");
+                "must be float32 (the element type of heterograd.distributed's flat buffer)");
     sizes.push_back(refs[k].size);
   }
   return sizes;
@@ -121,47 +125,6 @@ inline std::uint64_t hash_of(nb::handle x) {
 
 namespace hr = heterograd::runtime;
 namespace hmpi = heterograd::comm::mpi;
-
-/// Whether this module called MPI_Init_thread (and so finalizes at exit).
-inline bool& we_initialised() {
-  static bool v = false;
-  return v;
-}
-
-/// mpirun (OpenMPI, MPICH/Hydra, PMIx launchers) leaves its mark in the environment.
-inline bool started_by_mpirun() {
-  for (const char* k : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
-    if (std::getenv(k)) return true;
-  return false;
-}
-
-inline void init_mpi() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (fin)
-    throw std::runtime_error(
-        "heterograd.distributed: MPI was finalized in this process; it cannot start again");
-  if (init) return;
-  if (!started_by_mpirun())
-    throw std::runtime_error(
-        "heterograd.distributed: this process was not started by mpirun (no OMPI_COMM_WORLD_SIZE, "
-        "PMI_SIZE or "
-        "PMIX_RANK in its environment): launch it as `mpirun -np N python script.py` (N >= 2)");
-  int provided = 0;
-  {
-    nb::gil_scoped_release unlocked;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  }
-  we_initialised() = true;
-}
-
-inline void finalize_mpi() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (we_initialised() && init && !fin) MPI_Finalize();
-}
 
 /// The summary of a run on the server rank, as a dict.
 inline nb::dict summary_dict(const hr::remote_summary& s, std::uint64_t version, std::uint64_t hash,
@@ -318,6 +281,7 @@ class session {
 #endif  // HG_HAS_MPI
 
 inline void bind(nb::module_& m) {
+  bind_local_sgd(m);
 #if defined(HG_HAS_MPI)
   m.attr("mpi") = true;
   nb::class_<session>(
@@ -365,7 +329,7 @@ inline void bind(nb::module_& m) {
       "Checks a parameter server's settings (the method, its parameters by the library's "
       "descriptions, lr, the "
       "stopping rule); returns the method's configuration with its defaults.");
-  m.def("dist_check_params", &check_params, "params"_a,
+  m.def("dist_check_params", &check_params, "params"_a, "who"_a = "ParameterServer",
         "Checks parameter tensors (float32, host memory, C-contiguous, writable); returns their "
         "sizes.");
   m.def(

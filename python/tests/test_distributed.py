@@ -90,3 +90,66 @@ def test_a_build_without_mpi_refuses_by_name():
     with pytest.raises(RuntimeError, match="built without MPI"):
         with hgd.ParameterServer(params(), max_updates=10):
             pass
+
+
+# ---- LocalSGD ------------------------------------------------------------------------------
+
+
+def local_raised(kind, *args, **kw):
+    ps = params()
+    with pytest.raises(kind) as e:
+        hgd.LocalSGD(ps, torch.optim.SGD(ps, lr=0.1), *args, **kw)
+    return str(e.value)
+
+
+def test_local_sgd_refuses_bad_steps_weights_and_outer_optimizers_by_name():
+    assert "'local_steps' = 0: must be >= 1 (local steps per round, H)" in local_raised(ValueError, 0)
+    assert "'local_steps' = -2: must be >= 1" in local_raised(ValueError, -2)
+    assert "'local_steps' = 2.5: must be an integer >= 1" in local_raised(TypeError, 2.5)
+    assert "'weight' = -1: must be finite and > 0" in local_raised(ValueError, 4, weight=-1)
+    assert "'weight' = nan: must be finite and > 0" in local_raised(ValueError, 4, weight=float("nan"))
+    assert "'weight' = 0: must be finite and > 0" in local_raised(ValueError, 4, weight=0)
+    assert "'weight' = '8': must be a number" in local_raised(TypeError, 4, weight="8")
+    assert "'outer_lr' = 0: must be finite and > 0" in local_raised(ValueError, 4, outer="diloco", outer_lr=0.0)
+    assert "'outer_lr' = -0.5: must be finite and > 0" in local_raised(ValueError, 4, outer="sgd", outer_lr=-0.5)
+    assert "'outer_lr' = inf: must be finite and > 0" in local_raised(ValueError, 4, outer="fedavgm",
+                                                                      outer_lr=float("inf"))
+    assert "'outer_momentum' = 1: must be in [0, 1)" in local_raised(ValueError, 4, outer="diloco", outer_momentum=1.0)
+    msg = local_raised(ValueError, 4, outer="dilco")
+    assert "'outer' = 'dilco': must be one of None, 'diloco', 'fedavgm', 'sgd'" in msg
+    assert "'outer_lr' = 0.5: must be None when outer is None" in local_raised(ValueError, 4, outer_lr=0.5)
+    assert "'outer_momentum' = 0.5: must be None with outer 'sgd'" in local_raised(ValueError, 4, outer="sgd",
+                                                                                  outer_momentum=0.5)
+    assert "'timeout' = 0: must be finite and > 0" in local_raised(ValueError, 4, timeout=0)
+    ps = params()
+    with pytest.raises(TypeError, match="'optimizer' = a list: must have step\\(\\) and zero_grad\\(\\)"):
+        hgd.LocalSGD(ps, [1, 2])
+    with pytest.raises(TypeError, match="'LocalSGD.params\\[1\\]' = dtype float64: must be float32"):
+        hgd.LocalSGD([ps[0], torch.ones(3, dtype=torch.float64)], torch.optim.SGD(ps, lr=0.1))
+
+
+def test_local_sgd_fills_in_the_outer_optimizers_defaults():
+    ps = params()
+    opt = torch.optim.SGD(ps, lr=0.1)
+    assert hgd.LocalSGD(ps, opt, 4).config == {"local_steps": 4, "weight": 1.0, "outer": None, "outer_lr": None,
+                                               "outer_momentum": None, "timeout": 120.0}
+    c = hgd.LocalSGD(ps, opt, 4, weight=24, outer="diloco").config
+    assert (c["weight"], c["outer"], c["outer_lr"], c["outer_momentum"]) == (24.0, "diloco", 0.7, 0.9)
+    c = hgd.LocalSGD(ps, opt, 4, outer="fedavgm", outer_lr=0.5).config
+    assert (c["outer_lr"], c["outer_momentum"]) == (0.5, 0.9)
+    assert hgd.LocalSGD(ps, opt, 4, outer="sgd").config["outer_lr"] == 1.0
+
+
+@pytest.mark.skipif(not core.mpi, reason="built without MPI")
+def test_local_sgd_refuses_a_parameter_resized_after_construction_before_mpi():
+    ps = params()
+    ls = hgd.LocalSGD(ps, torch.optim.SGD(ps, lr=0.1), 4)
+    ps[1].data = torch.zeros(7)
+    before = [(p.data_ptr(), p.detach().clone()) for p in ps]
+    with pytest.raises(ValueError, match="'LocalSGD.params\\[1\\]' = 7 elements: must keep the 5 it had"):
+        with ls:
+            pass
+    for p, (ptr, v) in zip(ps, before):
+        assert p.data_ptr() == ptr and torch.equal(p.detach(), v)
+    with pytest.raises(RuntimeError, match="LocalSGD is used outside its `with` block"):
+        ls.step()
