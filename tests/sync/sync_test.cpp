@@ -907,6 +907,38 @@ BOOST_AUTO_TEST_CASE(an_eager_sgd_moved_while_ranks_wait_for_their_round_goes_on
   for (std::size_t w = 0; w < n; ++w) BOOST_TEST(bitwise_equal(b.params(w), c->params(w)));
 }
 
+// The authors' feeder (#1, their CIFAR-10 setup: N = 50 000, b = 64, 2 CPU workers at H = 1 and
+// 8 GPU workers at H = 32) redraws every floor(50 000 / (64 * (2 * 1 + 8 * 32))) = floor(3.03) = 3
+// rounds and hands each CPU worker 3 * 1 * 64 = 192 samples, each GPU worker 3 * 32 * 64 = 6144,
+// out of a pool of 4 * 2 * 192 = 1536 candidates (their printout's "shuffle rounds",
+// "num_samples_per_cpu", "num_samples_per_GPU", "num to samples"). shuffle_rounds 0 is that rule;
+// an explicit value is kept.
+BOOST_AUTO_TEST_CASE(the_biased_data_plan_redraws_once_a_pass_by_default_as_the_authors_feeder) {
+  hs::biased_config cfg;
+  cfg.slow = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  cfg.local_steps = {1, 1, 32, 32, 32, 32, 32, 32, 32, 32};
+  cfg.batch = 64;
+  cfg.seed = hg_test::seed();
+  const hs::biased_data_plan a(50000, cfg);
+  BOOST_TEST(a.config().shuffle_rounds == 3u);
+  BOOST_TEST(a.assigned(0).size() == 192u);
+  BOOST_TEST(a.assigned(1).size() == 192u);
+  BOOST_TEST(a.assigned(9).size() == 6144u);
+  // The slow workers' 384 samples are the top of 1536 candidates: all +inf before any record,
+  // and disjoint.
+  std::vector<std::size_t> slow(a.assigned(0));
+  slow.insert(slow.end(), a.assigned(1).begin(), a.assigned(1).end());
+  std::sort(slow.begin(), slow.end());
+  BOOST_TEST((std::adjacent_find(slow.begin(), slow.end()) == slow.end()));
+  // Fewer samples than one round's 64 * 258 = 16 512: floor gives 0, the plan redraws every round.
+  const hs::biased_data_plan small(10000, cfg);
+  BOOST_TEST(small.config().shuffle_rounds == 1u);
+  cfg.shuffle_rounds = 2;
+  const hs::biased_data_plan fixed(50000, cfg);
+  BOOST_TEST(fixed.config().shuffle_rounds == 2u);
+  BOOST_TEST(fixed.assigned(0).size() == 128u);
+}
+
 BOOST_AUTO_TEST_CASE(the_biased_data_plan_resumes_from_bytes_with_its_score_tables) {
   const std::uint64_t seed = hg_test::seed();
   hs::biased_config cfg;

@@ -434,8 +434,10 @@ std::function<void(std::uint64_t, std::uint64_t)> biased_real_rounds(context& ct
 json biased_local_sgd_runner::run(context& ctx) {
   round_setup r(ctx);
   const auto bc = biased_config_of(ctx);
-  biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
-                   bc.shuffle_rounds, 0, std::vector<std::vector<float>>(r.n)};
+  hs::biased_data_plan plan(ctx.prob.train_size(), bc);
+  const std::size_t redraw_rounds = plan.config().shuffle_rounds;  // resolved: 0 is one pass
+  biased_data data{std::move(plan), &ctx.prob, bc.local_steps, redraw_rounds, 0,
+                   std::vector<std::vector<float>>(r.n)};
   hs::local_sgd_config cfg;
   cfg.local_steps = bc.local_steps;
   cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones
