@@ -10,8 +10,9 @@ same seed) with a 95% Student-t interval over the seeds.
 
     python3 tools/analysis/e7_bias_grid.py write out/e7grid/configs
     for f in out/e7grid/configs/*.json; do
-      build/h/tools/heterograd-run $f --seeds 1,2,3,4,5 --jobs 2 -q --out out/e7grid/runs/$(basename $f .json); done
+      build/cpu-omp/tools/heterograd-run $f --seeds 1,2,3,4,5 --jobs 2 -q --out out/e7grid/runs/$(basename $f .json); done
     python3 tools/analysis/e7_bias_grid.py table out/e7grid/runs
+    python3 tools/analysis/e7_bias_grid.py bias out/e7grid/runs    # the slow workers' sample bias
     # the longer horizon, three cells:
     python3 tools/analysis/e7_bias_grid.py write out/e7long/configs --epochs 8 --cells 5:1:32,10:2:32,5:2:4
 """
@@ -137,9 +138,33 @@ def table(folder):
               f"slope against the share {10 * b:+.2f} ± {10 * hb:.2f} pp per 10 points of share")
 
 
+def bias(folder):
+    """The slow workers' samples: mean score over the mean of all seen samples, and the share unseen."""
+    methods = ("unbiased", "biased-r-1", "biased-r-4", "biased-r-16")
+    print("| slow / n | H_fast | " + " | ".join(f"{m}: score ratio, unseen" for m in methods) + " |")
+    print("|---|---|" + "---|" * len(methods))
+    for n, s, h in sorted(CELLS, key=lambda c: c[1] / (c[1] + (c[0] - c[1]) * c[2])):
+        cell = os.path.join(folder, name_of(n, s, h))
+        if not os.path.isdir(cell):
+            continue
+        cols = []
+        for m in methods:
+            ratios, unseen = [], []
+            for seed_dir in sorted(d for d in os.listdir(cell) if d.startswith("seed-")):
+                path = os.path.join(cell, seed_dir, m, "summary.json")
+                if os.path.exists(path):
+                    with open(path) as f:
+                        ex = json.load(f)["extra"].get("slow_samples")
+                    if ex:
+                        ratios.append(ex["mean_score_ratio"])
+                        unseen.append(ex["unseen_fraction"])
+            cols.append(f"{statistics.mean(ratios):.2f}x, {100 * statistics.mean(unseen):.0f} %" if ratios else "")
+        print(f"| {s} / {n} | {h} | " + " | ".join(cols) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["write", "table"])
+    ap.add_argument("what", choices=["write", "table", "bias"])
     ap.add_argument("folder")
     ap.add_argument("--train", type=int, default=60000, help="data.train_samples")
     ap.add_argument("--epochs", type=float, default=2.0, help="horizon.epochs")
@@ -148,8 +173,10 @@ def main():
     cells = [tuple(int(v) for v in c.split(":")) for c in a.cells.split(",")] if a.cells else CELLS
     if a.what == "write":
         write(a.folder, a.train, a.epochs, cells)
-    else:
+    elif a.what == "table":
         table(a.folder)
+    else:
+        bias(a.folder)
 
 
 if __name__ == "__main__":
