@@ -939,6 +939,34 @@ BOOST_AUTO_TEST_CASE(the_biased_data_plan_redraws_once_a_pass_by_default_as_the_
   BOOST_TEST(fixed.assigned(0).size() == 128u);
 }
 
+// The slow workers' sample bias, by hand: 8 samples with losses 1..8 (mean 4.5), one slow
+// worker taking 1 sample per redraw, the top of a pool of r = 4 distinct candidates: its score
+// is at least the 4th smallest (4), so the ratio is (index + 1) / 4.5 >= 4 / 4.5. With r = 1
+// (no ranking) the same formula holds with any sample; before any loss is seen there is no
+// ratio (0) and the slow sample is unseen (share 1).
+BOOST_AUTO_TEST_CASE(the_biased_data_plans_slow_score_ratio_is_the_slow_samples_mean_loss_over_the_mean) {
+  hs::biased_config cfg;
+  cfg.slow = {1, 0};
+  cfg.local_steps = {1, 1};
+  cfg.batch = 1;
+  cfg.shuffle_rounds = 1;
+  cfg.seed = hg_test::seed();
+  for (const std::size_t r : {std::size_t{1}, std::size_t{4}}) {
+    cfg.ratio = r;
+    hs::biased_data_plan p(8, cfg);
+    BOOST_TEST(p.slow_score_ratio().first == 0.0);
+    BOOST_TEST(p.slow_score_ratio().second == 1.0);
+    const std::vector<std::size_t> all{0, 1, 2, 3, 4, 5, 6, 7};
+    const std::vector<float> loss{1, 2, 3, 4, 5, 6, 7, 8};
+    p.record(1, hg::span<const std::size_t>(all), hg::span<const float>(loss));
+    p.redraw(1);
+    const std::size_t i = p.assigned(0).at(0);
+    BOOST_TEST(p.slow_score_ratio().first == (static_cast<double>(i) + 1.0) / 4.5, boost::test_tools::tolerance(1e-12));
+    BOOST_TEST(p.slow_score_ratio().second == 0.0);
+    if (r == 4) BOOST_TEST(i + 1 >= 4u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_biased_data_plan_resumes_from_bytes_with_its_score_tables) {
   const std::uint64_t seed = hg_test::seed();
   hs::biased_config cfg;

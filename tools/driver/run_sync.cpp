@@ -140,24 +140,11 @@ struct biased_data {
 // their samples never seen (+inf). Averaged over the redraws into extra.slow_samples (unbiased
 // runs too: their ratio is the control's).
 void note_redraw(biased_data& d) {
-  const auto& sc = d.plan.scores().score;
-  double all = 0, slow = 0;
-  std::size_t seen = 0, slow_seen = 0, slow_total = 0;
-  for (const float v : sc)
-    if (std::isfinite(v)) all += v, ++seen;
-  for (std::size_t w = 0; w < d.plan.workers(); ++w) {
-    if (!d.plan.config().slow[w]) continue;
-    for (const std::size_t i : d.plan.assigned(w)) {
-      ++slow_total;
-      if (std::isfinite(sc[i])) slow += sc[i], ++slow_seen;
-    }
-  }
-  if (d.extra == nullptr || seen == 0 || slow_seen == 0) return;
+  const auto [ratio, unseen] = d.plan.slow_score_ratio();
+  if (d.extra == nullptr || ratio == 0.0) return;
   json& n = (*d.extra)["slow_samples"];
   if (!n.is_object()) n = json::object();
   const double k = n.value("redraws", 0.0);
-  const double ratio = (slow / static_cast<double>(slow_seen)) / (all / static_cast<double>(seen));
-  const double unseen = 1.0 - static_cast<double>(slow_seen) / static_cast<double>(slow_total);
   n["mean_score_ratio"] = (n.value("mean_score_ratio", 0.0) * k + ratio) / (k + 1);
   n["unseen_fraction"] = (n.value("unseen_fraction", 0.0) * k + unseen) / (k + 1);
   n["redraws"] = k + 1;

@@ -17,9 +17,11 @@
 // gradient oracle asks batch(w, k) for the sample indices of its k-th step since the redraw.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heterograd/core/describe.hpp"
@@ -142,6 +144,28 @@ class biased_data_plan {
   /// Everything assigned to worker w for this redraw.
   const std::vector<std::size_t>& assigned(std::size_t w) const { return assigned_.at(w); }
   const data::loss_score_table& scores() const { return merged_; }
+
+  /// How biased the current assignment is: the mean merged score of the slow workers' samples
+  /// over the mean over every seen sample (first; 0 when either has no finite score), and the
+  /// share of the slow workers' samples never seen (+inf; second). About 1 and small when the
+  /// draw is unbiased; the top-k of an r-fold pool is above 1.
+  std::pair<double, double> slow_score_ratio() const {
+    double all = 0, slow = 0;
+    std::size_t seen = 0, slow_seen = 0, slow_total = 0;
+    for (const float v : merged_.score)
+      if (std::isfinite(v)) all += v, ++seen;
+    for (std::size_t w = 0; w < workers(); ++w) {
+      if (!cfg_.slow[w]) continue;
+      for (const std::size_t i : assigned_[w]) {
+        ++slow_total;
+        if (std::isfinite(merged_.score[i])) slow += merged_.score[i], ++slow_seen;
+      }
+    }
+    const double unseen =
+        slow_total == 0 ? 0.0 : 1.0 - static_cast<double>(slow_seen) / static_cast<double>(slow_total);
+    if (seen == 0 || slow_seen == 0 || all == 0) return {0.0, unseen};
+    return {(slow / static_cast<double>(slow_seen)) / (all / static_cast<double>(seen)), unseen};
+  }
 
   friend bool operator==(const biased_data_plan& a, const biased_data_plan& b) {
     return a.tables_ == b.tables_ && a.merged_ == b.merged_ && a.assigned_ == b.assigned_;
