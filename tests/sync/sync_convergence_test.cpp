@@ -130,7 +130,7 @@ e7_result run_local(const e7_setup& s, bool biased, const hg::data::dataset& tra
   const std::size_t n = 5;
   const std::vector<std::size_t> H{s.h_cpu, s.h_gpu, s.h_gpu, s.h_gpu, s.h_gpu};
   hs::biased_data_plan plan(train.size(), {.slow = {1, 0, 0, 0, 0}, .local_steps = H, .batch = s.b,
-                                           .biased = biased, .seed = s.seed});
+                                           .shuffle_rounds = 1, .biased = biased, .seed = s.seed});
   std::vector<hg::nn::mlp<float>> models(n, net);
   plan_oracle o{&train, &plan, &models, H};
   hs::local_sgd<float, ho::momentum, plan_oracle> l(
@@ -159,7 +159,7 @@ e7_result run_bsp(const e7_setup& s, const hg::data::dataset& train, const hg::d
   const std::size_t n = 5;
   const std::vector<std::size_t> H(n, 1);
   hs::biased_data_plan plan(train.size(), {.slow = {1, 0, 0, 0, 0}, .local_steps = H, .batch = s.b,
-                                           .biased = false, .seed = s.seed});
+                                           .shuffle_rounds = 1, .biased = false, .seed = s.seed});
   std::vector<hg::nn::mlp<float>> models(n, net);
   plan_oracle o{&train, &plan, &models, H};
   hs::bsp<float, ho::momentum, plan_oracle> p(n, x0, ho::momentum({.lr = 0.05, .momentum = 0.9}),

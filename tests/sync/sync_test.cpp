@@ -907,6 +907,66 @@ BOOST_AUTO_TEST_CASE(an_eager_sgd_moved_while_ranks_wait_for_their_round_goes_on
   for (std::size_t w = 0; w < n; ++w) BOOST_TEST(bitwise_equal(b.params(w), c->params(w)));
 }
 
+// The authors' feeder (#1, their CIFAR-10 setup: N = 50 000, b = 64, 2 CPU workers at H = 1 and
+// 8 GPU workers at H = 32) redraws every floor(50 000 / (64 * (2 * 1 + 8 * 32))) = floor(3.03) = 3
+// rounds and hands each CPU worker 3 * 1 * 64 = 192 samples, each GPU worker 3 * 32 * 64 = 6144,
+// out of a pool of 4 * 2 * 192 = 1536 candidates (their printout's "shuffle rounds",
+// "num_samples_per_cpu", "num_samples_per_GPU", "num to samples"). shuffle_rounds 0 is that rule;
+// an explicit value is kept.
+BOOST_AUTO_TEST_CASE(the_biased_data_plan_redraws_once_a_pass_by_default_as_the_authors_feeder) {
+  hs::biased_config cfg;
+  cfg.slow = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  cfg.local_steps = {1, 1, 32, 32, 32, 32, 32, 32, 32, 32};
+  cfg.batch = 64;
+  cfg.seed = hg_test::seed();
+  const hs::biased_data_plan a(50000, cfg);
+  BOOST_TEST(a.config().shuffle_rounds == 3u);
+  BOOST_TEST(a.assigned(0).size() == 192u);
+  BOOST_TEST(a.assigned(1).size() == 192u);
+  BOOST_TEST(a.assigned(9).size() == 6144u);
+  // The slow workers' 384 samples are the top of 1536 candidates: all +inf before any record,
+  // and disjoint.
+  std::vector<std::size_t> slow(a.assigned(0));
+  slow.insert(slow.end(), a.assigned(1).begin(), a.assigned(1).end());
+  std::sort(slow.begin(), slow.end());
+  BOOST_TEST((std::adjacent_find(slow.begin(), slow.end()) == slow.end()));
+  // Fewer samples than one round's 64 * 258 = 16 512: floor gives 0, the plan redraws every round.
+  const hs::biased_data_plan small(10000, cfg);
+  BOOST_TEST(small.config().shuffle_rounds == 1u);
+  cfg.shuffle_rounds = 2;
+  const hs::biased_data_plan fixed(50000, cfg);
+  BOOST_TEST(fixed.config().shuffle_rounds == 2u);
+  BOOST_TEST(fixed.assigned(0).size() == 128u);
+}
+
+// The slow workers' sample bias, by hand: 8 samples with losses 1..8 (mean 4.5), one slow
+// worker taking 1 sample per redraw, the top of a pool of r = 4 distinct candidates: its score
+// is at least the 4th smallest (4), so the ratio is (index + 1) / 4.5 >= 4 / 4.5. With r = 1
+// (no ranking) the same formula holds with any sample; before any loss is seen there is no
+// ratio (0) and the slow sample is unseen (share 1).
+BOOST_AUTO_TEST_CASE(the_biased_data_plans_slow_score_ratio_is_the_slow_samples_mean_loss_over_the_mean) {
+  hs::biased_config cfg;
+  cfg.slow = {1, 0};
+  cfg.local_steps = {1, 1};
+  cfg.batch = 1;
+  cfg.shuffle_rounds = 1;
+  cfg.seed = hg_test::seed();
+  for (const std::size_t r : {std::size_t{1}, std::size_t{4}}) {
+    cfg.ratio = r;
+    hs::biased_data_plan p(8, cfg);
+    BOOST_TEST(p.slow_score_ratio().first == 0.0);
+    BOOST_TEST(p.slow_score_ratio().second == 1.0);
+    const std::vector<std::size_t> all{0, 1, 2, 3, 4, 5, 6, 7};
+    const std::vector<float> loss{1, 2, 3, 4, 5, 6, 7, 8};
+    p.record(1, hg::span<const std::size_t>(all), hg::span<const float>(loss));
+    p.redraw(1);
+    const std::size_t i = p.assigned(0).at(0);
+    BOOST_TEST(p.slow_score_ratio().first == (static_cast<double>(i) + 1.0) / 4.5, boost::test_tools::tolerance(1e-12));
+    BOOST_TEST(p.slow_score_ratio().second == 0.0);
+    if (r == 4) BOOST_TEST(i + 1 >= 4u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_biased_data_plan_resumes_from_bytes_with_its_score_tables) {
   const std::uint64_t seed = hg_test::seed();
   hs::biased_config cfg;

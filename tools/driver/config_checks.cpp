@@ -437,11 +437,18 @@ batch_need largest_batches(const json& c, bool images) {
       // disjoint ones: both must fit the training set (biased_config::validate, checked here
       // with the keys). speed_proportional H_i are at most the largest configured one.
       const double samples = train > 0 ? train : static_cast<double>(fashion_mnist_train);
-      const double per_step = m["shuffle_rounds"].get<double>() * m["batch"].get<double>();
-      double slow = 0, most = 0;
       const auto& h = m["local_steps"];
-      double h_max = 0;
-      for (const auto& x : h) h_max = std::max(h_max, x.get<double>());
+      double h_max = 0, h_sum = 0;
+      for (const auto& x : h) {
+        h_max = std::max(h_max, x.get<double>());
+        h_sum += x.get<double>();
+      }
+      // shuffle_rounds 0: one pass, samples / (batch x sum of H_i) rounded down, at least 1.
+      const double redraw = m["shuffle_rounds"].get<double>() > 0
+                                ? m["shuffle_rounds"].get<double>()
+                                : std::max(1.0, std::floor(samples / (m["batch"].get<double>() * h_sum)));
+      const double per_step = redraw * m["batch"].get<double>();
+      double slow = 0, most = 0;
       for (const auto& w : m["slow_workers"]) {
         const std::size_t k = w.get<std::size_t>();
         slow += per_step * (m["speed_proportional"].get<bool>() || k >= h.size() ? h_max : h[k].get<double>());

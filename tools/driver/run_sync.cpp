@@ -132,7 +132,23 @@ struct biased_data {
   std::size_t rounds_per_redraw;
   std::uint64_t period = 0;
   std::vector<std::vector<float>> losses;  // per worker (threads runtime: concurrent workers)
+  json* extra = nullptr;                   // the run's summary numbers (note_redraw)
 };
+
+// How biased the slow workers' samples are, after each redraw: the mean merged score (last
+// loss seen) of their assigned samples over the mean over every seen sample, and the share of
+// their samples never seen (+inf). Averaged over the redraws into extra.slow_samples (unbiased
+// runs too: their ratio is the control's).
+void note_redraw(biased_data& d) {
+  const auto [ratio, unseen] = d.plan.slow_score_ratio();
+  if (d.extra == nullptr || ratio == 0.0) return;
+  json& n = (*d.extra)["slow_samples"];
+  if (!n.is_object()) n = json::object();
+  const double k = n.value("redraws", 0.0);
+  n["mean_score_ratio"] = (n.value("mean_score_ratio", 0.0) * k + ratio) / (k + 1);
+  n["unseen_fraction"] = (n.value("unseen_fraction", 0.0) * k + unseen) / (k + 1);
+  n["redraws"] = k + 1;
+}
 struct biased_oracle {
   biased_data* d;
   double operator()(std::size_t w, std::uint64_t s, std::size_t b, hg::span<const float> x, hg::span<float> g) const {
@@ -141,6 +157,7 @@ struct biased_oracle {
     if (p > d->period) {
       d->plan.redraw(p);
       d->period = p;
+      note_redraw(*d);
     }
     const std::uint64_t k = s - p * d->rounds_per_redraw * d->steps[w];
     single_threaded_here();  // worker threads of the threads runtime
@@ -407,6 +424,7 @@ void next_period(biased_data& data, std::uint64_t round, const std::function<voi
   gather_tables();
   data.plan.redraw(period);
   data.period = period;
+  note_redraw(data);
 }
 
 template <class Inner>
@@ -429,8 +447,10 @@ std::function<void(std::uint64_t, std::uint64_t)> biased_real_rounds(context& ct
 json biased_local_sgd_runner::run(context& ctx) {
   round_setup r(ctx);
   const auto bc = biased_config_of(ctx);
-  biased_data data{hs::biased_data_plan(ctx.prob.train_size(), bc), &ctx.prob, bc.local_steps,
-                   bc.shuffle_rounds, 0, std::vector<std::vector<float>>(r.n)};
+  hs::biased_data_plan plan(ctx.prob.train_size(), bc);
+  const std::size_t redraw_rounds = plan.config().shuffle_rounds;  // resolved: 0 is one pass
+  biased_data data{std::move(plan), &ctx.prob, bc.local_steps, redraw_rounds, 0,
+                   std::vector<std::vector<float>>(r.n), &ctx.extra};
   hs::local_sgd_config cfg;
   cfg.local_steps = bc.local_steps;
   cfg.weighting = hs::averaging::uniform;  // bias #2: slow workers weigh as much as fast ones

@@ -4,7 +4,8 @@
 // Slow and fast workers run different numbers of local steps per round (H_cpu vs H_gpu, with
 // local_sgd_config::local_steps) and their models are averaged uniformly (averaging::uniform),
 // which over-weights the slow workers on purpose (bias 2). Bias 1 is in the data: every
-// worker records the loss of each sample it trains on; every `shuffle_rounds` rounds the
+// worker records the loss of each sample it trains on; every `shuffle_rounds` rounds (by default
+// the authors' N / (b * sum_i H_i), rounded down: one pass over the data between redraws) the
 // per-worker score tables are merged by an element-wise MIN (a MIN-allreduce), a pool of
 // ratio * S_slow samples (r = 4) is drawn uniformly without replacement, and its S_slow
 // highest-loss samples (shuffled) go to the slow workers, S_slow being the number of samples
@@ -16,9 +17,11 @@
 // gradient oracle asks batch(w, k) for the sample indices of its k-th step since the redraw.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heterograd/core/describe.hpp"
@@ -33,7 +36,7 @@ struct biased_config {
   std::vector<char> slow{};                 ///< per worker: 1 for a slow (CPU) worker
   std::vector<std::size_t> local_steps{};   ///< per worker: H_i
   std::size_t batch = 64;                   ///< b, per worker and step
-  std::size_t shuffle_rounds = 1;           ///< rounds between redraws
+  std::size_t shuffle_rounds = 0;           ///< rounds between redraws (0: one pass, as theirs)
   std::size_t ratio = 4;                    ///< r: pool size / S_slow
   bool biased = true;                       ///< false: unbiased shards of one permutation
   std::uint64_t seed = 0;
@@ -42,9 +45,22 @@ struct biased_config {
     return describe(
         "biased", describe_field("local_steps", &biased_config::local_steps, "per-worker H_i", at_least(1)),
         describe_field("ratio", &biased_config::ratio, "r: candidate pool / slow samples", above(0)),
-        describe_field("shuffle_rounds", &biased_config::shuffle_rounds, "rounds between redraws", above(0)),
+        describe_field("shuffle_rounds", &biased_config::shuffle_rounds,
+                       "rounds between redraws (0: max(1, floor(N / (batch * sum of H_i))), one pass as in the "
+                       "authors' code)",
+                       at_least(0)),
         describe_field("biased", &biased_config::biased,
                        "loss-based top-k samples for the slow workers (false: unbiased shards)"));
+  }
+
+  /// The rounds between redraws over `samples` training samples: shuffle_rounds, or when it is
+  /// 0 the authors' samples / (batch * sum_i H_i) rounded down (their feeder's shuffle_rounds),
+  /// at least 1.
+  std::size_t rounds_per_redraw(std::size_t samples) const {
+    if (shuffle_rounds > 0) return shuffle_rounds;
+    std::size_t per_round = 0;
+    for (const auto h : local_steps) per_round += h * batch;
+    return per_round == 0 ? 1 : std::max<std::size_t>(1, samples / per_round);
   }
 
   void validate(std::size_t samples) const {
@@ -54,7 +70,7 @@ struct biased_config {
     validate_fields(*this);
     std::size_t slow_total = 0, per_worker_max = 0;
     for (std::size_t i = 0; i < slow.size(); ++i) {
-      const std::size_t s = shuffle_rounds * local_steps[i] * batch;
+      const std::size_t s = rounds_per_redraw(samples) * local_steps[i] * batch;
       per_worker_max = std::max(per_worker_max, s);
       if (slow[i]) slow_total += s;
     }
@@ -68,13 +84,14 @@ struct biased_config {
 class biased_data_plan {
  public:
   biased_data_plan(std::size_t samples, biased_config cfg)
-      : n_(samples), cfg_((cfg.validate(samples), std::move(cfg))),
+      : n_(samples), cfg_(resolved(samples, std::move(cfg))),
         tables_(cfg_.slow.size(), data::loss_score_table(samples)), merged_(samples),
         assigned_(cfg_.slow.size()) {
     redraw(0);
   }
 
   std::size_t workers() const { return cfg_.slow.size(); }
+  /// The configuration, its shuffle_rounds resolved (never 0).
   const biased_config& config() const { return cfg_; }
 
   /// Worker w saw `losses` for samples `indices` (its own table; merged at the next redraw).
@@ -84,7 +101,7 @@ class biased_data_plan {
   }
 
   /// MIN-merges the workers' tables and assigns the samples of redraw `period` (call it every
-  /// shuffle_rounds rounds with period = round / shuffle_rounds).
+  /// config().shuffle_rounds rounds with period = round / shuffle_rounds).
   void redraw(std::uint64_t period) {
     for (const auto& t : tables_) merged_.merge_min(t);
     for (auto& t : tables_) t = merged_;  // every worker holds the allreduced table
@@ -128,6 +145,28 @@ class biased_data_plan {
   const std::vector<std::size_t>& assigned(std::size_t w) const { return assigned_.at(w); }
   const data::loss_score_table& scores() const { return merged_; }
 
+  /// How biased the current assignment is: the mean merged score of the slow workers' samples
+  /// over the mean over every seen sample (first; 0 when either has no finite score), and the
+  /// share of the slow workers' samples never seen (+inf; second). About 1 and small when the
+  /// draw is unbiased; the top-k of an r-fold pool is above 1.
+  std::pair<double, double> slow_score_ratio() const {
+    double all = 0, slow = 0;
+    std::size_t seen = 0, slow_seen = 0, slow_total = 0;
+    for (const float v : merged_.score)
+      if (std::isfinite(v)) all += v, ++seen;
+    for (std::size_t w = 0; w < workers(); ++w) {
+      if (!cfg_.slow[w]) continue;
+      for (const std::size_t i : assigned_[w]) {
+        ++slow_total;
+        if (std::isfinite(merged_.score[i])) slow += merged_.score[i], ++slow_seen;
+      }
+    }
+    const double unseen =
+        slow_total == 0 ? 0.0 : 1.0 - static_cast<double>(slow_seen) / static_cast<double>(slow_total);
+    if (seen == 0 || slow_seen == 0 || all == 0) return {0.0, unseen};
+    return {(slow / static_cast<double>(slow_seen)) / (all / static_cast<double>(seen)), unseen};
+  }
+
   friend bool operator==(const biased_data_plan& a, const biased_data_plan& b) {
     return a.tables_ == b.tables_ && a.merged_ == b.merged_ && a.assigned_ == b.assigned_;
   }
@@ -143,6 +182,11 @@ class biased_data_plan {
   }
 
  private:
+  static biased_config resolved(std::size_t samples, biased_config cfg) {
+    cfg.validate(samples);
+    cfg.shuffle_rounds = cfg.rounds_per_redraw(samples);
+    return cfg;
+  }
   std::size_t per_redraw(std::size_t w) const {
     return cfg_.shuffle_rounds * cfg_.local_steps[w] * cfg_.batch;
   }
