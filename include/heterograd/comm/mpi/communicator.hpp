@@ -381,7 +381,7 @@ class communicator {
  private:
   template <class T>
   static void detail_scale(span<T> data, double w) {
-    comm::detail::scaled_copy(data.data(), data.data(), w, data.size());
+    comm::detail::scale(data.data(), w, data.size());
   }
 
   std::shared_ptr<detail::op_state> make_state(const char* what, std::size_t count, int peer,
