@@ -17,6 +17,7 @@
 
 #include "comm_test_support.hpp"
 #include "heterograd/comm/inproc.hpp"
+#include "transport_conformance.hpp"
 
 namespace hg = heterograd;
 namespace hc = heterograd::comm;
@@ -252,6 +253,18 @@ BOOST_AUTO_TEST_CASE(weighted_average_through_a_schedule_matches_the_native_one)
     for (std::size_t i = 0; i < 100; ++i)
       BOOST_TEST(a[static_cast<std::size_t>(r)][i] == b[static_cast<std::size_t>(r)][i],
                  boost::test_tools::tolerance(1e-14));
+}
+
+// The weighted schedules across segments, as tests/comm/mpi_test.cpp runs them over MPI.
+BOOST_AUTO_TEST_CASE(weighted_allreduce_across_segments_by_every_algorithm_equals_the_reference_bitwise) {
+  for (int n : {2, 3, 4}) {
+    hi::spawn(n, [](hi::communicator c) {
+      comm_conformance::weighted_allreduce_across_segments_equals_the_reference(
+          c, hc::schedule_options{}.segment_bytes,
+          {hc::algorithm::automatic, hc::algorithm::ring, hc::algorithm::recursive_halving_doubling,
+           hc::algorithm::tree, hc::algorithm::hierarchical, hc::algorithm::torus_2d});
+    });
+  }
 }
 
 BOOST_AUTO_TEST_CASE(any_source_receive_serves_workers_and_reports_each_sender_and_tag) {

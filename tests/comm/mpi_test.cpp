@@ -79,6 +79,45 @@ BOOST_AUTO_TEST_CASE(float_allreduce_matches_the_reference_within_reordering_tol
   comm_conformance::weighted_average_is_the_sum_of_weighted_inputs_over_the_sum_of_weights(c);
 }
 
+// Weighted calls run schedules over matched receives (1 MiB segments): a buffer of 10^6
+// floats once failed on 3 ranks with a segment's receive taking its sibling's message.
+BOOST_AUTO_TEST_CASE(weighted_allreduce_across_segments_by_every_algorithm_equals_the_reference_bitwise) {
+  comm_conformance::weighted_allreduce_across_segments_equals_the_reference(
+      mpi_test::world(), hm::mpi_allreduce_tuning{}.segment_bytes,
+      {hc::algorithm::automatic, hc::algorithm::native, hc::algorithm::ring,
+       hc::algorithm::recursive_halving_doubling, hc::algorithm::tree, hc::algorithm::hierarchical,
+       hc::algorithm::torus_2d});
+}
+
+// Receives are matched in posting order, but a later any-source receive still takes a message
+// that the earlier, waiting receive cannot match: rank 0 receives from rank 1, then from any
+// source; rank 2's message completes the second while the first waits (rank 1 sends only once
+// told so). Holding every later overlapping receive back would hang here until the timeout.
+BOOST_AUTO_TEST_CASE(a_later_any_source_receive_takes_a_message_the_earlier_waiting_receive_cannot_match) {
+  auto& c = mpi_test::world();
+  if (c.size() < 3) return;
+  const hc::recv_options ro{.timeout = hg::seconds{20}};
+  if (c.rank() == 0) {
+    std::vector<std::int32_t> a(4, -1), b(4, -1), go{1};
+    auto ra = c.recv(hg::span<std::int32_t>(a), 1, 21, ro);
+    auto rb = c.recv(hg::span<std::int32_t>(b), hc::any_source, 21, ro);
+    rb.wait();
+    BOOST_TEST(rb.status().source == 2);
+    BOOST_TEST(b == std::vector<std::int32_t>(4, 2), boost::test_tools::per_element());
+    c.send(hg::span<const std::int32_t>(go), 1, 22).wait();
+    ra.wait();
+    BOOST_TEST(a == std::vector<std::int32_t>(4, 1), boost::test_tools::per_element());
+  } else if (c.rank() == 1) {
+    std::vector<std::int32_t> go{0}, mine(4, 1);
+    c.recv(hg::span<std::int32_t>(go), 0, 22, ro).wait();
+    c.send(hg::span<const std::int32_t>(mine), 0, 21).wait();
+  } else if (c.rank() == 2) {
+    std::vector<std::int32_t> mine(4, 2);
+    c.send(hg::span<const std::int32_t>(mine), 0, 21).wait();
+  }
+  c.barrier().wait();
+}
+
 BOOST_AUTO_TEST_CASE(waits_yield_between_polls_only_when_ranks_outnumber_cores_and_mpi_does_not_yield_itself) {
   auto& c = mpi_test::world();
   // OpenMPI's mpirun sets mpi_oversubscribe when it places more ranks than slots, and then

@@ -80,6 +80,64 @@ void weighted_average_is_the_sum_of_weighted_inputs_over_the_sum_of_weights(cons
   for (double x : w) expect(std::abs(x - num / den) <= 1e-14 * num / den, "weighted average");
 }
 
+/// The rank-ordered reference of a weighted allreduce of integer-valued floats: rank r weighs
+/// r + 1, so every partial sum is an integer below 2^24 and exact in float in any order; avg
+/// divides the sum by sum_r (r + 1) once, as every path does (bitwise reproducible).
+inline std::vector<float> weighted_integer_reference(std::uint64_t seed, int n, std::size_t m,
+                                                     hc::reduce_op op) {
+  std::vector<double> acc(m, 0.0);
+  double den = 0.0;
+  for (int r = 0; r < n; ++r) {
+    const auto in = comm_test::integer_input<float>(seed, r, m);
+    for (std::size_t i = 0; i < m; ++i) acc[i] += (r + 1.0) * in[i];
+    den += r + 1.0;
+  }
+  std::vector<float> out(m);
+  for (std::size_t i = 0; i < m; ++i)
+    out[i] = op == hc::reduce_op::avg ? static_cast<float>(acc[i]) / static_cast<float>(den)
+                                      : static_cast<float>(acc[i]);
+  return out;
+}
+
+/// Weighted allreduce (avg, and sum with a weight as detail::weighted_allreduce runs it) of
+/// float buffers that cross the pipelining segment, by each algorithm of `algos`, equals the
+/// reference bitwise. Counts: one element over a segment of `segment_bytes` (the transport's
+/// default, which the calls keep), n segments plus 3 (each rank's ring chunk crosses a
+/// segment, and n does not divide it), and 10^6 + 3 (several segments per chunk, a short last
+/// one); 10^6 + 3 also runs with 64 KiB segments (many equal-size segments per transfer,
+/// where a segment received into its sibling's place would swap data unseen by sizes).
+template <class C>
+void weighted_allreduce_across_segments_equals_the_reference(
+    const C& c, std::size_t segment_bytes, std::initializer_list<hc::algorithm> algos) {
+  const auto seed = shared_seed(c);
+  const int n = c.size();
+  const std::size_t seg = segment_bytes / sizeof(float), big = 1000003;
+  const std::size_t cases[][2] = {{seg + 1, 0},
+                                  {static_cast<std::size_t>(n) * seg + 3, 0},
+                                  {big, 0},
+                                  {big, 64 * 1024}};
+  for (const auto& cs : cases) {
+    const std::size_t m = cs[0];
+    const auto mine = comm_test::integer_input<float>(seed, c.rank(), m);
+    for (auto op : {hc::reduce_op::avg, hc::reduce_op::sum}) {
+      const auto expected = weighted_integer_reference(seed, n, m, op);
+      for (auto a : algos) {
+        auto v = mine;
+        hc::allreduce_options o;
+        o.op = op;
+        o.algo = a;
+        o.weight = c.rank() + 1.0;
+        o.segment_bytes = cs[1];
+        c.allreduce(hg::span<float>(v), o).wait();
+        expect(std::memcmp(v.data(), expected.data(), m * sizeof(float)) == 0,
+               std::string(hc::algorithm_name(a)) + " weighted " +
+                   std::string(hc::reduce_op_name(op)) + " m=" + std::to_string(m) +
+                   " segment_bytes=" + std::to_string(cs[1]));
+      }
+    }
+  }
+}
+
 template <class C>
 void reduce_scatter_allgather_broadcast_gather_and_barrier(const C& c) {
   const int n = c.size(), r = c.rank();

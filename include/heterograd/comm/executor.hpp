@@ -54,7 +54,7 @@ class schedule_state final : public request_state {
       wo.tag = o_.tag + 1;
       wsum_ = std::make_unique<schedule_state<Transport, double>>(
           t_, span<double>(weight_sum_, 1), std::move(ws), wo);
-      scaled_copy(data_.data(), data_.data(), *o_.weight, data_.size());
+      scale(data_.data(), *o_.weight, data_.size());
     }
   }
 

@@ -36,6 +36,13 @@ void scaled_copy(T* __restrict acc, const T* __restrict src, double w, std::size
   for (std::size_t i = 0; i < n; ++i) acc[i] = s * src[i];
 }
 
+/// x[i] = w * x[i] in place: reads n, writes n (scaled_copy's pointers may not alias).
+template <class T>
+void scale(T* x, double w, std::size_t n) {
+  const T s = static_cast<T>(w);
+  for (std::size_t i = 0; i < n; ++i) x[i] = s * x[i];
+}
+
 /// acc[i] += w * src[i]: reads 2n, writes n.
 template <class T>
 void scaled_add(T* __restrict acc, const T* __restrict src, double w, std::size_t n) {

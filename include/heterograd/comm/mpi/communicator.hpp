@@ -310,10 +310,13 @@ class communicator {
     // message has the size this receive takes.
     const detail::receive_target to{data.data(), data.size() * sizeof(T), detail::datatype<T>(),
                                     sizeof(T), dtype_of_v<T>, o.up_to};
-    st->set_gate([comm = s_->comm, src = source == any_source ? MPI_ANY_SOURCE : source,
-                  tg = tag == any_tag ? MPI_ANY_TAG : tag, to](detail::op_state& s) {
-      return detail::poll_matched_receive(comm, src, tg, to, [&s] { return s.add_request(); });
-    });
+    const int src = source == any_source ? MPI_ANY_SOURCE : source;
+    const int tg = tag == any_tag ? MPI_ANY_TAG : tag;
+    st->set_gate(
+        [comm = s_->comm, to](detail::op_state& s, int from, int with_tag) {
+          return detail::poll_matched_receive(comm, from, with_tag, to, [&s] { return s.add_request(); });
+        },
+        src, tg);
     return request(std::move(st));
   }
 
@@ -381,7 +384,7 @@ class communicator {
  private:
   template <class T>
   static void detail_scale(span<T> data, double w) {
-    comm::detail::scaled_copy(data.data(), data.data(), w, data.size());
+    comm::detail::scale(data.data(), w, data.size());
   }
 
   std::shared_ptr<detail::op_state> make_state(const char* what, std::size_t count, int peer,

@@ -65,19 +65,23 @@ class op_state final : public request_state {
 
   /// A step polled before the first stage's requests until it returns true (a matched receive:
   /// it posts its request once the message is there and its size is known). Registered with
-  /// the communicator, whose every operation polls it (comm_state::gated).
-  void set_gate(std::function<bool(op_state&)> g) {
+  /// the communicator, whose every operation polls it (comm_state::gated). `source` and `tag`
+  /// (MPI_ANY_SOURCE / MPI_ANY_TAG allowed) are what the gate matches; poll_gates runs the gate
+  /// on them, or on the exact (source, tag) of a message it has seen (gates_detail::poll_one).
+  void set_gate(std::function<bool(op_state&, int source, int tag)> g, int source, int tag) {
     std::lock_guard<std::mutex> l(c_->gate_m);
     gate_ = std::move(g);
+    gate_source_ = source;
+    gate_tag_ = tag;
     gated_.store(true, std::memory_order_release);
     c_->gated.push_back(this);
     c_->gated_count.fetch_add(1);
   }
   /// Runs the gate once (under the communicator's gate_m): true when it is done, with its
   /// request posted or its error kept for progress() to throw.
-  bool run_gate() noexcept {
+  bool run_gate(int source, int tag) noexcept {
     try {
-      if (!gate_(*this)) return false;
+      if (!gate_(*this, source, tag)) return false;
     } catch (...) {
       gate_error_ = std::current_exception();
     }
@@ -85,6 +89,16 @@ class op_state final : public request_state {
     stats_.resize(reqs_.size());
     gated_.store(false, std::memory_order_release);
     return true;
+  }
+
+  int gate_source() const { return gate_source_; }
+  int gate_tag() const { return gate_tag_; }
+  /// Whether this gate takes a message from `source` with `tag` (either may be a wildcard:
+  /// then whether some message could match both).
+  bool gate_matches(int source, int tag) const {
+    const bool s = gate_source_ == source || gate_source_ == MPI_ANY_SOURCE || source == MPI_ANY_SOURCE;
+    const bool t = gate_tag_ == tag || gate_tag_ == MPI_ANY_TAG || tag == MPI_ANY_TAG;
+    return s && t;
   }
 
   /// A new MPI request slot of the current stage, for an MPI_I* call to fill in.
@@ -206,7 +220,8 @@ class op_state final : public request_state {
     gated_.store(false, std::memory_order_release);
   }
 
-  std::function<bool(op_state&)> gate_;
+  std::function<bool(op_state&, int, int)> gate_;
+  int gate_source_ = MPI_ANY_SOURCE, gate_tag_ = MPI_ANY_TAG;
   std::atomic<bool> gated_{false};
   std::exception_ptr gate_error_;
   std::shared_ptr<comm_state> c_;
@@ -221,12 +236,48 @@ class op_state final : public request_state {
 };
 
 namespace gates_detail {
+/// Whether gate i of `g` may take a message now, and from which (source, tag): as MPI matches
+/// posted receives, a message goes to the earliest posted receive that matches it. Where an
+/// earlier gate still waiting could match what gate i matches, gate i peeks (MPI_Iprobe) and
+/// runs on that message's exact (source, tag) only when no earlier gate matches it. Without
+/// this, a message arriving between two gates' probes went to the later one (a schedule's
+/// second segment took the first segment's message: a size_error when their sizes differed,
+/// swapped data when they did not).
+inline bool gate_target(const comm_state& c, const std::vector<op_state*>& g, std::size_t i, int& source,
+                        int& tag) {
+  source = g[i]->gate_source();
+  tag = g[i]->gate_tag();
+  const auto earlier_matches = [&](int s, int t) {
+    for (std::size_t j = 0; j < i; ++j)
+      if (g[j]->gate_matches(s, t)) return true;
+    return false;
+  };
+  if (!earlier_matches(source, tag)) return true;
+  int flag = 0;
+  MPI_Status st;
+  check(MPI_Iprobe(source, tag, c.comm, &flag, &st), "MPI_Iprobe");
+  if (!flag || earlier_matches(st.MPI_SOURCE, st.MPI_TAG)) return false;
+  source = st.MPI_SOURCE;
+  tag = st.MPI_TAG;
+  return true;
+}
+
+/// Polls the gates of `c` in posting order (gate_target).
 inline void poll_one(comm_state& c) {
   if (c.gated_count.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> l(c.gate_m);
   auto& g = c.gated;
   for (std::size_t i = 0; i < g.size();) {
-    if (g[i]->run_gate()) {
+    int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
+    bool ready = false;
+    try {
+      ready = gate_target(c, g, i, source, tag);
+    } catch (...) {
+      ready = true;  // MPI failed: the gate's own probe meets the failure and reports it
+      source = g[i]->gate_source();
+      tag = g[i]->gate_tag();
+    }
+    if (ready && g[i]->run_gate(source, tag)) {
       g.erase(g.begin() + static_cast<std::ptrdiff_t>(i));
       c.gated_count.fetch_sub(1);
     } else {
