@@ -186,11 +186,9 @@ class local_session {
   }
 
   /// x <- sum_i w_i x_i / sum_i w_i with the arithmetic of the transport's weighted average
-  /// (comm/reduce.hpp's scale in float, divide by the double sum), but over its unweighted sum:
-  /// comm::mpi's weighted allreduce above one segment per ring step (tuning.segment_bytes, 1 MiB)
-  /// refuses its own messages
-  /// ("message from rank 2 has 284760 bytes, the receive expects exactly 1048576") on 3 ranks and a
-  /// 4 MB buffer, while the unweighted allreduce takes its default path. Bytes per element: 2
+  /// (comm/reduce.hpp's scale in float, divide by the double sum), but over its unweighted sum
+  /// (written when comm::mpi's weighted allreduce refused its own 1 MiB segments on a 4 MB buffer
+  /// on 3 ranks, a receive-matching bug since fixed; the same arithmetic). Bytes per element: 2
   /// sizeof(float) to scale, the allreduce's, 2 sizeof(float) to divide.
   void average() {
     const auto x = params();
