@@ -165,9 +165,17 @@ inline core_set this_thread_cores() {
   return detail::from_cpu_set(set);
 }
 
-/// One core set per worker (empty: workers are not pinned).
+/// One core set per worker (empty: workers are not pinned), and the server's (empty: not
+/// pinned). A server method on threads (runtime::run with where::threads) pins its server
+/// thread to `server`: with the server unpinned on a machine as small as its placement (2
+/// cores, 6 workers), the scheduler puts it behind the workers of whatever core it lands on,
+/// every worker then waits for it, and all of them run at its pace whatever their cores
+/// (docs/experiments.md, E10). Round methods have no server thread and refuse a server set.
 struct placement_config {
   std::vector<core_set> workers;
+  core_set server;
+  /// The server set's name in errors; empty: the placement's key + ".server".
+  std::string server_key;
 
   /// From one cpulist per worker; errors name `key`[w].
   static placement_config parse(const std::vector<std::string>& sets, const std::string& key) {
@@ -183,6 +191,33 @@ struct placement_config {
             "must list one core set per worker (" + std::to_string(n) + ")");
     for (std::size_t w = 0; w < n; ++w)
       require_available(workers[w], key + "[" + std::to_string(w) + "]");
+  }
+  /// The key errors about the server set name.
+  std::string server_name(const std::string& key) const {
+    return server_key.empty() ? key + ".server" : server_key;
+  }
+  /// The server set: empty, or available to this process.
+  void validate_server(const std::string& key) const {
+    if (!server.empty()) require_available(server, server_name(key));
+  }
+  /// Refuses a server set where there is no server thread to pin (`what`: the runner).
+  void refuse_server(const std::string& key, const std::string& what) const {
+    require(server.empty(), server_name(key), "\"" + server.str() + "\"",
+            "must be empty: " + what + " has no server thread to pin");
+  }
+  /// Pins the calling thread as the server's (nothing when the server set is empty).
+  void pin_server(const std::string& key) const {
+    if (!server.empty()) pin_this_thread(server, server_name(key));
+  }
+  /// The workers whose cores overlap the server's (none when the server is not pinned): the
+  /// server shares a core with them, and takes from their share of it.
+  std::vector<std::size_t> sharing_server() const {
+    std::vector<std::size_t> out;
+    for (std::size_t w = 0; w < workers.size(); ++w)
+      if (std::any_of(workers[w].cores.begin(), workers[w].cores.end(),
+                      [&](int c) { return server.contains(c); }))
+        out.push_back(w);
+    return out;
   }
   /// Pins the calling thread as worker w's (nothing when empty).
   void pin(std::size_t w, const std::string& key) const {
