@@ -268,7 +268,7 @@ BOOST_AUTO_TEST_CASE(a_server_placement_is_refused_by_key_where_it_cannot_pin) {
   w.placement.server = hr::core_set{{0}};
   const auto rounds = message([&] { (void)hr::run(b, w, o); });
   BOOST_TEST(rounds.find("'workers.server_placement' = \"0\"") != std::string::npos, rounds);
-  BOOST_TEST(rounds.find("a round method has no server thread") != std::string::npos, rounds);
+  BOOST_TEST(rounds.find("must be empty for a round method") != std::string::npos, rounds);
   BOOST_TEST(computed.load() == 0u);
   BOOST_TEST(p.version() == 0u);
 }

@@ -167,10 +167,10 @@ inline core_set this_thread_cores() {
 
 /// One core set per worker (empty: workers are not pinned), and the server's (empty: not
 /// pinned). A server method on threads (runtime::run with where::threads) pins its server
-/// thread to `server`: with the server unpinned on a machine as small as its placement (2
-/// cores, 6 workers), the scheduler puts it behind the workers of whatever core it lands on,
-/// every worker then waits for it, and all of them run at its pace whatever their cores
-/// (docs/experiments.md, E10). Round methods have no server thread and refuse a server set.
+/// thread to `server`; a server that shares a worker's core takes from that worker's share
+/// (sharing_server() names them). Round methods have no server thread and refuse a server
+/// set; under MPI rank 0's process is the server's, which a launcher binds. (With a placement
+/// the server copies each job's model, remote_options::copy_jobs: docs/runtime.md.)
 struct placement_config {
   std::vector<core_set> workers;
   core_set server;
@@ -200,10 +200,9 @@ struct placement_config {
   void validate_server(const std::string& key) const {
     if (!server.empty()) require_available(server, server_name(key));
   }
-  /// Refuses a server set where there is no server thread to pin (`what`: the runner).
-  void refuse_server(const std::string& key, const std::string& what) const {
-    require(server.empty(), server_name(key), "\"" + server.str() + "\"",
-            "must be empty: " + what + " has no server thread to pin");
+  /// Refuses a server set where this runner cannot pin a server thread (`rule`: why).
+  void refuse_server(const std::string& key, const std::string& rule) const {
+    require(server.empty(), server_name(key), "\"" + server.str() + "\"", rule);
   }
   /// Pins the calling thread as the server's (nothing when the server set is empty).
   void pin_server(const std::string& key) const {

@@ -178,7 +178,8 @@ class real_server {
   run_report run_ranks(const Transport& t) {
     // Rank 0's process is the server's: a launcher's binding places it (pinning its thread
     // alone left MPI's own threads elsewhere and stalled the exchanges: docs/experiments.md).
-    placement_.refuse_server(placement_key_, "an MPI run (bind rank 0 with the launcher)");
+    placement_.refuse_server(placement_key_,
+                             "must be empty under MPI: rank 0's process is the server's, bind it with the launcher");
     if (t.rank() != 0) return worker_rank(t);
     remote_summary summary;
     auto body = [&] {
