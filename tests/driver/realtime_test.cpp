@@ -272,6 +272,19 @@ BOOST_AUTO_TEST_CASE(bad_real_clock_inputs_are_refused_naming_the_key_the_value_
   BOOST_TEST(has(e, "workers.placement"), e);
   p["clock"] = "real";
   BOOST_TEST(error_of(p).empty());  // core 0 exists everywhere
+  // The server thread's cores (issue 50): a cpulist this process has, on real threads only.
+  p["workers"]["server_placement"] = "0-";
+  e = error_of(p);
+  BOOST_TEST((has(e, "workers.server_placement") && has(e, "0-") && has(e, "ranges a-b")), e);
+  p["workers"]["server_placement"] = "1023";
+  e = error_of(p);
+  BOOST_TEST((has(e, "workers.server_placement") && has(e, "core 1023 is not available")), e);
+  p["workers"]["server_placement"] = "0";
+  p["runtime"] = "mpi";
+  e = error_of(p);
+  BOOST_TEST((has(e, "workers.server_placement") && has(e, "bind it with the launcher")), e);
+  p["runtime"] = "threads";
+  BOOST_TEST(error_of(p).empty());
 }
 
 BOOST_AUTO_TEST_CASE(servers_take_results_as_they_arrive_keep_their_bounds_and_never_outrun_the_model) {

@@ -18,6 +18,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <sched.h>
+
 #include "heterograd/algorithms/async/asgd.hpp"
 #include "heterograd/algorithms/async/ringmaster.hpp"
 #include "heterograd/algorithms/sync/bsp.hpp"
@@ -182,6 +184,91 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name_before_anything_runs) {
   hr::where::threads w;
   w.placement = hr::placement_config::parse({"0"}, "w");
   BOOST_TEST(message(o, w).find("where::threads.placement") != std::string::npos);
+  BOOST_TEST(computed.load() == 0u);
+  BOOST_TEST(p.version() == 0u);
+}
+
+// Core placement reaches the server (issue 50): ASGD whose every arrival records the mask of
+// the thread that applies it, read with sched_getaffinity from inside. With
+// placement.server set, that mask is the server set (the last core), while the workers run
+// on theirs (the first core) and the calling thread's mask is untouched; without it, the
+// server thread keeps the process's mask (the default is unchanged).
+namespace {
+struct affinity_asgd : ha::asgd<float> {
+  using ha::asgd<float>::asgd;
+  std::vector<hr::core_set>* seen = nullptr;
+  template <class C, class A, class G>
+  void on_arrival(C& c, const A& a, const G& g) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    BOOST_REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+    hr::core_set s;
+    for (int k = 0; k < CPU_SETSIZE; ++k)
+      if (CPU_ISSET(k, &set)) s.cores.push_back(k);
+    seen->push_back(s);
+    ha::asgd<float>::on_arrival(c, a, g);
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_server_thread_runs_on_the_placements_server_cores, *boost::unit_test::timeout(60)) {
+  const auto have = hr::available_cores();
+  const hr::core_set first{{have.cores.front()}}, last{{have.cores.back()}};
+  const std::size_t n = 2, d = 4;
+  std::atomic<std::uint64_t> computed{0};
+  hr::run_options o;
+  o.max_updates = 20;
+  o.horizon = std::numeric_limits<double>::infinity();
+  auto server_masks = [&](const hr::where::threads& w) {
+    std::vector<hr::core_set> seen;
+    affinity_asgd p(n, ha::model_server<float>(std::vector<float>(d, 0.0f)));
+    p.seen = &seen;
+    const auto r = hr::run(hr::served{p, centres{d, &computed}}, w, o);
+    BOOST_TEST(r.updates_done == 20u);
+    BOOST_TEST_REQUIRE(seen.size() == 20u);
+    return seen;
+  };
+  const auto caller = hr::this_thread_cores();
+  hr::where::threads w;
+  w.placement = hr::placement_config::parse({have.str(), have.str()}, "k");
+  for (const auto& s : server_masks(w)) BOOST_TEST((s == have), s.str());  // not pinned: as before
+  w.placement = hr::placement_config::parse({first.str(), first.str()}, "k");
+  w.placement.server = last;
+  for (const auto& s : server_masks(w)) BOOST_TEST((s == last), s.str() << " against " << last.str());
+  BOOST_TEST((hr::this_thread_cores() == caller));
+  BOOST_TEST((w.placement.sharing_server() ==
+              (first == last ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{})));
+  if (have.size() == 1) BOOST_TEST_MESSAGE("one core only: the server's mask cannot differ from the process's");
+}
+
+BOOST_AUTO_TEST_CASE(a_server_placement_is_refused_by_key_where_it_cannot_pin) {
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::atomic<std::uint64_t> computed{0};
+  hr::run_options o;
+  o.horizon = 10;
+  ha::asgd<float> p(2, ha::model_server<float>(std::vector<float>(4, 0.0f)));
+  hr::where::threads w;
+  w.placement.server = hr::core_set{{hr::max_cores - 1}};  // a core no test machine has
+  const auto missing = message([&] { (void)hr::run(hr::served{p, centres{4, &computed}}, w, o); });
+  BOOST_TEST(missing.find("'where::threads.placement.server'") != std::string::npos, missing);
+  BOOST_TEST(missing.find("core 1023 is not available") != std::string::npos, missing);
+  w.placement.server_key = "workers.server_placement";
+  const auto named = message([&] { (void)hr::run(hr::served{p, centres{4, &computed}}, w, o); });
+  BOOST_TEST(named.find("'workers.server_placement'") != std::string::npos, named);
+  const std::vector<float> zero(4, 0.0f);
+  bsp_method b(2, hg::span<const float>(zero), ho::sgd({.lr = 0.05}), centres_oracle{&computed},
+               std::vector<std::size_t>(2, 1));
+  w.placement.server = hr::core_set{{0}};
+  const auto rounds = message([&] { (void)hr::run(b, w, o); });
+  BOOST_TEST(rounds.find("'workers.server_placement' = \"0\"") != std::string::npos, rounds);
+  BOOST_TEST(rounds.find("must be empty for a round method") != std::string::npos, rounds);
   BOOST_TEST(computed.load() == 0u);
   BOOST_TEST(p.version() == 0u);
 }

@@ -115,6 +115,21 @@ void check_paced_outages(const json& c) {
   }
 }
 
+// workers.server_placement: a cpulist this process may run on, for a server on real threads.
+void check_server_placement(const json& c) {
+  const std::string s = c["workers"]["server_placement"].get<std::string>();
+  if (s.empty()) return;
+  const char* key = "workers.server_placement";
+  if (c["clock"] != "real" || c["runtime"] != "threads")
+    throw config_error(key, "expected \"\" unless clock is \"real\" and runtime \"threads\" (an MPI run's server "
+                            "is rank 0's process: bind it with the launcher), got \"" + s + "\"");
+  try {
+    heterograd::runtime::require_available(heterograd::runtime::parse_core_set(s, key), key);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(key, e.what());
+  }
+}
+
 // clock and workers.placement: real time needs real workers; a placement lists one set of
 // cores this process may run on per worker. (real_scale is read by real-clock runs only, so
 // that one configuration runs both ways: --set clock=virtual is its simulated prediction.)
@@ -137,6 +152,7 @@ void check_real_clock(const json& c, std::size_t n) {
                                                    "checkpointed on the wall clock (clock \"virtual\" or runtime "
                                                    "\"sim\" checkpoint it)");
     }
+  check_server_placement(c);
   const json& pl = c["workers"]["placement"];
   if (pl.empty()) return;
   if (!real)

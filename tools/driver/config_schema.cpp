@@ -316,7 +316,12 @@ spec root_spec() {
                                {"placement", array("clock real: the CPU cores each worker runs on, one "
                                                    "cpulist per worker (\"0\", \"1-3\", \"0,2\"); "
                                                    "workers sharing a core are slower",
-                                                   string("cpulist", nullptr), json::array())}})},
+                                                   string("cpulist", nullptr), json::array())},
+                               {"server_placement",
+                                string("clock real, runtime threads: the CPU cores the server thread of a server "
+                                       "method runs on, a cpulist (\"0\"; \"\": not pinned); round methods have "
+                                       "no server thread and run without it",
+                                       "")}})},
        {"network", object("cost of one synchronisation (sim/network.hpp)", described_fields(network_settings{}))},
        {"membership", membership_spec()},
        {"horizon",

@@ -49,6 +49,8 @@ struct workers_settings {
   worker_time_settings time;
   /// Real-time runs: one cpulist per worker (runtime/placement.hpp), or none.
   std::vector<std::string> placement;
+  /// Real-time server methods on threads: the server thread's cpulist, or "" (not pinned).
+  std::string server_placement;
 };
 
 /// network.kind: how a synchronisation is timed.
@@ -239,6 +241,7 @@ inline experiment experiment_of(const json& c) {
   e.float64 = c["data"]["precision"] == "float64";
   e.workers.count = c["workers"]["count"].get<std::size_t>();
   e.workers.placement = c["workers"]["placement"].get<std::vector<std::string>>();
+  e.workers.server_placement = c["workers"]["server_placement"].get<std::string>();
   const json& t = c["workers"]["time"];
   worker_time_settings& w = e.workers.time;
   w.base = t["base"].get<std::string>();

@@ -134,6 +134,17 @@ inline json cut_record(const hr::cut_record& c) {
 /// methods pull = 0 and push = the round's collectives, barrier wait included), and each job
 /// measured (`jobs`: a server's from the job's start to its result's arrival, as the server
 /// saw them; a round's per gradient: round_clock::jobs), written as real_jobs.csv.
+/// Where a server's thread ran (workers.server_placement), and which workers' cores it shared.
+inline std::string server_cores_note(const workers_settings& w) {
+  if (w.server_placement.empty()) return "; server thread not pinned";
+  auto p = hr::placement_config::parse(w.placement, "workers.placement");
+  p.server = hr::parse_core_set(w.server_placement, "workers.server_placement");
+  std::string shared;
+  for (const std::size_t k : p.sharing_server()) shared += (shared.empty() ? "" : " ") + std::to_string(k);
+  return "; server thread on cores " + p.server.str() +
+         (shared.empty() ? " (shared with no worker)" : " (shared with workers " + shared + ")");
+}
+
 /// `gradients[w]`: worker w's gradients computed (a round of local steps has several).
 /// `server`: a server's workers, whose iteration includes receiving the job and sending the
 /// result (the server's own work is on that path); a round's collectives are not (the
@@ -152,7 +163,8 @@ inline void write_real_tables(const context& ctx, const std::vector<hr::worker_r
   write_file(ctx.dir / "real_jobs.csv", tr.str());
   const double unit = unit_of(ctx);
   std::ostringstream o;
-  o << "# clock real, real_scale " << ctx.exp.real_scale << " (0: not paced), seconds are wall seconds\n"
+  o << "# clock real, real_scale " << ctx.exp.real_scale << " (0: not paced), seconds are wall seconds"
+    << (server && ctx.runtime() == "threads" ? server_cores_note(ctx.exp.workers) : "") << '\n'
     << "worker,cores,jobs,gradients,compute_seconds,paced_seconds,pull_seconds,push_seconds,held_seconds,"
        "violations,overrun_seconds\n";
   std::uint64_t violations = 0;
@@ -345,11 +357,22 @@ inline json finish_real_rounds(context& ctx, const hr::run_report& r, bool parti
 /// runtime::run of a served policy, a round method (rounds_of) or eager-SGD on the experiment's
 /// runtime: threads, or the ranks of MPI_COMM_WORLD (a server's rank 0 serves; a round
 /// method's rank w is worker w); a halted run is the driver's `halted`.
+/// A server method (runtime::served): the one kind with a server thread to pin.
+template <class T>
+inline constexpr bool is_served = false;
+template <class P, class C>
+inline constexpr bool is_served<hr::served<P, C>> = true;
+
 template <class Method>
 hr::run_report run_real(context& ctx, Method& m, hr::run_options o, const sim::any_time_model& model) {
-  const auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
+  auto placement = hr::placement_config::parse(ctx.exp.workers.placement, "workers.placement");
   try {
     if (ctx.runtime() == "threads") {
+      if constexpr (is_served<std::remove_cv_t<Method>>) {  // round methods have no server thread
+        placement.server_key = "workers.server_placement";
+        if (!ctx.exp.workers.server_placement.empty())
+          placement.server = hr::parse_core_set(ctx.exp.workers.server_placement, placement.server_key);
+      }
       const auto where = elastic_threads(ctx.exp.membership, o, placement);  // membership: elastic.hpp
       return hr::run(m, where, o, model);
     }

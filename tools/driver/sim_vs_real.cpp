@@ -155,6 +155,7 @@ void write_sim_vs_real(const json& resolved, const std::vector<unit>& units, con
     sim["clock"] = "virtual";
     sim.erase("real_scale");
     sim["workers"]["placement"] = json::array();
+    sim["workers"]["server_placement"] = "";
     // membership (elastic.hpp): the simulator's churn is timed; a change counted in jobs or
     // updates has no simulated counterpart.
     if (const std::string why = untimed_change(experiment_of(resolved).membership); !why.empty()) {

@@ -165,9 +165,17 @@ inline core_set this_thread_cores() {
   return detail::from_cpu_set(set);
 }
 
-/// One core set per worker (empty: workers are not pinned).
+/// One core set per worker (empty: workers are not pinned), and the server's (empty: not
+/// pinned). A server method on threads (runtime::run with where::threads) pins its server
+/// thread to `server`; a server that shares a worker's core takes from that worker's share
+/// (sharing_server() names them). Round methods have no server thread and refuse a server
+/// set; under MPI rank 0's process is the server's, which a launcher binds. (With a placement
+/// the server copies each job's model, remote_options::copy_jobs: docs/runtime.md.)
 struct placement_config {
   std::vector<core_set> workers;
+  core_set server;
+  /// The server set's name in errors; empty: the placement's key + ".server".
+  std::string server_key;
 
   /// From one cpulist per worker; errors name `key`[w].
   static placement_config parse(const std::vector<std::string>& sets, const std::string& key) {
@@ -183,6 +191,32 @@ struct placement_config {
             "must list one core set per worker (" + std::to_string(n) + ")");
     for (std::size_t w = 0; w < n; ++w)
       require_available(workers[w], key + "[" + std::to_string(w) + "]");
+  }
+  /// The key errors about the server set name.
+  std::string server_name(const std::string& key) const {
+    return server_key.empty() ? key + ".server" : server_key;
+  }
+  /// The server set: empty, or available to this process.
+  void validate_server(const std::string& key) const {
+    if (!server.empty()) require_available(server, server_name(key));
+  }
+  /// Refuses a server set where this runner cannot pin a server thread (`rule`: why).
+  void refuse_server(const std::string& key, const std::string& rule) const {
+    require(server.empty(), server_name(key), "\"" + server.str() + "\"", rule);
+  }
+  /// Pins the calling thread as the server's (nothing when the server set is empty).
+  void pin_server(const std::string& key) const {
+    if (!server.empty()) pin_this_thread(server, server_name(key));
+  }
+  /// The workers whose cores overlap the server's (none when the server is not pinned): the
+  /// server shares a core with them, and takes from their share of it.
+  std::vector<std::size_t> sharing_server() const {
+    std::vector<std::size_t> out;
+    for (std::size_t w = 0; w < workers.size(); ++w)
+      if (std::any_of(workers[w].cores.begin(), workers[w].cores.end(),
+                      [&](int c) { return server.contains(c); }))
+        out.push_back(w);
+    return out;
   }
   /// Pins the calling thread as worker w's (nothing when empty).
   void pin(std::size_t w, const std::string& key) const {

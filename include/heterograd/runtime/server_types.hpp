@@ -79,6 +79,13 @@ struct remote_options {
   /// Workers that leave and join while the run goes on, and the learned deadlines
   /// (runtime/membership.hpp; docs/elastic.md). Off by default.
   membership_options membership{};
+  /// Every job's model copied on the server before it goes out (8 B/param a job), never sent
+  /// straight from the parameters. Off: after an arrival the worker takes the model from the
+  /// parameters themselves, and the server waits for it to before it applies the next result,
+  /// which ties the server's pace to how soon that worker runs; with workers sharing a core
+  /// (placement) that is the sharers' queue for the core, and every worker ends at the pace of
+  /// the slowest-scheduled (docs/experiments.md, E10). runtime::run sets it with a placement.
+  bool copy_jobs = false;
 
   void validate() const {
     require(tag_base >= 0 && tag_base <= 32767 - 4, "remote_options.tag_base", tag_base,

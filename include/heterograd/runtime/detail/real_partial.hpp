@@ -58,6 +58,7 @@ class real_partial {
         updates_(n_), fresh_(n_, 0), late_(n_, 0), pending_(n_) {
     o.rule().validate();
     placement_.validate(n_, key_);
+    placement_.refuse_server(key_, "must be empty for a round method: it has no server thread");
     if constexpr (std::same_as<Model, no_time_model>)
       require(o.real_scale == 0, "run_options.real_scale", o.real_scale,
               "must be 0 without a worker-time model (runtime::run's model argument paces the rounds)");

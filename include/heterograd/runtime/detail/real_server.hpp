@@ -129,6 +129,7 @@ class real_server {
     s_.limit_s = o.timeout.count();
     o.rule().validate();
     placement_.validate(n_, placement_key_);
+    placement_.validate_server(placement_key_);
     o.membership.validate(n_);
     remote().validate();  // the server's rules on what runtime::run gives it (the order of an elastic run)
     require(!o.membership.elastic || (o.checkpoint.every == 0 && !o.checkpoint.resume), "run_options.checkpoint",
@@ -153,6 +154,7 @@ class real_server {
           ~at_end() { f = true; }
         } done{served};
         if (o_.thread_init) o_.thread_init();
+        placement_.pin_server(placement_key_);
         summary = serve<float>(counted_, c, ro, model_);
       });
       const auto& absent = o_.membership.absent;
@@ -174,6 +176,10 @@ class real_server {
 
   template <class Transport>
   run_report run_ranks(const Transport& t) {
+    // Rank 0's process is the server's: a launcher's binding places it (pinning its thread
+    // alone left MPI's own threads elsewhere and stalled the exchanges: docs/experiments.md).
+    placement_.refuse_server(placement_key_,
+                             "must be empty under MPI: rank 0's process is the server's, bind it with the launcher");
     if (t.rank() != 0) return worker_rank(t);
     remote_summary summary;
     auto body = [&] {
@@ -200,6 +206,7 @@ class real_server {
     ro.max_updates = o_.max_updates;
     ro.stop = &s_.stop;
     ro.membership = o_.membership;
+    ro.copy_jobs = !placement_.workers.empty() || !placement_.server.empty();  // server_types.hpp
     ro.start_time = resumed_at_;
     if (std::isfinite(o_.horizon)) ro.horizon = o_.horizon;
     if (std::isfinite(o_.max_epochs) && !requires { p_.job_batch(worker_id{}); }) {  // else the epochs rule alone

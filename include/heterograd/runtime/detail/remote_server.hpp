@@ -225,7 +225,7 @@ class remote_server : public sim::reports_outcomes<remote_server<T, Policy, Tran
   void send_job(worker_id w, std::uint64_t kind) {
     using params_t = std::remove_cvref_t<decltype(policy_.params())>;
     constexpr bool view = std::is_same_v<params_t, span<const T>> || std::is_same_v<params_t, span<T>>;
-    const bool live = view && kind == 1 && std::exchange(send_live_, false);
+    const bool live = view && kind == 1 && std::exchange(send_live_, false) && !o_.copy_jobs;
     auto& box = free_outbox(w);
     const auto x = policy_.params();
     if (kind == 1 && !live) box.params.assign(x.begin(), x.end());  // 8 B/param
