@@ -46,56 +46,64 @@ inline std::vector<double> distinct_times(std::size_t n) {
   return tau;
 }
 
+
+/// The server policies of algorithms/async, one row each (two for DC-ASGD's variants). The
+/// rows are namespace-scope lambdas (nvcc's host pass rejects closures nested in another).
+inline const auto server_policies = std::tuple{
+    policy_row{"asgd", [](std::size_t n, auto s) { return async::asgd(n, std::move(s)); }},
+    policy_row{"delay-adaptive",
+               [](std::size_t n, auto s) { return async::delay_adaptive_asgd(n, std::move(s)); }},
+    policy_row{"staleness-scaled",
+               [](std::size_t n, auto s) { return async::staleness_scaled_asgd(n, std::move(s)); }},
+    policy_row{"ringmaster",
+               [](std::size_t n, auto s) { return async::ringmaster_asgd(n, std::move(s), {.threshold = 2}); }},
+    policy_row{"rennala",
+               [](std::size_t n, auto s) { return async::rennala_sgd(n, std::move(s), {.batch = 3}); }},
+    policy_row{"rescaled", [](std::size_t n, auto s) { return async::rescaled_asgd(n, std::move(s)); }},
+    policy_row{"ia2sgd", [](std::size_t n, auto s) { return async::ia2sgd(n, std::move(s)); }},
+    policy_row{"malenia",
+               [](std::size_t n, auto s) { return async::malenia_sgd(n, std::move(s), {.threshold = 1.5}); }},
+    policy_row{"ringleader", [](std::size_t n, auto s) { return async::ringleader_asgd(n, std::move(s)); }},
+    policy_row{"ssp", [](std::size_t n, auto s) { return async::ssp_server(n, std::move(s)); }},
+    policy_row{"dssp", [](std::size_t n, auto s) { return async::dssp_server(n, std::move(s)); }},
+    policy_row{"dc-asgd", [](std::size_t n, auto s) { return async::dc_asgd(n, std::move(s)); }},
+    policy_row{"dc-asgd-a",
+               [](std::size_t n, auto s) { return async::dc_asgd(n, std::move(s), {.adaptive = true}); }},
+    policy_row{"fedbuff",
+               [](std::size_t n, auto s) { return async::fedbuff(n, std::move(s), {.buffer = 3}); }},
+    policy_row{"naive optimal",
+               [](std::size_t n, auto s) {
+                 return async::naive_optimal_asgd(
+                     n, std::move(s),
+                     {.tau = under_test_detail::distinct_times(n), .active = n < 3 ? n : 3});
+               }},
+    policy_row{"omnilearn asp",
+               [](std::size_t n, auto s) {
+                 return async::omnilearn_asgd(n, std::move(s), std::vector<std::size_t>(n, 32),
+                                              {.rebalance_every = 3});
+               }},
+};
+
 }  // namespace under_test_detail
 
-/// The server policies of algorithms/async, one row each (two for DC-ASGD's variants).
-inline const auto server_policies = [] {
-  namespace async = heterograd::algorithms::async;
-  using under_test_detail::policy_row;
-  using std::move;
-  using std::size_t;
-  return std::tuple{
-      policy_row{"asgd", [](size_t n, auto s) { return async::asgd(n, move(s)); }},
-      policy_row{"delay-adaptive",
-                 [](size_t n, auto s) { return async::delay_adaptive_asgd(n, move(s)); }},
-      policy_row{"staleness-scaled",
-                 [](size_t n, auto s) { return async::staleness_scaled_asgd(n, move(s)); }},
-      policy_row{"ringmaster",
-                 [](size_t n, auto s) { return async::ringmaster_asgd(n, move(s), {.threshold = 2}); }},
-      policy_row{"rennala",
-                 [](size_t n, auto s) { return async::rennala_sgd(n, move(s), {.batch = 3}); }},
-      policy_row{"rescaled", [](size_t n, auto s) { return async::rescaled_asgd(n, move(s)); }},
-      policy_row{"ia2sgd", [](size_t n, auto s) { return async::ia2sgd(n, move(s)); }},
-      policy_row{"malenia",
-                 [](size_t n, auto s) { return async::malenia_sgd(n, move(s), {.threshold = 1.5}); }},
-      policy_row{"ringleader", [](size_t n, auto s) { return async::ringleader_asgd(n, move(s)); }},
-      policy_row{"ssp", [](size_t n, auto s) { return async::ssp_server(n, move(s)); }},
-      policy_row{"dssp", [](size_t n, auto s) { return async::dssp_server(n, move(s)); }},
-      policy_row{"dc-asgd", [](size_t n, auto s) { return async::dc_asgd(n, move(s)); }},
-      policy_row{"dc-asgd-a",
-                 [](size_t n, auto s) { return async::dc_asgd(n, move(s), {.adaptive = true}); }},
-      policy_row{"fedbuff",
-                 [](size_t n, auto s) { return async::fedbuff(n, move(s), {.buffer = 3}); }},
-      policy_row{"naive optimal",
-                 [](size_t n, auto s) {
-                   return async::naive_optimal_asgd(
-                       n, move(s),
-                       {.tau = under_test_detail::distinct_times(n), .active = n < 3 ? n : 3});
-                 }},
-      policy_row{"omnilearn asp",
-                 [](size_t n, auto s) {
-                   return async::omnilearn_asgd(n, move(s), std::vector<std::size_t>(n, 32),
-                                                {.rebalance_every = 3});
-                 }},
-  };
-}();
+using under_test_detail::server_policies;
+
+/// f(make, name) for each server policy under test, where make(server) builds the policy
+/// over `n` workers and that model server (for a test that builds several per row).
+template <class F>
+void for_each_server_policy_maker(std::size_t n, F&& f) {
+  std::apply(
+      [&](const auto&... row) {
+        (f([n, &row](auto server) { return row.make(n, std::move(server)); }, row.name), ...);
+      },
+      server_policies);
+}
 
 /// f(policy, name) for each server policy under test, over `n` workers and a fresh
 /// `make_server()` each.
 template <class MakeServer, class F>
 void for_each_server_policy(std::size_t n, MakeServer&& make_server, F&& f) {
-  std::apply([&](const auto&... row) { (f(row.make(n, make_server()), row.name), ...); },
-             server_policies);
+  for_each_server_policy_maker(n, [&](auto make, const char* name) { f(make(make_server()), name); });
 }
 
 namespace under_test_detail {
