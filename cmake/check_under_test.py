@@ -5,10 +5,12 @@
     tests/support/under_test.hpp (`async::<name>(`);
   - a round method: each public class of include/heterograd/algorithms/sync/*.hpp deriving
     from detail::replicated is an entry there (`sync::<name><`).
-under_test.hpp holds the lists that the property tests iterate. Fails naming each missing one.
+under_test.hpp holds the lists that the property tests iterate. Fails naming each missing one,
+and fails if a `policy_row{` example of docs/extending.md is not, whitespace aside, a row of
+under_test.hpp (so the walkthrough's example is the code).
 
-Usage: check_under_test.py [INCLUDE_DIR UNDER_TEST_HPP]
-       (default: include/ and tests/support/under_test.hpp next to cmake/)
+Usage: check_under_test.py [INCLUDE_DIR UNDER_TEST_HPP [EXTENDING_MD]]
+       (default: include/, tests/support/under_test.hpp and docs/extending.md next to cmake/)
 
 A class inside `namespace detail { ... }` (closed by `}  // namespace detail`, the house
 style) is a building block, not a policy: weighted_asgd is the base of asgd and its
@@ -73,12 +75,21 @@ def missing_rows(family: str, folder: pathlib.Path, root: str, row: str, listed:
             "add it to its family's list (see docs/extending.md)" for m in missing]
 
 
+def stale_examples(extending: pathlib.Path, listed: str) -> list[str]:
+    """One message per policy_row example of the walkthrough that is not in the list."""
+    flat = re.sub(r"\s+", "", listed)
+    blocks = re.findall(r"```cpp\n(policy_row\{.*?)```", extending.read_text(), re.DOTALL)
+    return [f"check_under_test: the example in {extending} is not a row of the list: {b.strip()}"
+            for b in blocks if re.sub(r"\s+", "", b) not in flat]
+
+
 def main(argv: list[str]) -> int:
     here = pathlib.Path(__file__).resolve().parent.parent
     include = pathlib.Path(argv[1]) if len(argv) > 1 else here / "include"
     under_test = pathlib.Path(argv[2]) if len(argv) > 2 else here / "tests/support/under_test.hpp"
     listed = under_test.read_text()
-    errors = []
+    extending = pathlib.Path(argv[3]) if len(argv) > 3 else here / "docs/extending.md"
+    errors = stale_examples(extending, listed) if extending.exists() else []
     for family, folder, root, row in FAMILIES:
         errors += missing_rows(family, include / folder, root, row, listed, under_test)
     for e in errors:

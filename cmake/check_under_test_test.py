@@ -44,6 +44,18 @@ class check_under_test_test(unittest.TestCase):
         self.assertIn("'ringleader_asgd'", out)
         self.assertNotIn("'ringmaster_asgd'", out)
 
+    def test_the_walkthroughs_row_must_be_a_row_of_the_list(self) -> None:
+        extending = (HERE.parent / "docs/extending.md").read_text()
+        self.assertIn("{.batch = 3}", extending)
+        with tempfile.TemporaryDirectory() as tmp:
+            doc = pathlib.Path(tmp) / "extending.md"
+            doc.write_text(extending.replace("{.batch = 3}", "{.batch = 4}"), encoding="utf-8")
+            done = subprocess.run([sys.executable, str(CHECKER), str(INCLUDE), str(UNDER_TEST), str(doc)],
+                                  capture_output=True, text=True, check=False)
+        self.assertEqual(done.returncode, 1, done.stdout)
+        self.assertIn("is not a row of the list", done.stdout)
+        self.assertIn("{.batch = 4}", done.stdout)
+
     def test_a_list_without_a_round_method_fails_naming_it(self) -> None:
         text = UNDER_TEST.read_text()
         self.assertIn("sync::selsync<", text)
