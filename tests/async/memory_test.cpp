@@ -43,6 +43,7 @@
 #include "heterograd/runtime/staging.hpp"
 #include "heterograd/sim/worker_time.hpp"
 #include "support.hpp"
+#include "under_test.hpp"
 
 namespace {
 
@@ -92,28 +93,12 @@ auto adam_server(const M& m, nf policy = nf::fail) {
   return async::model_server<double, ho::adam, M>(initial(), ho::adam({.lr = 1e-2}), policy, m);
 }
 
-/// Every policy of algorithms/async, built over a given memory: f(policy, name) for each.
+/// Every policy of algorithms/async (tests/support/under_test.hpp), built over a given
+/// memory, then ASGD over an Adam server: f(policy, name) for each.
 template <class M, class F>
 void for_each_policy(const M& m, F&& f, nf policy = nf::fail) {
-  auto srv = [&](double lr) { return sgd_server(m, lr, policy); };
-  const std::size_t n = workers;
-  f(async::asgd(n, srv(0.05)), "asgd");
-  f(async::asgd(n, adam_server(m, policy)), "asgd (adam server)");
-  f(async::delay_adaptive_asgd(n, srv(0.05)), "delay-adaptive");
-  f(async::staleness_scaled_asgd(n, srv(0.05)), "staleness-scaled");
-  f(async::ringmaster_asgd(n, srv(0.05), {.threshold = 2}), "ringmaster");
-  f(async::rennala_sgd(n, srv(0.05), {.batch = 3}), "rennala");
-  f(async::rescaled_asgd(n, srv(0.05)), "rescaled");
-  f(async::ia2sgd(n, srv(0.05)), "ia2sgd");
-  f(async::malenia_sgd(n, srv(0.05), {.threshold = 1.5}), "malenia");
-  f(async::ringleader_asgd(n, srv(0.05)), "ringleader");
-  f(async::ssp_server(n, srv(0.05)), "ssp");
-  f(async::dssp_server(n, srv(0.05)), "dssp");
-  f(async::dc_asgd(n, srv(0.05)), "dc-asgd");
-  f(async::dc_asgd(n, srv(0.05), {.adaptive = true}), "dc-asgd-a");
-  f(async::fedbuff(n, srv(0.05), {.buffer = 3}), "fedbuff");
-  f(async::naive_optimal_asgd(n, srv(0.05), {.tau = {1, 2, 3, 5}, .active = 3}), "naive optimal");
-  f(async::omnilearn_asgd(n, srv(0.05), {32, 32, 32, 32}, {.rebalance_every = 3}), "omnilearn asp");
+  hg_test::for_each_server_policy(workers, [&] { return sgd_server(m, 0.05, policy); }, f);
+  f(async::asgd(workers, adam_server(m, policy)), "asgd (adam server)");
 }
 
 /// The k-th scripted arrival at the policy's current version: workers in a skewed order,

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <boost/test/unit_test.hpp>
@@ -22,6 +24,7 @@
 #include "heterograd/comm/inproc_partial.hpp"
 #include "heterograd/testing/runtime_archetypes.hpp"
 #include "heterograd/testing/runtime_round_archetypes.hpp"
+#include "under_test.hpp"
 
 namespace hg = heterograd;
 namespace async = heterograd::algorithms::async;
@@ -54,21 +57,12 @@ constexpr bool runs_everywhere =
     hr::async_policy<P, std::vector<T>, sim_control<P, std::vector<T>>> &&
     hr::server_policy<P, T, server_control<P, T>>;
 
-static_assert(runs_everywhere<async::asgd<double>>);
-static_assert(runs_everywhere<async::delay_adaptive_asgd<double>>);
-static_assert(runs_everywhere<async::staleness_scaled_asgd<double>>);
-static_assert(runs_everywhere<async::dc_asgd<double>>);
-static_assert(runs_everywhere<async::fedbuff<double>>);
-static_assert(runs_everywhere<async::ia2sgd<double>>);
-static_assert(runs_everywhere<async::malenia_sgd<double>>);
-static_assert(runs_everywhere<async::ringleader_asgd<double>>);
-static_assert(runs_everywhere<async::rennala_sgd<double>>);
-static_assert(runs_everywhere<async::naive_optimal_asgd<double>>);
-static_assert(runs_everywhere<async::rescaled_asgd<double>>);
-static_assert(runs_everywhere<async::ringmaster_asgd<double>>);
-static_assert(runs_everywhere<async::ssp_server<double>>);
-static_assert(runs_everywhere<async::dssp_server<double>>);
-static_assert(runs_everywhere<async::omnilearn_asgd<double>>);
+// Every server policy under test (tests/support/under_test.hpp), over a double server.
+template <class Policies>
+constexpr bool all_run_everywhere = false;
+template <class... P>
+constexpr bool all_run_everywhere<std::tuple<P...>> = (runs_everywhere<P> && ...);
+static_assert(all_run_everywhere<hg_test::server_policy_types<async::model_server<double>>>);
 static_assert(runs_everywhere<async::asgd<float, ho::adam>>);
 static_assert(runs_everywhere<ht::server_policy_archetype<float>, float>);
 
@@ -89,14 +83,24 @@ constexpr bool round_method_everywhere =
     hr::round_method<P, hs::round_stats, ht::round_control_archetype> &&
     hr::round_method<P, hs::round_stats, round_control>;
 
-static_assert(round_method_everywhere<hs::bsp<float, ho::sgd, oracle>>);
-static_assert(round_method_everywhere<hs::local_sgd<float, ho::sgd, oracle>>);
-static_assert(round_method_everywhere<hs::selsync<float, ho::sgd, oracle>>);
+// The round methods under test (tests/support/under_test.hpp).
+using collective_methods = hg_test::collective_round_methods<float, ho::sgd, oracle>;
+using partial_methods = hg_test::partial_round_methods<float, ho::sgd, oracle>;
+template <template <class> class Check, class Methods>
+constexpr bool all_of = false;
+template <template <class> class Check, class... P>
+constexpr bool all_of<Check, std::tuple<P...>> = (Check<P>::value && ...);
+
+template <class P>
+struct round_method_everywhere_t : std::bool_constant<round_method_everywhere<P>> {};
+static_assert(all_of<round_method_everywhere_t, collective_methods>);
 static_assert(round_method_everywhere<hs::bsp<float, ho::momentum, oracle>>);
 // Eager-SGD is an asynchronous policy of the simulator (a rank's job end is its arrival).
-using eager = hs::eager_sgd<float, ho::sgd, oracle>;
-static_assert(hr::async_policy<eager, std::vector<float>, ht::async_control_archetype>);
-static_assert(hr::async_policy<eager, std::vector<float>, sim_control<eager, std::vector<float>>>);
+template <class P>
+struct simulated_as_async_t
+    : std::bool_constant<hr::async_policy<P, std::vector<float>, ht::async_control_archetype> &&
+                         hr::async_policy<P, std::vector<float>, sim_control<P, std::vector<float>>>> {};
+static_assert(all_of<simulated_as_async_t, partial_methods>);
 
 // The one round contract: every round method runs one rank's round over a real transport's
 // exchange and over the archetype exchange of its kind, and not over the other kind's.
@@ -109,15 +113,20 @@ constexpr bool collective_round_everywhere =
     !hr::rank_round_method<P, ht::not_an_exchange_no_allreduce_sum<float>> &&
     !hr::rank_round_method<P, ht::partial_exchange_archetype<float>> &&
     hr::per_rank_round_policy<P> && !hr::partial_round_method<P>;
-static_assert(collective_round_everywhere<hs::bsp<float, ho::sgd, oracle>>);
-static_assert(collective_round_everywhere<hs::selsync<float, ho::sgd, oracle>>);
-static_assert(collective_round_everywhere<hs::local_sgd<float, ho::sgd, oracle>>);
+template <class P>
+constexpr bool partial_round_everywhere =
+    hr::rank_round_method<P, inproc_partial> &&
+    hr::rank_round_method<P, ht::partial_exchange_archetype<float>> &&
+    !hr::rank_round_method<P, ht::not_a_partial_exchange_no_flush<float>> &&
+    !hr::rank_round_method<P, ht::exchange_archetype<float>> &&
+    hr::partial_round_method<P> && !hr::per_rank_round_policy<P>;
+template <class P>
+struct collective_round_everywhere_t : std::bool_constant<collective_round_everywhere<P>> {};
+template <class P>
+struct partial_round_everywhere_t : std::bool_constant<partial_round_everywhere<P>> {};
+static_assert(all_of<collective_round_everywhere_t, collective_methods>);
 static_assert(collective_round_everywhere<hs::bsp<float, ho::momentum, oracle>>);
-static_assert(hr::rank_round_method<eager, inproc_partial>);
-static_assert(hr::rank_round_method<eager, ht::partial_exchange_archetype<float>>);
-static_assert(!hr::rank_round_method<eager, ht::not_a_partial_exchange_no_flush<float>>);
-static_assert(!hr::rank_round_method<eager, ht::exchange_archetype<float>>);
-static_assert(hr::partial_round_method<eager> && !hr::per_rank_round_policy<eager>);
+static_assert(all_of<partial_round_everywhere_t, partial_methods>);
 static_assert(hr::rank_round_method<ht::rank_round_method_archetype, hs::transport_exchange<
                                         hg::comm::inproc::communicator>>);
 
