@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -133,6 +134,80 @@ BOOST_AUTO_TEST_CASE(pgl_schedule_marks_every_pth_iteration_and_the_first_epochs
   BOOST_TEST(s.global(0, 0));   // epochs 0 and 1 are global: round(0.25 * 8) = 2
   BOOST_TEST(s.global(2, 1));
   BOOST_TEST(!s.global(2, 2));
+}
+
+BOOST_AUTO_TEST_CASE(pgl_global_steps_with_their_own_momentum_are_end_to_end_steps_on_their_own_velocity) {
+  // #50. Reference: an end-to-end learner (K = 1) that takes only the PGL run's global steps,
+  // each from the PGL run's parameters (copied in just before). With global_momentum own its
+  // velocity has seen exactly the global gradients the PGL run's global optimizers have, and
+  // momentum SGD is elementwise (K slice steps = one whole-buffer step), so every global step
+  // lands on the same parameters bit for bit. With shared, the PGL run's velocity also holds
+  // the local steps' gradients: every global step differs.
+  const nn::mlp<float> net({12, 10, 8, 4});
+  std::vector<float> p0(net.num_params());
+  net.init(p0, hg_test::seed() + 5);
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  using ll_t = dc::local_learning<hg_test::sgd_stepper>;
+  const synthetic_batches src{12, 4, 8, hg_test::seed()};
+  constexpr std::size_t period = 2, iterations = 12;
+  auto differing_global_steps = [&](dc::pgl_momentum m, std::size_t p) {
+    ll_t pgl(net, p0, {.modules = 3, .head_hidden = {5}, .pgl = {.period = p, .global_momentum = m}, .seed = 11}, make);
+    ll_t e2e(net, p0, {.modules = 1}, make);
+    std::size_t differ = 0;
+    for (std::size_t t = 0; t < iterations; ++t) {
+      const auto b = src(t);
+      const bool global = (t + 1) % p == 0;
+      if (global) {
+        std::copy(pgl.params().begin(), pgl.params().end(), e2e.module_params(0).begin());
+        e2e.global_step(nn::batch<float>{b.x, b.y});
+      }
+      pgl.step(nn::batch<float>{b.x, b.y}, t);
+      if (global) differ += !bitwise_equal(pgl.params(), e2e.params());
+    }
+    return differ;
+  };
+  BOOST_TEST(differing_global_steps(dc::pgl_momentum::own, period) == 0u);
+  BOOST_TEST(differing_global_steps(dc::pgl_momentum::shared, period) == iterations / period);
+  // Period 1 (only global steps): both are end-to-end training, the local optimizers unused.
+  BOOST_TEST(differing_global_steps(dc::pgl_momentum::own, 1) == 0u);
+  BOOST_TEST(differing_global_steps(dc::pgl_momentum::shared, 1) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(pgl_with_its_own_momentum_restored_from_bytes_continues_bitwise) {
+  // #50: the global steps' optimizers travel in the checkpoint (without them the restored run's
+  // global velocity would restart at zero and the runs part at the next global step).
+  const nn::mlp<float> net({12, 10, 8, 4});
+  std::vector<float> p0(net.num_params());
+  net.init(p0, hg_test::seed() + 3);
+  const dc::local_learning_config own{
+      .modules = 3, .head_hidden = {5}, .pgl = {.period = 3, .global_momentum = dc::pgl_momentum::own}, .seed = 11};
+  auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
+  using ll_t = dc::local_learning<hg_test::sgd_stepper>;
+  ll_t a(net, p0, own, make), restored(net, p0, own, make);
+  const synthetic_batches src{12, 4, 8, hg_test::seed()};
+  auto train = [&](ll_t& ll, std::size_t from, std::size_t to) {
+    for (std::size_t t = from; t < to; ++t) {
+      const auto m = src(t);
+      ll.step(nn::batch<float>{m.x, m.y}, t);
+    }
+  };
+  train(a, 0, 10);
+  heterograd::archive_writer w;
+  a.serialize(w);
+  heterograd::archive_reader r(w.bytes());
+  restored.serialize(r);
+  BOOST_TEST(r.done());
+  train(a, 10, 20);
+  train(restored, 10, 20);
+  BOOST_TEST(bitwise_equal(a.params(), restored.params()));
+  // A shared run's checkpoint lacks the global optimizers: refused, nothing changed.
+  ll_t shared(net, p0, {.modules = 3, .head_hidden = {5}, .pgl = {.period = 3}, .seed = 11}, make);
+  heterograd::archive_writer ws;
+  shared.serialize(ws);
+  heterograd::archive_reader rs(ws.bytes());
+  const std::vector<float> before = restored.params();
+  BOOST_CHECK_THROW(restored.serialize(rs), std::exception);
+  BOOST_TEST(bitwise_equal(restored.params(), before));
 }
 
 BOOST_AUTO_TEST_CASE(bad_decoupled_configuration_throws_invalid_argument) {

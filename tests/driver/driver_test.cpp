@@ -1282,6 +1282,17 @@ BOOST_AUTO_TEST_CASE(a_round_methods_enum_key_has_the_library_configs_names_and_
   const auto d = hgrun::from_json(c["methods"][2], dc::local_learning_config{});
   BOOST_TEST(d.pgl.period == 3u);
   BOOST_TEST(d.head_hidden == std::vector<std::size_t>{5}, boost::test_tools::per_element());
+  // PGL's global momentum (#50): a name of the library's table, read back; a bad one refused.
+  const json own = resolved_with(
+      R"({"methods": [{"label": "p", "algorithm": "local_learning", "pgl_global_momentum": "own"}]})");
+  BOOST_TEST((hgrun::from_json(own["methods"][0], dc::local_learning_config{}).pgl.global_momentum ==
+              dc::pgl_momentum::own));
+  const std::string pe = error_of([] {
+    (void)resolved_with(
+        R"({"methods": [{"label": "p", "algorithm": "local_learning", "pgl_global_momentum": "mine"}]})");
+  });
+  BOOST_TEST(pe.find("'methods[0].pgl_global_momentum'") != std::string::npos, pe);
+  BOOST_TEST(pe.find("expected one of \"shared\", \"own\", got \"mine\"") != std::string::npos, pe);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -44,10 +44,18 @@
 
 namespace heterograd::algorithms::decoupled {
 
+/// Whose optimizer state PGL's global steps use (#50). shared: each module's own optimizer,
+/// the one its local steps use (a momentum optimizer mixes the global gradient into the local
+/// steps' velocity and back). own: a second optimizer per module, made by the same make_opt,
+/// that only the global steps use (each step sees one kind of gradient).
+enum class pgl_momentum { shared, own };
+inline constexpr choice<pgl_momentum> pgl_momenta[] = {{"shared", pgl_momentum::shared}, {"own", pgl_momentum::own}};
+
 /// PGL's global-guidance schedule.
 struct pgl_schedule {
   std::size_t period = 0;       // a global step every `period` iterations (0: never)
   double epoch_fraction = 0.0;  // all steps global during the first fraction of epochs
+  pgl_momentum global_momentum = pgl_momentum::shared;
   std::size_t total_epochs = 1;
 
   // total_epochs is the run's length, not a setting: not described.
@@ -56,7 +64,11 @@ struct pgl_schedule {
                     describe_field("period", &pgl_schedule::period,
                                    "PGL: a global step every P iterations (0: never)"),
                     describe_field("epoch_fraction", &pgl_schedule::epoch_fraction,
-                                   "PGL: global steps during this first fraction of epochs", closed(0, 1)));
+                                   "PGL: global steps during this first fraction of epochs", closed(0, 1)),
+                    describe_field("global_momentum", &pgl_schedule::global_momentum,
+                                   "PGL: the global steps' optimizer state: shared with the local steps, or "
+                                   "their own per module",
+                                   pgl_momenta));
   }
   void validate() const {
     validate_fields(*this);
@@ -129,6 +141,7 @@ class local_learning {
     grads_ = memory_.template make<float>(params_.size(), 0.0f);
     for (std::size_t k = 0; k < K; ++k) {
       body_opt_.push_back(make_opt(slice_size(k)));
+      if (cfg_.pgl.global_momentum == pgl_momentum::own) global_opt_.push_back(make_opt(slice_size(k)));
       if (k + 1 < K) {
         head_params_.push_back(initial_head(k));
         head_grads_.push_back(memory_.template make<float>(chain_.head_size(k), 0.0f));
@@ -192,8 +205,8 @@ class local_learning {
     return step(b.x.data(), b.y, iteration, epoch);
   }
 
-  /// Checkpointing: the network and head parameters and every module's optimizers, in a
-  /// fixed order; `ar(...)` writes or reads them (available when the optimizers have a
+  /// Checkpointing: the network and head parameters and every module's optimizers (with
+  /// global_momentum own, the global steps' optimizers after the others), in a fixed order; `ar(...)` writes or reads them (available when the optimizers have a
   /// serialize member). The rest is workspace, overwritten before it is read, and
   /// configuration, rebuilt by the caller. The bytes are the same in every memory (buffers
   /// go through host copies). Reading fills copies and commits them only when everything was
@@ -204,7 +217,7 @@ class local_learning {
     requires requires(Opt& o) { o.serialize(ar); }
   {
     auto fields = [&](buffer& params, std::vector<buffer>& heads, std::vector<Opt>& bodies,
-                      std::vector<Opt>& head_opts) {
+                      std::vector<Opt>& head_opts, std::vector<Opt>& globals) {
       kernels::archive_buffer(ar, memory_, params, "local_learning.params", chain_.num_params());
       std::uint64_t count = heads.size();
       ar(count);
@@ -213,32 +226,38 @@ class local_learning {
         kernels::archive_buffer(ar, memory_, heads[k], "local_learning.head_params", chain_.head_size(k));
       for (auto& o : bodies) o.serialize(ar);
       for (auto& o : head_opts) o.serialize(ar);
+      for (auto& o : globals) o.serialize(ar);
     };
     if constexpr (Archive::saving) {
-      fields(params_, head_params_, body_opt_, head_opt_);
+      fields(params_, head_params_, body_opt_, head_opt_, global_opt_);
     } else {
       buffer params{};
       std::vector<buffer> heads(head_params_.size());
-      auto bodies = body_opt_, head_opts = head_opt_;
-      fields(params, heads, bodies, head_opts);
+      auto bodies = body_opt_, head_opts = head_opt_, globals = global_opt_;
+      fields(params, heads, bodies, head_opts, globals);
       // The optimizer states against the modules they update (a checkpoint of the same network
       // and heads split at other layers has states of other sizes).
       for (std::size_t k = 0; k < bodies.size(); ++k)
         check_restored(bodies[k], slice_size(k), "local_learning.module[" + std::to_string(k) + "].optimizer");
       for (std::size_t k = 0; k < head_opts.size(); ++k)
         check_restored(head_opts[k], chain_.head_size(k), "local_learning.head[" + std::to_string(k) + "].optimizer");
+      for (std::size_t k = 0; k < globals.size(); ++k)
+        check_restored(globals[k], slice_size(k), "local_learning.global[" + std::to_string(k) + "].optimizer");
       params_ = std::move(params);
       head_params_ = std::move(heads);
       body_opt_ = std::move(bodies);
       head_opt_ = std::move(head_opts);
+      global_opt_ = std::move(globals);
     }
   }
 
   /// End-to-end backpropagation of the global loss on inputs `x` (memory's space) and host
-  /// labels `y`; each module's optimizer applies its slice.
+  /// labels `y`; each module's slice is applied by that module's optimizer (global_momentum
+  /// shared) or by its global steps' own optimizer (own).
   float global_step(const float* x, span<const std::int32_t> y) {
     const float loss = chain_.global_gradient(kernels::view(memory_, params_), x, y, kernels::view(memory_, grads_));
-    for (std::size_t k = 0; k < modules(); ++k) body_opt_[k].step(slice(params_, k), cspan(slice(grads_, k)));
+    std::vector<Opt>& opts = global_opt_.empty() ? body_opt_ : global_opt_;
+    for (std::size_t k = 0; k < modules(); ++k) opts[k].step(slice(params_, k), cspan(slice(grads_, k)));
     return loss;
   }
   float global_step(const nn::batch<float>& b)
@@ -277,6 +296,7 @@ class local_learning {
   buffer params_, grads_;
   std::vector<buffer> head_params_, head_grads_;
   std::vector<Opt> body_opt_, head_opt_;
+  std::vector<Opt> global_opt_;  // global_momentum own: the global steps' optimizers; else empty
 };
 
 }  // namespace heterograd::algorithms::decoupled
