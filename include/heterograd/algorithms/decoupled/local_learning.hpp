@@ -206,8 +206,8 @@ class local_learning {
   }
 
   /// Checkpointing: the network and head parameters and every module's optimizers (with
-  /// global_momentum own, the global steps' optimizers after the others), in a fixed order; `ar(...)` writes or reads them (available when the optimizers have a
-  /// serialize member). The rest is workspace, overwritten before it is read, and
+  /// global_momentum own, the global steps' optimizers after the others), in a fixed order;
+  /// `ar(...)` writes or reads them (available when the optimizers have a serialize member). The rest is workspace, overwritten before it is read, and
   /// configuration, rebuilt by the caller. The bytes are the same in every memory (buffers
   /// go through host copies). Reading fills copies and commits them only when everything was
   /// read: a checkpoint of another model (parameter or head count or size) or a damaged one
