@@ -36,6 +36,31 @@ struct synthetic_batches {
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
+
+using sgd_learner = dc::local_learning<hg_test::sgd_stepper>;
+
+/// Trains `a` 10 steps, restores its bytes into `restored` (built like it), trains both 10
+/// more, and checks that they end bitwise equal, network and heads.
+void check_resumed_continues_bitwise(sgd_learner& a, sgd_learner& restored) {
+  const synthetic_batches src{12, 4, 8, hg_test::seed()};
+  auto train = [&](sgd_learner& ll, std::size_t from, std::size_t to) {
+    for (std::size_t t = from; t < to; ++t) {
+      const auto m = src(t);
+      ll.step(nn::batch<float>{m.x, m.y}, t);
+    }
+  };
+  train(a, 0, 10);
+  heterograd::archive_writer w;
+  a.serialize(w);
+  heterograd::archive_reader r(w.bytes());
+  restored.serialize(r);
+  BOOST_TEST(r.done());
+  train(a, 10, 20);
+  train(restored, 10, 20);
+  BOOST_TEST(bitwise_equal(a.params(), restored.params()));
+  for (std::size_t k = 0; k + 1 < a.modules(); ++k)
+    BOOST_TEST(bitwise_equal(a.head_params(k), restored.head_params(k)), "head " << k);
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(decoupled)
@@ -105,26 +130,8 @@ BOOST_AUTO_TEST_CASE(local_learning_restored_from_bytes_continues_bitwise_like_t
   net.init(p0, hg_test::seed() + 3);
   const dc::local_learning_config cfg{.modules = 3, .head_hidden = {5}, .seed = 11};
   auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
-  using ll_t = dc::local_learning<hg_test::sgd_stepper>;
-  ll_t a(net, p0, cfg, make), restored(net, p0, cfg, make);
-  const synthetic_batches src{12, 4, 8, hg_test::seed()};
-  auto train = [&](ll_t& ll, std::size_t from, std::size_t to) {
-    for (std::size_t t = from; t < to; ++t) {
-      const auto m = src(t);
-      ll.step(nn::batch<float>{m.x, m.y}, t);
-    }
-  };
-  train(a, 0, 10);
-  heterograd::archive_writer w;
-  a.serialize(w);
-  heterograd::archive_reader r(w.bytes());
-  restored.serialize(r);
-  BOOST_TEST(r.done());
-  train(a, 10, 20);
-  train(restored, 10, 20);
-  BOOST_TEST(bitwise_equal(a.params(), restored.params()));
-  for (std::size_t k = 0; k + 1 < a.modules(); ++k)
-    BOOST_TEST(bitwise_equal(a.head_params(k), restored.head_params(k)), "head " << k);
+  sgd_learner a(net, p0, cfg, make), restored(net, p0, cfg, make);
+  check_resumed_continues_bitwise(a, restored);
 }
 
 BOOST_AUTO_TEST_CASE(pgl_schedule_marks_every_pth_iteration_and_the_first_epochs_global) {
@@ -182,26 +189,10 @@ BOOST_AUTO_TEST_CASE(pgl_with_its_own_momentum_restored_from_bytes_continues_bit
   const dc::local_learning_config own{
       .modules = 3, .head_hidden = {5}, .pgl = {.period = 3, .global_momentum = dc::pgl_momentum::own}, .seed = 11};
   auto make = [](std::size_t) { return hg_test::sgd_stepper{}; };
-  using ll_t = dc::local_learning<hg_test::sgd_stepper>;
-  ll_t a(net, p0, own, make), restored(net, p0, own, make);
-  const synthetic_batches src{12, 4, 8, hg_test::seed()};
-  auto train = [&](ll_t& ll, std::size_t from, std::size_t to) {
-    for (std::size_t t = from; t < to; ++t) {
-      const auto m = src(t);
-      ll.step(nn::batch<float>{m.x, m.y}, t);
-    }
-  };
-  train(a, 0, 10);
-  heterograd::archive_writer w;
-  a.serialize(w);
-  heterograd::archive_reader r(w.bytes());
-  restored.serialize(r);
-  BOOST_TEST(r.done());
-  train(a, 10, 20);
-  train(restored, 10, 20);
-  BOOST_TEST(bitwise_equal(a.params(), restored.params()));
+  sgd_learner a(net, p0, own, make), restored(net, p0, own, make);
+  check_resumed_continues_bitwise(a, restored);
   // A shared run's checkpoint lacks the global optimizers: refused, nothing changed.
-  ll_t shared(net, p0, {.modules = 3, .head_hidden = {5}, .pgl = {.period = 3}, .seed = 11}, make);
+  sgd_learner shared(net, p0, {.modules = 3, .head_hidden = {5}, .pgl = {.period = 3}, .seed = 11}, make);
   heterograd::archive_writer ws;
   shared.serialize(ws);
   heterograd::archive_reader rs(ws.bytes());
