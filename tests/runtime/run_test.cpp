@@ -30,6 +30,7 @@
 #include "heterograd/runtime/run.hpp"
 #include "heterograd/runtime/sim.hpp"
 #include "heterograd/sim/worker_time.hpp"
+#include "messages.hpp"
 
 namespace hg = heterograd;
 namespace hr = heterograd::runtime;
@@ -165,12 +166,7 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name_before_anything_runs) {
   std::atomic<std::uint64_t> computed{0};
   ha::asgd<float> p(n, ha::model_server<float>(std::vector<float>(d, 0.0f)));
   auto message = [&](const hr::run_options& o, const hr::where::threads& w = {}) {
-    try {
-      (void)hr::run(hr::served{p, centres{d, &computed}}, w, o);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return hg_test::invalid_argument_message([&] { (void)hr::run(hr::served{p, centres{d, &computed}}, w, o); });
   };
   hr::run_options o;
   BOOST_TEST(message(o).find("'horizon'") != std::string::npos);  // no rule: it would never end
@@ -242,14 +238,7 @@ BOOST_AUTO_TEST_CASE(the_server_thread_runs_on_the_placements_server_cores, *boo
 }
 
 BOOST_AUTO_TEST_CASE(a_server_placement_is_refused_by_key_where_it_cannot_pin) {
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [](auto&& f) { return hg_test::invalid_argument_message(f); };
   std::atomic<std::uint64_t> computed{0};
   hr::run_options o;
   o.horizon = 10;
@@ -380,14 +369,7 @@ BOOST_AUTO_TEST_CASE(a_join_due_as_the_run_ends_never_holds_it_up, *boost::unit_
 // Membership on a clock or a method where it is not built is refused naming the key: the
 // simulator (virtual_time order, the server's own rule), a round method, joins without it.
 BOOST_AUTO_TEST_CASE(membership_where_it_is_not_built_is_refused_by_name) {
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [](auto&& f) { return hg_test::invalid_argument_message(f); };
   hr::run_options o;
   o.horizon = 10;
   o.membership.elastic = true;
