@@ -838,6 +838,15 @@ BOOST_AUTO_TEST_CASE(biased_local_sgds_samples_per_redraw_beyond_the_training_se
   json fits = json::parse(base);
   fits["data"]["batch"] = 32;  // 2 x 6 x 32 x 3 = 1152
   BOOST_TEST(error_of([&] { resolved_with(fits.dump()); }).empty());
+  // shuffle_rounds 0, the authors' one pass (biased_config::rounds_per_redraw): 2000 / (256 x
+  // 22) rounds down to 0, at least 1: 1 x 6 x 256 x 3 = 4608 refused; at batch 16, 2000 / 352
+  // = 5 rounds: 5 x 6 x 16 x 3 = 1440 fits.
+  json pass = json::parse(base);
+  pass["methods"][0]["shuffle_rounds"] = 0;
+  const std::string e0 = error_of([&] { resolved_with(pass.dump()); });
+  BOOST_TEST((e0.find("methods[0].local_steps") != std::string::npos && e0.find("4608") != std::string::npos), e0);
+  pass["data"]["batch"] = 16;
+  BOOST_TEST(error_of([&] { resolved_with(pass.dump()); }).empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_trace_of_each_workers_constant_job_time_replays_the_fixed_model_bit_for_bit) {

@@ -14,6 +14,7 @@
 #include "elastic_checks.hpp"
 #include "experiment.hpp"
 #include "registry.hpp"
+#include "heterograd/algorithms/sync/biased.hpp"
 #include "heterograd/runtime/pacing.hpp"
 #include "heterograd/runtime/placement.hpp"
 #include "heterograd/sim/worker_time.hpp"
@@ -454,15 +455,15 @@ batch_need largest_batches(const json& c, bool images) {
       // with the keys). speed_proportional H_i are at most the largest configured one.
       const double samples = train > 0 ? train : static_cast<double>(fashion_mnist_train);
       const auto& h = m["local_steps"];
-      double h_max = 0, h_sum = 0;
+      heterograd::algorithms::sync::biased_config plan;  // the library's redraw period
+      plan.batch = m["batch"].get<std::size_t>();
+      plan.shuffle_rounds = m["shuffle_rounds"].get<std::size_t>();
+      double h_max = 0;
       for (const auto& x : h) {
         h_max = std::max(h_max, x.get<double>());
-        h_sum += x.get<double>();
+        plan.local_steps.push_back(x.get<std::size_t>());
       }
-      // shuffle_rounds 0: one pass, samples / (batch x sum of H_i) rounded down, at least 1.
-      const double redraw = m["shuffle_rounds"].get<double>() > 0
-                                ? m["shuffle_rounds"].get<double>()
-                                : std::max(1.0, std::floor(samples / (m["batch"].get<double>() * h_sum)));
+      const double redraw = static_cast<double>(plan.rounds_per_redraw(static_cast<std::size_t>(samples)));
       const double per_step = redraw * m["batch"].get<double>();
       double slow = 0, most = 0;
       for (const auto& w : m["slow_workers"]) {
