@@ -33,7 +33,6 @@
 
 #if defined(HG_HAS_MPI)
 #include "heterograd/comm/mpi.hpp"
-#include "heterograd/comm/reduce.hpp"
 #include "mpi_start.hpp"
 #endif
 
@@ -185,22 +184,14 @@ class local_session {
     ++rounds_;
   }
 
-  /// x <- sum_i w_i x_i / sum_i w_i with the arithmetic of the transport's weighted average
-  /// (comm/reduce.hpp's scale in float, divide by the double sum), but over its unweighted sum
-  /// (written when comm::mpi's weighted allreduce refused its own 1 MiB segments on a 4 MB buffer
-  /// on 3 ranks, a receive-matching bug since fixed; the same arithmetic). Bytes per element: 2
-  /// sizeof(float) to scale, the allreduce's, 2 sizeof(float) to divide.
+  /// x <- sum_i w_i x_i / sum_i w_i over the ranks: the transport's weighted average
+  /// (allreduce_options::weight, every rank passing its own).
   void average() {
-    const auto x = params();
     heterograd::comm::allreduce_options o;
-    o.op = heterograd::comm::reduce_op::sum;
+    o.op = heterograd::comm::reduce_op::avg;
+    o.weight = s_.weight;
     o.timeout = timeout();
-    double total = s_.weight;
-    comm_.allreduce(heterograd::span<double>(&total, 1), o).wait();
-    const float w = static_cast<float>(s_.weight);  // scaled_copy's rounding, in place
-    for (float& v : x) v = w * v;
-    comm_.allreduce(x, o).wait();
-    heterograd::comm::detail::divide(x.data(), total, x.size());
+    comm_.allreduce(params(), o).wait();
   }
 
   /// Copies the anchor and the outer state's slots into the caller's arrays; returns the
